@@ -1,0 +1,97 @@
+"""Run the model kernel on a block of jobs, or on one configuration.
+
+``evaluate_block`` allocates the outputs of one block and calls the numba kernel (or the numpy
+reference, for the benchmark).  ``Block`` is what a worker sends to the writer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+
+from .tables import Grid
+
+#: outputs over all seven dimensions: name -> (dtype, units, long name)
+CUBE_VARIABLES = {
+    "step_time": (np.float32, "s", "time of one optimizer step of one replica"),
+    "t_comm": (np.float32, "s", "exposed weight/gradient communication per step"),
+    "throughput": (np.float32, "samples/s", "samples per second of the whole job"),
+    "cost": (np.float32, "USD/1e6 samples", "GPU rental cost per million samples"),
+    "energy": (np.float32, "J/sample", "GPU energy per sample at board power"),
+    "bottleneck": (np.uint8, "1", "largest time component"),
+    "valid": (np.uint8, "1", "1 where the configuration can exist"),
+}
+#: outputs over (job, gpu, precision)
+JOB_GPU_VARIABLES = {
+    "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
+    "t_flop": (np.float32, "s", "compute-bound ops per step"),
+    "t_mem": (np.float32, "s", "memory-bound ops per step"),
+    "fits_memory": (np.uint8, "1", "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory"),
+}
+#: per-job reductions over (job, gpu, n_gpu, precision)
+BEST_VARIABLES = {
+    "best_step_time": (np.float64, "s", "smallest step time over arch x intra x network (float32-rounded)"),
+    "best_index": (np.int32, "1", "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none"),
+    "best_bottleneck": (np.uint8, "1", "bottleneck of the best configuration"),
+}
+
+
+@dataclass
+class Block:
+    """The outputs of jobs[start:stop]: cube arrays (absent in reduce-only mode) and reductions."""
+
+    index: int
+    start: int
+    stop: int
+    arrays: dict[str, np.ndarray]
+
+
+def allocate(grid: Grid, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]:
+    """Output arrays for ``n_jobs`` jobs (cube arrays are 1-element dummies in reduce-only mode)."""
+    _, a, g, n, i, w, p = grid.shape
+    full = (n_jobs, a, g, n, i, w, p) if write_cube else (1,) * 7
+    out = {name: np.empty(full, dtype) for name, (dtype, _, _) in CUBE_VARIABLES.items()}
+    # the kernel reads these back for every configuration, so they are computed in float64
+    # (h5py rounds them to the stored float32 on write)
+    out.update({name: np.empty((n_jobs, g, p), np.float64 if np.dtype(dtype).kind == "f" else dtype)
+                for name, (dtype, _, _) in JOB_GPU_VARIABLES.items()})
+    out.update({name: np.empty((n_jobs, g, n, p), dtype) for name, (dtype, _, _) in BEST_VARIABLES.items()})
+    return out
+
+
+def run_kernel(kernel, grid: Grid, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool,
+               out: dict[str, np.ndarray]) -> None:
+    """Call ``kernel`` (``model.evaluate_block`` or ``reference.evaluate_block``) into ``out``."""
+    kernel(jobs, n_gpu, grid.arch_codes, grid.gpu_table, grid.peak, grid.prec_table,
+           grid.intra_table, grid.intra_fits, grid.network_table, grid.options, write_cube,
+           *(out[name] for name in CUBE_VARIABLES), *(out[name] for name in JOB_GPU_VARIABLES),
+           *(out[name] for name in BEST_VARIABLES))
+
+
+def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True) -> Block:
+    """Evaluate jobs[start:stop] of ``grid`` with the numba kernel."""
+    from paigrid.kernels.model import evaluate_block as kernel
+
+    jobs, n_gpu = grid.job_rows(start, stop)
+    out = allocate(grid, stop - start, write_cube)
+    run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
+    if not write_cube:
+        out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
+    return Block(index, start, stop, out)
+
+
+def decode_best(best_index: np.ndarray, n_intra: int, n_network: int):
+    """Split flat best indices into (arch, intra, network) indices; -1 stays -1."""
+    none = best_index < 0
+    idx = np.where(none, 0, best_index)
+    arch, rest = np.divmod(idx, n_intra * n_network)
+    intra, network = np.divmod(rest, n_network)
+    return tuple(np.where(none, -1, x) for x in (arch, intra, network))
+
+
+def bottleneck_name(code: int) -> str:
+    """Readable name of a bottleneck flag."""
+    return L.BOTTLENECK_NAMES[code] if code < len(L.BOTTLENECK_NAMES) else "invalid"

@@ -1,0 +1,84 @@
+"""Text descriptions of a cube file (``paigrid info``) and of the catalogues (``paigrid datasets``)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .catalog import BUILTIN, load
+from .errors import PaigridError
+from .query import LABEL_DIMS, open_cube
+
+
+def describe(path: str | Path) -> str:
+    """Dimensions with sizes, variables with units, provenance and completeness of a cube."""
+    cube = open_cube(path, allow_incomplete=True)
+    f = cube.file
+    try:
+        done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
+        lines = [f"cube: {cube.path}",
+                 f"status: {'complete' if cube.complete else f'INCOMPLETE: {done} of {total} blocks written; finish with paigrid sweep --resume'}",
+                 f"mode: {cube.mode}", "dimensions:"]
+        size = 1
+        for dim in ("job", *LABEL_DIMS):
+            values = cube.labels[dim]
+            size *= len(values)
+            shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
+            lines.append(f"  {dim:<10} {len(values):>6}  {shown}")
+        lines.append(f"configurations: {size:,}")
+        lines.append("variables:")
+        import h5netcdf
+
+        with h5netcdf.File(cube.path, "r") as nc:
+            for name, var in nc.variables.items():
+                if name not in ("job", *LABEL_DIMS):
+                    lines.append(f"  {name:<18} [{var.attrs.get('units', '?')}]  ({', '.join(var.dimensions)})")
+        lines.append("provenance:")
+        for key in ("paigrid_version", "created", "compression", "efficiency_source", "catalogue_sha256", "spec"):
+            if key in f.attrs:
+                value = f.attrs[key]
+                value = value.decode() if isinstance(value, bytes) else value
+                if key in ("catalogue_sha256", "spec"):
+                    value = json.dumps(json.loads(value))
+                lines.append(f"  {key}: {value}")
+        return "\n".join(lines)
+    finally:
+        cube.close()
+
+
+# columns shown by ``paigrid datasets NAME`` in the text table (all columns with --csv)
+SHOWN = {
+    "gpus": ("name", "fp32_TFLOP_per_s", "fp16_TFLOP_per_s", "hbm_GB_per_s", "memory_GB", "nvlink_gen", "pcie_gen",
+             "price_USD_per_gpu_hour", "aliases"),
+    "links": ("name", "scope", "kind", "nominal_GB_per_s", "efficiency", "latency_us", "fits_gpus"),
+    "workloads": ("name", "suite", "params_M", "fwd_GFLOP_per_sample", "membound_MB_per_sample", "default_batch",
+                  "optimizer", "sample_unit"),
+    "optimizers": ("name", "state_bytes_per_param", "source"),
+    "precisions": ("name", "peak_column", "activation_bytes", "weight_bytes_per_param", "comm_bytes_per_param"),
+}
+
+
+def describe_catalogues(name: str | None, as_csv: bool = False) -> str:
+    """A summary of every built-in catalogue, or one catalogue as a table (or CSV)."""
+    from .catalog import builtin_text
+    from .output import emit
+
+    if name is None:
+        lines = []
+        for kind in BUILTIN:
+            cat = load(kind)
+            lines.append(f"{kind:<11} {len(cat.rows):>3} rows  sha256 {cat.sha256[:12]}  {', '.join(cat.names[:6])}"
+                         + (", ..." if len(cat.names) > 6 else ""))
+        lines.append("show one with: paigrid datasets NAME [--csv]")
+        return "\n".join(lines) + "\n"
+    if name not in BUILTIN:
+        raise PaigridError(f"unknown catalogue {name!r}; known: {', '.join(BUILTIN)}.")
+    if as_csv:
+        return builtin_text(name)
+    cat = load(name)
+    buffer = io.StringIO()
+    emit(cat.rows, [c for c in SHOWN[name] if c in cat.columns], "table", stream=buffer)
+    return buffer.getvalue()

@@ -1,0 +1,229 @@
+"""Queries on a cube file: the best configuration of each job, by time per sample or by cost.
+
+The stored per-job reductions (best arch x intra x network for each gpu x n_gpu x precision)
+answer most queries by reading kilobytes.  A filter on arch, intra or network, or ``top`` > 1,
+needs the cube itself, which is then reduced one job chunk at a time.
+
+Ordering is the same on both paths, so they agree exactly: configurations are compared by
+time per sample (``step_time / (n_gpu x samples_per_step)``, i.e. the inverse throughput) or by
+cost, and ties go to the first in (gpu, n_gpu, precision, arch, intra, network) order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+
+from .errors import PaigridError
+from .store import partial_path
+
+LABEL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
+REDUCED_DIMS = ("arch", "intra", "network")
+
+
+@dataclass
+class Cube:
+    """An open cube file (h5py, read-only) and its labels."""
+
+    path: Path
+    file: object
+    labels: dict[str, list]
+    complete: bool
+    mode: str
+
+    def close(self) -> None:
+        """Close the file."""
+        self.file.close()
+
+
+def _decode(values) -> list:
+    return [v.decode() if isinstance(v, bytes) else v for v in values]
+
+
+def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
+    """Open a cube for reading; an unfinished sweep is an error unless ``allow_incomplete``."""
+    import h5py
+
+    path = Path(path)
+    if not path.exists():
+        if partial_path(path).exists() and allow_incomplete:
+            path = partial_path(path)
+        elif partial_path(path).exists():
+            raise PaigridError(f"the sweep writing {path} is unfinished ({partial_path(path)} exists); "
+                               "finish it with paigrid sweep --resume before querying it.")
+        else:
+            raise PaigridError(f"there is no cube at {path}.")
+    try:
+        f = h5py.File(path, "r")
+    except OSError:
+        raise PaigridError(f"{path} is not a readable HDF5 cube.") from None
+    if "block_done" not in f or "job" not in f:
+        f.close()
+        raise PaigridError(f"{path} is an HDF5 file but not a paigrid cube.")
+    labels = {dim: _decode(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
+    complete = int(f.attrs.get("complete", 0)) == 1 and bool(np.all(f["block_done"][:] == 1))
+    cube = Cube(path, f, labels, complete, str(f.attrs.get("mode", "full")))
+    if not complete and not allow_incomplete:
+        done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
+        f.close()
+        raise PaigridError(f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
+                           "partial; finish it with paigrid sweep --resume.")
+    return cube
+
+
+def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
+    """Parse DIM=VALUE[,VALUE...] filters into coordinate indices (never evaluated as code)."""
+    selected: dict[str, list[int]] = {}
+    for item in items:
+        dim, sep, text = item.partition("=")
+        dim = dim.strip()
+        if not sep or dim not in LABEL_DIMS:
+            raise PaigridError(f"--where takes DIM=VALUE with DIM one of {', '.join(LABEL_DIMS)}, not {item!r}.")
+        labels = cube.labels[dim]
+        indices = []
+        for value in (v.strip() for v in text.split(",")):
+            indices.append(_label_index(dim, value, labels))
+        selected[dim] = sorted(set(selected.get(dim, [])) | set(indices)) if dim in selected else sorted(set(indices))
+    return selected
+
+
+def _label_index(dim: str, value: str, labels: list) -> int:
+    if dim == "n_gpu":
+        try:
+            number = int(value)
+        except ValueError:
+            raise PaigridError(f"n_gpu={value!r} is not a whole number.") from None
+        if number in labels:
+            return labels.index(number)
+        raise PaigridError(f"n_gpu={number} is not in the cube; its n_gpu values are {', '.join(map(str, labels))}.")
+    folded = [str(v).casefold() for v in labels]
+    if value.casefold() in folded:
+        return folded.index(value.casefold())
+    if dim == "gpu":
+        from .catalog import load
+
+        try:
+            canonical = load("gpus").resolve(value)
+        except PaigridError:
+            canonical = None
+        if canonical in labels:
+            return labels.index(canonical)
+    raise PaigridError(f"{dim}={value} is not in the cube; its {dim} values are {', '.join(map(str, labels))}.")
+
+
+def _per_job(cube: Cube, name: str, rows) -> np.ndarray:
+    return cube.file[name][rows]
+
+
+def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]] | None = None,
+                        jobs: list[str] | None = None, top: int = 1) -> list[dict]:
+    """The ``top`` best configurations of each job under the filters, as result rows.
+
+    Each row: job, model, arch, intra, network, gpu, n_gpu, precision, step_time [s],
+    throughput [samples/s], throughput_tokens [tokens/s], cost [USD per 1e6 samples],
+    bottleneck, and speedup (best throughput / current throughput; NaN without a current
+    configuration).  A job with no feasible configuration under the filters gets one row of NaN.
+    """
+    if by not in ("time", "cost"):
+        raise PaigridError(f"--by takes time or cost, not {by!r}.")
+    if top < 1:
+        raise PaigridError(f"--top must be at least 1, not {top}.")
+    where = where or {}
+    job_rows = _job_indices(cube, jobs)
+    needs_cube = top > 1 or any(dim in where for dim in REDUCED_DIMS)
+    if needs_cube and cube.mode == "reduce-only":
+        raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
+                           "--top 1 with filters on gpu, n_gpu and precision only.")
+    sel = {dim: np.asarray(where.get(dim, range(len(cube.labels[dim]))), dtype=np.intp) for dim in LABEL_DIMS}
+    samples = _per_job(cube, "samples_per_step", job_rows)
+    price = cube.file["price"][:]
+    n_values = _n_values(cube, job_rows)
+    rows = []
+    for pos, j in enumerate(job_rows):
+        if needs_cube:
+            step, code, cfg = _scan_job(cube, j, sel)
+        else:
+            step, code, cfg = _reduced_job(cube, j, sel)
+        n = n_values[pos][cfg["n"]]
+        per_sample = step / (n * samples[pos])
+        metric = per_sample if by == "time" else price[cfg["g"]] / 3600.0 * 1e6 / samples[pos] * step
+        order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
+        order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
+        for k in order:
+            rows.append(_row(cube, j, pos, k, step, code, cfg, n, samples, price))
+    return rows
+
+
+def _job_indices(cube: Cube, jobs: list[str] | None) -> np.ndarray:
+    if not jobs:
+        return np.arange(len(cube.labels["job"]))
+    index = {name: i for i, name in enumerate(cube.labels["job"])}
+    missing = [j for j in jobs if j not in index]
+    if missing:
+        import difflib
+
+        close = difflib.get_close_matches(missing[0], list(index), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "."
+        raise PaigridError(f"job {missing[0]!r} is not in the cube{hint}")
+    return np.array([index[j] for j in jobs])
+
+
+def _n_values(cube: Cube, job_rows: np.ndarray) -> np.ndarray:
+    """GPU count of each n_gpu coordinate per job (the current count when the coordinate is 0)."""
+    labels = np.asarray(cube.labels["n_gpu"], dtype=np.float64)
+    if list(labels) == [0.0]:
+        return cube.file["current_n_gpu"][:][job_rows].astype(np.float64)[:, None]
+    return np.tile(labels, (len(job_rows), 1))
+
+
+def _reduced_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
+    """Candidates of one job from the stored reductions: one per (gpu, n_gpu, precision)."""
+    g, n, p = (sel[d] for d in ("gpu", "n_gpu", "precision"))
+    step = cube.file["best_step_time"][j][np.ix_(g, n, p)].reshape(-1)
+    flat = cube.file["best_index"][j][np.ix_(g, n, p)].reshape(-1)
+    code = cube.file["best_bottleneck"][j][np.ix_(g, n, p)].reshape(-1)
+    gg, nn, pp = (x.reshape(-1) for x in np.meshgrid(g, n, p, indexing="ij"))
+    n_i, n_w = len(cube.labels["intra"]), len(cube.labels["network"])
+    safe = np.maximum(flat, 0)
+    a, rest = np.divmod(safe, n_i * n_w)
+    i, w = np.divmod(rest, n_w)
+    return step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
+
+
+def _scan_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
+    """Candidates of one job from the cube chunk: every selected feasible configuration."""
+    axes = [sel[d] for d in LABEL_DIMS]
+    step = cube.file["step_time"][j][np.ix_(*axes)].astype(np.float64)
+    code = cube.file["bottleneck"][j][np.ix_(*axes)]
+    fits = cube.file["fits_memory"][j][np.ix_(sel["gpu"], sel["precision"])] == 1
+    step = np.where(fits[None, :, None, None, None, :], step, np.nan)
+    # to (gpu, n_gpu, precision, arch, intra, network) order, the order of the reductions
+    order = (1, 2, 5, 0, 3, 4)
+    step = step.transpose(order).reshape(-1)
+    code = code.transpose(order).reshape(-1)
+    grids = np.meshgrid(*axes, indexing="ij")
+    a, g, n, i, w, p = (x.transpose(order).reshape(-1) for x in grids)
+    return step, code, {"g": g, "n": n, "p": p, "a": a, "i": i, "w": w}
+
+
+def _row(cube: Cube, j, pos, k, step, code, cfg, n, samples, price) -> dict:
+    labels = cube.labels
+    f = cube.file
+    feasible = not math.isnan(step[k])
+    current = float(f["current_throughput"][j]) if "current_throughput" in f else float("nan")
+    throughput = n[k] * samples[pos] / step[k] if feasible else float("nan")
+    tokens = float(f["tokens_per_sample"][j])
+    row = {"job": labels["job"][j], "model": _decode([f["model"][j]])[0]}
+    for dim, key in (("arch", "a"), ("intra", "i"), ("network", "w"), ("gpu", "g"), ("precision", "p")):
+        row[dim] = labels[dim][cfg[key][k]] if feasible else None
+    row["n_gpu"] = int(n[k]) if feasible else None
+    row.update(step_time=float(step[k]), throughput=float(throughput), throughput_tokens=float(throughput * tokens),
+               cost=float(price[cfg["g"][k]] / 3600.0 * 1e6 / samples[pos] * step[k]),
+               bottleneck=L.BOTTLENECK_NAMES[code[k]] if feasible and code[k] < len(L.BOTTLENECK_NAMES) else None,
+               speedup=float(throughput / current) if feasible else float("nan"))
+    return row

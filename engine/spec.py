@@ -1,0 +1,217 @@
+"""Sweep specifications: which jobs and which values of each dimension, and the model options.
+
+A spec is TOML (read with the standard library's ``tomllib``); every key is optional and the
+empty spec sweeps the built-in workloads over the whole hardware catalogue:
+
+    workloads = ["resnet50", "bert-large-seq384"]   # names, or a CSV path; default: all built-in
+    jobs_per_block = 4                              # jobs per unit of work
+
+    [grid]                                          # default: every value in the catalogues
+    arch = ["1w1g", "allreduce-local"]
+    gpu = ["V100", "A100"]                          # aliases resolve to catalogue names
+    n_gpu = [1, 2, 4, 8]                            # or "current": each job's own GPU count
+    intra = ["pcie3", "nvlink2-hcm"]
+    network = ["eth-25g", "eth-100g"]
+    precision = ["fp32", "amp-fp16"]
+
+    [options]                                       # the model's named options (README)
+    collective = "default"                          # default | ring | tree | hierarchical
+    topology_aware = false
+    grad_accum_steps = 1
+    overlap = 0.0
+    gpus_per_node = 8
+    nics_per_node = 1
+    pcie_roots = 2
+    ps_count = 0                                    # 0: one parameter server per worker server
+    input_rate_samples_per_s = inf                  # per server; inf: no input-pipeline bound
+
+    [catalogues]                                    # replace a built-in catalogue by a CSV
+    gpus = "my_gpus.csv"
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES
+
+from .errors import PaigridError
+
+DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
+PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
+DEFAULT_N_GPU = tuple(2 ** i for i in range(11))  # 1 .. 1024
+CURRENT = "current"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The model's named options; the defaults are version 1 of the model, value for value."""
+
+    collective: str = "default"
+    topology_aware: bool = False
+    grad_accum_steps: int = 1
+    overlap: float = 0.0
+    gpus_per_node: int = 8
+    nics_per_node: int = 1
+    pcie_roots: int = 2
+    ps_count: int = 0
+    input_rate_samples_per_s: float = math.inf
+
+    def __post_init__(self) -> None:
+        if self.collective not in COLLECTIVE_NAMES:
+            raise PaigridError(f"collective must be one of {', '.join(COLLECTIVE_NAMES)}, not {self.collective!r}.")
+        check_options(asdict(self), "options")
+
+    def with_overrides(self, values: dict, origin: str) -> "Options":
+        """A copy with ``values`` (from a spec, a calibration or the command line) applied."""
+        names = {f.name for f in fields(self)}
+        unknown = set(values) - names
+        if unknown:
+            raise PaigridError(f"{origin}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}.")
+        return replace(self, **coerce_options(values, origin))
+
+
+#: per-job options: a workloads or population CSV may set them in columns of the same name
+JOB_OPTIONS = ("grad_accum_steps", "overlap", "gpus_per_node", "nics_per_node", "pcie_roots",
+               "ps_count", "input_rate_samples_per_s")
+_INTEGER_OPTIONS = {"grad_accum_steps": 1, "gpus_per_node": 1, "nics_per_node": 1, "pcie_roots": 1, "ps_count": 0}
+
+
+def coerce_options(values: dict, origin: str) -> dict:
+    """Convert option values to their types, with one clear sentence for a bad one."""
+    out = {}
+    for key, value in values.items():
+        if key == "collective":
+            out[key] = str(value)
+        elif key == "topology_aware":
+            if not isinstance(value, bool):
+                raise PaigridError(f"{origin}: topology_aware must be true or false, not {value!r}.")
+            out[key] = value
+        elif key in _INTEGER_OPTIONS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+                raise PaigridError(f"{origin}: {key} must be a whole number, not {value!r}.")
+            out[key] = int(value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise PaigridError(f"{origin}: {key} must be a number, not {value!r}.")
+            out[key] = float(value)
+    check_options(out, origin)
+    return out
+
+
+def check_options(values: dict, origin: str) -> None:
+    """Range checks of option values."""
+    for key, minimum in _INTEGER_OPTIONS.items():
+        if key in values and values[key] < minimum:
+            raise PaigridError(f"{origin}: {key} must be at least {minimum}, not {values[key]}.")
+    if "overlap" in values and not 0.0 <= values["overlap"] <= 1.0:
+        raise PaigridError(f"{origin}: overlap must be a fraction between 0 and 1, not {values['overlap']}.")
+    rate = values.get("input_rate_samples_per_s")
+    if rate is not None and not rate > 0:
+        raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")
+
+
+@dataclass
+class SweepSpec:
+    """What to sweep: the jobs, the value lists of the hardware dimensions, options and catalogues."""
+
+    workloads: list[str] | str | None = None   # None: all built-in; str: a CSV path
+    arch: list[str] | None = None
+    gpu: list[str] | None = None
+    n_gpu: list[int] | str | None = None       # None: 1..1024; "current": each job's own count
+    intra: list[str] | None = None
+    network: list[str] | None = None
+    precision: list[str] | None = None
+    options: Options = field(default_factory=Options)
+    catalogues: dict[str, str] = field(default_factory=dict)
+    jobs_per_block: int = 4
+    origin: str = "the default spec"
+
+    def to_toml_dict(self) -> dict:
+        """The spec as plain data, stored in the cube so it says how it was made."""
+        data = {"workloads": self.workloads, "jobs_per_block": self.jobs_per_block,
+                "grid": {d: getattr(self, d) for d in DIMS[1:] if getattr(self, d) is not None},
+                "options": {k: v for k, v in asdict(self.options).items()},
+                "catalogues": self.catalogues}
+        return {k: v for k, v in data.items() if v is not None}
+
+
+def _string_list(value, key: str, origin: str) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise PaigridError(f"{origin}: {key} must be a non-empty list of names.")
+    return value
+
+
+def _n_gpu_list(value, origin: str) -> list[int] | str:
+    if value == CURRENT:
+        return CURRENT
+    if not isinstance(value, list) or not value:
+        raise PaigridError(f"{origin}: n_gpu must be a non-empty list of GPU counts or \"current\".")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise PaigridError(f"{origin}: n_gpu values must be whole numbers >= 1, not {v!r}.")
+    if len(set(value)) != len(value):
+        raise PaigridError(f"{origin}: n_gpu lists a GPU count twice.")
+    return list(value)
+
+
+def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> SweepSpec:
+    """Validate parsed TOML into a ``SweepSpec``; relative paths are taken from ``base_dir``."""
+    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block"}
+    unknown = set(data) - known
+    if unknown:
+        raise PaigridError(f"{origin}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
+    spec = SweepSpec(origin=origin)
+    base_dir = base_dir or Path(".")
+    workloads = data.get("workloads")
+    if isinstance(workloads, str) and workloads.endswith(".csv"):
+        spec.workloads = str(base_dir / workloads)
+    elif workloads is not None:
+        spec.workloads = _string_list(workloads, "workloads", origin)
+    grid = data.get("grid", {})
+    if not isinstance(grid, dict):
+        raise PaigridError(f"{origin}: [grid] must be a table.")
+    unknown = set(grid) - set(DIMS[1:])
+    if unknown:
+        raise PaigridError(f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; known: {', '.join(DIMS[1:])}.")
+    for dim in ("arch", "gpu", "intra", "network", "precision"):
+        if dim in grid:
+            setattr(spec, dim, _string_list(grid[dim], f"grid.{dim}", origin))
+    if "n_gpu" in grid:
+        spec.n_gpu = _n_gpu_list(grid["n_gpu"], origin)
+    if spec.arch:
+        for name in spec.arch:
+            if name not in ARCH_NAMES:
+                raise PaigridError(f"{origin}: unknown architecture {name!r}; known: {', '.join(ARCH_NAMES)}.")
+    options = data.get("options", {})
+    if not isinstance(options, dict):
+        raise PaigridError(f"{origin}: [options] must be a table.")
+    spec.options = Options().with_overrides(options, origin)
+    catalogues = data.get("catalogues", {})
+    spec.catalogues = {k: str(base_dir / v) for k, v in catalogues.items()}
+    blocks = data.get("jobs_per_block", spec.jobs_per_block)
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
+        raise PaigridError(f"{origin}: jobs_per_block must be a whole number >= 1.")
+    spec.jobs_per_block = blocks
+    return spec
+
+
+def load_spec(path: str | Path | None) -> SweepSpec:
+    """Read a TOML spec file (``None``: the default spec)."""
+    if path is None:
+        return SweepSpec()
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PaigridError(f"the spec file {path} does not exist.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PaigridError(f"the spec file {path} is not valid TOML ({exc}).") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PaigridError(f"the spec file {path} cannot be read ({exc.__class__.__name__}).") from None
+    return spec_from_dict(data, str(path), path.parent)

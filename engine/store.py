@@ -1,0 +1,222 @@
+"""The cube file: netCDF-4/HDF5 written through h5netcdf, streamed block by block.
+
+Layout (``xarray.open_dataset(path, engine="h5netcdf")`` opens it, after ``import hdf5plugin``
+for the blosc filters):
+
+- dimensions ``job, arch, gpu, n_gpu, intra, network, precision`` with labelled coordinates,
+  and ``block`` (units of work);
+- the cube variables over all seven dimensions, chunked one job per chunk;
+- ``t_data, t_flop, t_mem, fits_memory`` over (job, gpu, precision), which is all they vary with;
+- the per-job reductions ``best_*`` over (job, gpu, n_gpu, precision);
+- per-job metadata (model, batch, current configuration and its predicted throughput) and per-GPU
+  price and power, so queries need nothing but the file;
+- ``block_done`` (block): 1 once a block's data is written and flushed;
+- file attributes: paigrid version, the spec, catalogue checksums, mode, ``complete``.
+
+The file is written as ``PATH.partial`` and renamed to ``PATH`` only when every block is done,
+so an interrupted sweep never leaves a file that looks finished; ``--resume`` reopens the
+``.partial`` file and redoes only the blocks not marked done.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+
+from . import __version__
+from .errors import PaigridError
+from .evaluate import BEST_VARIABLES, CUBE_VARIABLES, JOB_GPU_VARIABLES, Block
+from .tables import Grid
+
+COMPRESSIONS = ("lz4", "zstd", "gzip", "none")
+FLAG_ATTRS = {
+    "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
+    "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
+    "valid": ((0, 1), ("invalid", "valid")),
+    "fits_memory": ((0, 1, L.FLAG_FILL), ("does_not_fit", "fits", "precision_unsupported")),
+}
+
+
+def partial_path(path: str | Path) -> Path:
+    """Where a sweep writes until it is complete."""
+    return Path(f"{path}.partial")
+
+
+def filter_kwargs(compression: str) -> dict:
+    """h5py dataset keywords for a compression name (blosc filters come from hdf5plugin)."""
+    if compression in ("lz4", "zstd"):
+        import hdf5plugin
+
+        return dict(hdf5plugin.Blosc(cname=compression, clevel=5 if compression == "lz4" else 3,
+                                     shuffle=hdf5plugin.Blosc.SHUFFLE))
+    if compression == "gzip":
+        return dict(compression="gzip", compression_opts=4, shuffle=True)
+    if compression == "none":
+        return {}
+    raise PaigridError(f"unknown compression {compression!r}; choose one of {', '.join(COMPRESSIONS)}.")
+
+
+def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
+    """Uncompressed size of the cube variables [bytes]: what a full sweep could need on disk."""
+    per_config = 0 if reduce_only else sum(np.dtype(d).itemsize for d, _, _ in CUBE_VARIABLES.values())
+    j, a, g, n, i, w, p = grid.shape
+    small = sum(np.dtype(d).itemsize for d, _, _ in JOB_GPU_VARIABLES.values()) * j * g * p
+    best = sum(np.dtype(d).itemsize for d, _, _ in BEST_VARIABLES.values()) * j * g * n * p
+    return per_config * grid.configs + small + best
+
+
+def _strings(values) -> np.ndarray:
+    return np.array([str(v) for v in values], dtype=object)
+
+
+class CubeWriter:
+    """Creates (or reopens, to resume) a cube file and writes blocks into it."""
+
+    def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
+                 reduce_only: bool = False, compression: str = "lz4", resume: bool = False):
+        import h5netcdf
+
+        self.path = Path(path)
+        self.tmp = partial_path(path)
+        self.grid = grid
+        self.reduce_only = reduce_only
+        self.blocks = blocks
+        if resume:
+            self.file = h5netcdf.File(self.tmp, "r+")
+            self._check_resumable(provenance)
+        else:
+            self.file = h5netcdf.File(self.tmp, "w")
+            self._create(provenance, filter_kwargs(compression), compression)
+            self.file.flush()
+        self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
+
+    # --- creation ---------------------------------------------------------------------------
+    def _create(self, provenance: dict, filters: dict, compression: str) -> None:
+        import h5py
+
+        f, grid = self.file, self.grid
+        names = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
+        f.dimensions = {**dict(zip(names, grid.shape)), "block": len(self.blocks)}
+        text = h5py.string_dtype()
+        labels = {"job": [j.name for j in grid.jobs], "arch": grid.arch, "gpu": grid.gpu,
+                  "intra": grid.intra, "network": grid.network, "precision": grid.precision}
+        for dim, values in labels.items():
+            f.create_variable(dim, (dim,), dtype=text, data=_strings(values)).attrs["units"] = "1"
+        n_gpu = f.create_variable("n_gpu", ("n_gpu",), dtype=np.int32, data=np.asarray(grid.n_gpu, np.int32))
+        n_gpu.attrs.update(units="1", long_name="GPUs in the job (0: each job's current count, see current_n_gpu)")
+        self._metadata(text)
+        jobs_per_chunk = max(1, self.blocks[0][1] - self.blocks[0][0])
+        cube_chunk = (1, *grid.shape[1:])
+        groups = [(JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
+                  (BEST_VARIABLES, ("job", "gpu", "n_gpu", "precision"),
+                   (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6]))]
+        if not self.reduce_only:
+            groups.insert(0, (CUBE_VARIABLES, names, cube_chunk))
+        for variables, dims, chunks in groups:
+            for name, (dtype, units, long_name) in variables.items():
+                fill = np.nan if np.dtype(dtype).kind == "f" else None
+                var = f.create_variable(name, dims, dtype=dtype, chunks=chunks, fillvalue=fill, **filters)
+                var.attrs.update(units=units, long_name=long_name)
+                if name in FLAG_ATTRS:
+                    values, meanings = FLAG_ATTRS[name]
+                    var.attrs.update(flag_values=np.array(values, dtype=np.uint8), flag_meanings=" ".join(meanings))
+        f.variables["best_index"].attrs["flat_index"] = "(arch * n_intra + intra) * n_network + network"
+        done = f.create_variable("block_done", ("block",), dtype=np.uint8, data=np.zeros(len(self.blocks), np.uint8))
+        done.attrs.update(units="1", long_name="1 once the block is written and flushed")
+        start = f.create_variable("block_start", ("block",), dtype=np.int64,
+                                  data=np.array([b[0] for b in self.blocks], np.int64))
+        start.attrs.update(units="1", long_name="index of the block's first job")
+        f.attrs.update(Conventions="CF-1.8", title="paigrid design-space cube", paigrid_version=__version__,
+                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       mode="reduce-only" if self.reduce_only else "full", compression=compression,
+                       complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
+
+    def _metadata(self, text) -> None:
+        f, grid = self.file, self.grid
+        w = grid.cats.workloads
+        jobs = grid.jobs
+        per_job = {
+            "model": (text, _strings(j.model for j in jobs), "1", "workload catalogue name"),
+            "batch": (np.float64, [j.batch for j in jobs], "samples", "per-GPU batch of one micro-batch"),
+            "samples_per_step": (np.float64, [j.batch * j.options["grad_accum_steps"] for j in jobs],
+                                 "samples", "per-GPU samples of one optimizer step"),
+            "tokens_per_sample": (np.float64, [_tokens(w, j.model) for j in jobs], "tokens/sample",
+                                  "tokens (or frames) per sample; throughput per token = throughput x this"),
+            "sample_unit": (text, _strings(w.row(j.model).get("sample_unit", "sample") for j in jobs), "1",
+                            "what one sample is"),
+        }
+        for dim in ("arch", "gpu", "intra", "network", "precision"):
+            per_job[f"current_{dim}"] = (text, _strings((j.current or {}).get(dim, "") for j in jobs), "1",
+                                         f"the job's current {dim} (empty: none given)")
+        per_job["current_n_gpu"] = (np.int32, [(j.current or {}).get("n_gpu", 0) for j in jobs], "1",
+                                    "the job's current GPU count (0: none given)")
+        for name, (dtype, data, units, long_name) in per_job.items():
+            var = f.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
+            var.attrs.update(units=units, long_name=long_name)
+        for name, column, units in (("price", "price_USD_per_gpu_hour", "USD/GPU-hour"), ("power", "tdp_W", "W")):
+            var = f.create_variable(name, ("gpu",), dtype=np.float64,
+                                    data=np.array([grid.cats.gpus.number(g, column) for g in grid.gpu]))
+            var.attrs.update(units=units, source=f"gpus catalogue column {column}")
+
+    def write_current(self, values: dict[str, np.ndarray]) -> None:
+        """Store the predicted step time [s] and throughput [samples/s] of each job's current configuration."""
+        units = {"current_step_time": "s", "current_throughput": "samples/s", "current_cost": "USD/1e6 samples"}
+        for name, data in values.items():
+            if name in self.file.variables:
+                self.file.variables[name][:] = data
+            else:
+                var = self.file.create_variable(name, ("job",), dtype=np.float64, data=data)
+                var.attrs.update(units=units[name], long_name=f"{name.replace('_', ' ')} predicted by the model")
+
+    def _check_resumable(self, provenance: dict) -> None:
+        attrs = self.file.attrs
+        for key, value in provenance.items():
+            stored = attrs.get(key)
+            expected = json.dumps(value) if not isinstance(value, str) else value
+            if stored != expected:
+                raise PaigridError(f"{self.tmp} was started with a different {key}; resume it with the same "
+                                   "spec and catalogues, or delete it to start over.")
+        if attrs.get("mode") != ("reduce-only" if self.reduce_only else "full"):
+            raise PaigridError(f"{self.tmp} was started in {attrs.get('mode')} mode; resume it in the same mode.")
+
+    # --- writing ----------------------------------------------------------------------------
+    def pending(self) -> list[int]:
+        """Indices of the blocks not yet written."""
+        return [i for i, done in enumerate(self.done) if not done]
+
+    def write_block(self, block: Block) -> None:
+        """Write a block's arrays, then mark it done and flush, so a crash never half-marks it."""
+        variables = self.file.variables
+        for name, data in block.arrays.items():
+            variables[name][block.start:block.stop] = data
+        variables["block_done"][block.index] = 1
+        self.file.flush()
+        self.done[block.index] = True
+
+    def finish(self) -> Path:
+        """Mark the file complete, close it and rename it to its final name."""
+        if not self.done.all():
+            raise PaigridError(f"{len(self.pending())} blocks are not written yet.")
+        self.file.attrs["complete"] = 1
+        self.file.close()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def close(self) -> None:
+        """Close without finishing (the ``.partial`` file stays, resumable)."""
+        try:
+            self.file.close()
+        except Exception:  # closing after a failed write: the partial file is redone on resume
+            pass
+
+
+def _tokens(workloads, model: str) -> float:
+    value = workloads.number(model, "tokens_per_sample") if "tokens_per_sample" in workloads.columns else 1.0
+    return 1.0 if math.isnan(value) else value

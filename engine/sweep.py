@@ -1,0 +1,177 @@
+"""Sweep orchestration: spec -> grid -> blocks of jobs -> kernel -> cube file (or reductions only).
+
+Blocks are computed by the numba kernel (in a helper thread, or on Dask workers) while the
+writer streams finished blocks into the file, so the cube is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .catalog import Catalogues
+from .efficiency import defaults, load_calibration
+from .errors import PaigridError
+from .evaluate import evaluate_block
+from .jobs import load_jobs
+from .predict import current_predictions
+from .spec import SweepSpec
+from .store import CubeWriter, estimated_bytes, partial_path
+from .tables import Grid, build_grid
+
+
+@dataclass
+class SweepResult:
+    """What a finished sweep reports."""
+
+    path: Path
+    configs: int
+    blocks: int
+    seconds: float
+
+
+def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Grid, dict]:
+    """Resolve a spec into a grid and the provenance attributes its cube will carry."""
+    cats = Catalogues.load(spec.catalogues)
+    eff = defaults()
+    if calibration is not None:
+        eff = eff.overridden(load_calibration(calibration))
+        if eff.options:
+            spec.options = spec.options.with_overrides(eff.options, str(calibration))
+    jobs, cats = load_jobs(spec, cats)
+    grid = build_grid(spec, jobs, cats, eff)
+    provenance = {"spec": spec.to_toml_dict(), "catalogue_sha256": cats.checksums(),
+                  "efficiency_source": eff.origin, "paigrid_version_started": __version__}
+    return grid, provenance
+
+
+def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
+    """(start, stop) job ranges of the blocks."""
+    return [(s, min(s + jobs_per_block, n_jobs)) for s in range(0, n_jobs, jobs_per_block)]
+
+
+def check_disk(path: Path, grid: Grid, reduce_only: bool) -> None:
+    """Refuse, before starting, a cube that could outgrow the free disk space."""
+    need = estimated_bytes(grid, reduce_only)
+    free = shutil.disk_usage(path.parent if str(path.parent) else Path(".")).free
+    if need > free:
+        hint = "" if reduce_only else "; use --reduce-only to keep only the per-job bests, or sweep a smaller grid"
+        raise PaigridError(f"the cube needs up to {need / 1e9:.1f} GB uncompressed and {path.parent or '.'} has "
+                           f"{free / 1e9:.1f} GB free{hint}.")
+
+
+def check_output(path: Path, resume: bool) -> None:
+    """Clear errors for an output path that cannot be written, before any work is done."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise PaigridError(f"cannot write {path}: the folder {parent} does not exist.")
+    if path.is_dir():
+        raise PaigridError(f"cannot write {path}: it is a folder.")
+    if resume and not partial_path(path).exists():
+        raise PaigridError(f"there is no interrupted sweep to resume at {partial_path(path)}.")
+    if not resume and partial_path(path).exists():
+        raise PaigridError(f"an interrupted sweep is waiting at {partial_path(path)}: pass --resume to "
+                           "continue it, or delete it to start over.")
+    import os
+
+    if not os.access(parent, os.W_OK):
+        raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",
+              reduce_only: bool = False, resume: bool = False, scheduler: str | None = None,
+              workers: int | None = None, progress: bool = True) -> SweepResult:
+    """Sweep ``spec`` into the cube file ``out`` and return what was done.
+
+    ``reduce_only`` stores only the per-job reductions; ``resume`` continues ``out.partial``;
+    ``scheduler`` (a Dask scheduler address) or ``workers`` (a local Dask cluster of that many
+    processes) run the blocks on Dask workers; otherwise they run in this process.
+    """
+    out = Path(out)
+    check_output(out, resume)
+    grid, provenance = prepare(spec, calibration)
+    if not resume:
+        check_disk(out, grid, reduce_only)
+    blocks = block_bounds(len(grid.jobs), spec.jobs_per_block)
+    started = time.perf_counter()
+    writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume)
+    try:
+        if not resume:
+            writer.write_current(current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options))
+        todo = writer.pending()
+        per_job = grid.configs // len(grid.jobs)
+        with _Progress(progress, sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job) as bar:
+            if scheduler or workers:
+                from .distributed import run_on_dask
+
+                source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers)
+            else:
+                source = _run_local(grid, blocks, todo, not reduce_only)
+            for block in source:
+                writer.write_block(block)
+                bar.advance((block.stop - block.start) * per_job)
+        path = writer.finish()
+    except KeyboardInterrupt:
+        writer.close()
+        raise PaigridError(f"interrupted: {int(writer.done.sum())} of {len(blocks)} blocks are saved in "
+                           f"{partial_path(out)}; run the same command with --resume to finish.") from None
+    except OSError as exc:
+        writer.close()
+        raise PaigridError(f"writing {partial_path(out)} failed ({exc.strerror or exc}); "
+                           f"{int(writer.done.sum())} of {len(blocks)} blocks are saved; fix the cause and "
+                           "run the same command with --resume.") from None
+    except BaseException:
+        writer.close()
+        raise
+    return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
+
+
+def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool):
+    """Yield evaluated blocks in order, computing the next one while the caller writes this one."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for i in todo:
+            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube)
+            if pending is not None:
+                yield pending.result()
+            pending = future
+        if pending is not None:
+            yield pending.result()
+
+
+class _Progress:
+    """A rich progress bar on stderr with configurations per second (silent when disabled)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+                                     TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                     console=Console(file=sys.stderr), transient=False)
+            self.progress.start()
+            self.task = self.progress.add_task("sweep", total=self.total, rate="")
+            self.started = time.perf_counter()
+            self.done = 0
+        return self
+
+    def advance(self, configs: int) -> None:
+        """Count ``configs`` more configurations as done."""
+        if self.enabled:
+            self.done += configs
+            rate = self.done / max(time.perf_counter() - self.started, 1e-9)
+            self.progress.update(self.task, advance=configs, rate=f"{rate / 1e6:,.1f} M configs/s")
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.progress.stop()
+        return False

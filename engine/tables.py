@@ -1,0 +1,199 @@
+"""Build the kernels' small per-dimension tables (SI units) from the catalogues, jobs and efficiencies.
+
+``Grid`` holds the labelled coordinates of a sweep and the tables for them; the kernel loops
+over their Cartesian product.  ``Grid.job_rows(j0, j1)`` gives the job table of one block, so a
+grid of millions of jobs is never held as one array.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+
+from .catalog import Catalogues
+from .efficiency import Efficiency, workspace_bytes
+from .errors import PaigridError
+from .jobs import Job, resolve_link
+from .spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
+
+LINK_KIND_CODES = {"pcie": L.LINK_PCIE, "nvlink-hcm": L.LINK_NVLINK_HCM, "nvswitch": L.LINK_NVSWITCH,
+                   "nvlink": L.LINK_NVSWITCH, "none": L.LINK_NONE}
+COLLECTIVE_CODES = {name: code for code, name in enumerate(L.COLLECTIVE_NAMES)}
+
+
+@dataclass
+class Grid:
+    """Coordinates of every dimension and the kernel tables that describe them."""
+
+    jobs: list[Job]
+    arch: list[str]
+    gpu: list[str]
+    n_gpu: list[int]            # [0] means "each job's current GPU count"
+    intra: list[str]
+    network: list[str]
+    precision: list[str]
+    arch_codes: np.ndarray
+    gpu_table: np.ndarray       # (G, N_GPU_FIELDS)
+    peak: np.ndarray            # (G, P) achievable FLOP/s, NaN where unsupported
+    prec_table: np.ndarray      # (P, N_PREC_FIELDS)
+    intra_table: np.ndarray     # (I, N_LINK_FIELDS)
+    intra_fits: np.ndarray      # (G, I) uint8
+    network_table: np.ndarray   # (W, N_LINK_FIELDS)
+    options: np.ndarray         # (N_OPTIONS,)
+    cats: Catalogues
+    efficiency: Efficiency
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Sizes of (job, arch, gpu, n_gpu, intra, network, precision)."""
+        return (len(self.jobs), len(self.arch), len(self.gpu), len(self.n_gpu), len(self.intra),
+                len(self.network), len(self.precision))
+
+    @property
+    def configs(self) -> int:
+        """Number of configurations in the grid."""
+        return math.prod(self.shape)
+
+    def job_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Job table (J, N_JOB_FIELDS) and GPU-count table (J, N) of jobs[start:stop]."""
+        jobs = self.jobs[start:stop]
+        table = np.stack([job_vector(job, self.cats) for job in jobs])
+        if self.n_gpu == [0]:
+            counts = np.array([[job.current["n_gpu"]] for job in jobs], dtype=np.float64)
+        else:
+            counts = np.tile(np.asarray(self.n_gpu, dtype=np.float64), (len(jobs), 1))
+        return table, counts
+
+
+def job_vector(job: Job, cats: Catalogues) -> np.ndarray:
+    """One row of the job table: per-micro-batch FLOPs and bytes of one GPU, and the job's options."""
+    w = cats.workloads
+    row = np.zeros(L.N_JOB_FIELDS)
+    b = job.batch
+    row[L.J_FLOP] = 3.0 * w.number(job.model, "fwd_GFLOP_per_sample") * 1e9 * b
+    row[L.J_MEMBOUND] = w.number(job.model, "membound_MB_per_sample") * 1e6 * b
+    row[L.J_INPUT] = w.number(job.model, "input_MB_per_sample") * 1e6 * b
+    row[L.J_PARAMS] = w.number(job.model, "params_M") * 1e6
+    row[L.J_ACTIVATION] = w.number(job.model, "activation_MB_per_sample") * 1e6 * b
+    row[L.J_OPT_STATE] = cats.optimizers.number(w.row(job.model)["optimizer"], "state_bytes_per_param")
+    row[L.J_BATCH] = b
+    o = job.options
+    row[L.J_ACCUM] = o["grad_accum_steps"]
+    row[L.J_GPUS_PER_NODE] = o["gpus_per_node"]
+    row[L.J_NICS_PER_NODE] = o["nics_per_node"]
+    row[L.J_PCIE_ROOTS] = o["pcie_roots"]
+    row[L.J_PS_COUNT] = o["ps_count"]
+    row[L.J_OVERLAP] = o["overlap"]
+    row[L.J_INPUT_RATE] = o["input_rate_samples_per_s"]
+    return row
+
+
+def _pcie_bandwidth(cats: Catalogues, gen: float, eff: Efficiency) -> float:
+    """Achievable host-link bandwidth [bytes/s] of a PCIe generation, from the ``pcieN`` link row."""
+    name = f"pcie{int(gen)}"
+    try:
+        row = cats.links.row(name)
+    except PaigridError:
+        raise PaigridError(f"the links catalogue has no {name} row, which a GPU with PCIe gen {int(gen)} needs.") from None
+    nominal = float(row["nominal_GB_per_s"]) * 1e9
+    return nominal * eff.link_for(name, row["kind"], float(row["efficiency"]))
+
+
+def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Efficiency):
+    """GPU table (G, N_GPU_FIELDS), achievable peak (G, P) and precision table (P, N_PREC_FIELDS)."""
+    g = cats.gpus
+    table = np.zeros((len(gpus), L.N_GPU_FIELDS))
+    for i, name in enumerate(gpus):
+        table[i, L.G_MEM_BW] = g.number(name, "hbm_GB_per_s") * 1e9 * eff.memory_for(name)
+        table[i, L.G_PCIE_BW] = _pcie_bandwidth(cats, g.number(name, "pcie_gen"), eff)
+        table[i, L.G_MEMORY] = g.number(name, "memory_GB") * 1e9
+        table[i, L.G_PRICE] = g.number(name, "price_USD_per_gpu_hour")
+        table[i, L.G_POWER] = g.number(name, "tdp_W")
+    bad = ~np.isfinite(table) | (table <= 0)
+    if bad.any():
+        i, f = np.argwhere(bad)[0]
+        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive value needed by the model (table field {f}).")
+    p = cats.precisions
+    prec = np.zeros((len(precisions), L.N_PREC_FIELDS))
+    peak = np.full((len(gpus), len(precisions)), np.nan)
+    for k, name in enumerate(precisions):
+        prec[k] = [p.number(name, "activation_bytes") / 4.0, p.number(name, "weight_bytes_per_param"),
+                   p.number(name, "grad_bytes_per_param"), p.number(name, "comm_bytes_per_param")]
+        column = p.row(name)["peak_column"]
+        for i, gname in enumerate(gpus):
+            tflops = g.number(gname, column)
+            if tflops > 0:
+                peak[i, k] = tflops * 1e12 * eff.flop_for(gname, name)
+    return table, peak, prec
+
+
+def link_table(cats: Catalogues, names: list[str], eff: Efficiency) -> np.ndarray:
+    """Link table (L, N_LINK_FIELDS): achievable bytes/s, latency [s] and kind code."""
+    table = np.zeros((len(names), L.N_LINK_FIELDS))
+    for i, name in enumerate(names):
+        row = cats.links.row(name)
+        nominal = float(row["nominal_GB_per_s"]) * 1e9
+        table[i, L.L_BW] = nominal * eff.link_for(name, row["kind"], float(row["efficiency"]))
+        table[i, L.L_LATENCY] = float(row["latency_us"]) * 1e-6
+        table[i, L.L_KIND] = LINK_KIND_CODES.get(row["kind"], L.LINK_NETWORK)
+        if row["kind"] != "none" and not table[i, L.L_BW] > 0:
+            raise PaigridError(f"link {name!r} in {cats.links.origin} has no positive bandwidth.")
+    return table
+
+
+def fits_matrix(cats: Catalogues, gpus: list[str], intra: list[str]) -> np.ndarray:
+    """(G, I) uint8: 1 where the intra-server link can connect the GPU (``fits_gpus`` column)."""
+    fits = np.zeros((len(gpus), len(intra)), dtype=np.uint8)
+    for i, link in enumerate(intra):
+        rule = cats.links.row(link)["fits_gpus"].strip()
+        for gi, gpu in enumerate(gpus):
+            if rule.startswith("pcie>="):
+                fits[gi, i] = cats.gpus.number(gpu, "pcie_gen") >= float(rule[len("pcie>="):])
+            else:
+                fits[gi, i] = gpu in {cats.gpus.resolve(n) for n in rule.split(";") if n.strip()}
+    return fits
+
+
+def option_vector(options: Options) -> np.ndarray:
+    """The global options array of the kernel."""
+    vec = np.zeros(L.N_OPTIONS)
+    vec[L.O_COLLECTIVE] = COLLECTIVE_CODES[options.collective]
+    vec[L.O_TOPOLOGY] = 1.0 if options.topology_aware else 0.0
+    vec[L.O_WORKSPACE] = workspace_bytes()
+    return vec
+
+
+def _unique(names: list[str], dim: str) -> list[str]:
+    if len(set(names)) != len(names):
+        raise PaigridError(f"the {dim} values name the same entry twice.")
+    return names
+
+
+def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficiency) -> Grid:
+    """Resolve the spec's dimension values against the catalogues and build the tables."""
+    if not jobs:
+        raise PaigridError("the sweep has no jobs.")
+    arch = list(spec.arch or L.ARCH_NAMES)
+    gpus = _unique([cats.gpus.resolve(n) for n in (spec.gpu or cats.gpus.names)], "gpu")
+    intra = _unique([resolve_link(cats, n, "intra") for n in (spec.intra or cats.links_of_scope("intra"))], "intra")
+    network = _unique([resolve_link(cats, n, "network")
+                       for n in (spec.network or cats.links_of_scope("network"))], "network")
+    known_prec = [p for p in PRECISIONS_ORDER if p in cats.precisions.names] + [
+        p for p in cats.precisions.names if p not in PRECISIONS_ORDER]
+    precision = _unique([cats.precisions.resolve(n) for n in (spec.precision or known_prec)], "precision")
+    if spec.n_gpu == CURRENT:
+        missing = [j.name for j in jobs if j.current is None]
+        if missing:
+            raise PaigridError(f"n_gpu = \"current\" needs a current configuration for every job; {missing[0]!r} has none.")
+        n_gpu = [0]
+    else:
+        n_gpu = list(spec.n_gpu or DEFAULT_N_GPU)
+    gpu_table, peak, prec = gpu_tables(cats, gpus, precision, eff)
+    return Grid(jobs, arch, gpus, n_gpu, intra, network, precision,
+                np.array([L.ARCH_NAMES.index(a) for a in arch], dtype=np.int64),
+                gpu_table, peak, prec, link_table(cats, intra, eff), fits_matrix(cats, gpus, intra),
+                link_table(cats, network, eff), option_vector(spec.options), cats, eff)

@@ -1,0 +1,273 @@
+"""The paigrid performance model (DESIGN.md section 1) as numba kernels over flat tables.
+
+``evaluate_block`` evaluates every configuration of a block of jobs (the Cartesian product
+job x arch x gpu x n_gpu x intra x network x precision) and folds it into the per-job
+reductions at the same time; with ``write_cube=False`` it only folds (reduce-only sweeps).
+The scalar helpers are small ``@jit`` functions that LLVM inlines into the loop.
+
+All times are seconds per optimizer step of one data-parallel replica.  With the default
+options and one micro-batch per step this is exactly version 1 of the model:
+
+    step_time = t_data + t_flop + t_mem + t_comm
+
+Options (each off by default): gradient accumulation (``J_ACCUM`` micro-batches per exchange),
+overlap (``J_OVERLAP``: a fraction of the exchange hides behind the last backward pass), the
+collective algorithm, topology-aware intra-server bandwidth, NICs per server and an input
+pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time).
+"""
+
+import math
+
+import numpy as np
+from numba import prange
+
+from .jit import jit, parallel_jit
+from .layout import (
+    ARCH_1W1G, ARCH_1WNG, ARCH_ALLREDUCE_CLUSTER, ARCH_ALLREDUCE_LOCAL, ARCH_PS_WORKER,
+    BOTTLENECK_COMM, BOTTLENECK_FLOP, BOTTLENECK_INPUT, BOTTLENECK_MEM,
+    COLLECTIVE_RING, COLLECTIVE_TREE, FLAG_FILL,
+    G_MEM_BW, G_MEMORY, G_PCIE_BW, G_POWER, G_PRICE,
+    J_ACCUM, J_ACTIVATION, J_BATCH, J_FLOP, J_GPUS_PER_NODE, J_INPUT, J_INPUT_RATE, J_MEMBOUND,
+    J_NICS_PER_NODE, J_OPT_STATE, J_OVERLAP, J_PARAMS, J_PCIE_ROOTS, J_PS_COUNT,
+    L_BW, L_KIND, L_LATENCY, LINK_NONE, LINK_NVLINK_HCM, LINK_PCIE,
+    O_COLLECTIVE, O_TOPOLOGY, O_WORKSPACE,
+    P_ACT_RATIO, P_COMM_BYTES, P_GRAD_BYTES, P_WEIGHT_BYTES,
+)
+
+
+@jit
+def is_valid(arch, n, k, intra_fits, network_kind):
+    """True when the architecture can run n GPUs (k per server) on this intra link and network."""
+    if not intra_fits:
+        return False
+    if arch == ARCH_1W1G:
+        return n == 1.0
+    if arch == ARCH_1WNG or arch == ARCH_ALLREDUCE_LOCAL:
+        return n <= k
+    return network_kind != LINK_NONE
+
+
+@jit
+def intra_fraction(kind, n, k, pcie_roots, topology_aware):
+    """Fraction of an intra link's bandwidth a collective over n GPUs gets (1 in version 1).
+
+    Topology-aware: NVSwitch gives any subset full bandwidth; a DGX-1 hybrid cube-mesh links a
+    pair with 2 of a GPU's 6 NVLinks (1/3), a fully linked quad uses 4 of 6 (2/3), 5-7 GPUs
+    cannot close all rings over NVLink (1/2) and 8 GPUs use every link (1); a ring over PCIe
+    that spans more than one of the ``pcie_roots`` trees crosses the inter-socket link (1/2).
+    """
+    if topology_aware == 0.0 or n <= 1.0:
+        return 1.0
+    if kind == LINK_NVLINK_HCM:
+        if n <= 2.0:
+            return 1.0 / 3.0
+        if n <= 4.0:
+            return 2.0 / 3.0
+        if n < 8.0:
+            return 0.5
+        return 1.0
+    if kind == LINK_PCIE and n > k / pcie_roots:
+        return 0.5
+    return 1.0
+
+
+@jit
+def ring_or_tree_seconds(nbytes, n, bandwidth, latency, collective):
+    """One-level all-reduce of ``nbytes`` among n peers: 2(n-1)/n bytes/bw plus latency hops."""
+    if n <= 1.0:
+        return 0.0
+    volume = 2.0 * (n - 1.0) / n * nbytes / bandwidth
+    if collective == COLLECTIVE_TREE:
+        return volume + 2.0 * math.ceil(math.log2(n)) * latency
+    return volume + 2.0 * (n - 1.0) * latency
+
+
+@jit
+def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
+                 intra_bw, intra_lat, net_bw, net_lat, collective):
+    """Gradient/weight exchange time [s] of one optimizer step, before any overlap.
+
+    nbytes: gradient bytes S; bandwidths in bytes/s (achievable); latencies in s; n GPUs with
+    k per server, ``nics`` NICs per server, ``pcie_roots`` PCIe root links per server and
+    ``ps_count`` parameter servers (0: one per worker server).
+    """
+    servers = math.ceil(n / k)
+    if arch == ARCH_1W1G:
+        return 0.0
+    if arch == ARCH_1WNG:
+        return 2.0 * nbytes * n / (min(pcie_roots, n) * pcie_bw)
+    if arch == ARCH_ALLREDUCE_LOCAL:
+        return ring_or_tree_seconds(nbytes, n, intra_bw, intra_lat, collective)
+    if arch == ARCH_PS_WORKER:
+        ps = ps_count if ps_count > 0.0 else servers
+        worker_side = 2.0 * nbytes * min(n, k) / (nics * net_bw)
+        server_side = 2.0 * nbytes * n / (ps * net_bw)
+        return max(worker_side, server_side) + 2.0 * nbytes / pcie_bw
+    # ARCH_ALLREDUCE_CLUSTER
+    if collective == COLLECTIVE_RING or collective == COLLECTIVE_TREE:
+        if servers <= 1.0:
+            return ring_or_tree_seconds(nbytes, n, intra_bw, intra_lat, collective)
+        slowest = min(intra_bw, nics * net_bw)
+        return ring_or_tree_seconds(nbytes, n, slowest, max(intra_lat, net_lat), collective)
+    per_server = min(n, k)
+    intra = ring_or_tree_seconds(nbytes, per_server, intra_bw, intra_lat, collective)
+    if servers <= 1.0:
+        return intra
+    inter = 2.0 * (servers - 1.0) / servers * nbytes / (nics * net_bw)
+    return intra + inter + 2.0 * (servers - 1.0) * net_lat
+
+
+@jit
+def exposed_comm_seconds(raw, overlap, backward):
+    """Communication left on the critical path when ``overlap`` of it may hide behind ``backward``."""
+    if overlap <= 0.0:
+        return raw
+    return raw - min(overlap * raw, backward)
+
+
+@jit
+def bottleneck_code(t_data, t_flop, t_mem, t_comm, input_bound):
+    """Flag of the largest time component (the first one on ties)."""
+    if input_bound:
+        return BOTTLENECK_INPUT
+    code = BOTTLENECK_INPUT
+    largest = t_data
+    if t_flop > largest:
+        code, largest = BOTTLENECK_FLOP, t_flop
+    if t_mem > largest:
+        code, largest = BOTTLENECK_MEM, t_mem
+    if t_comm > largest:
+        code = BOTTLENECK_COMM
+    return code
+
+
+@jit
+def job_gpu_terms(job, gpu, peak, prec, workspace, out_data, out_flop, out_mem, out_fits):
+    """Per-step times [s] that depend only on (job, gpu, precision), and memory feasibility.
+
+    ``peak`` holds the achievable FLOP/s of this GPU per precision (NaN: unsupported).
+    Writes ``out_*[p]`` for every precision p; the outputs are NaN (fits 255) where the GPU
+    lacks the precision.
+    """
+    accum = job[J_ACCUM]
+    for p in range(prec.shape[0]):
+        if math.isnan(peak[p]):
+            out_data[p] = np.nan
+            out_flop[p] = np.nan
+            out_mem[p] = np.nan
+            out_fits[p] = FLAG_FILL
+            continue
+        ratio = prec[p, P_ACT_RATIO]
+        out_data[p] = accum * job[J_INPUT] / gpu[G_PCIE_BW]
+        out_flop[p] = accum * job[J_FLOP] / peak[p]
+        out_mem[p] = accum * job[J_MEMBOUND] * ratio / gpu[G_MEM_BW]
+        state = job[J_PARAMS] * (prec[p, P_WEIGHT_BYTES] + prec[p, P_GRAD_BYTES] + job[J_OPT_STATE])
+        needed = state + job[J_ACTIVATION] * ratio + workspace
+        out_fits[p] = 1 if needed <= gpu[G_MEMORY] else 0
+
+
+@parallel_jit
+def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
+                   write_cube,
+                   step_time, t_comm, throughput, cost, energy, bottleneck, valid,
+                   t_data, t_flop, t_mem, fits_memory,
+                   best_step, best_index, best_bottleneck):
+    """Evaluate every configuration of a block of jobs and fold it into the per-job bests.
+
+    Inputs (tables, SI units; layouts in ``layout``): ``jobs`` (J, N_JOB_FIELDS),
+    ``n_gpu`` (J, N) GPU counts per job, ``arch`` (A,) architecture codes, ``gpus``
+    (G, N_GPU_FIELDS), ``peak`` (G, P) achievable FLOP/s, ``prec`` (P, N_PREC_FIELDS),
+    ``intra`` (I, N_LINK_FIELDS), ``intra_fits`` (G, I) uint8, ``network`` (W, N_LINK_FIELDS),
+    ``options`` (N_OPTIONS,).
+
+    Outputs over (J, A, G, N, I, W, P), float32 unless said: ``step_time`` [s],
+    ``t_comm`` [s, exposed], ``throughput`` [samples/s], ``cost`` [USD per 1e6 samples],
+    ``energy`` [J per sample], ``bottleneck`` and ``valid`` (uint8 flags); written only when
+    ``write_cube`` (pass arrays of any shape otherwise).  Over (J, G, P): ``t_data``,
+    ``t_flop``, ``t_mem`` [s per step, float64: read back for every configuration],
+    ``fits_memory`` (uint8).  Over (J, G, N, P):
+    ``best_step`` (float64, the smallest float32-rounded step time over arch x intra x
+    network among valid configurations that fit in memory, NaN when none), ``best_index``
+    (int32, the flat index (a * I + i) * W + w of that configuration, first one on ties, -1
+    when none) and ``best_bottleneck`` (uint8, its bottleneck flag).
+    """
+    n_jobs = jobs.shape[0]
+    n_gpus = gpus.shape[0]
+    n_arch, n_counts = arch.shape[0], n_gpu.shape[1]
+    n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
+    collective = options[O_COLLECTIVE]
+    topology = options[O_TOPOLOGY]
+    for jg in prange(n_jobs * n_gpus):
+        j = jg // n_gpus
+        g = jg % n_gpus
+        job = jobs[j]
+        gpu = gpus[g]
+        job_gpu_terms(job, gpu, peak[g], prec, options[O_WORKSPACE],
+                      t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+        k = job[J_GPUS_PER_NODE]
+        samples_per_step = job[J_BATCH] * job[J_ACCUM]
+        usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
+        joule_per_step = gpu[G_POWER] / samples_per_step
+        for ni in range(n_counts):
+            for p in range(n_prec):
+                best_step[j, g, ni, p] = np.nan
+                best_index[j, g, ni, p] = -1
+                best_bottleneck[j, g, ni, p] = FLAG_FILL
+        for a in range(n_arch):
+            for ni in range(n_counts):
+                n = n_gpu[j, ni]
+                # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
+                floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
+                for i in range(n_intra):
+                    kind = intra[i, L_KIND]
+                    intra_bw = intra[i, L_BW] * intra_fraction(kind, n, k, job[J_PCIE_ROOTS], topology)
+                    for w in range(n_net):
+                        ok = is_valid(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
+                        per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE],
+                                                job[J_PCIE_ROOTS], job[J_PS_COUNT], 1.0,
+                                                gpu[G_PCIE_BW], intra_bw, 0.0,
+                                                network[w, L_BW], 0.0, collective)
+                        latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE],
+                                               job[J_PCIE_ROOTS], job[J_PS_COUNT], 0.0,
+                                               gpu[G_PCIE_BW], intra_bw, intra[i, L_LATENCY],
+                                               network[w, L_BW], network[w, L_LATENCY],
+                                               collective)
+                        flat = (a * n_intra + i) * n_net + w
+                        for p in range(n_prec):
+                            td = t_data[j, g, p]
+                            if not ok or math.isnan(td):
+                                if write_cube:
+                                    step_time[j, a, g, ni, i, w, p] = np.nan
+                                    t_comm[j, a, g, ni, i, w, p] = np.nan
+                                    throughput[j, a, g, ni, i, w, p] = np.nan
+                                    cost[j, a, g, ni, i, w, p] = np.nan
+                                    energy[j, a, g, ni, i, w, p] = np.nan
+                                    bottleneck[j, a, g, ni, i, w, p] = FLAG_FILL
+                                    valid[j, a, g, ni, i, w, p] = 0
+                                continue
+                            tf = t_flop[j, g, p]
+                            tm = t_mem[j, g, p]
+                            raw = job[J_PARAMS] * prec[p, P_COMM_BYTES] * per_byte + latency
+                            backward = 2.0 / 3.0 * (tf + tm) / job[J_ACCUM]
+                            tc = exposed_comm_seconds(raw, job[J_OVERLAP], backward)
+                            step = td + tf + tm + tc
+                            input_bound = floor > step
+                            if input_bound:
+                                step = floor
+                            step32 = np.float32(step)
+                            if fits_memory[j, g, p] == 1:
+                                current = best_step[j, g, ni, p]
+                                if math.isnan(current) or step32 < current:
+                                    best_step[j, g, ni, p] = step32
+                                    best_index[j, g, ni, p] = flat
+                                    best_bottleneck[j, g, ni, p] = bottleneck_code(
+                                        td, tf, tm, tc, input_bound)
+                            if write_cube:
+                                step_time[j, a, g, ni, i, w, p] = step32
+                                t_comm[j, a, g, ni, i, w, p] = tc
+                                throughput[j, a, g, ni, i, w, p] = n * samples_per_step / step
+                                cost[j, a, g, ni, i, w, p] = usd_per_step * step
+                                energy[j, a, g, ni, i, w, p] = joule_per_step * step
+                                bottleneck[j, a, g, ni, i, w, p] = bottleneck_code(
+                                    td, tf, tm, tc, input_bound)
+                                valid[j, a, g, ni, i, w, p] = 1

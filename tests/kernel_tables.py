@@ -1,0 +1,82 @@
+"""Hand-built kernel tables for the kernel tests (no catalogues involved, so answers are worked by hand)."""
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+from paigrid.kernels import model, reference
+
+GB = 1e9
+
+
+def job(flop=3e12, membound=2e9, input_bytes=1e7, params=25e6, activation=5e9, opt_state=4.0, batch=32,
+        accum=1, gpus_per_node=8, nics=1, roots=2, ps_count=0, overlap=0.0, input_rate=np.inf):
+    """One job-table row (per micro-batch quantities, SI units)."""
+    row = np.zeros(L.N_JOB_FIELDS)
+    row[[L.J_FLOP, L.J_MEMBOUND, L.J_INPUT, L.J_PARAMS, L.J_ACTIVATION, L.J_OPT_STATE, L.J_BATCH, L.J_ACCUM,
+         L.J_GPUS_PER_NODE, L.J_NICS_PER_NODE, L.J_PCIE_ROOTS, L.J_PS_COUNT, L.J_OVERLAP, L.J_INPUT_RATE]] = [
+        flop, membound, input_bytes, params, activation, opt_state, batch, accum, gpus_per_node, nics, roots,
+        ps_count, overlap, input_rate]
+    return row
+
+
+def gpu(mem_bw=900 * GB, pcie_bw=10 * GB, memory=16 * GB, price=3.0, power=300.0):
+    """One GPU-table row (achievable bandwidths)."""
+    row = np.zeros(L.N_GPU_FIELDS)
+    row[[L.G_MEM_BW, L.G_PCIE_BW, L.G_MEMORY, L.G_PRICE, L.G_POWER]] = [mem_bw, pcie_bw, memory, price, power]
+    return row
+
+
+FP32 = [1.0, 4.0, 4.0, 4.0]      # activation ratio, weight, grad, comm bytes
+AMP = [0.5, 6.0, 2.0, 2.0]
+
+
+def link(bw, latency, kind):
+    """One link-table row."""
+    return [bw, latency, kind]
+
+
+class Tables:
+    """A complete set of kernel inputs; ``run`` evaluates them with the kernel or the reference."""
+
+    def __init__(self, jobs, n_gpu, arch, gpus, peak, prec, intra, fits, network,
+                 collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB):
+        self.jobs = np.atleast_2d(np.asarray(jobs, dtype=np.float64))
+        self.n_gpu = np.atleast_2d(np.asarray(n_gpu, dtype=np.float64))
+        if self.n_gpu.shape[0] == 1 and self.jobs.shape[0] > 1:
+            self.n_gpu = np.tile(self.n_gpu, (self.jobs.shape[0], 1))
+        self.arch = np.asarray(arch, dtype=np.int64)
+        self.gpus = np.atleast_2d(np.asarray(gpus, dtype=np.float64))
+        self.peak = np.atleast_2d(np.asarray(peak, dtype=np.float64))
+        self.prec = np.atleast_2d(np.asarray(prec, dtype=np.float64))
+        self.intra = np.atleast_2d(np.asarray(intra, dtype=np.float64))
+        self.fits = np.atleast_2d(np.asarray(fits, dtype=np.uint8))
+        self.network = np.atleast_2d(np.asarray(network, dtype=np.float64))
+        self.options = np.array([collective, topology, workspace], dtype=np.float64)
+
+    @property
+    def shape(self):
+        return (self.jobs.shape[0], len(self.arch), self.gpus.shape[0], self.n_gpu.shape[1], self.intra.shape[0],
+                self.network.shape[0], self.prec.shape[0])
+
+    def run(self, implementation="kernel", write_cube=True):
+        """Outputs as a dict of arrays (the 23 outputs of ``evaluate_block``)."""
+        j, a, g, n, i, w, p = self.shape
+        full = (j, a, g, n, i, w, p) if write_cube else (1,) * 7
+        out = {name: np.full(full, -7 if np.dtype(dtype).kind != "u" else 77, dtype) for name, dtype in (
+            ("step_time", np.float32), ("t_comm", np.float32), ("throughput", np.float32), ("cost", np.float32),
+            ("energy", np.float32), ("bottleneck", np.uint8), ("valid", np.uint8))}
+        out.update({name: np.full((j, g, p), -7 if np.dtype(dtype).kind != "u" else 77, dtype) for name, dtype in (
+            ("t_data", np.float64), ("t_flop", np.float64), ("t_mem", np.float64), ("fits_memory", np.uint8))})
+        out.update({"best_step": np.full((j, g, n, p), -7.0), "best_index": np.full((j, g, n, p), -7, np.int32),
+                    "best_bottleneck": np.full((j, g, n, p), 7, np.uint8)})
+        fn = model.evaluate_block if implementation == "kernel" else reference.evaluate_block
+        fn(self.jobs, self.n_gpu, self.arch, self.gpus, self.peak, self.prec, self.intra, self.fits, self.network,
+           self.options, write_cube, *out.values())
+        return out
+
+
+def one(arch, n, intra_row=None, net_row=None, fits=1, job_row=None, gpu_row=None, peak=10e12, prec=FP32, **opts):
+    """Tables of exactly one configuration."""
+    return Tables([job_row if job_row is not None else job()], [[n]], [arch], [gpu_row if gpu_row is not None else gpu()],
+                  [[peak]], [prec], [intra_row or link(100 * GB, 5e-6, L.LINK_NVSWITCH)], [[fits]],
+                  [net_row or link(3 * GB, 20e-6, L.LINK_NETWORK)], **opts)

@@ -1,0 +1,271 @@
+"""The numba kernel against its numpy reference, hand-worked answers, and physical invariants."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from paigrid.kernels import layout as L
+from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link, one
+
+NVSWITCH = link(100 * GB, 5e-6, L.LINK_NVSWITCH)
+ETH = link(3 * GB, 20e-6, L.LINK_NETWORK)
+NONE = link(0.0, 0.0, L.LINK_NONE)
+
+# the default job on the default GPU (kernel_tables): per step
+T_FLOP = 3e12 / 10e12          # 0.3 s: 3 TFLOP at 10 TFLOP/s
+T_MEM = 2e9 / 900e9            # 2 GB of element-wise traffic at 900 GB/s
+T_DATA = 1e7 / 10e9            # 10 MB of input over 10 GB/s PCIe
+S = 25e6 * 4                   # gradient bytes: 25 M fp32 parameters
+
+
+def value(out, name):
+    return float(out[name].reshape(-1)[0])
+
+
+# --- known answers, one per architecture ---------------------------------------------------
+def test_1w1g_has_no_communication():
+    out = one(L.ARCH_1W1G, 1).run()
+    step = T_DATA + T_FLOP + T_MEM                     # 0.001 + 0.3 + 0.0022222 = 0.3032222 s
+    assert value(out, "t_comm") == 0.0
+    assert value(out, "step_time") == pytest.approx(step, rel=1e-6)
+    assert value(out, "throughput") == pytest.approx(32 / step, rel=1e-6)
+    assert value(out, "cost") == pytest.approx(3.0 / 3600 * 1e6 / 32 * step, rel=1e-6)   # USD per 1e6 samples
+    assert value(out, "energy") == pytest.approx(300.0 / 32 * step, rel=1e-6)           # J per sample
+    assert value(out, "bottleneck") == L.BOTTLENECK_FLOP
+
+
+def test_1wng_sends_all_gradients_through_the_pcie_roots():
+    out = one(L.ARCH_1WNG, 4).run()
+    comm = 2 * S * 4 / (2 * 10 * GB)                   # 2 S n / (r B_pcie) = 0.04 s
+    assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
+    assert value(out, "step_time") == pytest.approx(T_DATA + T_FLOP + T_MEM + comm, rel=1e-6)
+
+
+def test_allreduce_local_is_a_ring_inside_the_server():
+    out = one(L.ARCH_ALLREDUCE_LOCAL, 8).run()
+    comm = 2 * 7 / 8 * S / (100 * GB) + 2 * 7 * 5e-6   # 1.75 ms + 70 us
+    assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
+
+
+def test_ps_worker_is_bound_by_the_busier_nic():
+    out = one(L.ARCH_PS_WORKER, 16).run()
+    worker_nic = 2 * S * 8 / (1 * 3 * GB)              # 8 workers share one NIC: 0.5333 s
+    server_nic = 2 * S * 16 / (2 * 3 * GB)             # 2 servers (one per worker server): 0.5333 s
+    comm = max(worker_nic, server_nic) + 2 * S / (10 * GB)
+    assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
+    assert value(out, "bottleneck") == L.BOTTLENECK_COMM
+
+
+def test_allreduce_cluster_is_hierarchical():
+    out = one(L.ARCH_ALLREDUCE_CLUSTER, 32).run()
+    intra = 2 * 7 / 8 * S / (100 * GB) + 2 * 7 * 5e-6  # ring among the 8 GPUs of a server
+    inter = 2 * 3 / 4 * S / (1 * 3 * GB) + 2 * 3 * 20e-6  # ring among 4 servers over one NIC each
+    assert value(out, "t_comm") == pytest.approx(intra + inter, rel=1e-6)
+
+
+def test_amp_halves_the_gradient_bytes_and_the_memory_traffic():
+    out = one(L.ARCH_ALLREDUCE_LOCAL, 8, prec=AMP).run()
+    comm = 2 * 7 / 8 * (25e6 * 2) / (100 * GB) + 2 * 7 * 5e-6
+    assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
+    assert value(out, "t_mem") == pytest.approx(T_MEM * 0.5, rel=1e-6)
+
+
+def test_memory_feasibility_counts_weights_gradients_optimizer_activations_workspace():
+    # 25e6 x (4 + 4 + 4) = 0.3 GB state + 5 GB activations + 1 GB workspace = 6.3 GB
+    assert value(one(L.ARCH_1W1G, 1, gpu_row=gpu(memory=6.31 * GB)).run(), "fits_memory") == 1
+    assert value(one(L.ARCH_1W1G, 1, gpu_row=gpu(memory=6.29 * GB)).run(), "fits_memory") == 0
+
+
+# --- invalid combinations ------------------------------------------------------------------
+@pytest.mark.parametrize("arch, n, kwargs", [
+    (L.ARCH_1W1G, 2, {}),
+    (L.ARCH_1WNG, 16, {}),
+    (L.ARCH_ALLREDUCE_LOCAL, 9, {}),
+    (L.ARCH_PS_WORKER, 4, {"net_row": NONE}),
+    (L.ARCH_ALLREDUCE_CLUSTER, 16, {"net_row": NONE}),
+    (L.ARCH_ALLREDUCE_LOCAL, 4, {"fits": 0}),
+    (L.ARCH_1W1G, 1, {"peak": np.nan}),
+])
+def test_invalid_is_never_a_number(arch, n, kwargs):
+    out = one(arch, n, **kwargs).run()
+    for name in ("step_time", "t_comm", "throughput", "cost", "energy"):
+        assert np.isnan(value(out, name)), name
+    assert value(out, "valid") == 0
+    assert value(out, "bottleneck") == L.FLAG_FILL
+    assert value(out, "best_index") == -1 and np.isnan(value(out, "best_step"))
+
+
+# --- options change predictions in the documented direction --------------------------------
+def comm_of(arch, n, **kwargs):
+    return value(one(arch, n, **kwargs).run(), "t_comm")
+
+
+def step_of(arch, n, **kwargs):
+    return value(one(arch, n, **kwargs).run(), "step_time")
+
+
+def test_overlap_hides_communication_up_to_the_backward_pass():
+    full = comm_of(L.ARCH_PS_WORKER, 16)
+    backward = 2 / 3 * (T_FLOP + T_MEM)                 # 0.2015 s of backward pass
+    quarter = comm_of(L.ARCH_PS_WORKER, 16, job_row=job(overlap=0.25))
+    assert 0.25 * full < backward                       # a quarter of 0.5533 s fits behind it
+    assert quarter == pytest.approx(full * 0.75, rel=1e-6)
+    assert comm_of(L.ARCH_PS_WORKER, 16, job_row=job(overlap=1.0)) == pytest.approx(full - backward, rel=1e-6)
+
+
+def test_gradient_accumulation_exchanges_once_per_k_micro_batches():
+    one_step = one(L.ARCH_ALLREDUCE_CLUSTER, 32).run()
+    accum = one(L.ARCH_ALLREDUCE_CLUSTER, 32, job_row=job(accum=4)).run()
+    assert value(accum, "t_comm") == pytest.approx(value(one_step, "t_comm"), rel=1e-6)
+    assert value(accum, "t_flop") == pytest.approx(4 * T_FLOP, rel=1e-6)
+    assert value(accum, "throughput") > value(one_step, "throughput")
+
+
+def test_tree_latency_grows_with_log2_n_and_ring_with_n():
+    slow_net = link(3 * GB, 1e-3, L.LINK_NETWORK)
+    ring = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 256, net_row=slow_net, collective=L.COLLECTIVE_RING)
+    tree = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 256, net_row=slow_net, collective=L.COLLECTIVE_TREE)
+    bandwidth = 2 * 255 / 256 * S / (3 * GB)          # flat: the NIC is the slowest hop
+    assert ring == pytest.approx(bandwidth + 2 * 255 * 1e-3, rel=1e-6)
+    assert tree == pytest.approx(bandwidth + 2 * 8 * 1e-3, rel=1e-6)
+
+
+def test_topology_aware_hybrid_cube_mesh_is_slower_for_pairs_not_for_eight():
+    hcm = link(100 * GB, 5e-6, L.LINK_NVLINK_HCM)
+    for n, fraction in ((2, 1 / 3), (4, 2 / 3), (6, 1 / 2), (8, 1.0)):
+        ideal = comm_of(L.ARCH_ALLREDUCE_LOCAL, n, intra_row=hcm)
+        aware = comm_of(L.ARCH_ALLREDUCE_LOCAL, n, intra_row=hcm, topology=1)
+        volume = 2 * (n - 1) / n * S / (100 * GB)
+        assert aware - ideal == pytest.approx(volume / fraction - volume, rel=1e-6, abs=1e-12)
+    nvswitch = comm_of(L.ARCH_ALLREDUCE_LOCAL, 2, topology=1)
+    assert nvswitch == comm_of(L.ARCH_ALLREDUCE_LOCAL, 2)
+
+
+def test_pcie_ring_across_both_trees_is_slower():
+    pcie = link(10 * GB, 5e-6, L.LINK_PCIE)
+    assert comm_of(L.ARCH_ALLREDUCE_LOCAL, 4, intra_row=pcie, topology=1) == comm_of(
+        L.ARCH_ALLREDUCE_LOCAL, 4, intra_row=pcie)
+    assert comm_of(L.ARCH_ALLREDUCE_LOCAL, 8, intra_row=pcie, topology=1) > comm_of(
+        L.ARCH_ALLREDUCE_LOCAL, 8, intra_row=pcie)
+
+
+def test_more_nics_per_node_speed_up_the_inter_server_part():
+    assert comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32, job_row=job(nics=4)) < comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32)
+
+
+def test_input_pipeline_bound_floors_the_step_time():
+    # 8 GPUs x 32 samples per server at 100 samples/s: 2.56 s per step
+    out = one(L.ARCH_ALLREDUCE_LOCAL, 8, job_row=job(input_rate=100.0)).run()
+    assert value(out, "step_time") == pytest.approx(8 * 32 / 100.0, rel=1e-6)
+    assert value(out, "bottleneck") == L.BOTTLENECK_INPUT
+    fast = one(L.ARCH_ALLREDUCE_LOCAL, 8, job_row=job(input_rate=1e9)).run()
+    assert value(fast, "step_time") == value(one(L.ARCH_ALLREDUCE_LOCAL, 8).run(), "step_time")
+
+
+# --- kernel == numpy reference -------------------------------------------------------------
+def random_tables(seed, nan_peak=True):
+    rng = np.random.default_rng(seed)
+    n_jobs, n_gpus, n_intra, n_net, n_prec = 3, 4, 4, 4, 3
+    jobs = [job(flop=rng.uniform(1e11, 1e14), membound=rng.uniform(1e8, 1e11), input_bytes=rng.uniform(1e5, 1e8),
+                params=rng.uniform(1e6, 2e9), activation=rng.uniform(1e8, 4e10), batch=float(rng.integers(1, 256)),
+                accum=float(rng.integers(1, 4)), gpus_per_node=float(rng.choice([2, 4, 8])),
+                nics=float(rng.integers(1, 4)), ps_count=float(rng.integers(0, 3)),
+                overlap=float(rng.choice([0.0, rng.uniform()])),
+                input_rate=float(rng.choice([np.inf, rng.uniform(100, 1e5)]))) for _ in range(n_jobs)]
+    gpus = [gpu(mem_bw=rng.uniform(3e11, 5e12), pcie_bw=rng.uniform(5e9, 6e10), memory=rng.uniform(8e9, 2e11),
+                price=rng.uniform(0.2, 10), power=rng.uniform(70, 1000)) for _ in range(n_gpus)]
+    peak = rng.uniform(5e12, 2e15, (n_gpus, n_prec))
+    if nan_peak:
+        peak[rng.random((n_gpus, n_prec)) < 0.2] = np.nan
+    kinds = [L.LINK_PCIE, L.LINK_NVLINK_HCM, L.LINK_NVSWITCH, L.LINK_PCIE]
+    intra = [link(rng.uniform(8e9, 9e11), rng.uniform(1e-6, 1e-5), k) for k in kinds]
+    net = [NONE] + [link(rng.uniform(1e9, 1e11), rng.uniform(1e-6, 5e-5), L.LINK_NETWORK) for _ in range(n_net - 1)]
+    fits = (rng.random((n_gpus, n_intra)) < 0.7).astype(np.uint8)
+    prec = [FP32, AMP, [0.25, 6.0, 2.0, 2.0]]
+    n_gpu = [1, 2, 3, 8, 24, 1024]
+    return Tables(jobs, [n_gpu], range(5), gpus, peak, prec, intra, fits, net,
+                  collective=int(rng.integers(0, 4)), topology=int(rng.integers(0, 2)))
+
+
+def assert_same(a, b):
+    for name in a:
+        x, y = a[name], b[name]
+        if x.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=f"NaN positions of {name}")
+            np.testing.assert_allclose(x, y, rtol=2e-6, err_msg=name)
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kernel_matches_reference_on_examples(seed):
+    tables = random_tables(seed)
+    assert_same(tables.run("kernel"), tables.run("reference"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), nan_peak=st.booleans())
+def test_kernel_matches_reference_property(seed, nan_peak):
+    tables = random_tables(seed, nan_peak)
+    assert_same(tables.run("kernel"), tables.run("reference"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reduce_only_gives_the_same_reductions(seed):
+    tables = random_tables(seed)
+    full, reduced = tables.run("kernel", True), tables.run("kernel", False)
+    for name in ("best_step", "best_index", "best_bottleneck", "t_data", "t_flop", "t_mem", "fits_memory"):
+        np.testing.assert_array_equal(full[name], reduced[name], err_msg=name)
+    assert (reduced["step_time"] == -7).all()       # the cube outputs are left untouched
+
+
+def test_best_is_the_first_minimum_over_the_cube():
+    tables = random_tables(11)
+    out = tables.run()
+    j, a, g, n, i, w, p = tables.shape
+    feasible = (out["valid"] == 1) & (out["fits_memory"][:, None, :, None, None, None, :] == 1)
+    step = np.where(feasible, out["step_time"], np.inf).transpose(0, 2, 3, 6, 1, 4, 5).reshape(j, g, n, p, -1)
+    index = np.argmin(step, axis=-1)
+    has = np.isfinite(step.min(axis=-1))
+    np.testing.assert_array_equal(np.where(has, index, -1), out["best_index"])
+    np.testing.assert_array_equal(np.where(has, step.min(axis=-1), np.nan), out["best_step"])
+
+
+def test_nan_in_gives_nan_out():
+    tables = random_tables(3, nan_peak=False)
+    tables.jobs[1, L.J_FLOP] = np.nan
+    out = tables.run()
+    assert np.isnan(out["t_flop"][1]).all()
+    assert np.isnan(out["step_time"][1]).all()
+    assert np.isnan(out["throughput"][1]).all()
+    assert not np.isnan(out["step_time"][0][out["valid"][0] == 1]).any()
+
+
+# --- invariants ----------------------------------------------------------------------------
+def finite_valid(out):
+    return out["valid"] == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_more_bandwidth_is_never_slower(seed):
+    base = random_tables(seed)
+    before = base.run()
+    for table, column in ((base.intra, L.L_BW), (base.network, L.L_BW), (base.gpus, L.G_PCIE_BW),
+                          (base.gpus, L.G_MEM_BW)):
+        table[:, column] *= 1.7
+        after = base.run()
+        ok = finite_valid(before)
+        assert (after["step_time"][ok] <= before["step_time"][ok]).all()
+        before = after
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_more_flops_is_never_faster(seed):
+    base = random_tables(seed)
+    before = base.run()
+    base.jobs[:, L.J_FLOP] *= 2.3
+    after = base.run()
+    ok = finite_valid(before)
+    assert (after["step_time"][ok] >= before["step_time"][ok]).all()
+    assert (after["step_time"][ok] > before["step_time"][ok]).any()
