@@ -224,3 +224,8 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("paigrid: interrupted.", err=True)
         sys.exit(130)
+
+
+# commands of the study (population, trace import, report) and of trust (calibrate, validate)
+# live in their own modules and register themselves on ``app``
+from . import cli_study, cli_trust  # noqa: E402,F401

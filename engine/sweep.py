@@ -85,12 +85,13 @@ def check_output(path: Path, resume: bool) -> None:
 
 def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",
               reduce_only: bool = False, resume: bool = False, scheduler: str | None = None,
-              workers: int | None = None, progress: bool = True) -> SweepResult:
+              workers: int | None = None, progress: bool = True, on_block=None) -> SweepResult:
     """Sweep ``spec`` into the cube file ``out`` and return what was done.
 
     ``reduce_only`` stores only the per-job reductions; ``resume`` continues ``out.partial``;
     ``scheduler`` (a Dask scheduler address) or ``workers`` (a local Dask cluster of that many
     processes) run the blocks on Dask workers; otherwise they run in this process.
+    ``on_block(n_written)`` is called after each block is safely written.
     """
     out = Path(out)
     check_output(out, resume)
@@ -114,7 +115,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
                 source = _run_local(grid, blocks, todo, not reduce_only)
             for block in source:
                 writer.write_block(block)
-                bar.advance((block.stop - block.start) * per_job)
+                bar.advance((block.stop - block.start) * per_job, int(writer.done.sum()), len(blocks))
+                if on_block is not None:
+                    on_block(int(writer.done.sum()))
         path = writer.finish()
     except KeyboardInterrupt:
         writer.close()
@@ -145,33 +148,43 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool):
 
 
 class _Progress:
-    """A rich progress bar on stderr with configurations per second (silent when disabled)."""
+    """Progress on stderr with configurations per second: a rich bar on a terminal, otherwise
+    (batch jobs, logs) a plain line after the first block and then at most every 10 seconds."""
 
     def __init__(self, enabled: bool, total: int):
         self.enabled, self.total = enabled, total
+        self.bar = None
 
     def __enter__(self):
-        if self.enabled:
+        self.started = time.perf_counter()
+        self.last_line = None
+        self.done = 0
+        if self.enabled and sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.progress = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-                                     TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
-                                     console=Console(file=sys.stderr), transient=False)
-            self.progress.start()
-            self.task = self.progress.add_task("sweep", total=self.total, rate="")
-            self.started = time.perf_counter()
-            self.done = 0
+            self.bar = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+                                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                console=Console(file=sys.stderr))
+            self.bar.start()
+            self.task = self.bar.add_task("sweep", total=self.total, rate="")
         return self
 
-    def advance(self, configs: int) -> None:
+    def advance(self, configs: int, blocks_done: int, blocks: int) -> None:
         """Count ``configs`` more configurations as done."""
-        if self.enabled:
-            self.done += configs
-            rate = self.done / max(time.perf_counter() - self.started, 1e-9)
-            self.progress.update(self.task, advance=configs, rate=f"{rate / 1e6:,.1f} M configs/s")
+        if not self.enabled:
+            return
+        self.done += configs
+        now = time.perf_counter()
+        rate = f"{self.done / max(now - self.started, 1e-9) / 1e6:,.1f} M configs/s"
+        if self.bar is not None:
+            self.bar.update(self.task, advance=configs, rate=rate)
+        elif self.last_line is None or now - self.last_line >= 10.0 or blocks_done == blocks:
+            self.last_line = now
+            print(f"sweep: block {blocks_done} of {blocks} written, {self.done:,} of {self.total:,} "
+                  f"configurations, {rate}", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
-        if self.enabled:
-            self.progress.stop()
+        if self.bar is not None:
+            self.bar.stop()
         return False

@@ -1,0 +1,1 @@
+"""Commands of the PAI study: population, trace import, report (registered on ``paigrid.cli.app``)."""

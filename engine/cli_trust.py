@@ -1,0 +1,1 @@
+"""Commands of trust: calibrate and validate (registered on ``paigrid.cli.app``)."""

@@ -1,0 +1,58 @@
+"""Run sweep blocks on a Dask cluster: an existing one (``--scheduler``) or a local one (``--workers``).
+
+Workers run the same numba kernel on blocks of jobs; the caller (one writer) streams the
+finished blocks into the file as they arrive.  A worker that dies takes its running and
+finished-but-unfetched blocks with it; the scheduler reruns them elsewhere, so the cube comes
+out the same, value for value.  At most a few blocks per worker are in flight at once, so a
+slow disk never lets results pile up in worker memory.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from .errors import PaigridError
+from .evaluate import evaluate_block
+from .tables import Grid
+
+IN_FLIGHT_PER_WORKER = 2
+
+
+def _client(stack: ExitStack, scheduler: str | None, workers: int | None):
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise PaigridError("Dask is not installed; install paigrid with the dask extra: pip install 'paigrid[dask]'.") from None
+    if scheduler:
+        try:
+            return stack.enter_context(Client(scheduler, timeout="20s"))
+        except (OSError, TimeoutError) as exc:
+            raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
+    cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=None, host="127.0.0.1"))
+    return stack.enter_context(Client(cluster))
+
+
+def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], write_cube: bool,
+                scheduler: str | None, workers: int | None):
+    """Yield evaluated blocks (in completion order) computed on Dask workers."""
+    from dask.distributed import as_completed
+
+    with ExitStack() as stack:
+        client = _client(stack, scheduler, workers)
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        shared = client.scatter(grid, broadcast=True)
+        queue = list(todo)
+
+        def submit(i):
+            start, stop = blocks[i]
+            return client.submit(evaluate_block, shared, i, start, stop, write_cube,
+                                 key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
+
+        running = as_completed([submit(queue.pop(0)) for _ in range(min(len(queue), IN_FLIGHT_PER_WORKER * n_workers))])
+        for future in running:
+            block = future.result()
+            future.release()
+            if queue:
+                running.add(submit(queue.pop(0)))
+            yield block

@@ -1,0 +1,126 @@
+"""Command-line behaviour, bad input included: one clear sentence, a non-zero exit, no traceback."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from paigrid.cli import app
+
+runner = CliRunner()
+
+SMALL = ["--workloads", "resnet50,bert-base", "--quiet"]
+SPEC = """
+[grid]
+gpu = ["V100", "A100"]
+n_gpu = [1, 8, 16]
+intra = ["pcie3", "nvlink2-hcm", "nvswitch-nvlink3"]
+network = ["none", "eth-25g", "eth-100g"]
+precision = ["fp32", "amp-fp16"]
+"""
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_clean_error(result, *fragments):
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    text = result.output.strip()
+    assert text.startswith("paigrid: error:"), text
+    assert len(text.splitlines()) == 1, text
+    for fragment in fragments:
+        assert fragment in text, text
+
+
+@pytest.fixture(scope="module")
+def cube(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "spec.toml").write_text(SPEC)
+    result = run("sweep", folder / "spec.toml", "--out", folder / "cube.h5", *SMALL)
+    assert result.exit_code == 0, result.output
+    return folder / "cube.h5"
+
+
+def test_query_best_arch_prints_one_row_per_job(cube):
+    result = run("query", cube, "--best-arch")
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0].split()[:4] == ["job", "arch", "intra", "network"]
+    assert [line.split()[0] for line in lines[1:]] == ["resnet50", "bert-base"]
+
+
+def test_query_json_and_csv(cube):
+    rows = json.loads(run("query", cube, "--best-arch", "--json", "--where", "gpu=V100").output)
+    assert {r["gpu"] for r in rows} == {"V100-SXM2-16GB"}
+    assert {"step_time", "throughput", "throughput_tokens", "bottleneck", "speedup"} <= set(rows[0])
+    csv_out = run("query", cube, "--best-arch", "--csv", "--by", "cost", "--job", "bert-base").output
+    assert csv_out.splitlines()[0].startswith("job,arch,intra,network")
+    assert len(csv_out.strip().splitlines()) == 2
+
+
+def test_info_shows_dimensions_and_completeness(cube):
+    result = run("info", cube)
+    assert result.exit_code == 0
+    assert "status: complete" in result.output and "n_gpu" in result.output and "[s]" in result.output
+
+
+def test_predict_json_gives_the_breakdown():
+    result = run("predict", "--workload", "ResNet-50", "--arch", "allreduce-local", "--gpu", "V100", "--n-gpu", 8,
+                 "--intra", "nvlink2-hcm", "--network", "none", "--precision", "amp-fp16", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    for key in ("step_time", "t_data", "t_flop", "t_mem", "t_comm", "throughput", "bottleneck", "cost", "energy"):
+        assert key in data
+    assert data["step_time"] == pytest.approx(data["t_data"] + data["t_flop"] + data["t_mem"] + data["t_comm"], rel=1e-5)
+
+
+def test_datasets_lists_the_catalogues():
+    result = run("datasets")
+    assert result.exit_code == 0 and "gpus" in result.output and "workloads" in result.output
+    assert "V100-SXM2-16GB" in run("datasets", "gpus").output
+
+
+def test_unknown_gpu_lists_close_matches():
+    result = run("predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "V10O", "--n-gpu", 1,
+                 "--intra", "pcie3", "--network", "none", "--precision", "fp32")
+    assert_clean_error(result, "unknown gpu 'V10O'", "V100")
+
+
+def test_invalid_configuration_says_why():
+    result = run("predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "V100", "--n-gpu", 4,
+                 "--intra", "pcie3", "--network", "none", "--precision", "fp32")
+    assert_clean_error(result, "exactly one GPU")
+
+
+def test_malformed_toml(tmp_path):
+    (tmp_path / "bad.toml").write_text("[grid\ngpu = [")
+    assert_clean_error(run("sweep", tmp_path / "bad.toml", "--out", tmp_path / "c.h5"), "not valid TOML")
+    assert not (tmp_path / "c.h5").exists()
+
+
+def test_negative_values_are_refused(tmp_path):
+    assert_clean_error(run("sweep", "--out", tmp_path / "c.h5", "--option", "overlap=-0.5"), "overlap")
+    (tmp_path / "spec.toml").write_text("[grid]\nn_gpu = [-4]\n")
+    assert_clean_error(run("sweep", tmp_path / "spec.toml", "--out", tmp_path / "c.h5"), "n_gpu")
+    header = ("name,aliases,suite,domain,params_M,fwd_GFLOP_per_sample,membound_MB_per_sample,input_MB_per_sample,"
+              "activation_MB_per_sample,default_batch,optimizer,sample_unit,tokens_per_sample,params_source,"
+              "flops_source,estimation_notes\n")
+    (tmp_path / "w.csv").write_text(header + "mine,,other,vision,-25,4,100,0.15,100,32,momentum,image,1,x,x,x\n")
+    assert_clean_error(run("sweep", "--workloads", tmp_path / "w.csv", "--out", tmp_path / "c.h5"), "params_M")
+    assert not list(tmp_path.glob("c.h5*"))
+
+
+def test_unwritable_output_path(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    assert_clean_error(run("sweep", "--out", tmp_path / "a-file" / "cube.h5", *SMALL), "does not exist")
+    assert_clean_error(run("sweep", "--out", tmp_path, *SMALL), "is a folder")
+
+
+def test_bad_where_and_missing_cube(cube, tmp_path):
+    assert_clean_error(run("query", cube, "--best-arch", "--where", "gpu=Z80"), "gpu=Z80 is not in the cube")
+    assert_clean_error(run("query", cube, "--best-arch", "--where", "__import__('os')"), "DIM=VALUE")
+    assert_clean_error(run("query", tmp_path / "none.h5", "--best-arch"), "no cube")
+    assert_clean_error(run("query", cube), "--best-arch")

@@ -1,0 +1,159 @@
+"""End to end: sweep a small grid, open it with xarray, and check queries against brute force."""
+
+import hdf5plugin  # noqa: F401  (registers the blosc filter for reading)
+import numpy as np
+import pytest
+import xarray as xr
+
+from paigrid.errors import PaigridError
+from paigrid.kernels import layout as L
+from paigrid.predict import predict_one
+from paigrid.query import best_configurations, open_cube, parse_where
+from paigrid.spec import load_spec
+from paigrid.store import partial_path
+from paigrid.sweep import run_sweep
+
+SPEC = """
+workloads = ["resnet50", "bert-large-seq384", "gpt2-xl", "transformer"]
+jobs_per_block = 2
+
+[grid]
+gpu = ["V100", "A100-SXM4-80GB", "H100"]
+n_gpu = [1, 8, 64]
+intra = ["pcie3", "nvlink2-hcm", "nvswitch-nvlink3"]
+network = ["none", "eth-25g", "ib-hdr-200g"]
+precision = ["fp32", "amp-fp16"]
+"""
+DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
+
+
+@pytest.fixture(scope="module")
+def cube_path(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sweep")
+    (folder / "spec.toml").write_text(SPEC)
+    path = folder / "cube.h5"
+    run_sweep(load_spec(folder / "spec.toml"), path, progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ds(cube_path):
+    with xr.open_dataset(cube_path, engine="h5netcdf") as data:
+        yield data.load()
+
+
+def test_cube_opens_with_named_dimensions_and_coordinates(ds):
+    assert ds.step_time.dims == DIMS
+    assert list(ds.arch.values) == ["1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster"]
+    assert list(ds.gpu.values) == ["V100-SXM2-16GB", "A100-SXM4-80GB", "H100-SXM5-80GB"]
+    assert list(ds.n_gpu.values) == [1, 8, 64]
+    assert ds.t_flop.dims == ("job", "gpu", "precision")
+    assert ds.best_step_time.dims == ("job", "gpu", "n_gpu", "precision")
+    assert ds.sizes["job"] == 4
+
+
+def test_every_variable_has_units_and_flags_are_cf(ds):
+    for name, var in {**ds.data_vars, **ds.coords}.items():
+        assert "units" in var.attrs, name
+    assert ds.step_time.attrs["units"] == "s"
+    assert ds.throughput.attrs["units"] == "samples/s"
+    assert ds.bottleneck.dtype == np.uint8
+    assert list(ds.bottleneck.attrs["flag_values"]) == [0, 1, 2, 3, 255]
+    assert ds.bottleneck.attrs["flag_meanings"].split()[:4] == list(L.BOTTLENECK_NAMES)
+
+
+def test_provenance_attributes(ds):
+    assert ds.attrs["complete"] == 1
+    assert "paigrid_version" in ds.attrs and "catalogue_sha256" in ds.attrs
+    assert "bert-large-seq384" in ds.attrs["spec"]
+
+
+def test_invalid_configurations_are_nan_and_flagged(ds):
+    one_gpu_many = ds.step_time.sel(arch="1w1g", n_gpu=8)
+    assert np.isnan(one_gpu_many).all() and (ds.valid.sel(arch="1w1g", n_gpu=8) == 0).all()
+    cluster_without_network = ds.step_time.sel(arch="ps-worker", network="none")
+    assert np.isnan(cluster_without_network).all()
+    nvlink2_on_a100 = ds.step_time.sel(gpu="A100-SXM4-80GB", intra="nvlink2-hcm")
+    assert np.isnan(nvlink2_on_a100).all()
+    assert np.isnan(ds.step_time.where(ds.valid == 0)).all()
+    assert int((~np.isnan(ds.step_time)).sum()) == int(ds.valid.sum())
+
+
+def test_components_add_up_to_the_step_time(ds):
+    total = ds.t_data + ds.t_flop + ds.t_mem + ds.t_comm
+    ok = ds.valid == 1
+    np.testing.assert_allclose(total.where(ok).values, ds.step_time.where(ok).values, rtol=1e-5)
+
+
+def test_cube_point_equals_predict(ds):
+    point = dict(job="gpt2-xl", arch="allreduce-cluster", gpu="A100-SXM4-80GB", n_gpu=64,
+                 intra="nvswitch-nvlink3", network="ib-hdr-200g", precision="amp-fp16")
+    result = predict_one("gpt2-xl", point["arch"], point["gpu"], 64, point["intra"], point["network"], "amp-fp16")
+    assert float(ds.step_time.sel(point)) == pytest.approx(result["step_time"], rel=1e-6)
+    assert float(ds.t_comm.sel(point)) == pytest.approx(result["t_comm"], rel=1e-6)
+
+
+def brute_force(ds, by, **where):
+    """Best configuration per job by direct argmin over the opened cube."""
+    sub = ds.sel({k: v for k, v in where.items()})
+    step = sub.step_time.where((sub.valid == 1) & (sub.fits_memory == 1))
+    if by == "time":
+        metric = step / (sub.n_gpu * sub.samples_per_step)
+    else:
+        metric = sub.price / 3600.0 * 1e6 / sub.samples_per_step * step
+    order = ("gpu", "n_gpu", "precision", "arch", "intra", "network")
+    answers = {}
+    for job in ds.job.values:
+        m = metric.sel(job=job).transpose(*[d for d in order if d in metric.dims])
+        flat = np.where(np.isnan(m.values), np.inf, m.values).reshape(-1)
+        k = int(np.argmin(flat))
+        index = np.unravel_index(k, m.shape)
+        answers[job] = {d: m[d].values[i].item() for d, i in zip(m.dims, index)}
+        answers[job]["metric"] = flat[k]
+    return answers
+
+
+@pytest.mark.parametrize("by", ["time", "cost"])
+@pytest.mark.parametrize("where", [{}, {"n_gpu": 8}, {"gpu": "V100-SXM2-16GB", "precision": "fp32"},
+                                   {"network": "eth-25g"}, {"arch": "ps-worker", "n_gpu": 64}])
+def test_best_arch_equals_brute_force_argmin(cube_path, ds, by, where):
+    expected = brute_force(ds, by, **where)
+    cube = open_cube(cube_path)
+    try:
+        rows = best_configurations(cube, by, parse_where([f"{k}={v}" for k, v in where.items()], cube))
+    finally:
+        cube.close()
+    assert [r["job"] for r in rows] == list(ds.job.values)
+    for row in rows:
+        want = expected[row["job"]]
+        for dim in ("arch", "gpu", "n_gpu", "intra", "network", "precision"):
+            assert row[dim] == want.get(dim, where.get(dim)), (row["job"], dim)
+        n = row["n_gpu"]
+        samples = float(ds.samples_per_step.sel(job=row["job"]))
+        got = row["step_time"] / (n * samples) if by == "time" else row["cost"]
+        assert got == pytest.approx(want["metric"], rel=1e-12)
+
+
+def test_top_k_is_sorted_and_starts_with_the_best(cube_path, ds):
+    samples = float(ds.samples_per_step.sel(job="resnet50"))
+    cube = open_cube(cube_path)
+    try:
+        best = best_configurations(cube, "time", {}, ["resnet50"])
+        top = best_configurations(cube, "time", {}, ["resnet50"], top=5)
+    finally:
+        cube.close()
+    assert len(top) == 5 and top[0] == best[0]
+    per_sample = [r["step_time"] / (r["n_gpu"] * samples) for r in top]
+    assert per_sample == sorted(per_sample)
+
+
+def test_unfinished_cube_is_refused(tmp_path):
+    (tmp_path / "spec.toml").write_text(SPEC)
+    path = tmp_path / "cube.h5"
+    with pytest.raises(RuntimeError):
+        def stop(written):
+            raise RuntimeError("stop after the first block")
+        run_sweep(load_spec(tmp_path / "spec.toml"), path, progress=False, on_block=stop)
+    assert not path.exists() and partial_path(path).exists()
+    with pytest.raises(PaigridError, match="unfinished"):
+        open_cube(path)
