@@ -1,1 +1,134 @@
-"""Commands of the PAI study: population, trace import, report (registered on ``paigrid.cli.app``)."""
+"""Commands of the PAI study: population, trace import, study-spec, report (registered on ``paigrid.cli.app``).
+
+The study pipeline (README):
+
+    paigrid population --jobs 10000 --seed 1 --out pop.csv
+    paigrid study-spec --out study.toml
+    paigrid sweep study.toml --workloads pop.csv --out study.h5
+    paigrid report study.h5 --out report/
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli import app, guarded, trace_app
+from .errors import PaigridError
+
+STUDY_SPEC = "pai_study.toml"
+
+
+def _check_out_file(path: Path) -> None:
+    """One sentence for an output file that cannot be written, before any work is done."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise PaigridError(f"cannot write {path}: the folder {parent} does not exist.")
+    if path.is_dir():
+        raise PaigridError(f"cannot write {path}: it is a folder.")
+    if not os.access(parent, os.W_OK):
+        raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
+
+
+def _summary_text(summary: dict) -> str:
+    parts = [f"{a} {summary['job_share'][a]:.1%} of jobs / {summary['gpu_share'][a]:.1%} of GPUs"
+             for a in summary["job_share"] if summary["job_share"][a] or summary["gpu_share"][a]]
+    return f"{summary['n_jobs']:,} jobs, {summary['n_gpus']:,} GPUs: " + "; ".join(parts)
+
+
+@app.command()
+@guarded
+def population(
+    jobs: int = typer.Option(10000, "--jobs", min=1, help="Number of jobs to draw."),
+    seed: int = typer.Option(1, "--seed", min=0, help="Random seed (the same seed gives the same jobs)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
+):
+    """Draw a synthetic PAI-like job population (a valid --workloads input of paigrid sweep)."""
+    from .population import population_summary, synthetic_population
+    from .trace import write_population
+
+    _check_out_file(out)
+    rows = synthetic_population(jobs, seed)
+    write_population(rows, out)
+    typer.echo(f"wrote {out}: {_summary_text(population_summary(rows))}", err=True)
+
+
+@trace_app.command("import")
+@guarded
+def trace_import(
+    directory: Path = typer.Argument(..., help="Folder with the PAI GPU trace 2020 tables (pai_job_table.csv, ...)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
+):
+    """Import the Alibaba PAI GPU trace 2020 (cluster-trace-gpu-v2020) as a job population."""
+    from .trace import format_counts, import_pai_trace, write_population
+
+    if not directory.is_dir():
+        raise PaigridError(f"the trace folder {directory} does not exist.")
+    _check_out_file(out)
+    try:
+        rows, counts = import_pai_trace(directory)
+    except ValueError as exc:
+        raise PaigridError(str(exc).rstrip(".") + ".") from None
+    write_population(rows, out)
+    typer.echo(format_counts(counts), err=True)
+    typer.echo(f"wrote {out}: {len(rows):,} jobs", err=True)
+    if not rows:
+        typer.echo("paigrid: warning: no job was imported, so the population cannot be swept.", err=True)
+
+
+def study_spec_text() -> str:
+    """The built-in sweep spec of the PAI study (``datasets/pai_study.toml``), as TOML text."""
+    from importlib import resources
+
+    return resources.files("paigrid.datasets").joinpath(STUDY_SPEC).read_text(encoding="utf-8")
+
+
+@app.command("study-spec")
+@guarded
+def study_spec(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="TOML file to write (default: print it)."),
+):
+    """Write the built-in sweep spec of the PAI study (n_gpu = "current", every arch, the study's GPUs and links)."""
+    text = study_spec_text()
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    _check_out_file(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    typer.echo(f"wrote {out}", err=True)
+
+
+REPORT_HELP = """The PAI-study report of a cube: report.md with PNG figures in DIR.
+
+The cube must be swept with the study spec (n_gpu = "current"), from a population:
+
+paigrid population --jobs 10000 --seed 1 --out pop.csv && paigrid study-spec --out study.toml && paigrid sweep study.toml --workloads pop.csv --out study.h5 && paigrid report study.h5 --out report/
+
+Figures: mean time breakdown and communication-share CDF per architecture, bottleneck counts, and
+the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU generations and fp32 ->
+mixed precision, with paigrid's headline numbers next to the paper's."""
+
+
+@app.command(help=REPORT_HELP)
+@guarded
+def report(
+    path: Path = typer.Argument(..., help="Cube file from paigrid sweep with the study spec."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder to write report.md and the PNG figures into."),
+    block_jobs: int = typer.Option(1024, "--block-jobs", min=1, help="Jobs read from the cube at a time."),
+):
+    from .report import write_report
+
+    written = write_report(path, out, block_jobs)
+    typer.echo(f"wrote {written} and its figures", err=True)

@@ -29,7 +29,7 @@ def _client(stack: ExitStack, scheduler: str | None, workers: int | None):
         except (OSError, TimeoutError) as exc:
             raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
     cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=None, host="127.0.0.1"))
+                                               dashboard_address=":0", host="127.0.0.1"))
     return stack.enter_context(Client(cluster))
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from paigrid.kernels import layout as L
 
 from .errors import PaigridError
-from .store import partial_path
+from .store import int_attr, partial_path
 
 LABEL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
 REDUCED_DIMS = ("arch", "intra", "network")
@@ -66,7 +66,7 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
         f.close()
         raise PaigridError(f"{path} is an HDF5 file but not a paigrid cube.")
     labels = {dim: _decode(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
-    complete = int(f.attrs.get("complete", 0)) == 1 and bool(np.all(f["block_done"][:] == 1))
+    complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(f["block_done"][:] == 1))
     cube = Cube(path, f, labels, complete, str(f.attrs.get("mode", "full")))
     if not complete and not allow_incomplete:
         done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])

@@ -44,6 +44,11 @@ FLAG_ATTRS = {
 }
 
 
+def int_attr(attrs, name: str, default: int = 0) -> int:
+    """An integer file attribute (netCDF stores scalars as 1-element arrays)."""
+    return int(np.asarray(attrs.get(name, default)).reshape(-1)[0])
+
+
 def partial_path(path: str | Path) -> Path:
     """Where a sweep writes until it is complete."""
     return Path(f"{path}.partial")
@@ -94,7 +99,7 @@ class CubeWriter:
         else:
             self.file = h5netcdf.File(self.tmp, "w")
             self._create(provenance, filter_kwargs(compression), compression)
-            self.file.flush()
+            self.flush()
         self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
 
     # --- creation ---------------------------------------------------------------------------
@@ -174,6 +179,7 @@ class CubeWriter:
             else:
                 var = self.file.create_variable(name, ("job",), dtype=np.float64, data=data)
                 var.attrs.update(units=units[name], long_name=f"{name.replace('_', ' ')} predicted by the model")
+        self.flush()
 
     def _check_resumable(self, provenance: dict) -> None:
         attrs = self.file.attrs
@@ -197,8 +203,13 @@ class CubeWriter:
         for name, data in block.arrays.items():
             variables[name][block.start:block.stop] = data
         variables["block_done"][block.index] = 1
-        self.file.flush()
+        self.flush()
         self.done[block.index] = True
+
+    def flush(self) -> None:
+        """Put everything written so far on disk, HDF5 metadata included."""
+        self.file.flush()           # h5netcdf's own bookkeeping (attributes, dimension scales)
+        self.file._h5file.flush()   # h5netcdf's flush does not flush the HDF5 file itself
 
     def finish(self) -> Path:
         """Mark the file complete, close it and rename it to its final name."""

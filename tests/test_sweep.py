@@ -82,6 +82,7 @@ def test_invalid_configurations_are_nan_and_flagged(ds):
 def test_components_add_up_to_the_step_time(ds):
     total = ds.t_data + ds.t_flop + ds.t_mem + ds.t_comm
     ok = ds.valid == 1
+    total = total.transpose(*ds.step_time.dims)
     np.testing.assert_allclose(total.where(ok).values, ds.step_time.where(ok).values, rtol=1e-5)
 
 
@@ -108,6 +109,9 @@ def brute_force(ds, by, **where):
         flat = np.where(np.isnan(m.values), np.inf, m.values).reshape(-1)
         k = int(np.argmin(flat))
         index = np.unravel_index(k, m.shape)
+        if np.isinf(flat[k]):   # nothing feasible (e.g. does not fit in memory)
+            answers[job] = {d: None for d in order} | {"metric": np.nan}
+            continue
         answers[job] = {d: m[d].values[i].item() for d, i in zip(m.dims, index)}
         answers[job]["metric"] = flat[k]
     return answers
@@ -127,11 +131,14 @@ def test_best_arch_equals_brute_force_argmin(cube_path, ds, by, where):
     for row in rows:
         want = expected[row["job"]]
         for dim in ("arch", "gpu", "n_gpu", "intra", "network", "precision"):
-            assert row[dim] == want.get(dim, where.get(dim)), (row["job"], dim)
-        n = row["n_gpu"]
+            assert row[dim] == (want[dim] if dim in want else where[dim]), (row["job"], dim)
+        if row["arch"] is None:
+            assert np.isnan(row["step_time"]) and np.isnan(want["metric"])
+            continue
         samples = float(ds.samples_per_step.sel(job=row["job"]))
-        got = row["step_time"] / (n * samples) if by == "time" else row["cost"]
+        got = row["step_time"] / (row["n_gpu"] * samples) if by == "time" else row["cost"]
         assert got == pytest.approx(want["metric"], rel=1e-12)
+    assert any(row["arch"] is not None for row in rows)
 
 
 def test_top_k_is_sorted_and_starts_with_the_best(cube_path, ds):
@@ -142,7 +149,8 @@ def test_top_k_is_sorted_and_starts_with_the_best(cube_path, ds):
         top = best_configurations(cube, "time", {}, ["resnet50"], top=5)
     finally:
         cube.close()
-    assert len(top) == 5 and top[0] == best[0]
+    assert len(top) == 5
+    assert {k: v for k, v in top[0].items() if k != "speedup"} == {k: v for k, v in best[0].items() if k != "speedup"}
     per_sample = [r["step_time"] / (r["n_gpu"] * samples) for r in top]
     assert per_sample == sorted(per_sample)
 

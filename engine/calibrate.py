@@ -1,0 +1,346 @@
+"""Fit a few physical efficiency parameters to measured throughputs (robust least squares).
+
+The model is evaluated through ``predict.predict_configs`` exactly as ``validate`` and
+``sweep`` evaluate it; the fit only changes the efficiency factors it divides the datasheet
+peaks by.  Parameter groups (``parameters=``):
+
+* ``flop``: FLOP efficiency (fraction of dense peak FLOP/s) per GPU and precision present in
+  the rows, written as ``[flop_efficiency] "GPU/precision"``; with ``flop_per="precision"``
+  one value per precision shared by every GPU (so it transfers to GPUs not in the fit);
+* ``link``: achievable fraction of nominal bandwidth per link *kind* (``nvswitch``,
+  ``nvlink-hcm``, ``pcie``, ``infiniband``, ...) that multi-GPU rows exchange gradients over;
+* ``memory`` (not by default): HBM efficiency per GPU;
+* ``overlap`` (not by default): one global fraction of communication hidden behind the
+  backward pass.  Throughput alone can rarely tell overlap from link efficiency (both scale the
+  exposed communication), so fitting both is usually refused as under-determined.
+
+Every parameter is bounded to [0.05, 1] and fitted as log p.  Residuals are
+r = log(predicted) - log(measured); the loss is ``soft_l1`` with scale 0.1 (residuals beyond
+about 10 % count linearly, not quadratically).  The standard error of log p comes from the
+Jacobian at the solution, cov = s^2 (J^T J)^-1 with s^2 = sum(r^2) / (rows - parameters);
+the value's is p x that.
+
+A fit is refused before it starts when the rows cannot determine it: fewer rows than
+parameters, a parameter that no row depends on (a 10 % change moves no prediction by 0.1 %),
+or parameters the rows cannot tell apart (with 1 % measurement noise a parameter would be
+known only to within a factor e: relative standard error of log p above 1).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .catalog import Catalogues
+from .efficiency import Efficiency
+from .errors import PaigridError
+from .measurements import Measurement, predict_rows
+from .spec import Options
+
+GROUPS = ("flop", "link", "memory", "overlap")
+DEFAULT_PARAMETERS = ("flop", "link")
+LOWER, UPPER = 0.05, 1.0
+LOSS, F_SCALE = "soft_l1", 0.1
+STEP = 1e-3            # finite-difference step in log p (predictions are float32)
+MIN_SENSITIVITY = 0.01  # |d log throughput / d log p| below which a row does not inform p
+NOISE = 0.01           # measurement noise assumed by the identifiability check (1 %)
+MAX_RELATIVE_SE = 1.0  # refuse when a parameter's standard error of log p would exceed this
+
+
+@dataclass
+class Parameter:
+    """One fitted efficiency: its calibration table and key, start value and result."""
+
+    section: str        # flop_efficiency, memory_efficiency, link_efficiency or options
+    key: str
+    start: float
+    value: float = math.nan
+    stderr: float = math.nan
+
+    @property
+    def name(self) -> str:
+        """``section.key``, e.g. ``flop_efficiency.A100-SXM4-80GB/tf32``."""
+        return f"{self.section}.{self.key}"
+
+    @property
+    def at_bound(self) -> bool:
+        """True when the fitted value sits on a bound (its standard error then means little)."""
+        return math.isclose(self.value, LOWER, rel_tol=1e-4) or math.isclose(self.value, UPPER, rel_tol=1e-4)
+
+
+@dataclass
+class Fit:
+    """Result of ``fit``: the parameters, the rows and their residuals before and after."""
+
+    parameters: list[Parameter]
+    rows: list[Measurement]
+    predicted: list[float]          # samples/s with the fitted values
+    start_predicted: list[float]    # samples/s with the starting (default) values
+    options: Options
+    degrees_of_freedom: int
+    notes: dict = field(default_factory=dict)   # provenance written to the [fit] table
+
+    @property
+    def residuals(self) -> list[float]:
+        """log(predicted / measured) per row with the fitted values."""
+        return [math.log(p / r.measured) for p, r in zip(self.predicted, self.rows)]
+
+    def calibration(self) -> Efficiency:
+        """The fitted values as calibration overrides (what ``write_calibration`` stores)."""
+        return _overrides(self.parameters, [p.value for p in self.parameters], "fit")
+
+    def fitted_options(self, base: Options | None = None) -> Options:
+        """``base`` (default: the fit's options) with a fitted overlap applied."""
+        return _with_overlap(base or self.options, self.parameters, [p.value for p in self.parameters])
+
+
+# --- parameters ---------------------------------------------------------------------------------
+def _link_kinds(row: Measurement, cats: Catalogues) -> list[str]:
+    """Link kinds a row's gradient exchange crosses (none for one GPU)."""
+    if row.n_gpu == 1:
+        return []
+    intra = cats.links.row(row.intra)["kind"]
+    network = cats.links.row(row.network)["kind"]
+    if row.arch == "1wng":
+        return ["pcie"]
+    if row.arch == "allreduce-local":
+        return [intra]
+    if row.arch == "ps-worker":
+        return [network]
+    return ([intra] if row.gpus_per_node > 1 else []) + ([network] if row.nodes > 1 else [])
+
+
+def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, groups=DEFAULT_PARAMETERS,
+                   flop_per: str = "gpu-precision", cats: Catalogues | None = None) -> list[Parameter]:
+    """The parameters of ``groups`` that the rows touch, each with its start value (from ``base``)."""
+    cats = cats or Catalogues.load()
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown or not groups:
+        raise PaigridError(f"unknown parameter group(s) {', '.join(unknown) or '(none)'}; known: {', '.join(GROUPS)}.")
+    if flop_per not in ("gpu-precision", "precision"):
+        raise PaigridError(f"flop efficiency is fitted per gpu-precision or per precision, not {flop_per!r}.")
+    params: dict[str, Parameter] = {}
+
+    def add(section, key, start):
+        if f"{section}.{key}" not in params:
+            params[f"{section}.{key}"] = Parameter(section, key, min(max(start, LOWER * 1.2), UPPER * 0.99))
+
+    for row in rows:
+        if "flop" in groups:
+            key = f"{row.gpu}/{row.precision}" if flop_per == "gpu-precision" else row.precision
+            add("flop_efficiency", key, base.flop_for(row.gpu, row.precision))
+        if "memory" in groups:
+            add("memory_efficiency", row.gpu, base.memory_for(row.gpu))
+        if "link" in groups:
+            for kind in _link_kinds(row, cats):
+                starts = [base.link_for(r["name"], kind, float(r["efficiency"])) for r in cats.links.rows
+                          if r["kind"] == kind]
+                add("link_efficiency", kind, float(np.mean(starts)))
+    if "overlap" in groups and any(r.n_gpu > 1 for r in rows):
+        add("options", "overlap", options.overlap if options.overlap >= LOWER else 0.5)
+    return list(params.values())
+
+
+def _overrides(params: list[Parameter], values, origin: str) -> Efficiency:
+    tables = {"flop_efficiency": {}, "memory_efficiency": {}, "link_efficiency": {}}
+    for p, v in zip(params, values):
+        if p.section in tables:
+            tables[p.section][p.key] = float(v)
+    return Efficiency(tables["flop_efficiency"], tables["memory_efficiency"], tables["link_efficiency"], {}, origin)
+
+
+def _with_overlap(options: Options, params: list[Parameter], values) -> Options:
+    for p, v in zip(params, values):
+        if p.section == "options":
+            options = replace(options, overlap=float(v))
+    return options
+
+
+# --- the fit ------------------------------------------------------------------------------------
+class _Model:
+    """log residuals of the rows as a function of log parameter values."""
+
+    def __init__(self, rows, base: Efficiency, options: Options, params, cats):
+        self.rows, self.base, self.options, self.params, self.cats = rows, base, options, params, cats
+        self.log_measured = np.log([r.measured for r in rows])
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        values = np.exp(x)
+        eff = self.base.overridden(_overrides(self.params, values, self.base.origin))
+        out = predict_rows(self.rows, self.cats, eff, _with_overlap(self.options, self.params, values))
+        throughput = np.array([o["throughput"] for o in out], dtype=np.float64)
+        if not np.all(np.isfinite(throughput) & (throughput > 0)):
+            bad = self.rows[int(np.argmin(np.isfinite(throughput) & (throughput > 0)))].id
+            raise PaigridError(f"the model gives no throughput for row {bad!r}; it cannot be fitted.")
+        return throughput
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        return np.log(self.predict(x)) - self.log_measured
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        """d residual / d log p by central differences (one-sided at a bound)."""
+        lo, hi = math.log(LOWER), math.log(UPPER)
+        jac = np.empty((len(self.rows), len(x)))
+        for j in range(len(x)):
+            up, down = x.copy(), x.copy()
+            up[j] = min(x[j] + STEP, hi)
+            down[j] = max(x[j] - STEP, lo)
+            jac[:, j] = (self.residuals(up) - self.residuals(down)) / (up[j] - down[j])
+        return jac
+
+
+def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list[Measurement]) -> None:
+    """One clear sentence when the rows cannot determine the parameters (see the module docstring)."""
+    n, m = len(params), len(rows)
+    if m < n:
+        raise PaigridError(f"the fit has {n} parameters ({', '.join(p.name for p in params)}) but only {m} "
+                           f"row(s); select more rows or fit fewer parameter groups.")
+    informative = np.abs(jac) >= MIN_SENSITIVITY
+    for j, p in enumerate(params):
+        if not informative[:, j].any():
+            raise PaigridError(f"the selected rows cannot determine {p.name}: no row depends on it "
+                               f"(a 10% change moves every prediction by less than 0.1%); fit fewer "
+                               f"parameter groups or add rows that depend on it.")
+    rows_used = int(informative.any(axis=1).sum())
+    if rows_used < n:
+        raise PaigridError(f"only {rows_used} of the selected rows depend on the {n} parameters; "
+                           f"the fit is under-determined.")
+    u, s, vt = np.linalg.svd(jac, full_matrices=False)
+    if s[-1] <= s[0] * 1e-10:
+        worst = int(np.argmax(np.abs(vt[-1])))
+        raise PaigridError(f"the selected rows cannot determine {params[worst].name}: it changes the "
+                           f"predictions only together with other parameters; fit fewer parameter groups.")
+    cov = np.linalg.inv(jac.T @ jac)
+    se = NOISE * np.sqrt(np.diag(cov))
+    worst = int(np.argmax(se))
+    if se[worst] > MAX_RELATIVE_SE:
+        corr = cov[worst] / np.sqrt(cov[worst, worst] * np.diag(cov))
+        corr[worst] = 0.0
+        partner = f" (it is confounded with {params[int(np.argmax(np.abs(corr)))].name})" if n > 1 else ""
+        factor = f"{math.exp(se[worst]):.3g}" if se[worst] < math.log(1000) else "more than 1000"
+        raise PaigridError(f"the selected rows cannot determine {params[worst].name}{partner}: with 1% "
+                           f"measurement noise it would be known only within a factor of {factor}; "
+                           f"fit fewer parameter groups or add rows that vary it.")
+
+
+def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, parameters=DEFAULT_PARAMETERS,
+        flop_per: str = "gpu-precision", cats: Catalogues | None = None) -> Fit:
+    """Fit the efficiency ``parameters`` (groups, see the module docstring) to ``rows``.
+
+    ``base_efficiency`` gives the start values and everything not fitted; ``options`` the model
+    options.  Returns a ``Fit`` with each value and standard error (fractions, 0.05..1) and the
+    predicted throughput [samples/s] per row.  Needs scipy (``pip install paigrid[calibrate]``).
+    """
+    try:
+        from scipy.optimize import least_squares
+    except ImportError:
+        raise PaigridError("paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' "
+                           "(or pip install scipy).") from None
+    cats = cats or Catalogues.load()
+    params = parameters_for(rows, base_efficiency, options, tuple(parameters), flop_per, cats)
+    if not params:
+        raise PaigridError("the selected rows touch none of the parameters to fit.")
+    model = _Model(rows, base_efficiency, options, params, cats)
+    x0 = np.log([p.start for p in params])
+    start_predicted = model.predict(x0)
+    _refuse_if_undetermined(model.jacobian(x0), params, rows)
+    result = least_squares(model.residuals, x0, bounds=(math.log(LOWER), math.log(UPPER)), loss=LOSS,
+                           f_scale=F_SCALE, diff_step=STEP, x_scale=1.0, max_nfev=200 * len(params))
+    x = np.clip(result.x, math.log(LOWER), math.log(UPPER))
+    residuals = model.residuals(x)
+    dof = len(rows) - len(params)
+    jac = model.jacobian(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        try:
+            cov = np.linalg.inv(jac.T @ jac)
+            se_log = np.sqrt(np.maximum(np.diag(cov), 0.0) * (residuals @ residuals / dof if dof > 0 else np.nan))
+        except np.linalg.LinAlgError:
+            se_log = np.full(len(params), np.inf)
+    for p, xi, se in zip(params, x, se_log):
+        p.value = float(math.exp(xi))
+        p.stderr = float(p.value * se)
+    return Fit(params, rows, list(model.predict(x)), list(start_predicted), options, dof,
+               {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "groups": list(parameters),
+                "optimizer_status": int(result.status)})
+
+
+# --- writing ------------------------------------------------------------------------------------
+def _toml_value(value) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(round(value, 6)) if math.isfinite(value) else ("nan" if math.isnan(value) else "inf")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def _key(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+def calibration_text(result: Fit, notes: dict | None = None) -> str:
+    """The calibration TOML of ``result`` (format of ``efficiency.py``'s docstring, plus [fit])."""
+    import statistics
+
+    lines = ["# paigrid calibration: efficiencies fitted by `paigrid calibrate` (robust least squares on",
+             "# log throughput); each value is a fraction of a datasheet peak, +- one standard error.", ""]
+    for section in ("flop_efficiency", "memory_efficiency", "link_efficiency"):
+        chosen = [p for p in result.parameters if p.section == section]
+        if chosen:
+            lines.append(f"[{section}]")
+            lines += [f"{_key(p.key)} = {_toml_value(p.value)}  # +- {p.stderr:.3g}"
+                      f"{' (at a bound)' if p.at_bound else ''}" for p in chosen]
+            lines.append("")
+    options = {k: v for k, v in asdict(result.fitted_options()).items() if v != getattr(Options(), k)}
+    if options:
+        lines.append("[options]   # the model options the fit was made with (overlap: fitted, if listed below)")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in options.items()]
+        lines.append("")
+    errors = [p / r.measured - 1.0 for p, r in zip(result.predicted, result.rows)]
+    fit_table = {**(notes or {}), **result.notes, "rows": [r.id for r in result.rows],
+                 "parameters": [p.name for p in result.parameters],
+                 "degrees_of_freedom": result.degrees_of_freedom,
+                 "median_abs_error": statistics.median(abs(e) for e in errors),
+                 "rms_log_residual": math.sqrt(statistics.fmean(r * r for r in result.residuals))}
+    lines.append("[fit]   # provenance; paigrid reads only the tables above")
+    lines += [f"{k} = {_toml_value(v)}" for k, v in fit_table.items()]
+    lines += ["", "[fit.uncertainty]   # one standard error of each fitted value"]
+    lines += [f"{_key(p.name)} = {_toml_value(p.stderr)}" for p in result.parameters if math.isfinite(p.stderr)]
+    lines += ["", "[fit.residuals]   # log(predicted / measured) per row with the fitted values"]
+    lines += [f"{_key(r.id)} = {_toml_value(res)}" for r, res in zip(result.rows, result.residuals)]
+    return "\n".join(lines) + "\n"
+
+
+def write_calibration(result: Fit, path: str | Path, notes: dict | None = None) -> Path:
+    """Write the calibration TOML atomically (a temporary file, then ``os.replace``); returns the path."""
+    path = Path(path)
+    text = calibration_text(result, notes)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:
+        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
+    return path

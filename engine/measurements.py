@@ -1,0 +1,328 @@
+"""Measured training throughputs: read, check and turn each row into a paigrid job and configuration.
+
+A measurements CSV has the schema of ``datasets/measurements_public.csv`` (one row per reported
+run).  Required columns: ``id``, ``model``, ``gpu``, ``gpus_per_node``, ``nodes``, ``arch``,
+``intra_link``, ``network``, ``precision``, ``batch_per_gpu``, ``throughput``,
+``throughput_unit``.  Optional: ``framework``, ``nics_per_node``, ``grad_accum_steps`` (default
+1), ``seq_len_or_image_size``, ``data_pipeline``, ``source``, and any per-job model option
+column (``overlap``, ``pcie_roots``, ``ps_count``, ``input_rate_samples_per_s``).
+
+Each row becomes
+
+* a ``jobs.Job``: the catalogue workload at the row's ``batch_per_gpu`` with the row's
+  ``grad_accum_steps``, ``gpus_per_node`` and ``nics_per_node`` as per-job options;
+* a configuration for ``predict.predict_configs`` with ``n_gpu = gpus_per_node x nodes``.
+  ``intra_link = none`` is accepted only for a one-GPU run and is mapped to the host PCIe link
+  of the GPU's generation (``pcie3``, ``pcie4``, ...): a 1w1g run sends nothing between GPUs,
+  so the link is unused, but the model needs a link that fits the GPU.  ``network = none``
+  means one server.  ``nics_per_node = 0`` (single server) leaves the option at its default:
+  it is unused there.
+
+Throughput is of the whole job (all GPUs), in samples per second: ``images/s``,
+``sequences/s``, ``samples/s`` and the other sample units are all samples/s; ``tokens/s`` is
+divided by the workload's ``tokens_per_sample``.
+
+Model names are matched to the workload catalogue through ``datasets/measurement_aliases.csv``
+(``measured_model``, ``seq_len_or_image_size``, ``workload``): a row with a size selects the
+catalogue variant for that sequence length or image size, an empty size matches any.  Names the
+alias table does not know fall back to the catalogue's own names and aliases.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import io
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from paigrid.kernels.layout import ARCH_NAMES
+
+from .catalog import Catalogues, to_float
+from .errors import PaigridError
+from .jobs import Job, resolve_link
+from .spec import JOB_OPTIONS, Options, coerce_options
+
+REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
+            "batch_per_gpu", "throughput", "throughput_unit")
+OPTIONAL = ("framework", "nics_per_node", "grad_accum_steps", "seq_len_or_image_size", "data_pipeline", "source")
+#: throughput units read as samples/s of the whole job
+SAMPLE_UNITS = ("samples/s", "images/s", "img/s", "sequences/s", "seq/s", "sentences/s", "utterances/s",
+                "frames/s", "queries/s", "graphs/s")
+TOKEN_UNITS = ("tokens/s",)
+#: row groups of the validation summary
+GROUPS = ("single_gpu", "multi_gpu_one_server", "multi_server")
+
+
+@dataclass
+class Measurement:
+    """One measured run: what ran, on what, and the measured throughput [samples/s, whole job]."""
+
+    id: str
+    model: str                  # name as measured
+    workload: str               # catalogue workload
+    framework: str
+    gpu: str                    # canonical catalogue names from here on
+    precision: str
+    arch: str
+    intra: str
+    network: str
+    gpus_per_node: int
+    nodes: int
+    batch: float                # samples per GPU per micro-batch
+    grad_accum_steps: int
+    size: str                   # sequence length or image size, as written
+    measured: float             # samples/s of the whole job
+    data_pipeline: str = ""
+    source: str = ""
+    job_options: dict[str, float] = field(default_factory=dict)   # per-job options the row sets
+    cells: dict[str, str] = field(default_factory=dict)           # the raw CSV row
+
+    @property
+    def n_gpu(self) -> int:
+        """GPUs in the job (gpus_per_node x nodes)."""
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def group(self) -> str:
+        """``single_gpu``, ``multi_gpu_one_server`` or ``multi_server``."""
+        if self.n_gpu == 1:
+            return "single_gpu"
+        return "multi_gpu_one_server" if self.nodes == 1 else "multi_server"
+
+    def job(self, options: Options) -> Job:
+        """The paigrid job of this row: per-job options from ``options``, overridden by the row's."""
+        merged = {key: getattr(options, key) for key in JOB_OPTIONS}
+        merged.update(self.job_options)
+        return Job(self.id, self.workload, float(self.batch), merged)
+
+    def config(self) -> dict:
+        """The configuration of this row for ``predict.predict_configs``."""
+        return {"arch": self.arch, "gpu": self.gpu, "n_gpu": self.n_gpu, "intra": self.intra,
+                "network": self.network, "precision": self.precision}
+
+
+# --- model names --------------------------------------------------------------------------------
+def load_aliases(path: str | Path | None = None) -> list[dict[str, str]]:
+    """Rows of the alias table (built-in ``measurement_aliases.csv`` unless ``path``)."""
+    if path is None:
+        text = resources.files("paigrid.datasets").joinpath("measurement_aliases.csv").read_text(encoding="utf-8")
+        origin = "the built-in measurement_aliases.csv"
+    else:
+        text, origin = _read_text(Path(path), "alias table"), str(path)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("measured_model", "seq_len_or_image_size", "workload") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} of an alias table.")
+    return [{k: (v or "").strip() for k, v in row.items() if k} for row in reader]
+
+
+def _same_size(a: str, b: str) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a.strip().casefold() == b.strip().casefold()
+
+
+def resolve_model(name: str, size: str, aliases: list[dict[str, str]], cats: Catalogues, origin: str) -> str:
+    """Catalogue workload of a measured model name at a sequence length or image size.
+
+    The alias table decides first (a row whose size matches, or whose size is empty); a name it
+    lists only at other sizes is an error naming those sizes; other names go to the workload
+    catalogue's names and aliases.  An unknown name is an error listing the known ones.
+    """
+    folded = name.strip().casefold()
+    entries = [a for a in aliases if a["measured_model"].casefold() == folded]
+    for entry in entries:
+        if entry["seq_len_or_image_size"] and size.strip() and _same_size(entry["seq_len_or_image_size"], size):
+            return cats.workloads.resolve(entry["workload"])
+    for entry in entries:
+        if not entry["seq_len_or_image_size"]:
+            return cats.workloads.resolve(entry["workload"])
+    if entries:
+        sizes = ", ".join(e["seq_len_or_image_size"] for e in entries)
+        raise PaigridError(f"{origin}: model {name!r} at seq_len_or_image_size {size or '(empty)'} has no catalogue "
+                           f"variant; the alias table knows it at {sizes}.")
+    try:
+        return cats.workloads.resolve(name)
+    except PaigridError:
+        known = sorted({a["measured_model"] for a in aliases} | set(cats.workloads.names), key=str.casefold)
+        raise PaigridError(f"{origin}: unknown model {name!r}; known: {', '.join(known)}.") from None
+
+
+# --- reading ------------------------------------------------------------------------------------
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise PaigridError(f"the {what} file {path} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PaigridError(f"the {what} file {path} cannot be read ({exc.__class__.__name__}).") from None
+
+
+def _whole(cell: str, origin: str, column: str, minimum: int) -> int:
+    value = to_float(cell, origin, column)
+    if not (math.isfinite(value) and value == int(value) and value >= minimum):
+        raise PaigridError(f"{origin}: {column} must be a whole number >= {minimum}, not {cell!r}.")
+    return int(value)
+
+
+def _positive(cell: str, origin: str, column: str) -> float:
+    value = to_float(cell, origin, column)
+    if not (math.isfinite(value) and value > 0):
+        raise PaigridError(f"{origin}: {column} must be a positive number, not {cell!r}.")
+    return value
+
+
+def _samples_per_s(cells: dict[str, str], workload: str, cats: Catalogues, origin: str) -> float:
+    value = _positive(cells["throughput"], origin, "throughput")
+    unit = cells["throughput_unit"].strip().casefold()
+    if unit in SAMPLE_UNITS:
+        return value
+    if unit in TOKEN_UNITS:
+        tokens = cats.workloads.number(workload, "tokens_per_sample")
+        return value / (tokens if tokens > 0 else 1.0)
+    raise PaigridError(f"{origin}: unknown throughput_unit {cells['throughput_unit']!r}; known: "
+                       f"{', '.join(SAMPLE_UNITS + TOKEN_UNITS)}.")
+
+
+def _row_options(cells: dict[str, str], nodes: int, origin: str) -> dict[str, float]:
+    """Per-job options the row sets: its shape, accumulation and any option column it carries."""
+    values = {"gpus_per_node": _whole(cells["gpus_per_node"], origin, "gpus_per_node", 1),
+              "grad_accum_steps": _whole(cells.get("grad_accum_steps") or "1", origin, "grad_accum_steps", 1)}
+    nics = (cells.get("nics_per_node") or "").strip()
+    if nics:
+        count = _whole(nics, origin, "nics_per_node", 0)
+        if count == 0 and nodes > 1:
+            raise PaigridError(f"{origin}: a run on {nodes} servers needs nics_per_node >= 1, not 0.")
+        if count > 0:
+            values["nics_per_node"] = count
+    for key in JOB_OPTIONS:
+        if key not in values and key != "nics_per_node" and (cells.get(key) or "").strip():
+            values[key] = to_float(cells[key], origin, key)
+    return coerce_options(values, origin)
+
+
+def _intra(cells: dict[str, str], gpu: str, n_gpu: int, cats: Catalogues, origin: str) -> str:
+    name = cells["intra_link"].strip()
+    if name.casefold() != "none":
+        return resolve_link(cats, name, "intra")
+    if n_gpu != 1:
+        raise PaigridError(f"{origin}: intra_link none is only for a one-GPU run; this one has {n_gpu} GPUs.")
+    return resolve_link(cats, f"pcie{int(cats.gpus.number(gpu, 'pcie_gen'))}", "intra")
+
+
+def _measurement(cells: dict[str, str], aliases, cats: Catalogues, origin: str) -> Measurement:
+    from .predict import invalid_reason
+
+    ident = cells["id"].strip()
+    if not ident:
+        raise PaigridError(f"{origin}: id is empty.")
+    size = (cells.get("seq_len_or_image_size") or "").strip()
+    workload = resolve_model(cells["model"], size, aliases, cats, origin)
+    arch = cells["arch"].strip()
+    if arch not in ARCH_NAMES:
+        raise PaigridError(f"{origin}: unknown arch {arch!r}; known: {', '.join(ARCH_NAMES)}.")
+    gpu = cats.gpus.resolve(cells["gpu"])
+    nodes = _whole(cells["nodes"], origin, "nodes", 1)
+    options = _row_options(cells, nodes, origin)
+    n_gpu = options["gpus_per_node"] * nodes
+    network = resolve_link(cats, cells["network"].strip(), "network")
+    if nodes > 1 and cats.links.row(network)["kind"] == "none":
+        raise PaigridError(f"{origin}: a run on {nodes} servers needs a network, not 'none'.")
+    row = Measurement(
+        id=ident, model=cells["model"].strip(), workload=workload, framework=(cells.get("framework") or "").strip(),
+        gpu=gpu, precision=cats.precisions.resolve(cells["precision"]), arch=arch,
+        intra=_intra(cells, gpu, n_gpu, cats, origin), network=network,
+        gpus_per_node=options["gpus_per_node"], nodes=nodes,
+        batch=_positive(cells["batch_per_gpu"], origin, "batch_per_gpu"),
+        grad_accum_steps=options["grad_accum_steps"], size=size,
+        measured=_samples_per_s(cells, workload, cats, origin),
+        data_pipeline=(cells.get("data_pipeline") or "").strip(), source=(cells.get("source") or "").strip(),
+        job_options=options, cells=cells)
+    reason = invalid_reason(row.job(Options()), row.config(), cats)
+    if reason:
+        raise PaigridError(f"{origin} ({ident}): {reason}")
+    return row
+
+
+def load_measurements(path: str | Path, cats: Catalogues | None = None,
+                      aliases: list[dict[str, str]] | None = None) -> list[Measurement]:
+    """Read and check every row of a measurements CSV (one clear error for the first problem)."""
+    path = Path(path)
+    cats = cats or Catalogues.load()
+    aliases = load_aliases() if aliases is None else aliases
+    reader = csv.reader(io.StringIO(_read_text(path, "measurements")))
+    header = [h.strip() for h in next(reader, [])]
+    if not header:
+        raise PaigridError(f"the measurements file {path} is empty.")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise PaigridError(f"{path} lacks the column(s) {', '.join(missing)} of a measurements file "
+                           f"(required: {', '.join(REQUIRED)}).")
+    rows, seen = [], set()
+    for line_no, values in enumerate(reader, start=2):
+        if not values or all(not v.strip() for v in values):
+            continue
+        if len(values) != len(header):
+            raise PaigridError(f"{path} line {line_no} has {len(values)} fields where the header has {len(header)}.")
+        row = _measurement(dict(zip(header, (v.strip() for v in values))), aliases, cats, f"{path} line {line_no}")
+        if row.id in seen:
+            raise PaigridError(f"{path} line {line_no}: the id {row.id!r} is used twice.")
+        seen.add(row.id)
+        rows.append(row)
+    if not rows:
+        raise PaigridError(f"the measurements file {path} has a header but no rows.")
+    return rows
+
+
+# --- selecting ----------------------------------------------------------------------------------
+def _values(row: Measurement, column: str) -> set[str]:
+    """The raw cell and, for name columns, the canonical name it resolved to (casefolded)."""
+    resolved = {"model": row.workload, "gpu": row.gpu, "precision": row.precision, "intra_link": row.intra,
+                "network": row.network, "workload": row.workload}
+    values = {row.cells.get(column, "")}
+    if column in resolved:
+        values.add(resolved[column])
+    if column == "n_gpu":
+        values = {str(row.n_gpu)}
+    return {v.casefold() for v in values}
+
+
+def select(rows: list[Measurement], items: list[str] | None) -> list[Measurement]:
+    """Rows matching every ``COLUMN=PATTERN[,PATTERN...]`` (or ``COLUMN!=...`` to exclude) item.
+
+    Patterns are shell wildcards (``V100*``), case-insensitive, matched against the raw cell
+    and, for ``model``, ``gpu``, ``precision``, ``intra_link`` and ``network``, against the
+    canonical name too; ``workload`` and ``n_gpu`` are also accepted as columns.
+    """
+    if not items:
+        return rows
+    columns = set(rows[0].cells) | {"workload", "n_gpu"}
+    for item in items:
+        negate = "!=" in item
+        column, sep, text = item.partition("!=" if negate else "=")
+        column = column.strip()
+        if not sep or not column or not text.strip():
+            raise PaigridError(f"--rows-where takes COLUMN=VALUE or COLUMN!=VALUE, not {item!r}.")
+        if column not in columns:
+            raise PaigridError(f"--rows-where: unknown column {column!r}; known: {', '.join(sorted(columns))}.")
+        patterns = [p.strip().casefold() for p in text.split(",") if p.strip()]
+        rows = [r for r in rows
+                if any(fnmatch.fnmatchcase(v, p) for v in _values(r, column) for p in patterns) != negate]
+    if not rows:
+        raise PaigridError(f"no measurement row matches {' and '.join(items)}.")
+    return rows
+
+
+# --- predicting ---------------------------------------------------------------------------------
+def predict_rows(rows: list[Measurement], cats: Catalogues, efficiency, options: Options) -> list[dict]:
+    """Model breakdown (``predict.predict_configs``) of each row's job at its configuration.
+
+    ``throughput`` is samples/s of the whole job, like ``Measurement.measured``.
+    """
+    from .predict import predict_configs
+
+    return predict_configs([r.job(options) for r in rows], [r.config() for r in rows], cats, efficiency, options)

@@ -1,0 +1,770 @@
+"""The PAI-study report (``paigrid report``): the analyses of Wang et al. (IISWC 2019) on a cube.
+
+The cube must come from the study spec (``paigrid study-spec``): ``n_gpu = "current"`` (one
+``n_gpu`` coordinate, 0, meaning each job's own GPU count) and the full cube, not reduce-only.
+Every number is read from it, job block by job block, so a cube of any size is reported
+without loading it whole:
+
+1. :func:`compute_report` gathers, for every job, the model's outputs at a few configurations
+   (its current one and each projection's targets) and reduces them to plain dicts and arrays:
+   the mean time breakdown and the communication-share distribution per architecture, the
+   bottleneck counts, and the four projections (PS/Worker -> AllReduce-NVLink, Ethernet 25 ->
+   100 Gb/s, GPU generations P100 -> V100 -> A100 -> H100, fp32 -> mixed precision).
+2. :func:`render_markdown` turns those numbers into ``report.md``; the ``_plot_*`` functions
+   draw the PNG figures (matplotlib, Agg canvas, imported only here).
+3. :func:`write_report` does both into a temporary folder and moves the files into place,
+   ``report.md`` last, so a failed report never looks whole.
+
+A *speedup* is the job's current step time over its projected step time [x]; the GPU count and
+the samples per step are unchanged by every projection, so it is also the throughput ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+
+from .errors import PaigridError
+from .query import Cube, open_cube
+
+SWEEP_COMMAND = ("paigrid population --jobs 10000 --seed 1 --out pop.csv && "
+                 "paigrid study-spec --out study.toml && "
+                 "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
+                 "paigrid report study.h5 --out report/")
+"""The study pipeline, as printed by ``paigrid report --help`` and in error messages."""
+
+COMPONENTS = ("t_data", "t_flop", "t_mem", "t_comm")
+COMPONENT_LABELS = {"t_data": "input I/O", "t_flop": "FLOP-bound compute",
+                    "t_mem": "memory-bound ops", "t_comm": "communication"}
+BOTTLENECKS = L.BOTTLENECK_NAMES
+ARCHS = L.ARCH_NAMES
+COORDS = ("arch", "gpu", "intra", "network", "precision")
+FULL_VARIABLES = ("step_time", "t_comm", "valid", "bottleneck")          # (job, arch, gpu, n_gpu, intra, network, precision)
+JOB_GPU_VARIABLES = ("t_data", "t_flop", "t_mem", "fits_memory")        # (job, gpu, precision)
+CURRENT_VARIABLES = tuple(f"current_{d}" for d in COORDS) + ("current_n_gpu",)
+
+NETWORK_ARCHS = ("ps-worker", "allreduce-cluster")
+"""Architectures whose step uses the inter-server network."""
+
+NVLINK_SERVER = {
+    "P100-PCIe-16GB": ("P100-SXM2-16GB", "nvlink1-hcm"),
+    "P100-SXM2-16GB": ("P100-SXM2-16GB", "nvlink1-hcm"),
+    "V100-PCIe-16GB": ("V100-SXM2-16GB", "nvlink2-hcm"),
+    "V100-SXM2-16GB": ("V100-SXM2-16GB", "nvlink2-hcm"),
+    "V100-SXM2-32GB": ("V100-SXM2-32GB", "nvlink2-hcm"),
+    "V100-SXM3-32GB": ("V100-SXM3-32GB", "nvswitch-nvlink2"),
+    "A100-PCIe-40GB": ("A100-SXM4-40GB", "nvswitch-nvlink3"),
+    "A100-SXM4-40GB": ("A100-SXM4-40GB", "nvswitch-nvlink3"),
+    "A100-PCIe-80GB": ("A100-SXM4-80GB", "nvswitch-nvlink3"),
+    "A100-SXM4-80GB": ("A100-SXM4-80GB", "nvswitch-nvlink3"),
+    "H100-PCIe-80GB": ("H100-SXM5-80GB", "nvswitch-nvlink4"),
+    "H100-SXM5-80GB": ("H100-SXM5-80GB", "nvswitch-nvlink4"),
+    "H200": ("H200", "nvswitch-nvlink4"),
+}
+"""GPU of a PS/Worker job -> (GPU, intra link) of the NVLink server of the same generation.
+
+A PCIe card maps to its SXM sibling of the same memory size (P100-PCIe-16GB -> P100-SXM2-16GB,
+whose peak FP32 is 10.6 instead of 9.3 TFLOP/s; V100-PCIe-16GB -> V100-SXM2-16GB, 15.7 instead
+of 14 TFLOP/s), an SXM part keeps its GPU.  GPUs with no NVLink part (K80, T4, A10, L4) have no
+NVLink server: such jobs are excluded and counted."""
+
+GENERATIONS = ("P100", "V100", "A100", "H100")
+GPU_LADDERS = {
+    "pcie": (("P100-PCIe-16GB", "pcie3"), ("V100-PCIe-16GB", "pcie3"),
+             ("A100-PCIe-40GB", "pcie3"), ("H100-PCIe-80GB", "pcie3")),
+    "nvlink": (("P100-SXM2-16GB", "nvlink1-hcm"), ("V100-SXM2-16GB", "nvlink2-hcm"),
+               ("A100-SXM4-40GB", "nvswitch-nvlink3"), ("H100-SXM5-80GB", "nvswitch-nvlink4")),
+}
+"""(GPU, intra link) of each generation of :data:`GENERATIONS`, for jobs on PCIe servers
+(current intra link named ``pcie*``: PCIe cards, intra link unchanged) and on NVLink servers
+(SXM parts with their generation's NVLink)."""
+
+ETHERNET = ("eth-25g", "eth-100g")
+PRECISIONS = ("fp32", "amp-fp16")
+
+PAPER = {"comm_share": 0.62, "ps_nvlink_faster": 0.60, "eth_speedup": 1.7}
+"""The paper's three headline results (abstract of Wang et al., IISWC 2019)."""
+
+REASONS = {
+    "not_in_cube": "the configuration is not in the cube",
+    "unsupported": "the GPU does not support the precision",
+    "invalid": "the configuration is invalid",
+    "no_memory": "it does not fit in GPU memory",
+}
+
+
+# --- reading the cube ----------------------------------------------------------------------------
+def _strings(dataset) -> np.ndarray:
+    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in dataset[:]], dtype=object)
+
+
+def _check_cube(cube: Cube) -> None:
+    """Refuse, in one sentence each, a cube the report cannot read."""
+    f = cube.file
+    if cube.mode != "full":
+        raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep); the report needs "
+                           f"the full cube: {SWEEP_COMMAND}.")
+    missing = [v for v in FULL_VARIABLES + JOB_GPU_VARIABLES + CURRENT_VARIABLES if v not in f]
+    if missing:
+        raise PaigridError(f"{cube.path} lacks the variable(s) {', '.join(missing)} that the report needs; "
+                           f"sweep it again with the study spec: {SWEEP_COMMAND}.")
+    if list(cube.labels["n_gpu"]) != [0]:
+        raise PaigridError(f"{cube.path} was swept over n_gpu = {cube.labels['n_gpu']}, not n_gpu = \"current\": "
+                           f"the report needs each job at its own GPU count; sweep it with the study spec: "
+                           f"{SWEEP_COMMAND}.")
+    if f["step_time"].ndim != 7:
+        raise PaigridError(f"{cube.path}: step_time does not have the seven cube dimensions.")
+
+
+def _index(labels: list, names) -> np.ndarray:
+    """Index of each name in ``labels`` (-1 where absent)."""
+    where = {str(v): i for i, v in enumerate(labels)}
+    return np.array([where.get(str(n), -1) for n in names], dtype=np.int64)
+
+
+def gather(cube: Cube, coords: dict[str, np.ndarray], block_jobs: int = 1024) -> dict[str, dict[str, np.ndarray]]:
+    """The model's outputs at one configuration per job, for each set of ``coords``.
+
+    ``coords[name]`` is an int array (n_jobs, 5) of indices into the cube's arch, gpu, intra,
+    network and precision labels (-1: no such configuration).  Returns ``{name: {variable:
+    array(n_jobs)}}`` with ``step_time``, ``t_data``, ``t_flop``, ``t_mem``, ``t_comm`` [s]
+    (NaN where absent), ``valid`` (bool), ``bottleneck`` (flag, 255 where absent),
+    ``fits_memory`` (flag 0/1/255; 254 where absent) and ``present`` (bool).  Reads
+    ``block_jobs`` jobs at a time.
+    """
+    import hdf5plugin  # noqa: F401  (the blosc filters of the cube's chunks)
+
+    f = cube.file
+    n = len(cube.labels["job"])
+    out = {}
+    for name in coords:
+        out[name] = {v: np.full(n, np.nan) for v in ("step_time", "t_data", "t_flop", "t_mem", "t_comm")}
+        out[name].update(valid=np.zeros(n, bool), present=np.zeros(n, bool),
+                         bottleneck=np.full(n, L.FLAG_FILL, np.uint8), fits_memory=np.full(n, 254, np.uint8))
+    for j0 in range(0, n, block_jobs):
+        j1 = min(n, j0 + block_jobs)
+        full = {v: f[v][j0:j1] for v in FULL_VARIABLES}
+        small = {v: f[v][j0:j1] for v in JOB_GPU_VARIABLES}
+        rows = np.arange(j1 - j0)
+        for name, c in coords.items():
+            c = c[j0:j1]
+            ok = (c >= 0).all(axis=1)
+            a, g, i, w, p = np.where(c < 0, 0, c).T
+            o = out[name]
+            o["present"][j0:j1] = ok
+            o["step_time"][j0:j1] = np.where(ok, full["step_time"][rows, a, g, 0, i, w, p], np.nan)
+            o["t_comm"][j0:j1] = np.where(ok, full["t_comm"][rows, a, g, 0, i, w, p], np.nan)
+            o["valid"][j0:j1] = ok & (full["valid"][rows, a, g, 0, i, w, p] == 1)
+            o["bottleneck"][j0:j1] = np.where(ok, full["bottleneck"][rows, a, g, 0, i, w, p], L.FLAG_FILL)
+            for v in ("t_data", "t_flop", "t_mem"):
+                o[v][j0:j1] = np.where(ok, small[v][rows, g, p], np.nan)
+            o["fits_memory"][j0:j1] = np.where(ok, small["fits_memory"][rows, g, p], 254)
+    return out
+
+
+def _exclusion(values: dict[str, np.ndarray], must_fit: bool = True) -> np.ndarray:
+    """Per job: '' when the configuration can be used, else a key of :data:`REASONS`."""
+    reason = np.full(len(values["valid"]), "", dtype=object)
+    if must_fit:
+        reason[values["fits_memory"] == 0] = "no_memory"
+    reason[~values["valid"]] = "invalid"
+    reason[values["fits_memory"] == L.FLAG_FILL] = "unsupported"
+    reason[~values["present"]] = "not_in_cube"
+    return reason
+
+
+# --- the analyses ---------------------------------------------------------------------------------
+def _summary(speedup: np.ndarray) -> dict:
+    """Share of jobs faster (speedup > 1), mean, median, 10th/90th percentile, min, max [x]."""
+    if len(speedup) == 0:
+        return {"jobs": 0, "share_faster": math.nan, "mean": math.nan, "median": math.nan,
+                "p10": math.nan, "p90": math.nan, "min": math.nan, "max": math.nan}
+    return {"jobs": int(len(speedup)), "share_faster": float(np.mean(speedup > 1.0)),
+            "mean": float(np.mean(speedup)), "median": float(np.median(speedup)),
+            "p10": float(np.percentile(speedup, 10)), "p90": float(np.percentile(speedup, 90)),
+            "min": float(np.min(speedup)), "max": float(np.max(speedup))}
+
+
+def _counts(reasons: np.ndarray) -> dict[str, int]:
+    return {k: int(np.sum(reasons == k)) for k in REASONS if np.any(reasons == k)}
+
+
+def _projection(scope: np.ndarray, base: dict, target: dict, pre: np.ndarray | None = None,
+                base_must_fit: bool = False) -> dict:
+    """Speedups base -> target of the jobs in ``scope`` whose configurations can be used.
+
+    ``pre`` holds reasons (keys or free text) decided before the cube is read.  Returns
+    ``{"in_scope", "excluded": {reason: jobs}, "job_index": indices of the jobs used, "speedup":
+    array, **summary}`` (summary keys from :func:`_summary`; ``jobs`` is the number used).
+    """
+    reason = np.full(len(scope), "", dtype=object) if pre is None else pre.copy()
+    for values, must_fit in ((target, True), (base, base_must_fit)):
+        later = _exclusion(values, must_fit)
+        reason = np.where(reason == "", later, reason)
+    used = scope & (reason == "")
+    jobs = np.flatnonzero(used)
+    speedup = base["step_time"][jobs] / target["step_time"][jobs]
+    excluded = {}
+    for r in reason[scope & (reason != "")]:
+        excluded[r] = excluded.get(r, 0) + 1
+    return {"in_scope": int(scope.sum()), "excluded": excluded, "job_index": jobs, "speedup": speedup,
+            **_summary(speedup)}
+
+
+def compute_report(path: str | Path, block_jobs: int = 1024) -> dict:
+    """Every number of the report, computed from the cube at ``path`` (see the module docstring).
+
+    Returns a dict with ``cube`` (path, jobs, labels, provenance), ``current`` (per-job arrays
+    at the current configuration), ``analysed`` (jobs with a valid current configuration in the
+    cube) and ``excluded`` (the others, by reason), ``breakdown`` ({arch: {"jobs", t_data,
+    t_flop, t_mem, t_comm}}: mean shares of step time, fractions), ``comm_share`` ({arch: sorted
+    per-job communication shares}), ``bottlenecks`` ({arch: {flag name: jobs}}),
+    ``projections`` (``ps_nvlink``, ``ethernet``, ``amp`` and ``gpu`` with one entry per
+    generation step) and ``headline`` (rows of paigrid's figure next to the paper's).
+    ``"all"`` is every analysed job.  Shares are fractions, speedups ratios [x].
+    """
+    cube = open_cube(path)
+    try:
+        _check_cube(cube)
+        return _compute(cube, block_jobs)
+    finally:
+        cube.close()
+
+
+def _compute(cube: Cube, block_jobs: int) -> dict:
+    f, labels = cube.file, cube.labels
+    n = len(labels["job"])
+    cur = {d: _strings(f[f"current_{d}"]) for d in COORDS}
+    cur_idx = {d: _index(labels[d], cur[d]) for d in COORDS}
+    n_gpu = np.asarray(f["current_n_gpu"][:], dtype=np.int64)
+
+    def coords(**change) -> np.ndarray:
+        cols = [change.get(d, cur_idx[d]) for d in COORDS]
+        return np.stack([np.broadcast_to(np.asarray(c, dtype=np.int64), (n,)) for c in cols], axis=1)
+
+    def label(dim: str, name: str) -> int:
+        return int(_index(labels[dim], [name])[0])
+
+    sets = {"current": coords(),
+            "one_server": coords(arch=label("arch", "allreduce-local"))}
+    sibling = [NVLINK_SERVER.get(g, (None, None)) for g in cur["gpu"]]
+    sets["nvlink"] = coords(arch=label("arch", "allreduce-local"), gpu=_index(labels["gpu"], [s[0] for s in sibling]),
+                            intra=_index(labels["intra"], [s[1] for s in sibling]))
+    sets["eth100"] = coords(network=label("network", ETHERNET[1]))
+    sets["amp"] = coords(precision=label("precision", PRECISIONS[1]))
+    ladder = np.where([str(i).startswith("pcie") for i in cur["intra"]], "pcie", "nvlink")
+    for r, gen in enumerate(GENERATIONS):
+        rung = [GPU_LADDERS[k][r] for k in ladder]
+        sets[gen] = coords(gpu=_index(labels["gpu"], [x[0] for x in rung]),
+                           intra=_index(labels["intra"], [x[1] for x in rung]))
+    values = gather(cube, sets, block_jobs)
+
+    current = values["current"]
+    has_current = cur["arch"] != ""
+    analysed = has_current & current["valid"]
+    excluded = {"no_current_configuration": int(np.sum(~has_current)),
+                "current_not_in_cube": int(np.sum(has_current & ~current["present"])),
+                "current_invalid": int(np.sum(has_current & current["present"] & ~current["valid"]))}
+    archs = [a for a in ARCHS if np.any(analysed & (cur["arch"] == a))]
+    groups = {a: analysed & (cur["arch"] == a) for a in archs}
+    groups["all"] = analysed
+
+    total = sum(current[c] for c in COMPONENTS)
+    shares = {c: current[c] / np.where(total > 0, total, np.nan) for c in COMPONENTS}
+    breakdown, comm_share, bottlenecks = {}, {}, {}
+    for key, mask in groups.items():
+        breakdown[key] = {"jobs": int(mask.sum()), **{c: float(np.mean(shares[c][mask])) for c in COMPONENTS}}
+        comm_share[key] = np.sort(shares["t_comm"][mask])
+        codes = current["bottleneck"][mask]
+        bottlenecks[key] = {name: int(np.sum(codes == k)) for k, name in enumerate(BOTTLENECKS)}
+
+    projections = {
+        "ps_nvlink": _ps_nvlink(cur, analysed, values, sibling),
+        "ethernet": _ethernet(cur, analysed, values, labels),
+        "amp": _amp(cur, analysed, values, labels),
+        "gpu": _gpu_upgrades(analysed, values, ladder),
+    }
+    result = {
+        "cube": {"path": str(cube.path), "jobs": n, "labels": {d: list(map(str, labels[d])) for d in COORDS},
+                 "created": _attr(f, "created"), "paigrid_version": _attr(f, "paigrid_version")},
+        "current": {"arch": cur["arch"], "gpu": cur["gpu"], "n_gpu": n_gpu, **{c: current[c] for c in COMPONENTS},
+                    "step_time": current["step_time"], "bottleneck": current["bottleneck"]},
+        "analysed": analysed, "excluded": excluded,
+        "current_not_fitting": int(np.sum(analysed & (current["fits_memory"] == 0))),
+        "archs": archs, "breakdown": breakdown, "comm_share": comm_share, "bottlenecks": bottlenecks,
+        "projections": projections,
+    }
+    result["headline"] = headline_rows(result)
+    return result
+
+
+def _attr(f, key: str) -> str:
+    value = f.attrs.get(key, "")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ps_nvlink(cur, analysed, values, sibling) -> dict:
+    """PS/Worker jobs that fit in one server, moved to allreduce-local on its NVLink server."""
+    ps = analysed & (cur["arch"] == "ps-worker")
+    fits_server = values["one_server"]["valid"]
+    scope = ps & fits_server
+    pre = np.array(["" if s[0] else "no NVLink server for this GPU" for s in sibling], dtype=object)
+    proj = _projection(scope, values["current"], values["nvlink"], pre)
+    no_nvlink = sorted({str(g) for g, s, m in zip(cur["gpu"], sibling, scope) if m and not s[0]})
+    proj.update(ps_worker_jobs=int(ps.sum()), beyond_one_server=int(np.sum(ps & ~fits_server)),
+                gpus_without_nvlink=no_nvlink,
+                share_faster_of_all_ps=(float(np.sum(proj["speedup"] > 1.0) / ps.sum()) if ps.sum() else math.nan))
+    return proj
+
+
+def _ethernet(cur, analysed, values, labels) -> dict:
+    """Jobs on network architectures over eth-25g, moved to eth-100g."""
+    if any(e not in labels["network"] for e in ETHERNET):
+        return {"available": False, "missing": f"network {' and '.join(ETHERNET)}"}
+    net = analysed & np.isin(cur["arch"], NETWORK_ARCHS)
+    scope = net & (cur["network"] == ETHERNET[0])
+    base, target = values["current"], values["eth100"]
+    proj = _projection(scope, base, target)
+    jobs = proj["job_index"]
+    comm_ratio = base["t_comm"][jobs] / target["t_comm"][jobs]
+    share = base["t_comm"][jobs] / sum(base[c][jobs] for c in COMPONENTS)
+    proj.update(network_jobs=int(net.sum()), other_network=int(np.sum(net & ~scope)),
+                comm_ratio_median=float(np.median(comm_ratio)) if len(jobs) else math.nan,
+                comm_share_mean=float(np.mean(share)) if len(jobs) else math.nan)
+    return proj
+
+
+def _amp(cur, analysed, values, labels) -> dict:
+    """fp32 jobs moved to amp-fp16, everything else unchanged."""
+    if any(p not in labels["precision"] for p in PRECISIONS):
+        return {"available": False, "missing": f"precision {' and '.join(PRECISIONS)}"}
+    scope = analysed & (cur["precision"] == PRECISIONS[0])
+    proj = _projection(scope, values["current"], values["amp"])
+    proj.update(other_precision=int(np.sum(analysed & ~scope)))
+    return proj
+
+
+def _gpu_upgrades(analysed, values, ladder) -> dict:
+    """Every analysed job on each generation of its ladder; one projection per upgrade step."""
+    steps = {}
+    pairs = list(zip(GENERATIONS[:-1], GENERATIONS[1:])) + [(GENERATIONS[0], GENERATIONS[-1])]
+    for old, new in pairs:
+        proj = _projection(analysed, values[old], values[new], base_must_fit=True)
+        proj["excluded"] = _split_rungs(analysed, values[old], values[new], old, new)
+        steps[f"{old}->{new}"] = proj
+    return {"steps": steps, "pcie_jobs": int(np.sum(analysed & (ladder == "pcie"))),
+            "nvlink_jobs": int(np.sum(analysed & (ladder == "nvlink")))}
+
+
+def _split_rungs(scope, old: dict, new: dict, old_name: str, new_name: str) -> dict[str, int]:
+    """Exclusions of a generation step, saying on which generation the configuration fails."""
+    target, base = _exclusion(new), _exclusion(old)
+    out = {}
+    for t, b in zip(target[scope], base[scope]):
+        key = f"{new_name}: {t}" if t else f"{old_name}: {b}" if b else ""
+        if key:
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def headline_rows(numbers: dict) -> list[dict]:
+    """The comparison table: paigrid's figure next to the paper's three headline results.
+
+    Each row: ``what``, ``paigrid`` (number), ``paper`` (number or None), ``unit``
+    (``share`` or ``x``), ``jobs`` (jobs behind paigrid's figure), ``note``.
+    """
+    b = numbers["breakdown"]
+    ps, eth = numbers["projections"]["ps_nvlink"], numbers["projections"]["ethernet"]
+    rows = [
+        {"what": "communication share of step time, mean over all jobs", "paigrid": b["all"]["t_comm"],
+         "paper": PAPER["comm_share"], "unit": "share", "jobs": b["all"]["jobs"],
+         "note": "paper: ~62% of total execution time, on average over all workloads (abstract)"},
+    ]
+    if "ps-worker" in b:
+        rows.append({"what": "communication share of step time, mean over PS/Worker jobs",
+                     "paigrid": b["ps-worker"]["t_comm"], "paper": PAPER["comm_share"], "unit": "share",
+                     "jobs": b["ps-worker"]["jobs"],
+                     "note": "third-party notes give 62% for PS/Worker jobs (not checked against the paper)"})
+    rows.append({"what": "PS/Worker jobs faster on AllReduce-NVLink (jobs that fit in one server)",
+                 "paigrid": ps["share_faster"], "paper": PAPER["ps_nvlink_faster"], "unit": "share",
+                 "jobs": ps["jobs"], "note": "paper: 60% of PS/Worker workloads"})
+    rows.append({"what": "PS/Worker jobs faster on AllReduce-NVLink (share of all PS/Worker jobs)",
+                 "paigrid": ps["share_faster_of_all_ps"], "paper": PAPER["ps_nvlink_faster"], "unit": "share",
+                 "jobs": ps["ps_worker_jobs"], "note": "jobs beyond one server count as not faster"})
+    if eth.get("available", True):
+        rows.append({"what": "mean speedup from 25 to 100 Gb/s Ethernet", "paigrid": eth["mean"],
+                     "paper": PAPER["eth_speedup"], "unit": "x", "jobs": eth["jobs"],
+                     "note": "paper: 1.7x average speedup"})
+    return rows
+
+
+# --- markdown -------------------------------------------------------------------------------------
+def _pct(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _x(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.2f}x"
+
+
+def _fmt(x, unit: str) -> str:
+    return _pct(x) if unit == "share" else _x(x)
+
+
+def _excluded_text(proj: dict) -> str:
+    if not proj["excluded"]:
+        return "No job in scope was excluded."
+    parts = [f"{n:,} because {REASONS.get(k, k)}" for k, n in sorted(proj["excluded"].items(), key=lambda kv: -kv[1])]
+    total = sum(proj["excluded"].values())
+    return f"{total:,} job(s) in scope were excluded: " + "; ".join(parts) + "."
+
+
+def _summary_table(rows: list[tuple[str, dict]]) -> list[str]:
+    lines = ["| projection | jobs | faster | mean speedup | median | 10th pct | 90th pct | min | max |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, p in rows:
+        lines.append(f"| {name} | {p['jobs']:,} | {_pct(p['share_faster'])} | {_x(p['mean'])} | {_x(p['median'])} | "
+                     f"{_x(p['p10'])} | {_x(p['p90'])} | {_x(p['min'])} | {_x(p['max'])} |")
+    return lines
+
+
+def _differences(numbers: dict) -> str:
+    """The paragraph on why paigrid's figures differ from the paper's, worded from the numbers."""
+    b = numbers["breakdown"]
+    ps, eth = numbers["projections"]["ps_nvlink"], numbers["projections"]["ethernet"]
+    comm_all = b["all"]["t_comm"]
+    comm_ps = b.get("ps-worker", {}).get("t_comm", math.nan)
+    single = sum(b[a]["jobs"] for a in ("1w1g",) if a in b)
+
+    def cmp(ours, theirs):
+        if not math.isfinite(ours):
+            return "not comparable with"
+        return "close to" if abs(ours - theirs) <= 0.1 * theirs else "above" if ours > theirs else "below"
+
+    text = [
+        f"The mean communication share over all jobs ({_pct(comm_all)}) is {cmp(comm_all, PAPER['comm_share'])} the "
+        f"paper's 62%. {single:,} of the {b['all']['jobs']:,} jobs are 1w1g jobs, which exchange no gradients at all "
+        f"in the model (a share of 0), so the all-jobs mean depends directly on how many single-GPU jobs the "
+        f"population holds; over PS/Worker jobs alone the share is {_pct(comm_ps)}."
+    ]
+    if ps["jobs"]:
+        text.append(
+            f"Of the PS/Worker jobs that fit in one server, {_pct(ps['share_faster'])} get faster on "
+            f"AllReduce-NVLink ({cmp(ps['share_faster'], PAPER['ps_nvlink_faster'])} the paper's 60%); counted over "
+            f"all {ps['ps_worker_jobs']:,} PS/Worker jobs, with the {ps['beyond_one_server']:,} jobs larger than one "
+            f"server as not faster, it is {_pct(ps['share_faster_of_all_ps'])}. Which of the two the paper means is "
+            "not known, and its server count per job is not known either: here it follows from the synthetic "
+            "GPU-count table.")
+    if eth.get("available", True) and eth["jobs"]:
+        text.append(
+            f"The 25 -> 100 Gb/s Ethernet upgrade gives {_x(eth['mean'])} on average over {eth['jobs']:,} jobs "
+            f"({cmp(eth['mean'], PAPER['eth_speedup'])} the paper's 1.7x). Their communication time shrinks by "
+            f"{_x(eth['comm_ratio_median'])} (median), not 4x: the model's TCP efficiency of 100 GbE is lower than "
+            "that of 25 GbE (links catalogue) and the parameter servers' PCIe copy does not get faster. At 25 GbE "
+            f"these jobs spend {_pct(eth['comm_share_mean'])} of their step communicating on average; the larger "
+            "that share, the closer a job's speedup comes to its communication-time ratio.")
+    text.append(
+        "Common causes of every difference: the population is synthetic, calibrated only to the trace's "
+        "architecture and GPU shares and never to these results (its model mix, batches and GPU counts are our "
+        "choices); the model adds the time components with no overlap, as the paper does, but its efficiencies, "
+        "memory-bound byte counts and communication formulas are paigrid's own (DESIGN.md) because the paper's are "
+        "not published; and the hardware is the catalogue's 2017-2019 datasheet hardware, not PAI's measured "
+        "machines.")
+    return " ".join(text)
+
+
+def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
+    """The report as markdown; ``figures`` maps figure keys to PNG file names in the same folder."""
+    c, b = numbers["cube"], numbers["breakdown"]
+    ex = numbers["excluded"]
+    n_an = int(numbers["analysed"].sum())
+    lines = ["# PAI-study report", "",
+             f"Cube `{c['path']}` ({c['jobs']:,} jobs; paigrid {c['paigrid_version']}, created {c['created']}). "
+             f"GPUs in the cube: {', '.join(c['labels']['gpu'])}; intra links: {', '.join(c['labels']['intra'])}; "
+             f"networks: {', '.join(c['labels']['network'])}; precisions: {', '.join(c['labels']['precision'])}.", "",
+             f"**{n_an:,} jobs analysed** (a valid current configuration in the cube). Left out: "
+             f"{ex['no_current_configuration']:,} without a current configuration, {ex['current_not_in_cube']:,} whose "
+             f"current configuration is not in the cube, {ex['current_invalid']:,} whose current configuration is "
+             f"invalid. {numbers['current_not_fitting']:,} analysed job(s) run today in a configuration that the "
+             "model's memory estimate says does not fit in GPU memory; they are kept (they do run).", "",
+             "Times are per optimizer step of one data-parallel replica, from the model's version 1 (no overlap): "
+             "step time = input I/O + FLOP-bound compute + memory-bound ops + communication. A speedup is the "
+             "current step time over the projected one [x] (same GPU count and batch, so also the throughput "
+             "ratio); a job is *faster* when its speedup is above 1.", ""]
+
+    lines += ["## Headline results: paigrid and the paper", "",
+              "| result | paigrid | paper | jobs | note |", "|---|---:|---:|---:|---|"]
+    for r in numbers["headline"]:
+        lines.append(f"| {r['what']} | {_fmt(r['paigrid'], r['unit'])} | {_fmt(r['paper'], r['unit'])} | "
+                     f"{r['jobs']:,} | {r['note']} |")
+    lines += ["", _differences(numbers), ""]
+
+    lines += ["## 1. Time breakdown at the current configuration", "",
+              "Mean share of step time per component, averaged over the jobs of each current architecture "
+              "(each job's shares sum to 100%).", "",
+              "| architecture | jobs | " + " | ".join(COMPONENT_LABELS[k] for k in COMPONENTS) + " |",
+              "|---|---:|" + "---:|" * len(COMPONENTS)]
+    for key, row in b.items():
+        lines.append(f"| {key} | {row['jobs']:,} | " + " | ".join(_pct(row[k]) for k in COMPONENTS) + " |")
+    lines += ["", f"![Mean time breakdown per architecture]({figures['breakdown']})", "",
+              "The distribution of the communication share over jobs (a CDF: the share of jobs whose "
+              "communication share is at most x):", "",
+              f"![CDF of the communication share]({figures['comm_cdf']})", ""]
+    cs = numbers["comm_share"]["all"]
+    if len(cs):
+        lines += [f"Over all jobs the median communication share is {_pct(float(np.median(cs)))}; "
+                  f"{_pct(float(np.mean(cs > 0.5)))} of jobs spend more than half of their step communicating and "
+                  f"{_pct(float(np.mean(cs > 0.8)))} more than 80%.", ""]
+
+    lines += ["## 2. Bottlenecks", "",
+              "Jobs per largest time component at the current configuration.", "",
+              "| architecture | jobs | " + " | ".join(COMPONENT_LABELS[k] for k in COMPONENTS) + " |",
+              "|---|---:|" + "---:|" * len(COMPONENTS)]
+    for key, counts in numbers["bottlenecks"].items():
+        lines.append(f"| {key} | {b[key]['jobs']:,} | " + " | ".join(f"{counts[n]:,}" for n in BOTTLENECKS) + " |")
+    lines += ["", f"![Bottleneck counts per architecture]({figures['bottlenecks']})", ""]
+
+    lines += ["## 3. Projections", "",
+              "Each projection changes one thing in a job's configuration; a job whose projected configuration "
+              "is invalid, or does not fit in GPU memory, is excluded and counted.", ""]
+    lines += _md_ps_nvlink(numbers["projections"]["ps_nvlink"], figures)
+    lines += _md_ethernet(numbers["projections"]["ethernet"], figures)
+    lines += _md_gpu(numbers["projections"]["gpu"], figures)
+    lines += _md_amp(numbers["projections"]["amp"], figures)
+    return "\n".join(lines) + "\n"
+
+
+def _md_ps_nvlink(p: dict, figures: dict) -> list[str]:
+    mapping = ", ".join(f"{g} -> {t} on {i}" for g, (t, i) in NVLINK_SERVER.items() if g != t)
+    return ["### 3.1 PS/Worker -> AllReduce inside one NVLink server", "",
+            "Definition: a PS/Worker job that fits in one server (its GPU count at most the server's GPUs, i.e. "
+            "allreduce-local is valid for it) runs as allreduce-local, with its GPU count, network and precision "
+            "unchanged, on the NVLink server of its GPU generation: a PCIe card is replaced by its SXM sibling "
+            f"({mapping}); an SXM part keeps its GPU, on its own NVLink (P100-SXM2 on nvlink1-hcm, V100-SXM2 on "
+            "nvlink2-hcm, A100-SXM4 on nvswitch-nvlink3, H100-SXM5 on nvswitch-nvlink4). The GPU swap changes the "
+            "compute time too (the SXM parts have a higher peak).", "",
+            f"{p['ps_worker_jobs']:,} PS/Worker jobs; {p['beyond_one_server']:,} need more than one server and are "
+            f"out of scope; {p['in_scope']:,} fit in one server. {_excluded_text(p)}"
+            + (f" GPUs with no NVLink server: {', '.join(p['gpus_without_nvlink'])}." if p["gpus_without_nvlink"] else ""),
+            "", *_summary_table([("PS/Worker -> AllReduce-NVLink", p)]), "",
+            f"Faster: {_pct(p['share_faster'])} of the jobs that fit in one server, "
+            f"{_pct(p['share_faster_of_all_ps'])} of all PS/Worker jobs.", "",
+            f"![Speedup of PS/Worker jobs moved to AllReduce-NVLink]({figures['ps_nvlink']})", ""]
+
+
+def _md_ethernet(p: dict, figures: dict) -> list[str]:
+    head = ["### 3.2 Ethernet 25 -> 100 Gb/s", ""]
+    if not p.get("available", True):
+        return head + [f"Not computed: the cube has no {p['missing']}.", ""]
+    return head + [
+        "Definition: every job whose architecture uses the network between servers (ps-worker, "
+        "allreduce-cluster) and that runs on eth-25g today gets eth-100g, everything else unchanged. Jobs on one "
+        "server (1w1g, 1wng, allreduce-local) do not use the network and are out of scope.", "",
+        f"{p['network_jobs']:,} jobs use the network, {p['other_network']:,} of them on another network than "
+        f"eth-25g; {p['in_scope']:,} in scope. {_excluded_text(p)}", "",
+        *_summary_table([("eth-25g -> eth-100g", p)]), "",
+        f"![Speedup from 25 to 100 Gb/s Ethernet]({figures['ethernet']})", ""]
+
+
+def _md_gpu(p: dict, figures: dict) -> list[str]:
+    ladders = "; ".join(f"{k} servers: " + " -> ".join(f"{g} ({i})" for g, i in rungs) for k, rungs in GPU_LADDERS.items())
+    lines = ["### 3.3 GPU generation upgrades", "",
+             "Definition: every analysed job is evaluated on each GPU generation, P100 -> V100 -> A100 -> H100, "
+             "with its architecture, GPU count, network and precision unchanged; jobs on PCIe servers (current "
+             "intra link pcie*) move along PCIe cards with the intra link unchanged, jobs on NVLink servers along "
+             f"SXM parts with each generation's NVLink ({ladders}). A step's speedup is the step time on the older "
+             "generation over that on the newer; both configurations must be valid and fit in GPU memory.", "",
+             f"{p['pcie_jobs']:,} jobs follow the PCIe ladder, {p['nvlink_jobs']:,} the NVLink ladder.", ""]
+    lines += _summary_table([(k.replace("->", " -> "), s) for k, s in p["steps"].items()])
+    lines.append("")
+    for k, s in p["steps"].items():
+        lines.append(f"- {k.replace('->', ' -> ')}: {_excluded_text(s)}")
+    lines += ["", f"![Speedup of GPU generation upgrades]({figures['gpu']})", ""]
+    return lines
+
+
+def _md_amp(p: dict, figures: dict) -> list[str]:
+    head = ["### 3.4 fp32 -> mixed precision", ""]
+    if not p.get("available", True):
+        return head + [f"Not computed: the cube has no {p['missing']}.", ""]
+    return head + [
+        "Definition: every job that trains in fp32 today runs in amp-fp16 (FP16 activations, weights and "
+        "gradients with an FP32 master copy; FLOP-bound ops at the GPU's FP16/tensor-core peak, memory-bound "
+        "bytes and gradient bytes halved), everything else unchanged. GPUs without FP16 math (K80) are excluded.", "",
+        f"{p['in_scope']:,} jobs in scope ({p['other_precision']:,} analysed jobs use another precision today). "
+        f"{_excluded_text(p)}", "",
+        *_summary_table([("fp32 -> amp-fp16", p)]), "",
+        f"![Speedup from fp32 to mixed precision]({figures['amp']})", ""]
+
+
+# --- figures --------------------------------------------------------------------------------------
+COLORS = {"t_data": "#7f7f7f", "t_flop": "#1f77b4", "t_mem": "#ff7f0e", "t_comm": "#d62728"}
+FIGURES = {"breakdown": "breakdown.png", "comm_cdf": "comm_share_cdf.png", "bottlenecks": "bottlenecks.png",
+           "ps_nvlink": "projection_ps_nvlink.png", "ethernet": "projection_ethernet.png",
+           "gpu": "projection_gpu.png", "amp": "projection_amp.png"}
+
+
+def _figure(width: float = 7.5, height: float = 4.5):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _plot_breakdown(numbers: dict, path: Path) -> None:
+    fig, ax = _figure()
+    b = numbers["breakdown"]
+    keys = list(b)
+    x = np.arange(len(keys))
+    bottom = np.zeros(len(keys))
+    for c in COMPONENTS:
+        values = np.array([100 * b[k][c] for k in keys])
+        ax.bar(x, values, bottom=bottom, color=COLORS[c], label=COMPONENT_LABELS[c], width=0.65)
+        bottom += values
+    ax.set_xticks(x, [f"{k}\n({b[k]['jobs']:,} jobs)" for k in keys])
+    ax.set_ylabel("mean share of step time [%]")
+    ax.set_xlabel("current training architecture")
+    ax.set_ylim(0, 100)
+    ax.set_title("Mean time breakdown per architecture (current configuration)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.savefig(path, dpi=120)
+
+
+def _cdf(ax, values: np.ndarray, label: str, **kw) -> None:
+    if len(values) == 0:
+        return
+    v = np.sort(values)
+    y = np.arange(1, len(v) + 1) / len(v) * 100
+    ax.step(np.concatenate([[v[0]], v]), np.concatenate([[0], y]), where="post", label=label, **kw)
+
+
+def _plot_comm_cdf(numbers: dict, path: Path) -> None:
+    fig, ax = _figure()
+    for key, shares in numbers["comm_share"].items():
+        style = {"color": "black", "linewidth": 2.2} if key == "all" else {"linewidth": 1.4}
+        _cdf(ax, 100 * shares, f"{key} ({len(shares):,} jobs)", **style)
+    ax.set_xlim(-1, 101)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("communication share of step time [%]")
+    ax.set_ylabel("jobs with at most this share [%]")
+    ax.set_title("CDF of the communication share (current configuration)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="current architecture")
+    fig.savefig(path, dpi=120)
+
+
+def _plot_bottlenecks(numbers: dict, path: Path) -> None:
+    fig, ax = _figure()
+    counts = {k: v for k, v in numbers["bottlenecks"].items() if k != "all"}
+    keys = list(counts)
+    x = np.arange(len(keys))
+    width = 0.8 / len(BOTTLENECKS)
+    for k, (name, comp) in enumerate(zip(BOTTLENECKS, COMPONENTS)):
+        ax.bar(x + (k - 1.5) * width, [counts[a][name] for a in keys], width, color=COLORS[comp],
+               label=COMPONENT_LABELS[comp])
+    ax.set_xticks(x, keys)
+    ax.set_xlabel("current training architecture")
+    ax.set_ylabel("jobs [count]")
+    ax.set_title("Bottleneck (largest time component) per architecture")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path, dpi=120)
+
+
+def _speedup_axes(ax, arrays: list[np.ndarray], title: str) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    values = np.concatenate([a for a in arrays if len(a)]) if any(len(a) for a in arrays) else np.array([1.0])
+    lo, hi = float(np.min(values)), float(np.max(values))
+    if hi / max(lo, 1e-12) > 4:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.text(1.0, 98, " 1x: no change", color="grey", fontsize=8, ha="left", va="top")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("speedup over the baseline configuration [x]")
+    ax.set_ylabel("jobs with at most this speedup [%]")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+
+
+def _plot_projection(items: list[tuple[str, dict]], title: str, path: Path) -> None:
+    fig, ax = _figure()
+    for label, p in items:
+        _cdf(ax, p["speedup"], f"{label}: {p['jobs']:,} jobs, mean {_x(p['mean'])}, faster {_pct(p['share_faster'])}",
+             linewidth=1.8)
+    _speedup_axes(ax, [p["speedup"] for _, p in items], title)
+    fig.savefig(path, dpi=120)
+
+
+def _empty_figure(text: str, path: Path) -> None:
+    fig, ax = _figure(6, 2)
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    fig.savefig(path, dpi=100)
+
+
+def write_figures(numbers: dict, folder: Path) -> dict[str, str]:
+    """Draw every PNG figure into ``folder``; returns {figure key: file name}."""
+    folder = Path(folder)
+    _plot_breakdown(numbers, folder / FIGURES["breakdown"])
+    _plot_comm_cdf(numbers, folder / FIGURES["comm_cdf"])
+    _plot_bottlenecks(numbers, folder / FIGURES["bottlenecks"])
+    proj = numbers["projections"]
+    _plot_projection([("PS/Worker -> AllReduce-NVLink", proj["ps_nvlink"])],
+                     "PS/Worker jobs moved to AllReduce inside one NVLink server", folder / FIGURES["ps_nvlink"])
+    for key, label, title in (("ethernet", "eth-25g -> eth-100g", "Ethernet upgrade from 25 to 100 Gb/s"),
+                              ("amp", "fp32 -> amp-fp16", "fp32 to mixed precision (amp-fp16)")):
+        if proj[key].get("available", True):
+            _plot_projection([(label, proj[key])], title, folder / FIGURES[key])
+        else:
+            _empty_figure(f"not computed: the cube has no {proj[key]['missing']}", folder / FIGURES[key])
+    steps = [(k.replace("->", " -> "), s) for k, s in proj["gpu"]["steps"].items()]
+    _plot_projection(steps, "GPU generation upgrades (everything else unchanged)", folder / FIGURES["gpu"])
+    return dict(FIGURES)
+
+
+# --- writing --------------------------------------------------------------------------------------
+def write_report(path: str | Path, out_dir: str | Path, block_jobs: int = 1024) -> Path:
+    """Compute the report of the cube ``path`` and write ``out_dir/report.md`` and its PNG figures.
+
+    Everything is written into a temporary folder beside ``out_dir`` first and then moved into
+    place, ``report.md`` last, so an error leaves no report that looks whole.  Returns the path
+    of ``report.md``.
+    """
+    out_dir = Path(out_dir)
+    parent = out_dir.parent if str(out_dir.parent) else Path(".")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PaigridError(f"cannot write the report into {out_dir}: it is a file, not a folder.")
+    if not parent.is_dir():
+        raise PaigridError(f"cannot write the report into {out_dir}: the folder {parent} does not exist.")
+    numbers = compute_report(path, block_jobs)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise PaigridError(f"cannot write the report into {out_dir} ({exc.strerror or exc}).") from None
+    try:
+        figures = write_figures(numbers, tmp)
+        (tmp / "report.md").write_text(render_markdown(numbers, figures), encoding="utf-8")
+        if not out_dir.exists():
+            os.replace(tmp, out_dir)
+        else:
+            for name in [*figures.values(), "report.md"]:
+                os.replace(tmp / name, out_dir / name)
+            tmp.rmdir()
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir / "report.md"

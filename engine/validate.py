@@ -1,0 +1,104 @@
+"""Predicted against measured throughput: per row, per scaling series, and summarised.
+
+The error of a row is ``predicted / measured - 1`` (relative, signed: +0.10 means the model
+predicts 10 % more samples/s than was measured).  Summaries use its absolute value.
+
+A *series* is the rows of one model on one GPU type with the same precision, framework,
+per-GPU batch, gradient accumulation and sequence length / image size, at several GPU counts.
+Its scaling efficiency at n GPUs is ``throughput(n) / (n x throughput(1))``; when the series has
+no one-GPU row it is taken relative to its smallest count n0:
+``(throughput(n) / n) / (throughput(n0) / n0)``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+
+from .catalog import Catalogues
+from .measurements import GROUPS, Measurement, predict_rows
+from .spec import Options
+
+
+def error_summary(errors: list[float]) -> dict:
+    """Count, median and mean absolute relative error, and mean signed error (bias) of ``errors``.
+
+    Empty input (or only NaN) gives count 0 and null (None) values.
+    """
+    finite = [e for e in errors if math.isfinite(e)]
+    if not finite:
+        return {"count": 0, "median_abs_error": None, "mean_abs_error": None, "mean_error": None}
+    absolute = [abs(e) for e in finite]
+    return {"count": len(finite), "median_abs_error": statistics.median(absolute),
+            "mean_abs_error": statistics.fmean(absolute), "mean_error": statistics.fmean(finite)}
+
+
+def summarise(rows: list[dict]) -> dict:
+    """``overall`` and per-group (single GPU, several GPUs in one server, several servers) summaries."""
+    summary = {"overall": error_summary([r["error"] for r in rows])}
+    for group in GROUPS:
+        summary[group] = error_summary([r["error"] for r in rows if r["group"] == group])
+    return summary
+
+
+def series_key(row: Measurement) -> tuple:
+    """What must be equal for rows to form one scaling series (everything but the GPU count)."""
+    return (row.model.casefold(), row.workload, row.gpu, row.precision, row.framework.casefold(),
+            row.batch, row.grad_accum_steps, row.size)
+
+
+def scaling_series(rows: list[Measurement], results: list[dict]) -> list[dict]:
+    """Predicted and measured scaling efficiency of every series with at least two GPU counts.
+
+    One entry per series: its identity, the base row and one point per other row with
+    ``n_gpu``, ``predicted`` and ``measured`` efficiency and their difference ``error``
+    (predicted - measured, in efficiency points).
+    """
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        groups[series_key(row)].append(i)
+    out = []
+    for members in groups.values():
+        if len({rows[i].n_gpu for i in members}) < 2:
+            continue
+        members.sort(key=lambda i: (rows[i].n_gpu, rows[i].id))
+        base = members[0]
+        n0 = rows[base].n_gpu
+        points = []
+        for i in members[1:]:
+            n = rows[i].n_gpu
+            if n == n0:
+                continue
+            predicted = results[i]["predicted"] / n / (results[base]["predicted"] / n0)
+            measured = rows[i].measured / n / (rows[base].measured / n0)
+            points.append({"id": rows[i].id, "n_gpu": n, "nodes": rows[i].nodes, "intra": rows[i].intra,
+                           "network": rows[i].network, "predicted": predicted, "measured": measured,
+                           "error": predicted - measured})
+        first = rows[base]
+        out.append({"model": first.model, "workload": first.workload, "gpu": first.gpu,
+                    "precision": first.precision, "framework": first.framework, "batch_per_gpu": first.batch,
+                    "base_id": first.id, "base_n_gpu": n0, "points": points})
+    return out
+
+
+def validate(rows: list[Measurement], efficiency, options: Options, cats: Catalogues | None = None) -> dict:
+    """Compare the model with measured rows.
+
+    Returns ``{"rows": [...], "series": [...], "summary": {...}}``.  Each row: ``id``, ``model``,
+    ``workload``, ``gpu``, ``precision``, ``arch``, ``n_gpu``, ``nodes``, ``group``,
+    ``predicted`` and ``measured`` [samples/s, whole job], ``error`` (predicted/measured - 1),
+    ``bottleneck``, ``fits_memory`` and ``data_pipeline``.  ``series``: see
+    ``scaling_series``.  ``summary``: see ``summarise``.
+    """
+    cats = cats or Catalogues.load()
+    predictions = predict_rows(rows, cats, efficiency, options)
+    results = []
+    for row, p in zip(rows, predictions):
+        predicted = p["throughput"]
+        results.append({"id": row.id, "model": row.model, "workload": row.workload, "gpu": row.gpu,
+                        "precision": row.precision, "arch": row.arch, "n_gpu": row.n_gpu, "nodes": row.nodes,
+                        "group": row.group, "predicted": predicted, "measured": row.measured,
+                        "error": predicted / row.measured - 1.0, "bottleneck": p["bottleneck"],
+                        "fits_memory": p["fits_memory"], "data_pipeline": row.data_pipeline})
+    return {"rows": results, "series": scaling_series(rows, results), "summary": summarise(results)}
