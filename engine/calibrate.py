@@ -143,7 +143,8 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
                 add("link_efficiency", kind, float(np.mean(starts)))
     if "overlap" in groups and any(r.n_gpu > 1 for r in rows):
         add("options", "overlap", options.overlap if options.overlap >= LOWER else 0.5)
-    return list(params.values())
+    order = ("flop_efficiency", "memory_efficiency", "link_efficiency", "options")
+    return sorted(params.values(), key=lambda p: (order.index(p.section), p.key))
 
 
 def _overrides(params: list[Parameter], values, origin: str) -> Efficiency:
@@ -264,7 +265,7 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     for p, xi, se in zip(params, x, se_log):
         p.value = float(math.exp(xi))
         p.stderr = float(p.value * se)
-    return Fit(params, rows, list(model.predict(x)), list(start_predicted), options, dof,
+    return Fit(params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof,
                {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "groups": list(parameters),
                 "optimizer_status": int(result.status)})
 
@@ -276,8 +277,9 @@ def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        return str(int(value))
     if isinstance(value, float):
+        value = float(value)
         return repr(round(value, 6)) if math.isfinite(value) else ("nan" if math.isnan(value) else "inf")
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
@@ -303,7 +305,9 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
             lines += [f"{_key(p.key)} = {_toml_value(p.value)}  # +- {p.stderr:.3g}"
                       f"{' (at a bound)' if p.at_bound else ''}" for p in chosen]
             lines.append("")
-    options = {k: v for k, v in asdict(result.fitted_options()).items() if v != getattr(Options(), k)}
+    # the rows always set their own shape and accumulation, so those options did not shape the fit
+    options = {k: v for k, v in asdict(result.fitted_options()).items()
+               if v != getattr(Options(), k) and k not in ("gpus_per_node", "grad_accum_steps")}
     if options:
         lines.append("[options]   # the model options the fit was made with (overlap: fitted, if listed below)")
         lines += [f"{k} = {_toml_value(v)}" for k, v in options.items()]

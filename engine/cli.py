@@ -137,18 +137,20 @@ def query(
     where: Optional[list[str]] = typer.Option(None, help="Filter DIM=VALUE[,VALUE...] (repeatable)."),
     job: Optional[list[str]] = typer.Option(None, help="Only this job (repeatable)."),
     top: int = typer.Option(1, help="Best K configurations per job."),
+    calibration: Optional[Path] = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
     """Answer a question from a cube: --best-arch gives one row per job (K with --top)."""
     from .output import emit
-    from .query import best_configurations, open_cube, parse_where
+    from .query import best_configurations, check_calibration, open_cube, parse_where
 
     fmt = _fmt(json_out, csv_out)
     if not best_arch:
         raise PaigridError("say what to query: --best-arch.")
     cube = open_cube(path)
     try:
+        check_calibration(cube, calibration)
         filters = parse_where(where or [], cube)
         rows = best_configurations(cube, by.value, filters, job, top)
         fixed = {d for d, idx in filters.items() if len(idx) == 1} | {

@@ -110,15 +110,20 @@ def study_spec(
     typer.echo(f"wrote {out}", err=True)
 
 
-REPORT_HELP = """The PAI-study report of a cube: report.md with PNG figures in DIR.
+SWEEP_COMMAND = ("paigrid population --jobs 10000 --seed 1 --out pop.csv && "
+                 "paigrid study-spec --out study.toml && "
+                 "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
+                 "paigrid report study.h5 --out report/")
+"""The study pipeline (the same text as ``paigrid.report.SWEEP_COMMAND``, kept here so that
+``paigrid --help`` does not import numpy)."""
 
-The cube must be swept with the study spec (n_gpu = "current"), from a population:
+REPORT_HELP = f"""The PAI-study report of a cube: report.md with PNG figures in DIR.
 
-paigrid population --jobs 10000 --seed 1 --out pop.csv && paigrid study-spec --out study.toml && paigrid sweep study.toml --workloads pop.csv --out study.h5 && paigrid report study.h5 --out report/
+The cube must come from a population swept with the study spec (n_gpu = "current"); the whole pipeline:
 
-Figures: mean time breakdown and communication-share CDF per architecture, bottleneck counts, and
-the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU generations and fp32 ->
-mixed precision, with paigrid's headline numbers next to the paper's."""
+{SWEEP_COMMAND}
+
+The report holds the mean time breakdown, communication-share CDF and bottleneck counts per architecture, the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU generations P100 -> V100 -> A100 -> H100 and fp32 -> mixed precision, and paigrid's headline numbers next to the paper's."""
 
 
 @app.command(help=REPORT_HELP)

@@ -1,1 +1,149 @@
 """Commands of trust: calibrate and validate (registered on ``paigrid.cli.app``)."""
+
+from __future__ import annotations
+
+import io
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli import OPTION_HELP, app, guarded, parse_option_items
+from .errors import PaigridError
+
+ROWS_WHERE_HELP = ("Use only rows where COLUMN=PATTERN[,PATTERN...] (shell wildcards, case-insensitive; "
+                   "COLUMN!=... excludes), e.g. gpu=A100-SXM4-80GB or gpu!=A100*. Repeatable: all must hold.")
+UNITS = {"predicted": "samples/s", "measured": "samples/s"}
+
+
+class FlopPer(str, Enum):
+    gpu_precision = "gpu-precision"
+    precision = "precision"
+
+
+def _percent(value) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:+.1f}%"
+
+
+def _plain_percent(value) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _se(value: float) -> str:
+    return f"{value:.3f}" if math.isfinite(value) else "undetermined (no degrees of freedom)" if math.isnan(value) else "inf"
+
+
+def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> str:
+    from .output import emit
+
+    stream = io.StringIO()
+    emit(rows, columns, "table", units, stream)
+    return stream.getvalue().rstrip("\n")
+
+
+def _model(calibration: Optional[Path], option: Optional[list[str]]):
+    """Efficiency factors (defaults with a calibration on top) and model options."""
+    from .efficiency import defaults, load_calibration
+    from .spec import Options
+
+    efficiency, options = defaults(), Options()
+    if calibration is not None:
+        calib = load_calibration(calibration)
+        efficiency = efficiency.overridden(calib)
+        options = options.with_overrides(calib.options, str(calibration))
+    return efficiency, options.with_overrides(parse_option_items(option), "--option")
+
+
+def _rows(measurements: Path, rows_where: Optional[list[str]], cats):
+    from .measurements import load_measurements, select
+
+    return select(load_measurements(measurements, cats), rows_where, cats)
+
+
+def _json_clean(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_clean(v) for v in value]
+    return value
+
+
+@app.command()
+@guarded
+def calibrate(
+    measurements: Path = typer.Argument(..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Calibration TOML to write."),
+    rows_where: Optional[list[str]] = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
+    fit_groups: str = typer.Option("flop,link", "--fit", help="Parameter groups to fit, comma-separated: flop, link, memory, overlap."),
+    flop_per: FlopPer = typer.Option(FlopPer.gpu_precision, "--flop-per", help="One FLOP efficiency per GPU and precision, or per precision for all GPUs."),
+    option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
+):
+    """Fit efficiency parameters to measurements by robust least squares on log throughput."""
+    from .calibrate import fit, write_calibration
+    from .catalog import Catalogues
+
+    cats = Catalogues.load()
+    efficiency, options = _model(None, option)
+    rows = _rows(measurements, rows_where, cats)
+    groups = [g.strip() for g in fit_groups.split(",") if g.strip()]
+    result = fit(rows, efficiency, options, groups, flop_per.value, cats)
+    write_calibration(result, out, {"measurements": str(measurements), "rows_where": list(rows_where or [])})
+    params = [{"parameter": p.name, "start": f"{p.start:.3f}", "fitted ± s.e.": f"{p.value:.3f} ± {_se(p.stderr)}",
+               "note": "at a bound" if p.at_bound else ""} for p in result.parameters]
+    typer.echo(f"fitted {len(params)} parameter(s) to {len(rows)} row(s) ({result.degrees_of_freedom} degrees of "
+               f"freedom; soft-l1 least squares on log throughput; ± is one standard error)")
+    typer.echo(_table(params, ["parameter", "start", "fitted ± s.e.", "note"]))
+    residual_rows = [{"id": r.id, "model": r.model, "gpu": r.gpu, "precision": r.precision, "n_gpu": r.n_gpu,
+                      "measured": r.measured, "predicted": p, "error": _percent(p / r.measured - 1.0),
+                      "log_residual": f"{math.log(p / r.measured):+.4f}",
+                      "error_before": _percent(s / r.measured - 1.0)}
+                     for r, p, s in zip(rows, result.predicted, result.start_predicted)]
+    typer.echo("\nresiduals (error = predicted / measured - 1; error_before: with the start values)")
+    typer.echo(_table(residual_rows, ["id", "model", "gpu", "precision", "n_gpu", "measured", "predicted", "error",
+                                      "log_residual", "error_before"], UNITS))
+    typer.echo(f"wrote {out}", err=True)
+
+
+@app.command()
+@guarded
+def validate(
+    measurements: Path = typer.Argument(..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
+    calibration: Optional[Path] = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
+    rows_where: Optional[list[str]] = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
+    option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
+    json_out: bool = typer.Option(False, "--json", help="JSON on stdout: {rows, series, summary}."),
+):
+    """Predicted against measured throughput per row, scaling efficiency per series, and a summary."""
+    import json
+
+    from .catalog import Catalogues
+    from .validate import validate as run_validation
+
+    cats = Catalogues.load()
+    efficiency, options = _model(calibration, option)
+    rows = _rows(measurements, rows_where, cats)
+    result = run_validation(rows, efficiency, options, cats)
+    if json_out:
+        typer.echo(json.dumps(_json_clean(result), indent=1))
+        return
+    table = [{**r, "error": _percent(r["error"])} for r in result["rows"]]
+    typer.echo(f"rows (error = predicted / measured - 1; model: {efficiency.origin})")
+    typer.echo(_table(table, ["id", "model", "gpu", "precision", "n_gpu", "nodes", "predicted", "measured", "error",
+                              "bottleneck"], UNITS))
+    points = [{"model": s["model"], "gpu": s["gpu"], "precision": s["precision"], "framework": s["framework"],
+               "n_gpu": f"{p['n_gpu']}/{s['base_n_gpu']}", "predicted": _plain_percent(p["predicted"]),
+               "measured": _plain_percent(p["measured"]), "difference": f"{100 * p['error']:+.1f} pt"}
+              for s in result["series"] for p in s["points"]]
+    if points:
+        typer.echo("\nscaling efficiency (throughput(n) / (n/base x throughput(base)))")
+        typer.echo(_table(points, ["model", "gpu", "precision", "framework", "n_gpu", "predicted", "measured",
+                                   "difference"]))
+    summary = [{"rows": group, "count": s["count"], "median |error|": _plain_percent(s["median_abs_error"]),
+                "mean |error|": _plain_percent(s["mean_abs_error"]), "mean error": _percent(s["mean_error"])}
+               for group, s in result["summary"].items()]
+    typer.echo("\nsummary")
+    typer.echo(_table(summary, ["rows", "count", "median |error|", "mean |error|", "mean error"]))

@@ -268,7 +268,13 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
             continue
         if len(values) != len(header):
             raise PaigridError(f"{path} line {line_no} has {len(values)} fields where the header has {len(header)}.")
-        row = _measurement(dict(zip(header, (v.strip() for v in values))), aliases, cats, f"{path} line {line_no}")
+        origin = f"{path} line {line_no}"
+        try:
+            row = _measurement(dict(zip(header, (v.strip() for v in values))), aliases, cats, origin)
+        except PaigridError as exc:
+            if str(exc).startswith(origin):
+                raise
+            raise PaigridError(f"{origin}: {exc}") from None
         if row.id in seen:
             raise PaigridError(f"{path} line {line_no}: the id {row.id!r} is used twice.")
         seen.add(row.id)
@@ -291,15 +297,29 @@ def _values(row: Measurement, column: str) -> set[str]:
     return {v.casefold() for v in values}
 
 
-def select(rows: list[Measurement], items: list[str] | None) -> list[Measurement]:
+def _canonical(column: str, pattern: str, cats: Catalogues) -> str | None:
+    """Canonical catalogue name of a wildcard-free ``pattern`` in a name column (None if not one)."""
+    catalogue = {"gpu": cats.gpus, "precision": cats.precisions, "model": cats.workloads,
+                 "workload": cats.workloads, "intra_link": cats.links, "network": cats.links}.get(column)
+    if catalogue is None or any(c in pattern for c in "*?["):
+        return None
+    try:
+        return catalogue.resolve(pattern).casefold()
+    except PaigridError:
+        return None
+
+
+def select(rows: list[Measurement], items: list[str] | None, cats: Catalogues | None = None) -> list[Measurement]:
     """Rows matching every ``COLUMN=PATTERN[,PATTERN...]`` (or ``COLUMN!=...`` to exclude) item.
 
     Patterns are shell wildcards (``V100*``), case-insensitive, matched against the raw cell
     and, for ``model``, ``gpu``, ``precision``, ``intra_link`` and ``network``, against the
-    canonical name too; ``workload`` and ``n_gpu`` are also accepted as columns.
+    canonical name too (a plain catalogue alias such as ``gpu=A100-80GB`` is resolved first);
+    ``workload`` and ``n_gpu`` are also accepted as columns.
     """
     if not items:
         return rows
+    cats = cats or Catalogues.load()
     columns = set(rows[0].cells) | {"workload", "n_gpu"}
     for item in items:
         negate = "!=" in item
@@ -310,6 +330,7 @@ def select(rows: list[Measurement], items: list[str] | None) -> list[Measurement
         if column not in columns:
             raise PaigridError(f"--rows-where: unknown column {column!r}; known: {', '.join(sorted(columns))}.")
         patterns = [p.strip().casefold() for p in text.split(",") if p.strip()]
+        patterns += [c for c in (_canonical(column, p, cats) for p in patterns) if c]
         rows = [r for r in rows
                 if any(fnmatch.fnmatchcase(v, p) for v in _values(r, column) for p in patterns) != negate]
     if not rows:

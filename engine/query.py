@@ -48,6 +48,7 @@ def _decode(values) -> list:
 def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     """Open a cube for reading; an unfinished sweep is an error unless ``allow_incomplete``."""
     import h5py
+    import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
 
     path = Path(path)
     if not path.exists():
@@ -74,6 +75,22 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
         raise PaigridError(f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
                            "partial; finish it with paigrid sweep --resume.")
     return cube
+
+
+def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
+    """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
+    from .sweep import file_sha256
+
+    if calibration is None:
+        return
+    if not Path(calibration).is_file():
+        raise PaigridError(f"the calibration file {calibration} does not exist.")
+    stored = cube.file.attrs.get("calibration_sha256", "")
+    stored = stored.decode() if isinstance(stored, bytes) else str(stored)
+    if stored != file_sha256(calibration):
+        made = "with another calibration" if stored else "with the default efficiencies"
+        raise PaigridError(f"{cube.path} was computed {made}, not with {calibration}; sweep again with "
+                           "--calibration to query those numbers.")
 
 
 def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
@@ -116,10 +133,6 @@ def _label_index(dim: str, value: str, labels: list) -> int:
     raise PaigridError(f"{dim}={value} is not in the cube; its {dim} values are {', '.join(map(str, labels))}.")
 
 
-def _per_job(cube: Cube, name: str, rows) -> np.ndarray:
-    return cube.file[name][rows]
-
-
 def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]] | None = None,
                         jobs: list[str] | None = None, top: int = 1) -> list[dict]:
     """The ``top`` best configurations of each job under the filters, as result rows.
@@ -140,23 +153,33 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
         raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
                            "--top 1 with filters on gpu, n_gpu and precision only.")
     sel = {dim: np.asarray(where.get(dim, range(len(cube.labels[dim]))), dtype=np.intp) for dim in LABEL_DIMS}
-    samples = _per_job(cube, "samples_per_step", job_rows)
+    meta = _job_metadata(cube, job_rows)
     price = cube.file["price"][:]
     n_values = _n_values(cube, job_rows)
+    candidates = (_scan_job(cube, j, sel) for j in job_rows) if needs_cube else _reduced_jobs(cube, job_rows, sel)
     rows = []
-    for pos, j in enumerate(job_rows):
-        if needs_cube:
-            step, code, cfg = _scan_job(cube, j, sel)
-        else:
-            step, code, cfg = _reduced_job(cube, j, sel)
+    for pos, (j, (step, code, cfg)) in enumerate(zip(job_rows, candidates)):
         n = n_values[pos][cfg["n"]]
-        per_sample = step / (n * samples[pos])
-        metric = per_sample if by == "time" else price[cfg["g"]] / 3600.0 * 1e6 / samples[pos] * step
+        samples = meta["samples_per_step"][pos]
+        if by == "time":
+            metric = step / (n * samples)
+        else:
+            metric = price[cfg["g"]] / 3600.0 * 1e6 / samples * step
         order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
         order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
         for k in order:
-            rows.append(_row(cube, j, pos, k, step, code, cfg, n, samples, price))
+            rows.append(_row(cube, j, pos, k, step, code, cfg, n, meta, price))
     return rows
+
+
+def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-job variables the rows need, read once (whole 1-D variables, then the selected jobs)."""
+    f = cube.file
+    meta = {name: f[name][:][job_rows] for name in ("samples_per_step", "tokens_per_sample")}
+    meta["model"] = np.array(_decode(f["model"][:]), dtype=object)[job_rows]
+    meta["current_throughput"] = (f["current_throughput"][:][job_rows] if "current_throughput" in f
+                                  else np.full(len(job_rows), np.nan))
+    return meta
 
 
 def _job_indices(cube: Cube, jobs: list[str] | None) -> np.ndarray:
@@ -181,18 +204,23 @@ def _n_values(cube: Cube, job_rows: np.ndarray) -> np.ndarray:
     return np.tile(labels, (len(job_rows), 1))
 
 
-def _reduced_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
-    """Candidates of one job from the stored reductions: one per (gpu, n_gpu, precision)."""
+def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
+    """Candidates of each job from the stored reductions: one per (gpu, n_gpu, precision).
+
+    The reductions are small (kilobytes per job), so they are read for all jobs at once.
+    """
     g, n, p = (sel[d] for d in ("gpu", "n_gpu", "precision"))
-    step = cube.file["best_step_time"][j][np.ix_(g, n, p)].reshape(-1)
-    flat = cube.file["best_index"][j][np.ix_(g, n, p)].reshape(-1)
-    code = cube.file["best_bottleneck"][j][np.ix_(g, n, p)].reshape(-1)
+    f = cube.file
+    every = len(job_rows) > 64
+    arrays = [f[name][:] if every else None for name in ("best_step_time", "best_index", "best_bottleneck")]
     gg, nn, pp = (x.reshape(-1) for x in np.meshgrid(g, n, p, indexing="ij"))
     n_i, n_w = len(cube.labels["intra"]), len(cube.labels["network"])
-    safe = np.maximum(flat, 0)
-    a, rest = np.divmod(safe, n_i * n_w)
-    i, w = np.divmod(rest, n_w)
-    return step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
+    for j in job_rows:
+        step, flat, code = ((a[j] if every else f[name][j])[np.ix_(g, n, p)].reshape(-1)
+                            for a, name in zip(arrays, ("best_step_time", "best_index", "best_bottleneck")))
+        a, rest = np.divmod(np.maximum(flat, 0), n_i * n_w)
+        i, w = np.divmod(rest, n_w)
+        yield step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
 
 
 def _scan_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
@@ -211,19 +239,18 @@ def _scan_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
     return step, code, {"g": g, "n": n, "p": p, "a": a, "i": i, "w": w}
 
 
-def _row(cube: Cube, j, pos, k, step, code, cfg, n, samples, price) -> dict:
+def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:
     labels = cube.labels
-    f = cube.file
     feasible = not math.isnan(step[k])
-    current = float(f["current_throughput"][j]) if "current_throughput" in f else float("nan")
-    throughput = n[k] * samples[pos] / step[k] if feasible else float("nan")
-    tokens = float(f["tokens_per_sample"][j])
-    row = {"job": labels["job"][j], "model": _decode([f["model"][j]])[0]}
+    samples = meta["samples_per_step"][pos]
+    throughput = n[k] * samples / step[k] if feasible else float("nan")
+    row = {"job": labels["job"][j], "model": meta["model"][pos]}
     for dim, key in (("arch", "a"), ("intra", "i"), ("network", "w"), ("gpu", "g"), ("precision", "p")):
         row[dim] = labels[dim][cfg[key][k]] if feasible else None
     row["n_gpu"] = int(n[k]) if feasible else None
-    row.update(step_time=float(step[k]), throughput=float(throughput), throughput_tokens=float(throughput * tokens),
-               cost=float(price[cfg["g"][k]] / 3600.0 * 1e6 / samples[pos] * step[k]),
+    row.update(step_time=float(step[k]), throughput=float(throughput),
+               throughput_tokens=float(throughput * meta["tokens_per_sample"][pos]),
+               cost=float(price[cfg["g"][k]] / 3600.0 * 1e6 / samples * step[k]),
                bottleneck=L.BOTTLENECK_NAMES[code[k]] if feasible and code[k] < len(L.BOTTLENECK_NAMES) else None,
-               speedup=float(throughput / current) if feasible else float("nan"))
+               speedup=float(throughput / meta["current_throughput"][pos]) if feasible else float("nan"))
     return row

@@ -101,6 +101,8 @@ class CubeWriter:
             self._create(provenance, filter_kwargs(compression), compression)
             self.flush()
         self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
+        # blocks go straight to the h5py datasets: h5netcdf's __setitem__ adds ~1 ms per call
+        self.datasets = {name: self.file._h5file[name] for name in self.file.variables}
 
     # --- creation ---------------------------------------------------------------------------
     def _create(self, provenance: dict, filters: dict, compression: str) -> None:
@@ -199,10 +201,9 @@ class CubeWriter:
 
     def write_block(self, block: Block) -> None:
         """Write a block's arrays, then mark it done and flush, so a crash never half-marks it."""
-        variables = self.file.variables
         for name, data in block.arrays.items():
-            variables[name][block.start:block.stop] = data
-        variables["block_done"][block.index] = 1
+            self.datasets[name][block.start:block.stop] = data
+        self.datasets["block_done"][block.index] = 1
         self.flush()
         self.done[block.index] = True
 

@@ -46,8 +46,18 @@ def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Gri
     jobs, cats = load_jobs(spec, cats)
     grid = build_grid(spec, jobs, cats, eff)
     provenance = {"spec": spec.to_toml_dict(), "catalogue_sha256": cats.checksums(),
-                  "efficiency_source": eff.origin, "paigrid_version_started": __version__}
+                  "efficiency_source": eff.origin, "calibration_sha256": file_sha256(calibration),
+                  "paigrid_version_started": __version__}
     return grid, provenance
+
+
+def file_sha256(path: str | Path | None) -> str:
+    """sha256 of a file's bytes ("" for no file): how a cube records which calibration made it."""
+    if path is None:
+        return ""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
@@ -134,12 +144,29 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
 
 
+def _compute_threads(write_cube: bool) -> int:
+    """Kernel threads: every core for reduce-only sweeps; one core left to the writer (which
+    compresses and writes the previous block meanwhile) when the cube is written."""
+    import numba
+
+    cores = numba.config.NUMBA_NUM_THREADS
+    return max(1, cores - 1) if write_cube else cores
+
+
+def _evaluate_with_threads(threads: int, grid: Grid, index: int, start: int, stop: int, write_cube: bool):
+    import numba
+
+    numba.set_num_threads(threads)  # per calling thread: the writer's core stays free
+    return evaluate_block(grid, index, start, stop, write_cube)
+
+
 def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool):
     """Yield evaluated blocks in order, computing the next one while the caller writes this one."""
+    threads = _compute_threads(write_cube)
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
         for i in todo:
-            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube)
+            future = pool.submit(_evaluate_with_threads, threads, grid, i, *blocks[i], write_cube)
             if pending is not None:
                 yield pending.result()
             pending = future

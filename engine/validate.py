@@ -78,6 +78,7 @@ def scaling_series(rows: list[Measurement], results: list[dict]) -> list[dict]:
         first = rows[base]
         out.append({"model": first.model, "workload": first.workload, "gpu": first.gpu,
                     "precision": first.precision, "framework": first.framework, "batch_per_gpu": first.batch,
+                    "data_pipeline": first.data_pipeline,
                     "base_id": first.id, "base_n_gpu": n0, "points": points})
     return out
 

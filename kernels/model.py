@@ -120,8 +120,6 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
 @jit
 def exposed_comm_seconds(raw, overlap, backward):
     """Communication left on the critical path when ``overlap`` of it may hide behind ``backward``."""
-    if overlap <= 0.0:
-        return raw
     return raw - min(overlap * raw, backward)
 
 
@@ -213,6 +211,11 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                 best_step[j, g, ni, p] = np.nan
                 best_index[j, g, ni, p] = -1
                 best_bottleneck[j, g, ni, p] = FLAG_FILL
+        # flat views of the cube outputs: one running offset instead of seven 7-D indices
+        st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
+        cst, enr = cost.reshape(-1), energy.reshape(-1)
+        bot, val = bottleneck.reshape(-1), valid.reshape(-1)
+        params, overlap, accum = job[J_PARAMS], job[J_OVERLAP], job[J_ACCUM]
         for a in range(n_arch):
             for ni in range(n_counts):
                 n = n_gpu[j, ni]
@@ -222,7 +225,12 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                     kind = intra[i, L_KIND]
                     intra_bw = intra[i, L_BW] * intra_fraction(kind, n, k, job[J_PCIE_ROOTS], topology)
                     for w in range(n_net):
-                        ok = is_valid(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
+                        base = (((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * n_net + w) * n_prec
+                        if not is_valid(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND]):
+                            if write_cube:
+                                for p in range(n_prec):
+                                    _write_invalid(st, tcm, thr, cst, enr, bot, val, base + p)
+                            continue
                         per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE],
                                                 job[J_PCIE_ROOTS], job[J_PS_COUNT], 1.0,
                                                 gpu[G_PCIE_BW], intra_bw, 0.0,
@@ -235,21 +243,15 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                         flat = (a * n_intra + i) * n_net + w
                         for p in range(n_prec):
                             td = t_data[j, g, p]
-                            if not ok or math.isnan(td):
+                            if math.isnan(td):  # the GPU lacks this precision
                                 if write_cube:
-                                    step_time[j, a, g, ni, i, w, p] = np.nan
-                                    t_comm[j, a, g, ni, i, w, p] = np.nan
-                                    throughput[j, a, g, ni, i, w, p] = np.nan
-                                    cost[j, a, g, ni, i, w, p] = np.nan
-                                    energy[j, a, g, ni, i, w, p] = np.nan
-                                    bottleneck[j, a, g, ni, i, w, p] = FLAG_FILL
-                                    valid[j, a, g, ni, i, w, p] = 0
+                                    _write_invalid(st, tcm, thr, cst, enr, bot, val, base + p)
                                 continue
                             tf = t_flop[j, g, p]
                             tm = t_mem[j, g, p]
-                            raw = job[J_PARAMS] * prec[p, P_COMM_BYTES] * per_byte + latency
-                            backward = 2.0 / 3.0 * (tf + tm) / job[J_ACCUM]
-                            tc = exposed_comm_seconds(raw, job[J_OVERLAP], backward)
+                            tc = params * prec[p, P_COMM_BYTES] * per_byte + latency
+                            if overlap > 0.0:
+                                tc = exposed_comm_seconds(tc, overlap, 2.0 / 3.0 * (tf + tm) / accum)
                             step = td + tf + tm + tc
                             input_bound = floor > step
                             if input_bound:
@@ -263,11 +265,23 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                                     best_bottleneck[j, g, ni, p] = bottleneck_code(
                                         td, tf, tm, tc, input_bound)
                             if write_cube:
-                                step_time[j, a, g, ni, i, w, p] = step32
-                                t_comm[j, a, g, ni, i, w, p] = tc
-                                throughput[j, a, g, ni, i, w, p] = n * samples_per_step / step
-                                cost[j, a, g, ni, i, w, p] = usd_per_step * step
-                                energy[j, a, g, ni, i, w, p] = joule_per_step * step
-                                bottleneck[j, a, g, ni, i, w, p] = bottleneck_code(
-                                    td, tf, tm, tc, input_bound)
-                                valid[j, a, g, ni, i, w, p] = 1
+                                o = base + p
+                                st[o] = step32
+                                tcm[o] = tc
+                                thr[o] = n * samples_per_step / step
+                                cst[o] = usd_per_step * step
+                                enr[o] = joule_per_step * step
+                                bot[o] = bottleneck_code(td, tf, tm, tc, input_bound)
+                                val[o] = 1
+
+
+@jit
+def _write_invalid(step_time, t_comm, throughput, cost, energy, bottleneck, valid, o):
+    """Mark one configuration of the flat cube outputs as invalid: NaN values, flag 255, valid 0."""
+    step_time[o] = np.nan
+    t_comm[o] = np.nan
+    throughput[o] = np.nan
+    cost[o] = np.nan
+    energy[o] = np.nan
+    bottleneck[o] = FLAG_FILL
+    valid[o] = 0

@@ -124,3 +124,18 @@ def test_bad_where_and_missing_cube(cube, tmp_path):
     assert_clean_error(run("query", cube, "--best-arch", "--where", "__import__('os')"), "DIM=VALUE")
     assert_clean_error(run("query", tmp_path / "none.h5", "--best-arch"), "no cube")
     assert_clean_error(run("query", cube), "--best-arch")
+
+
+def test_query_checks_the_calibration_of_the_cube(cube, tmp_path):
+    calibration = tmp_path / "calib.toml"
+    calibration.write_text("[flop_efficiency]\namp-fp16 = 0.4\n")
+    assert_clean_error(run("query", cube, "--best-arch", "--calibration", calibration), "default efficiencies")
+    folder = cube.parent
+    result = run("sweep", folder / "spec.toml", "--out", tmp_path / "calibrated.h5", "--calibration", calibration, *SMALL)
+    assert result.exit_code == 0, result.output
+    assert run("query", tmp_path / "calibrated.h5", "--best-arch", "--calibration", calibration).exit_code == 0
+    default = json.loads(run("query", cube, "--best-arch", "--json", "--where", "precision=amp-fp16").output)
+    slower = json.loads(run("query", tmp_path / "calibrated.h5", "--best-arch", "--json",
+                            "--where", "precision=amp-fp16").output)
+    assert all(s["throughput"] <= d["throughput"] for s, d in zip(slower, default))
+    assert any(s["throughput"] < d["throughput"] for s, d in zip(slower, default))
