@@ -27,6 +27,7 @@ EXPERIMENTS = [
     ("defaults, A100 rows only", None, [], ["--rows-where", "gpu=A100*"]),
     ("defaults, V100 rows only", None, [], ["--rows-where", "gpu=V100*"]),
     ("defaults, multi-GPU rows only", None, [], ["--rows-where", "n_gpu!=1"]),
+    ("held out: fit A100, validate V100", ["--rows-where", "gpu=A100*"], [], ["--rows-where", "gpu!=A100*"]),
     ("held out: fit A100, validate V100", ["--rows-where", "gpu=A100*"], ["--flop-per", "precision"],
      ["--rows-where", "gpu!=A100*"]),
     ("held out: fit V100, validate A100", ["--rows-where", "gpu=V100*"], ["--flop-per", "precision"],

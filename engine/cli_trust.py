@@ -31,6 +31,11 @@ def _plain_percent(value) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
 
 
+def _rate(value: float) -> str:
+    """A throughput [samples/s] without exponent notation."""
+    return "-" if not math.isfinite(value) else f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
+
+
 def _se(value: float) -> str:
     return f"{value:.3f}" if math.isfinite(value) else "undetermined (no degrees of freedom)" if math.isnan(value) else "inf"
 
@@ -98,7 +103,7 @@ def calibrate(
                f"freedom; soft-l1 least squares on log throughput; ± is one standard error)")
     typer.echo(_table(params, ["parameter", "start", "fitted ± s.e.", "note"]))
     residual_rows = [{"id": r.id, "model": r.model, "gpu": r.gpu, "precision": r.precision, "n_gpu": r.n_gpu,
-                      "measured": r.measured, "predicted": p, "error": _percent(p / r.measured - 1.0),
+                      "measured": _rate(r.measured), "predicted": _rate(p), "error": _percent(p / r.measured - 1.0),
                       "log_residual": f"{math.log(p / r.measured):+.4f}",
                       "error_before": _percent(s / r.measured - 1.0)}
                      for r, p, s in zip(rows, result.predicted, result.start_predicted)]
@@ -130,7 +135,8 @@ def validate(
     if json_out:
         typer.echo(json.dumps(_json_clean(result), indent=1))
         return
-    table = [{**r, "error": _percent(r["error"])} for r in result["rows"]]
+    table = [{**r, "error": _percent(r["error"]), "predicted": _rate(r["predicted"]), "measured": _rate(r["measured"])}
+             for r in result["rows"]]
     typer.echo(f"rows (error = predicted / measured - 1; model: {efficiency.origin})")
     typer.echo(_table(table, ["id", "model", "gpu", "precision", "n_gpu", "nodes", "predicted", "measured", "error",
                               "bottleneck"], UNITS))

@@ -38,6 +38,15 @@ BEST_VARIABLES = {
     "best_bottleneck": (np.uint8, "1", "bottleneck of the best configuration"),
 }
 
+#: per-job best over everything, per criterion (time per sample, cost per sample)
+CRITERIA = ("time", "cost")
+OVERALL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
+OVERALL_VARIABLES = {
+    "overall_best": (np.int32, "1", "index into each of arch, gpu, n_gpu, intra, network, precision of the best "
+                                    "feasible configuration over everything, per criterion; -1 if none"),
+    "overall_step_time": (np.float64, "s", "step time of that configuration (float32-rounded)"),
+}
+
 
 @dataclass
 class Block:
@@ -80,7 +89,36 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
     if not write_cube:
         out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
+    out["overall_best"], out["overall_step_time"] = overall_best(
+        out["best_step_time"], out["best_index"], n_gpu, jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
+        grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
     return Block(index, start, stop, out)
+
+
+def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra, n_network):
+    """Best configuration of each job over everything, from the per-(gpu, n_gpu, precision) bests.
+
+    ``best_step`` (J, G, N, P) [s], ``n_gpu`` (J, N), ``samples_per_step`` (J,), ``price`` (G,)
+    [USD/GPU-hour].  Criteria: time per sample ``step / (n_gpu x samples)`` and cost per sample
+    ``price / 3600 x 1e6 / samples x step``; ties go to the first in (gpu, n_gpu, precision)
+    order, as in ``paigrid.query``.  Returns indices (J, 2, 6) in ``OVERALL_DIMS`` order (-1: no
+    feasible configuration) and their step times (J, 2) [s].
+    """
+    n_jobs, n_gpus, n_counts, n_prec = best_step.shape
+    samples = samples_per_step[:, None, None, None]
+    metrics = (best_step / (n_gpu[:, None, :, None] * samples),
+               price[None, :, None, None] / 3600.0 * 1e6 / samples * best_step)
+    index = np.full((n_jobs, len(CRITERIA), len(OVERALL_DIMS)), -1, dtype=np.int32)
+    step = np.full((n_jobs, len(CRITERIA)), np.nan)
+    for c, metric in enumerate(metrics):
+        flat = np.where(np.isnan(metric), np.inf, metric).reshape(n_jobs, -1)
+        k = np.argmin(flat, axis=1)
+        found = np.isfinite(flat[np.arange(n_jobs), k])
+        g, n, p = np.unravel_index(k, (n_gpus, n_counts, n_prec))
+        a, i, w = decode_best(best_index[np.arange(n_jobs), g, n, p], n_intra, n_network)
+        index[:, c] = np.where(found[:, None], np.stack([a, g, n, i, w, p], axis=1), -1)
+        step[:, c] = np.where(found, best_step[np.arange(n_jobs), g, n, p], np.nan)
+    return index, step
 
 
 def decode_best(best_index: np.ndarray, n_intra: int, n_network: int):

@@ -39,15 +39,20 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
         results.append({
             "job": job.name, "model": job.model, **{d: config[d] for d in config},
             "batch": job.batch, "valid": bool(first["valid"]), "fits_memory": int(first["fits_memory"]) == 1,
-            **{name: float(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
-                                                     "throughput", "cost", "energy")},
-            "throughput_tokens": float(first["throughput"]) * tokens,
+            **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
+                                                         "throughput", "cost", "energy")},
+            "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
             "bottleneck": bottleneck_name(int(first["bottleneck"])),
         })
         if not results[-1]["valid"]:
             for name in ("t_data", "t_flop", "t_mem"):
                 results[-1][name] = float("nan")
     return results
+
+
+def _shortest(value) -> float:
+    """A float32 cube value as the shortest decimal that round-trips (537.59137, not 537.5913696289062)."""
+    return float(str(np.float32(value)))
 
 
 def current_predictions(jobs: list[Job], cats, eff, options) -> dict[str, np.ndarray]:

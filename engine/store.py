@@ -32,7 +32,7 @@ from paigrid.kernels import layout as L
 
 from . import __version__
 from .errors import PaigridError
-from .evaluate import BEST_VARIABLES, CUBE_VARIABLES, JOB_GPU_VARIABLES, Block
+from .evaluate import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, OVERALL_VARIABLES, Block
 from .tables import Grid
 
 COMPRESSIONS = ("lz4", "zstd", "gzip", "none")
@@ -110,10 +110,12 @@ class CubeWriter:
 
         f, grid = self.file, self.grid
         names = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
-        f.dimensions = {**dict(zip(names, grid.shape)), "block": len(self.blocks)}
+        f.dimensions = {**dict(zip(names, grid.shape)), "block": len(self.blocks), "criterion": len(CRITERIA),
+                        "dimension": len(OVERALL_DIMS)}
         text = h5py.string_dtype()
         labels = {"job": [j.name for j in grid.jobs], "arch": grid.arch, "gpu": grid.gpu,
-                  "intra": grid.intra, "network": grid.network, "precision": grid.precision}
+                  "intra": grid.intra, "network": grid.network, "precision": grid.precision,
+                  "criterion": CRITERIA, "dimension": OVERALL_DIMS}
         for dim, values in labels.items():
             f.create_variable(dim, (dim,), dtype=text, data=_strings(values)).attrs["units"] = "1"
         n_gpu = f.create_variable("n_gpu", ("n_gpu",), dtype=np.int32, data=np.asarray(grid.n_gpu, np.int32))
@@ -123,7 +125,11 @@ class CubeWriter:
         cube_chunk = (1, *grid.shape[1:])
         groups = [(JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
                   (BEST_VARIABLES, ("job", "gpu", "n_gpu", "precision"),
-                   (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6]))]
+                   (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6])),
+                  ({"overall_best": OVERALL_VARIABLES["overall_best"]}, ("job", "criterion", "dimension"),
+                   (jobs_per_chunk, len(CRITERIA), len(OVERALL_DIMS))),
+                  ({"overall_step_time": OVERALL_VARIABLES["overall_step_time"]}, ("job", "criterion"),
+                   (jobs_per_chunk, len(CRITERIA)))]
         if not self.reduce_only:
             groups.insert(0, (CUBE_VARIABLES, names, cube_chunk))
         for variables, dims, chunks in groups:

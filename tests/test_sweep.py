@@ -165,3 +165,21 @@ def test_unfinished_cube_is_refused(tmp_path):
     assert not path.exists() and partial_path(path).exists()
     with pytest.raises(PaigridError, match="unfinished"):
         open_cube(path)
+
+
+@pytest.mark.parametrize("by", ["time", "cost"])
+def test_stored_overall_best_equals_the_query(cube_path, ds, by):
+    cube = open_cube(cube_path)
+    try:
+        rows = best_configurations(cube, by)
+    finally:
+        cube.close()
+    stored = ds.overall_best.sel(criterion=by)
+    for row in rows:
+        index = stored.sel(job=row["job"]).values
+        if row["arch"] is None:
+            assert (index == -1).all()
+            continue
+        for dim, k in zip(ds.dimension.values, index):
+            assert ds[dim].values[k].item() == row[dim], (row["job"], dim)
+        assert float(ds.overall_step_time.sel(job=row["job"], criterion=by)) == row["step_time"]
