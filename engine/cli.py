@@ -86,6 +86,23 @@ def _workloads_arg(text: str):
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+CATALOGUE_HELP = "Replace a built-in catalogue by a CSV of the same schema: KIND=PATH with KIND one of gpus, " \
+                 "links, workloads, optimizers, precisions (repeatable)."
+
+
+def parse_catalogue_items(items: list[str] | None) -> dict[str, str]:
+    """``KIND=PATH`` catalogue replacements."""
+    from .catalog import BUILTIN
+
+    out = {}
+    for item in items or []:
+        kind, sep, path = item.partition("=")
+        if not sep or kind.strip() not in BUILTIN:
+            raise PaigridError(f"--catalogue takes KIND=PATH with KIND one of {', '.join(BUILTIN)}, not {item!r}.")
+        out[kind.strip()] = path.strip()
+    return out
+
+
 OPTION_HELP = "Model option KEY=VALUE (repeatable): collective, topology_aware, grad_accum_steps, overlap, " \
               "gpus_per_node, nics_per_node, pcie_roots, ps_count, input_rate_samples_per_s."
 
@@ -103,6 +120,7 @@ def sweep(
     workers: Optional[int] = typer.Option(None, min=1, help="Start a local Dask cluster of this many worker processes."),
     calibration: Optional[Path] = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
+    catalogue: Optional[list[str]] = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
@@ -114,6 +132,7 @@ def sweep(
         spec.workloads = _workloads_arg(workloads)
     if option:
         spec.options = spec.options.with_overrides(parse_option_items(option), "--option")
+    spec.catalogues.update(parse_catalogue_items(catalogue))
     if scheduler and workers:
         raise PaigridError("choose one of --scheduler and --workers.")
     result = run_sweep(spec, out, calibration=calibration, compression=compression.value,
@@ -177,6 +196,7 @@ def predict(
     batch: Optional[float] = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
     calibration: Optional[Path] = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
+    catalogue: Optional[list[str]] = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ):
     """The full time breakdown of one configuration."""
@@ -185,7 +205,7 @@ def predict(
     from .predict import predict_one
 
     result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
-                         parse_option_items(option))
+                         parse_option_items(option), parse_catalogue_items(catalogue))
     if json_out:
         from .output import _json_value
 

@@ -90,7 +90,8 @@ def invalid_reason(job: Job, config: dict, cats) -> str:
 
 
 def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, network: str, precision: str,
-                batch: float | None = None, calibration=None, option_values: dict | None = None) -> dict:
+                batch: float | None = None, calibration=None, option_values: dict | None = None,
+                catalogues: dict[str, str] | None = None) -> dict:
     """Breakdown of one configuration of a catalogue workload (see ``predict_configs``).
 
     An invalid configuration is an error whose sentence says why.
@@ -109,7 +110,7 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
         eff = eff.overridden(load_calibration(calibration))
         spec.options = spec.options.with_overrides(eff.options, str(calibration))
     spec.options = spec.options.with_overrides(option_values or {}, "--option")
-    cats = Catalogues.load()
+    cats = Catalogues.load(catalogues)
     job = load_jobs(spec, cats)[0][0]
     if batch is not None:
         if not batch >= 1:

@@ -165,6 +165,9 @@ class CubeWriter:
             "sample_unit": (text, _strings(w.row(j.model).get("sample_unit", "sample") for j in jobs), "1",
                             "what one sample is"),
         }
+        for option, units in (("gpus_per_node", "1"), ("nics_per_node", "1"), ("grad_accum_steps", "1"),
+                              ("overlap", "1")):
+            per_job[option] = (np.float64, [j.options[option] for j in jobs], units, f"the job's {option} option")
         for dim in ("arch", "gpu", "intra", "network", "precision"):
             per_job[f"current_{dim}"] = (text, _strings((j.current or {}).get(dim, "") for j in jobs), "1",
                                          f"the job's current {dim} (empty: none given)")

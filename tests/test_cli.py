@@ -139,3 +139,19 @@ def test_query_checks_the_calibration_of_the_cube(cube, tmp_path):
                             "--where", "precision=amp-fp16").output)
     assert all(s["throughput"] <= d["throughput"] for s, d in zip(slower, default))
     assert any(s["throughput"] < d["throughput"] for s, d in zip(slower, default))
+
+
+def test_user_catalogue_replaces_the_built_in_one(tmp_path):
+    from paigrid.catalog import builtin_text
+
+    lines = builtin_text("gpus").splitlines()
+    mine = [lines[0]] + [line.replace("V100-SXM2-16GB,", "MyGPU,", 1) for line in lines[1:] if line.startswith("V100-SXM2-16GB,")]
+    (tmp_path / "gpus.csv").write_text("\n".join(mine) + "\n")
+    args = ["predict", "--workload", "resnet50", "--arch", "1w1g", "--n-gpu", 1, "--intra", "pcie3",
+            "--network", "none", "--precision", "fp32", "--json"]
+    mine_result = run(*args, "--gpu", "MyGPU", "--catalogue", f"gpus={tmp_path / 'gpus.csv'}")
+    assert mine_result.exit_code == 0, mine_result.output
+    builtin = json.loads(run(*args, "--gpu", "V100-SXM2-16GB").output)
+    assert json.loads(mine_result.output)["step_time"] == builtin["step_time"]
+    assert_clean_error(run(*args, "--gpu", "A100", "--catalogue", f"gpus={tmp_path / 'gpus.csv'}"), "unknown gpu")
+    assert_clean_error(run(*args, "--gpu", "V100", "--catalogue", "chips=x.csv"), "--catalogue")
