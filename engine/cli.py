@@ -181,6 +181,10 @@ def query(
     if fmt != "table" or any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"]):
         columns.insert(columns.index("cost"), "throughput_tokens")
     emit(rows, columns, fmt, QUERY_UNITS)
+    empty = [r["job"] for r in rows if r["arch"] is None]
+    if empty:
+        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        typer.echo(f"note: no valid configuration that fits in GPU memory under these filters for {shown}.", err=True)
 
 
 @app.command()

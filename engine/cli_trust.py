@@ -11,7 +11,6 @@ from typing import Optional
 import typer
 
 from .cli import OPTION_HELP, app, guarded, parse_option_items
-from .errors import PaigridError
 
 ROWS_WHERE_HELP = ("Use only rows where COLUMN=PATTERN[,PATTERN...] (shell wildcards, case-insensitive; "
                    "COLUMN!=... excludes), e.g. gpu=A100-SXM4-80GB or gpu!=A100*. Repeatable: all must hold.")
