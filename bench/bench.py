@@ -93,7 +93,7 @@ def bench_sweep(spec, folder, compression):
 
     grid, _ = prepare(spec)
     path = folder / "sweep.h5"
-    warm = SweepSpec(workloads=spec.workloads[:1])   # load the compiled kernel before timing
+    warm = SweepSpec(workloads=["resnet50"])   # load the compiled kernel before timing
     run_sweep(warm, path, compression=compression, progress=False)
     path.unlink()
     start = time.perf_counter()
@@ -101,21 +101,22 @@ def bench_sweep(spec, folder, compression):
     t_sweep = time.perf_counter() - start
     size = path.stat().st_size
     path.unlink()
-    # the raw baseline: the same arrays (computed beforehand, not timed) written with h5py alone
-    blocks = [evaluate_block(grid, 0, s, min(s + spec.jobs_per_block, len(grid.jobs)))
-              for s in range(0, len(grid.jobs), spec.jobs_per_block)]
+    # the raw baseline: the same arrays, each block computed untimed, then written with h5py alone
     raw = folder / "raw.h5"
-    start = time.perf_counter()
+    t_raw = 0.0
     with h5py.File(raw, "w") as f:
         datasets = {}
-        for name, array in blocks[0].arrays.items():
-            shape = (len(grid.jobs), *array.shape[1:])
-            chunks = (1, *array.shape[1:]) if name in CUBE_VARIABLES else (spec.jobs_per_block, *array.shape[1:])
-            datasets[name] = f.create_dataset(name, shape, array.dtype, chunks=chunks, **filter_kwargs(compression))
-        for block in blocks:
+        for start_job in range(0, len(grid.jobs), spec.jobs_per_block):
+            block = evaluate_block(grid, 0, start_job, min(start_job + spec.jobs_per_block, len(grid.jobs)))
+            start = time.perf_counter()
             for name, array in block.arrays.items():
+                if name not in datasets:
+                    shape = (len(grid.jobs), *array.shape[1:])
+                    chunks = (1, *array.shape[1:]) if name in CUBE_VARIABLES else (spec.jobs_per_block, *array.shape[1:])
+                    datasets[name] = f.create_dataset(name, shape, array.dtype, chunks=chunks,
+                                                      **filter_kwargs(compression))
                 datasets[name][block.start:block.stop] = array
-    t_raw = time.perf_counter() - start
+            t_raw += time.perf_counter() - start
     raw.unlink()
     rate, raw_rate = grid.configs / t_sweep, grid.configs / t_raw
     print(f"full sweep ({compression}) {rate / 1e6:7.1f} M configs/s  ({grid.configs:,} configs, {size / 1e6:.0f} MB file,"
@@ -130,7 +131,7 @@ def population_spec(folder: Path, jobs: int) -> SweepSpec:
 
     csv_path = folder / f"population-{jobs}.csv"
     write_population(synthetic_population(jobs, seed=7), csv_path)
-    return SweepSpec(workloads=str(csv_path), jobs_per_block=8)
+    return SweepSpec(workloads=str(csv_path), jobs_per_block=8)  # 8 jobs: ~100 MB of cube per block
 
 
 def bench_reduce_and_query(folder: Path, jobs: int):
@@ -175,19 +176,18 @@ def main():
     parser.add_argument("--out-dir", type=Path, default=None, help="where the bench writes its files (default: a temp dir)")
     parser.add_argument("--query-jobs", type=int, default=1800, help="jobs of the ~10^9-configuration query cube")
     parser.add_argument("--kernel-jobs", type=int, default=8)
-    parser.add_argument("--sweep-jobs", type=int, default=16)
+    parser.add_argument("--sweep-jobs", type=int, default=512, help="population jobs of the full-sweep comparison")
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
     if args.quick:
-        args.query_jobs, args.kernel_jobs, args.sweep_jobs = 40, 2, 4
+        args.query_jobs, args.kernel_jobs, args.sweep_jobs = 40, 2, 8
     folder = Path(tempfile.mkdtemp(prefix="paigrid-bench-", dir=args.out_dir))
     try:
         print(f"paigrid bench on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
         grid, _ = prepare(SweepSpec())
         bench_kernel(grid, args.kernel_jobs)
-        names = grid.cats.workloads.names
-        sweep_spec = SweepSpec(workloads=[names[i % len(names)] for i in range(min(args.sweep_jobs, len(names)))])
+        sweep_spec = population_spec(folder, args.sweep_jobs)
         bench_sweep(sweep_spec, folder, args.compression)
         bench_reduce_and_query(folder, args.query_jobs)
         bench_help()

@@ -6,7 +6,7 @@ reference, for the benchmark).  ``Block`` is what a worker sends to the writer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,12 +50,14 @@ OVERALL_VARIABLES = {
 
 @dataclass
 class Block:
-    """The outputs of jobs[start:stop]: cube arrays (absent in reduce-only mode) and reductions."""
+    """The outputs of jobs[start:stop]: reductions and small variables as arrays, and the cube
+    variables either as arrays or, once encoded, as one compressed chunk (bytes) per job."""
 
     index: int
     start: int
     stop: int
     arrays: dict[str, np.ndarray]
+    chunks: dict[str, list[bytes]] = field(default_factory=dict)
 
 
 def allocate(grid: Grid, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]:
@@ -80,19 +82,57 @@ def run_kernel(kernel, grid: Grid, jobs: np.ndarray, n_gpu: np.ndarray, write_cu
            *(out[name] for name in BEST_VARIABLES))
 
 
-def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True) -> Block:
-    """Evaluate jobs[start:stop] of ``grid`` with the numba kernel."""
+def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
+                   buffers: dict[str, np.ndarray] | None = None, compression: str | None = None) -> Block:
+    """Evaluate jobs[start:stop] of ``grid`` with the numba kernel.
+
+    ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
+    arrays: fresh arrays cost a page fault per 4 KiB on first touch, a good part of a block's time.
+    With ``compression`` (a ``store.COMPRESSIONS`` name) the cube variables come back encoded,
+    one chunk per job, compressed in parallel threads; the buffers are then free again on return.
+    """
     from paigrid.kernels.model import evaluate_block as kernel
 
     jobs, n_gpu = grid.job_rows(start, stop)
-    out = allocate(grid, stop - start, write_cube)
+    if buffers is None:
+        out = allocate(grid, stop - start, write_cube)
+    else:  # leading-axis slices of C-contiguous arrays stay contiguous
+        out = {name: array[:stop - start] if array.shape[0] > 1 or name not in CUBE_VARIABLES else array
+               for name, array in buffers.items()}
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
     if not write_cube:
         out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
     out["overall_best"], out["overall_step_time"] = overall_best(
         out["best_step_time"], out["best_index"], n_gpu, jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
         grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
-    return Block(index, start, stop, out)
+    block = Block(index, start, stop, out)
+    if write_cube and compression is not None:
+        encode_cube(block, compression)
+    if buffers is not None:  # the next block reuses the buffers: hand over copies
+        block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
+    return block
+
+
+def encode_cube(block: Block, compression: str) -> None:
+    """Replace the block's cube arrays by compressed chunks (one per job), in parallel threads.
+
+    The codecs release the GIL, so the threads use every core; see ``store.chunk_encoder``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    from .store import chunk_encoder
+
+    encode = chunk_encoder(compression)
+    names = [name for name in CUBE_VARIABLES if name in block.arrays]
+    pieces = [(name, j) for name in names for j in range(block.stop - block.start)]
+    with ThreadPoolExecutor(max_workers=numba.config.NUMBA_NUM_THREADS) as pool:
+        encoded = list(pool.map(lambda piece: encode(block.arrays[piece[0]][piece[1]]), pieces))
+    for name in names:
+        del block.arrays[name]
+    for (name, _), chunk in zip(pieces, encoded):
+        block.chunks.setdefault(name, []).append(chunk)
 
 
 def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra, n_network):

@@ -120,9 +120,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
             if scheduler or workers:
                 from .distributed import run_on_dask
 
-                source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers)
+                source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression)
             else:
-                source = _run_local(grid, blocks, todo, not reduce_only)
+                source = _run_local(grid, blocks, todo, not reduce_only, compression)
             for block in source:
                 writer.write_block(block)
                 bar.advance((block.stop - block.start) * per_job, int(writer.done.sum()), len(blocks))
@@ -144,29 +144,18 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
 
 
-def _compute_threads(write_cube: bool) -> int:
-    """Kernel threads: every core for reduce-only sweeps; one core left to the writer (which
-    compresses and writes the previous block meanwhile) when the cube is written."""
-    import numba
+def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str):
+    """Yield evaluated blocks in order, computing (and compressing) the next one while the
+    caller writes this one.  One set of output buffers serves every block: a block leaves
+    ``evaluate_block`` as compressed chunks, so its buffers are free before the next starts."""
+    from .evaluate import allocate
 
-    cores = numba.config.NUMBA_NUM_THREADS
-    return max(1, cores - 1) if write_cube else cores
-
-
-def _evaluate_with_threads(threads: int, grid: Grid, index: int, start: int, stop: int, write_cube: bool):
-    import numba
-
-    numba.set_num_threads(threads)  # per calling thread: the writer's core stays free
-    return evaluate_block(grid, index, start, stop, write_cube)
-
-
-def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool):
-    """Yield evaluated blocks in order, computing the next one while the caller writes this one."""
-    threads = _compute_threads(write_cube)
+    largest = max(stop - start for start, stop in blocks)
+    buffers = allocate(grid, largest, write_cube)
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
         for i in todo:
-            future = pool.submit(_evaluate_with_threads, threads, grid, i, *blocks[i], write_cube)
+            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression)
             if pending is not None:
                 yield pending.result()
             pending = future
