@@ -34,7 +34,7 @@ def _client(stack: ExitStack, scheduler: str | None, workers: int | None):
 
 
 def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], write_cube: bool,
-                scheduler: str | None, workers: int | None, compression: str):
+                scheduler: str | None, workers: int | None, compression: str, jobs_per_chunk: int):
     """Yield evaluated blocks (in completion order) computed on Dask workers; the workers also
     compress the cube chunks, so the writer only copies bytes."""
     from dask.distributed import as_completed
@@ -48,7 +48,7 @@ def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], writ
         def submit(i):
             start, stop = blocks[i]
             return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression,
-                                 key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
+                                 jobs_per_chunk, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
 
         running = as_completed([submit(queue.pop(0)) for _ in range(min(len(queue), IN_FLIGHT_PER_WORKER * n_workers))])
         for future in running:

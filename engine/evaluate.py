@@ -83,13 +83,15 @@ def run_kernel(kernel, grid: Grid, jobs: np.ndarray, n_gpu: np.ndarray, write_cu
 
 
 def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
-                   buffers: dict[str, np.ndarray] | None = None, compression: str | None = None) -> Block:
+                   buffers: dict[str, np.ndarray] | None = None, compression: str | None = None,
+                   jobs_per_chunk: int = 1) -> Block:
     """Evaluate jobs[start:stop] of ``grid`` with the numba kernel.
 
     ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
     arrays: fresh arrays cost a page fault per 4 KiB on first touch, a good part of a block's time.
     With ``compression`` (a ``store.COMPRESSIONS`` name) the cube variables come back encoded,
-    one chunk per job, compressed in parallel threads; the buffers are then free again on return.
+    one chunk per ``jobs_per_chunk`` jobs, compressed in parallel threads; the buffers are then
+    free again on return.
     """
     from paigrid.kernels.model import evaluate_block as kernel
 
@@ -107,16 +109,16 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
         grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
     block = Block(index, start, stop, out)
     if write_cube and compression is not None:
-        encode_cube(block, compression)
+        encode_cube(block, compression, jobs_per_chunk)
     if buffers is not None:  # the next block reuses the buffers: hand over copies
         block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
     return block
 
 
-def encode_cube(block: Block, compression: str) -> None:
-    """Replace the block's cube arrays by compressed chunks (one per job), in parallel threads.
-
-    The codecs release the GIL, so the threads use every core; see ``store.chunk_encoder``.
+def encode_cube(block: Block, compression: str, jobs_per_chunk: int) -> None:
+    """Replace the block's cube arrays by compressed chunks of ``jobs_per_chunk`` jobs, in
+    parallel threads (the codecs release the GIL; see ``store.chunk_encoder``).  A last chunk
+    past the end of the job axis is padded to the full chunk shape, as HDF5 stores edge chunks.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -126,9 +128,17 @@ def encode_cube(block: Block, compression: str) -> None:
 
     encode = chunk_encoder(compression)
     names = [name for name in CUBE_VARIABLES if name in block.arrays]
-    pieces = [(name, j) for name in names for j in range(block.stop - block.start)]
+    pieces = [(name, k) for name in names for k in range(0, block.stop - block.start, jobs_per_chunk)]
+
+    def encode_piece(piece):
+        name, k = piece
+        data = block.arrays[name][k:k + jobs_per_chunk]
+        if len(data) < jobs_per_chunk:
+            data = np.concatenate([data, np.zeros((jobs_per_chunk - len(data), *data.shape[1:]), data.dtype)])
+        return encode(data)
+
     with ThreadPoolExecutor(max_workers=numba.config.NUMBA_NUM_THREADS) as pool:
-        encoded = list(pool.map(lambda piece: encode(block.arrays[piece[0]][piece[1]]), pieces))
+        encoded = list(pool.map(encode_piece, pieces))
     for name in names:
         del block.arrays[name]
     for (name, _), chunk in zip(pieces, encoded):

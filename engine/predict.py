@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-
 import numpy as np
 
 from .errors import PaigridError
-from .evaluate import allocate, bottleneck_name, evaluate_block
+from .evaluate import allocate, bottleneck_name, run_kernel
 from .jobs import Job
 from .spec import SweepSpec
-from .tables import build_grid
+from .tables import build_grid, job_vector
 
 
 def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) -> list[dict]:
@@ -20,34 +18,45 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     Each result holds ``valid``, ``fits_memory``, ``step_time`` [s], ``t_data``, ``t_flop``,
     ``t_mem``, ``t_comm`` [s], ``throughput`` [samples/s], ``throughput_tokens`` [tokens/s],
     ``cost`` [USD per 1e6 samples], ``energy`` [J/sample] and ``bottleneck``.  Configurations
-    that are invalid get NaN times and ``valid`` False.
+    that are invalid get NaN times and ``valid`` False.  Jobs that share a configuration (all
+    but the GPU count) go through the kernel together, one job per row with its own GPU count.
     """
-    results = []
-    cache = {}
-    for job, config in zip(jobs, configs):
-        key = tuple(config[d] for d in ("arch", "gpu", "intra", "network", "precision"))
-        if key not in cache:
-            spec = SweepSpec(arch=[config["arch"]], gpu=[config["gpu"]], n_gpu=[1], intra=[config["intra"]],
-                             network=[config["network"]], precision=[config["precision"]], options=options)
-            cache[key] = build_grid(spec, [job], cats, eff)
-        grid = cache[key]
-        grid = replace(grid, jobs=[job], n_gpu=[int(config["n_gpu"])])
-        out = evaluate_block(grid, 0, 0, 1).arrays
-        first = {name: array.reshape(-1)[0] for name, array in out.items()}
-        tokens = cats.workloads.number(job.model, "tokens_per_sample")
-        tokens = 1.0 if math.isnan(tokens) else tokens
-        results.append({
-            "job": job.name, "model": job.model, **{d: config[d] for d in config},
-            "batch": job.batch, "valid": bool(first["valid"]), "fits_memory": int(first["fits_memory"]) == 1,
-            **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
-                                                         "throughput", "cost", "energy")},
-            "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
-            "bottleneck": bottleneck_name(int(first["bottleneck"])),
-        })
-        if not results[-1]["valid"]:
-            for name in ("t_data", "t_flop", "t_mem"):
-                results[-1][name] = float("nan")
+    from paigrid.kernels.model import evaluate_block as kernel
+
+    groups: dict[tuple, list[int]] = {}
+    for i, config in enumerate(configs):
+        groups.setdefault(tuple(config[d] for d in ("arch", "gpu", "intra", "network", "precision")), []).append(i)
+    results: list[dict] = [{} for _ in jobs]
+    for (arch, gpu, intra, network, precision), members in groups.items():
+        spec = SweepSpec(arch=[arch], gpu=[gpu], n_gpu=[1], intra=[intra], network=[network],
+                         precision=[precision], options=options)
+        grid = build_grid(spec, [jobs[m] for m in members], cats, eff)
+        table = np.stack([job_vector(jobs[m], cats) for m in members])
+        n_gpu = np.array([[float(configs[m]["n_gpu"])] for m in members])
+        out = allocate(grid, len(members), True)
+        run_kernel(kernel, grid, table, n_gpu, True, out)
+        for row, m in enumerate(members):
+            results[m] = _result(jobs[m], configs[m], {name: array[row].reshape(-1)[0] for name, array in out.items()},
+                                 cats)
     return results
+
+
+def _result(job: Job, config: dict, first: dict, cats) -> dict:
+    tokens = cats.workloads.number(job.model, "tokens_per_sample")
+    tokens = 1.0 if math.isnan(tokens) else tokens
+    valid = bool(first["valid"])
+    result = {
+        "job": job.name, "model": job.model, **{d: config[d] for d in config},
+        "batch": job.batch, "valid": valid, "fits_memory": int(first["fits_memory"]) == 1,
+        **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
+                                                     "throughput", "cost", "energy")},
+        "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
+        "bottleneck": bottleneck_name(int(first["bottleneck"])),
+    }
+    if not valid:
+        for name in ("t_data", "t_flop", "t_mem"):
+            result[name] = float("nan")
+    return result
 
 
 def _shortest(value) -> float:

@@ -49,6 +49,16 @@ def int_attr(attrs, name: str, default: int = 0) -> int:
     return int(np.asarray(attrs.get(name, default)).reshape(-1)[0])
 
 
+CHUNK_TARGET_BYTES = 2 * 2**20
+
+
+def cube_jobs_per_chunk(grid: Grid, jobs_per_block: int) -> int:
+    """Jobs per chunk of the cube variables: about 2 MiB of float32 per chunk (one job when a
+    job alone is larger), never more than a block."""
+    per_job = grid.configs // len(grid.jobs) * 4
+    return max(1, min(jobs_per_block, len(grid.jobs), CHUNK_TARGET_BYTES // per_job))
+
+
 def partial_path(path: str | Path) -> Path:
     """Where a sweep writes until it is complete."""
     return Path(f"{path}.partial")
@@ -110,7 +120,8 @@ class CubeWriter:
     """Creates (or reopens, to resume) a cube file and writes blocks into it."""
 
     def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
-                 reduce_only: bool = False, compression: str = "lz4", resume: bool = False):
+                 reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
+                 jobs_per_chunk: int = 1):
         import h5netcdf
 
         self.path = Path(path)
@@ -118,6 +129,7 @@ class CubeWriter:
         self.grid = grid
         self.reduce_only = reduce_only
         self.blocks = blocks
+        self.jobs_per_chunk = jobs_per_chunk
         if resume:
             self.file = h5netcdf.File(self.tmp, "r+")
             self._check_resumable(provenance)
@@ -147,7 +159,7 @@ class CubeWriter:
         n_gpu.attrs.update(units="1", long_name="GPUs in the job (0: each job's current count, see current_n_gpu)")
         self._metadata(text)
         jobs_per_chunk = max(1, self.blocks[0][1] - self.blocks[0][0])
-        cube_chunk = (1, *grid.shape[1:])
+        cube_chunk = (self.jobs_per_chunk, *grid.shape[1:])
         groups = [(JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
                   (BEST_VARIABLES, ("job", "gpu", "n_gpu", "precision"),
                    (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6])),
@@ -240,8 +252,8 @@ class CubeWriter:
             self.datasets[name][block.start:block.stop] = data
         for name, chunks in block.chunks.items():
             dataset, corner = self.datasets[name], (0,) * (self.datasets[name].ndim - 1)
-            for offset, chunk in enumerate(chunks):
-                dataset.id.write_direct_chunk((block.start + offset, *corner), chunk)
+            for k, chunk in enumerate(chunks):
+                dataset.id.write_direct_chunk((block.start + k * self.jobs_per_chunk, *corner), chunk)
         self.datasets["block_done"][block.index] = 1
         self.flush()
         self.done[block.index] = True

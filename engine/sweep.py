@@ -21,7 +21,7 @@ from .evaluate import evaluate_block
 from .jobs import load_jobs
 from .predict import current_predictions
 from .spec import SweepSpec
-from .store import CubeWriter, estimated_bytes, partial_path
+from .store import CubeWriter, cube_jobs_per_chunk, estimated_bytes, partial_path
 from .tables import Grid, build_grid
 
 
@@ -108,9 +108,10 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     grid, provenance = prepare(spec, calibration)
     if not resume:
         check_disk(out, grid, reduce_only)
-    blocks = block_bounds(len(grid.jobs), spec.jobs_per_block)
+    per_chunk = cube_jobs_per_chunk(grid, spec.jobs_per_block)
+    blocks = block_bounds(len(grid.jobs), spec.jobs_per_block // per_chunk * per_chunk)
     started = time.perf_counter()
-    writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume)
+    writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk)
     try:
         if not resume:
             writer.write_current(current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options))
@@ -120,9 +121,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
             if scheduler or workers:
                 from .distributed import run_on_dask
 
-                source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression)
+                source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression, per_chunk)
             else:
-                source = _run_local(grid, blocks, todo, not reduce_only, compression)
+                source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk)
             for block in source:
                 writer.write_block(block)
                 bar.advance((block.stop - block.start) * per_job, int(writer.done.sum()), len(blocks))
@@ -144,7 +145,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
 
 
-def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str):
+def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int):
     """Yield evaluated blocks in order, computing (and compressing) the next one while the
     caller writes this one.  One set of output buffers serves every block: a block leaves
     ``evaluate_block`` as compressed chunks, so its buffers are free before the next starts."""
@@ -155,7 +156,8 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compressio
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
         for i in todo:
-            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression)
+            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression,
+                                 jobs_per_chunk)
             if pending is not None:
                 yield pending.result()
             pending = future

@@ -183,3 +183,33 @@ def test_stored_overall_best_equals_the_query(cube_path, ds, by):
         for dim, k in zip(ds.dimension.values, index):
             assert ds[dim].values[k].item() == row[dim], (row["job"], dim)
         assert float(ds.overall_step_time.sel(job=row["job"], criterion=by)) == row["step_time"]
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gzip", "none"])
+def test_every_compression_stores_the_same_values(cube_path, tmp_path, compression):
+    import h5py
+
+    path = tmp_path / f"{compression}.h5"
+    run_sweep(load_spec(cube_path.parent / "spec.toml"), path, compression=compression, progress=False)
+    with h5py.File(cube_path, "r") as lz4, h5py.File(path, "r") as other:
+        assert other.attrs["compression"] == compression
+        for name in ("step_time", "throughput", "bottleneck", "valid", "t_flop", "best_step_time"):
+            np.testing.assert_array_equal(lz4[name][()], other[name][()], err_msg=name)
+        if compression != "none":
+            assert other["step_time"].compression is not None or other["step_time"]._filters
+
+
+@pytest.mark.parametrize("compression", ["lz4", "gzip"])
+def test_chunks_of_several_jobs_with_a_partial_last_chunk(tmp_path, compression):
+    import h5py
+
+    five = SPEC.replace('"transformer"]', '"transformer", "vgg16"]').replace("jobs_per_block = 2", "jobs_per_block = 4")
+    single = five.replace("jobs_per_block = 4", "jobs_per_block = 1")
+    (tmp_path / "five.toml").write_text(five)
+    (tmp_path / "single.toml").write_text(single)
+    run_sweep(load_spec(tmp_path / "five.toml"), tmp_path / "five.h5", compression=compression, progress=False)
+    run_sweep(load_spec(tmp_path / "single.toml"), tmp_path / "single.h5", compression=compression, progress=False)
+    with h5py.File(tmp_path / "five.h5", "r") as a, h5py.File(tmp_path / "single.h5", "r") as b:
+        assert a["step_time"].chunks[0] == 4 and b["step_time"].chunks[0] == 1   # 5 jobs: chunks of 4 + 1
+        for name in ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "valid"):
+            np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
