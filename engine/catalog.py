@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PaigridError
+from .userfiles import read_text
 
 BUILTIN = ("gpus", "links", "workloads", "optimizers", "precisions")
 
@@ -121,13 +122,7 @@ def load(kind: str, path: str | Path | None = None) -> Catalogue:
     """Load a built-in catalogue (``path`` None) or a user CSV of the same schema."""
     if path is None:
         return parse_csv(builtin_text(kind), kind, f"the built-in {kind}.csv")
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PaigridError(f"the {kind} file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PaigridError(f"the {kind} file {path} cannot be read ({exc.__class__.__name__}).") from None
+    text = read_text(path, f"the {kind} file")
     return parse_csv(text, kind, str(path))
 
 

@@ -16,6 +16,7 @@ efficiency) and the ``efficiency`` column of ``links.csv``.  A calibration file 
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import PaigridError
+from .userfiles import read_toml
 
 
 @dataclass
@@ -65,29 +67,28 @@ def _fractions(table: dict, origin: str, section: str) -> dict[str, float]:
     return values
 
 
+@functools.cache
+def _model_defaults() -> dict:
+    text = resources.files("paigrid.datasets").joinpath("model_defaults.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
 def defaults() -> Efficiency:
     """The version-1 efficiency factors shipped in ``datasets/model_defaults.toml``."""
-    text = resources.files("paigrid.datasets").joinpath("model_defaults.toml").read_text()
-    data = tomllib.loads(text)
+    data = _model_defaults()
     return Efficiency(_fractions(data["flop_efficiency"], "model_defaults.toml", "flop_efficiency"),
                       _fractions(data["memory_efficiency"], "model_defaults.toml", "memory_efficiency"))
 
 
 def workspace_bytes() -> float:
     """Per-GPU framework workspace [bytes] of the memory-feasibility check."""
-    text = resources.files("paigrid.datasets").joinpath("model_defaults.toml").read_text()
-    return tomllib.loads(text)["workspace"]["GB"] * 1e9
+    return _model_defaults()["workspace"]["GB"] * 1e9
 
 
 def load_calibration(path: str | Path) -> Efficiency:
     """Read a calibration TOML into an ``Efficiency`` holding only its overrides."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PaigridError(f"the calibration file {path} does not exist.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PaigridError(f"the calibration file {path} is not valid TOML ({exc}).") from None
+    data = read_toml(path, "the calibration file")
     known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "options", "fit"}
     unknown = set(data) - known
     if unknown:

@@ -18,6 +18,7 @@ from paigrid.kernels.layout import ARCH_NAMES
 
 from .catalog import Catalogue, Catalogues, parse_csv, to_float
 from .errors import PaigridError
+from .userfiles import read_text
 from .spec import JOB_OPTIONS, Options, SweepSpec, coerce_options
 
 CURRENT_COLUMNS = ("current_arch", "current_gpu", "current_n_gpu", "current_intra",
@@ -37,12 +38,7 @@ class Job:
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PaigridError(f"the workloads file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PaigridError(f"the workloads file {path} cannot be read ({exc.__class__.__name__}).") from None
+    text = read_text(path, "the workloads file")
     reader = csv.DictReader(text.splitlines())
     if not reader.fieldnames:
         raise PaigridError(f"the workloads file {path} is empty.")
@@ -115,7 +111,7 @@ def load_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], Catalogues]
         header, rows = _read_csv(path)
         if "model" in header:
             return _population_jobs(rows, header, path, spec.options, cats), cats
-        cats.workloads = parse_csv(path.read_text(encoding="utf-8"), "workloads", str(path))
+        cats.workloads = parse_csv(read_text(path, "the workloads file"), "workloads", str(path))
         return [_catalogue_job(row, cats, spec.options, f"{path} row {row['name']!r}")
                 for row in cats.workloads.rows], cats
     if len(set(names)) != len(names):

@@ -42,6 +42,7 @@ from paigrid.kernels.layout import ARCH_NAMES
 
 from .catalog import Catalogues, to_float
 from .errors import PaigridError
+from .userfiles import read_text
 from .jobs import Job, resolve_link
 from .spec import JOB_OPTIONS, Options, coerce_options
 
@@ -111,7 +112,7 @@ def load_aliases(path: str | Path | None = None) -> list[dict[str, str]]:
         text = resources.files("paigrid.datasets").joinpath("measurement_aliases.csv").read_text(encoding="utf-8")
         origin = "the built-in measurement_aliases.csv"
     else:
-        text, origin = _read_text(Path(path), "alias table"), str(path)
+        text, origin = read_text(path, "the alias table file"), str(path)
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in ("measured_model", "seq_len_or_image_size", "workload") if c not in (reader.fieldnames or [])]
     if missing:
@@ -153,15 +154,6 @@ def resolve_model(name: str, size: str, aliases: list[dict[str, str]], cats: Cat
 
 
 # --- reading ------------------------------------------------------------------------------------
-def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise PaigridError(f"the {what} file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PaigridError(f"the {what} file {path} cannot be read ({exc.__class__.__name__}).") from None
-
-
 def _whole(cell: str, origin: str, column: str, minimum: int) -> int:
     value = to_float(cell, origin, column)
     if not (math.isfinite(value) and value == int(value) and value >= minimum):
@@ -254,7 +246,7 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
     path = Path(path)
     cats = cats or Catalogues.load()
     aliases = load_aliases() if aliases is None else aliases
-    reader = csv.reader(io.StringIO(_read_text(path, "measurements")))
+    reader = csv.reader(io.StringIO(read_text(path, "the measurements file")))
     header = [h.strip() for h in next(reader, [])]
     if not header:
         raise PaigridError(f"the measurements file {path} is empty.")

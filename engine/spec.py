@@ -32,13 +32,13 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES
 
 from .errors import PaigridError
+from .userfiles import read_toml
 
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
@@ -206,12 +206,5 @@ def load_spec(path: str | Path | None) -> SweepSpec:
     if path is None:
         return SweepSpec()
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PaigridError(f"the spec file {path} does not exist.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PaigridError(f"the spec file {path} is not valid TOML ({exc}).") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PaigridError(f"the spec file {path} cannot be read ({exc.__class__.__name__}).") from None
+    data = read_toml(path, "the spec file")
     return spec_from_dict(data, str(path), path.parent)

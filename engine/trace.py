@@ -52,6 +52,7 @@ Rules, job by job, in this order (each skip is counted in ``counts``):
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import tempfile
@@ -115,15 +116,12 @@ detection and rcnn -> faster-rcnn, ssd -> ssd300. A tag equal to a catalogue nam
 (e.g. ``resnet101``) is kept as is; anything else gets :data:`DEFAULT_MODEL`.
 """
 
-CATALOGUE_MODELS = frozenset((
-    "resnet50", "inception-v3", "seq2seq-nmt", "transformer", "faster-rcnn", "deepspeech2",
-    "wgan", "a3c", "nmt", "bert", "speech", "multi-interests", "gcn", "resnet50-v1.5",
-    "resnet101", "vgg16", "bert-base", "bert-large-seq128", "bert-large-seq384",
-    "bert-large-seq512", "transformer-big", "gnmt", "ssd300", "mask-rcnn",
-    "transformer-xl-base", "transformer-xl-large", "gpt2-small", "gpt2-medium", "gpt2-large",
-    "gpt2-xl",
-))
-"""Workload names a tag may name directly."""
+@functools.cache
+def catalogue_models() -> frozenset[str]:
+    """Workload names a tag may name directly: the built-in workload catalogue's."""
+    from .catalog import load
+
+    return frozenset(load("workloads").names)
 
 DEFAULT_MODEL = "resnet50"
 """Model of a job with no (or an unmapped) workload tag: ResNet-50, the most common tagged
@@ -228,7 +226,7 @@ def _model_for(workload):
     """Catalogue model for a lower-cased workload tag, or None when unmapped."""
     if workload in WORKLOAD_TO_MODEL:
         return WORKLOAD_TO_MODEL[workload]
-    return workload if workload in CATALOGUE_MODELS else None
+    return workload if workload in catalogue_models() else None
 
 
 def import_pai_trace(directory):

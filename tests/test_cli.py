@@ -3,11 +3,9 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from paigrid.cli import app
+from cli_helpers import assert_clean_error, run
 
-runner = CliRunner()
 
 SMALL = ["--workloads", "resnet50,bert-base", "--quiet"]
 SPEC = """
@@ -20,19 +18,7 @@ precision = ["fp32", "amp-fp16"]
 """
 
 
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
-
-def assert_clean_error(result, *fragments):
-    assert result.exit_code != 0, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    text = result.output.strip()
-    assert text.startswith("paigrid: error:"), text
-    assert len(text.splitlines()) == 1, text
-    for fragment in fragments:
-        assert fragment in text, text
 
 
 @pytest.fixture(scope="module")

@@ -6,21 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paigrid.catalog import load
 from paigrid import population as pop
 from paigrid.trace import write_population
 
-GPU_NAMES = {
-    "K80", "P100-PCIe-16GB", "P100-SXM2-16GB", "V100-PCIe-16GB", "V100-SXM2-16GB",
-    "V100-SXM2-32GB", "T4", "A10", "A100-SXM4-40GB",
-}
-MODEL_NAMES = {
-    "resnet50", "inception-v3", "seq2seq-nmt", "transformer", "faster-rcnn", "deepspeech2",
-    "wgan", "a3c", "nmt", "bert", "speech", "multi-interests", "gcn", "resnet50-v1.5",
-    "resnet101", "vgg16", "bert-base", "bert-large-seq128", "bert-large-seq384",
-    "bert-large-seq512", "transformer-big", "gnmt", "ssd300", "mask-rcnn",
-    "transformer-xl-base", "transformer-xl-large", "gpt2-small", "gpt2-medium", "gpt2-large",
-    "gpt2-xl",
-}
+GPU_NAMES = set(load("gpus").names)
+MODEL_NAMES = set(load("workloads").names)
 ARCHS = {"1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster"}
 INTRA = {"pcie3", "pcie4", "nvlink1-hcm", "nvlink2-hcm", "nvswitch-nvlink3"}
 PRECISIONS = {"fp32", "tf32", "amp-fp16", "amp-bf16", "fp8"}

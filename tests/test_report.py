@@ -8,10 +8,9 @@ import hdf5plugin  # noqa: F401  (registers the blosc filter for reading)
 import numpy as np
 import pytest
 import xarray as xr
-from typer.testing import CliRunner
 
+from cli_helpers import assert_clean_error, run
 from paigrid import report as R
-from paigrid.cli import app
 from paigrid.errors import PaigridError
 from paigrid.population import POPULATION_COLUMNS, synthetic_population
 from paigrid.spec import load_spec, spec_from_dict
@@ -19,7 +18,6 @@ from paigrid.sweep import run_sweep
 from paigrid.trace import write_population
 from test_trace import Trace
 
-runner = CliRunner()
 STUDY_SPEC = Path(R.__file__).parent.parent / "datasets" / "pai_study.toml"
 COMPONENTS = ("t_data", "t_flop", "t_mem", "t_comm")
 
@@ -247,18 +245,7 @@ def test_a_failed_report_writes_nothing(tmp_path):
 
 
 # --- the command line ------------------------------------------------------------------------
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
-
-def assert_clean_error(result, *fragments):
-    assert result.exit_code != 0, result.output
-    assert "Traceback" not in result.output
-    text = result.output.strip()
-    assert text.startswith("paigrid: error:"), text
-    assert len(text.splitlines()) == 1, text
-    for fragment in fragments:
-        assert fragment in text, text
 
 
 def test_cli_population(tmp_path):

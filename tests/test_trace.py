@@ -6,17 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from paigrid.catalog import load
 from paigrid import trace
 from paigrid.population import POPULATION_COLUMNS
 
 DATA = Path(__file__).parent / "data"
 MACHINE_SAMPLE = DATA / "pai_machine_spec_sample.csv"
 
-GPU_NAMES = {
-    "K80", "P100-PCIe-16GB", "P100-SXM2-16GB", "V100-PCIe-16GB", "V100-SXM2-16GB",
-    "V100-SXM2-32GB", "T4", "A10", "A100-SXM4-40GB",
-}
-MODEL_NAMES = set(trace.CATALOGUE_MODELS)
+GPU_NAMES = set(load("gpus").names)
+MODEL_NAMES = set(load("workloads").names)
 
 
 def _write(path, rows):

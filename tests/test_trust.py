@@ -11,11 +11,10 @@ import sys
 from importlib import resources
 
 import pytest
-from typer.testing import CliRunner
 
+from cli_helpers import assert_clean_error, run
 from paigrid.calibrate import fit, write_calibration
 from paigrid.catalog import Catalogues
-from paigrid.cli import app
 from paigrid.efficiency import Efficiency, defaults, load_calibration
 from paigrid.errors import PaigridError
 from paigrid.jobs import Job
@@ -24,23 +23,10 @@ from paigrid.predict import predict_configs
 from paigrid.spec import JOB_OPTIONS, Options
 from paigrid.validate import validate
 
-runner = CliRunner()
 PUBLIC = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
 
 
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
-
-def assert_clean_error(result, *fragments):
-    assert result.exit_code != 0, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    text = result.output.strip()
-    assert text.startswith("paigrid: error:"), text
-    assert len(text.splitlines()) == 1, text
-    for fragment in fragments:
-        assert fragment in text, text
 
 
 @pytest.fixture(scope="module")
