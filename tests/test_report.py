@@ -11,6 +11,7 @@ import xarray as xr
 
 from cli_helpers import assert_clean_error, run
 from paigrid import report as R
+from paigrid import report_figures, report_text
 from paigrid.errors import PaigridError
 from paigrid.population import POPULATION_COLUMNS, synthetic_population
 from paigrid.spec import load_spec, spec_from_dict
@@ -224,13 +225,13 @@ def test_report_files(cube, numbers, tmp_path):
     text = md_path.read_text()
     pngs = {p.name for p in (tmp_path / "rep").glob("*.png")}
     linked = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))
-    assert pngs == linked == set(R.FIGURES.values())
+    assert pngs == linked == set(report_figures.FIGURES.values())
     for name in pngs:
         assert (tmp_path / "rep" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the headline numbers as printed
-    assert R._pct(numbers["breakdown"]["all"]["t_comm"]) in text
-    assert R._pct(numbers["projections"]["ps_nvlink"]["share_faster"]) in text
-    assert R._x(numbers["projections"]["ethernet"]["mean"]) in text
+    assert report_text._pct(numbers["breakdown"]["all"]["t_comm"]) in text
+    assert report_text._pct(numbers["projections"]["ps_nvlink"]["share_faster"]) in text
+    assert report_text._x(numbers["projections"]["ethernet"]["mean"]) in text
     assert "| 62.0% |" in text and "| 60.0% |" in text and "| 1.70x |" in text
     # no temporary folder left behind; a second run replaces the files in place
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 
 import h5py
 import numpy as np
