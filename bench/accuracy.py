@@ -1,6 +1,6 @@
-"""Reproduce the accuracy table of docs/accuracy.md (the README's) with one command:
+"""Reproduce the accuracy table of the README with one command:
 
-    /work/venv/bin/python bench/accuracy.py [MEASUREMENTS.csv]
+    python bench/accuracy.py [MEASUREMENTS.csv]
 
 Default input: the shipped ``datasets/measurements_public.csv``.  Every experiment runs the real
 command line (``paigrid calibrate`` / ``paigrid validate --json``, in process) and never
