@@ -134,6 +134,15 @@ def test_reduce_only_stores_the_same_reductions(spec_file, reference_cube, tmp_p
     run_sweep(load_spec(spec_file), path, reduce_only=True, progress=False)
     full, reduced = read_all(reference_cube), read_all(path)
     assert "step_time" not in reduced
+    from paigrid.query import best_configurations, open_cube, parse_where
+
+    cube = open_cube(path)
+    try:
+        assert len(best_configurations(cube, "cost", parse_where(["gpu=A100"], cube))) == 8
+        with pytest.raises(PaigridError, match="reduce-only"):
+            best_configurations(cube, "time", parse_where(["arch=ps-worker"], cube))
+    finally:
+        cube.close()
     for name in ("best_step_time", "best_index", "best_bottleneck", "t_flop", "fits_memory", "current_throughput"):
         np.testing.assert_array_equal(full[name], reduced[name], err_msg=name)
 

@@ -165,6 +165,9 @@ def test_unfinished_cube_is_refused(tmp_path):
     assert not path.exists() and partial_path(path).exists()
     with pytest.raises(PaigridError, match="unfinished"):
         open_cube(path)
+    from paigrid.info import describe
+
+    assert "INCOMPLETE: 1 of 2 blocks written" in describe(path)
 
 
 @pytest.mark.parametrize("by", ["time", "cost"])
