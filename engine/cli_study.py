@@ -19,19 +19,9 @@ import typer
 
 from .cli import app, guarded, trace_app
 from .errors import PaigridError
+from .userfiles import check_writable_file
 
 STUDY_SPEC = "pai_study.toml"
-
-
-def _check_out_file(path: Path) -> None:
-    """One sentence for an output file that cannot be written, before any work is done."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise PaigridError(f"cannot write {path}: the folder {parent} does not exist.")
-    if path.is_dir():
-        raise PaigridError(f"cannot write {path}: it is a folder.")
-    if not os.access(parent, os.W_OK):
-        raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
 
 
 def _summary_text(summary: dict) -> str:
@@ -51,7 +41,7 @@ def population(
     from .population import population_summary, synthetic_population
     from .trace import write_population
 
-    _check_out_file(out)
+    check_writable_file(out)
     rows = synthetic_population(jobs, seed)
     write_population(rows, out)
     typer.echo(f"wrote {out}: {_summary_text(population_summary(rows))}", err=True)
@@ -68,7 +58,7 @@ def trace_import(
 
     if not directory.is_dir():
         raise PaigridError(f"the trace folder {directory} does not exist.")
-    _check_out_file(out)
+    check_writable_file(out)
     try:
         rows, counts = import_pai_trace(directory)
     except ValueError as exc:
@@ -97,7 +87,7 @@ def study_spec(
     if out is None:
         typer.echo(text, nl=False)
         return
-    _check_out_file(out)
+    check_writable_file(out)
     fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

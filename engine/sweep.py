@@ -23,6 +23,7 @@ from .predict import current_predictions
 from .spec import SweepSpec
 from .store import CubeWriter, cube_jobs_per_chunk, estimated_bytes, partial_path
 from .tables import Grid, build_grid
+from .userfiles import check_writable_file
 
 
 @dataclass
@@ -77,20 +78,12 @@ def check_disk(path: Path, grid: Grid, reduce_only: bool) -> None:
 
 def check_output(path: Path, resume: bool) -> None:
     """Clear errors for an output path that cannot be written, before any work is done."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise PaigridError(f"cannot write {path}: the folder {parent} does not exist.")
-    if path.is_dir():
-        raise PaigridError(f"cannot write {path}: it is a folder.")
+    check_writable_file(path)
     if resume and not partial_path(path).exists():
         raise PaigridError(f"there is no interrupted sweep to resume at {partial_path(path)}.")
     if not resume and partial_path(path).exists():
         raise PaigridError(f"an interrupted sweep is waiting at {partial_path(path)}: pass --resume to "
                            "continue it, or delete it to start over.")
-    import os
-
-    if not os.access(parent, os.W_OK):
-        raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",

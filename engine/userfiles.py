@@ -3,6 +3,7 @@ clear sentence for every way that can fail."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -27,3 +28,15 @@ def read_toml(path: str | Path, what: str) -> dict:
         return tomllib.loads(read_text(path, what))
     except tomllib.TOMLDecodeError as exc:
         raise PaigridError(f"{what} {path} is not valid TOML ({exc}).") from None
+
+
+def check_writable_file(path: str | Path) -> None:
+    """One sentence for an output file that cannot be written, before any work is done."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise PaigridError(f"cannot write {path}: the folder {parent} does not exist.")
+    if path.is_dir():
+        raise PaigridError(f"cannot write {path}: it is a folder.")
+    if not os.access(parent, os.W_OK):
+        raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
