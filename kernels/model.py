@@ -206,11 +206,14 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
         usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
         joule_per_step = gpu[G_POWER] / samples_per_step
+        # per-(job, gpu) views, so the hot loop indexes 1-D and 2-D arrays only
+        tdv, tfv, tmv, fitv = t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g]
+        bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         for ni in range(n_counts):
             for p in range(n_prec):
-                best_step[j, g, ni, p] = np.nan
-                best_index[j, g, ni, p] = -1
-                best_bottleneck[j, g, ni, p] = FLAG_FILL
+                bsv[ni, p] = np.inf  # NaN after the loop where nothing was feasible
+                biv[ni, p] = -1
+                bbv[ni, p] = FLAG_FILL
         # flat views of the cube outputs: one running offset instead of seven 7-D indices
         st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
         cst, enr = cost.reshape(-1), energy.reshape(-1)
@@ -242,28 +245,25 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                                                collective)
                         flat = (a * n_intra + i) * n_net + w
                         for p in range(n_prec):
-                            td = t_data[j, g, p]
-                            if math.isnan(td):  # the GPU lacks this precision
-                                if write_cube:
-                                    _write_invalid(st, tcm, thr, cst, enr, bot, val, base + p)
-                                continue
-                            tf = t_flop[j, g, p]
-                            tm = t_mem[j, g, p]
+                            td = tdv[p]
+                            tf = tfv[p]
+                            tm = tmv[p]
                             tc = params * prec[p, P_COMM_BYTES] * per_byte + latency
                             if overlap > 0.0:
                                 tc = exposed_comm_seconds(tc, overlap, 2.0 / 3.0 * (tf + tm) / accum)
                             step = td + tf + tm + tc
+                            if math.isnan(step):  # the GPU lacks this precision, or an input is missing
+                                if write_cube:
+                                    _write_invalid(st, tcm, thr, cst, enr, bot, val, base + p)
+                                continue
                             input_bound = floor > step
                             if input_bound:
                                 step = floor
                             step32 = np.float32(step)
-                            if fits_memory[j, g, p] == 1:
-                                current = best_step[j, g, ni, p]
-                                if math.isnan(current) or step32 < current:
-                                    best_step[j, g, ni, p] = step32
-                                    best_index[j, g, ni, p] = flat
-                                    best_bottleneck[j, g, ni, p] = bottleneck_code(
-                                        td, tf, tm, tc, input_bound)
+                            if step32 < bsv[ni, p] and fitv[p] == 1:
+                                bsv[ni, p] = step32
+                                biv[ni, p] = flat
+                                bbv[ni, p] = bottleneck_code(td, tf, tm, tc, input_bound)
                             if write_cube:
                                 o = base + p
                                 st[o] = step32
@@ -273,6 +273,10 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                                 enr[o] = joule_per_step * step
                                 bot[o] = bottleneck_code(td, tf, tm, tc, input_bound)
                                 val[o] = 1
+        for ni in range(n_counts):
+            for p in range(n_prec):
+                if bsv[ni, p] == np.inf:
+                    bsv[ni, p] = np.nan
 
 
 @jit

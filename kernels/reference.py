@@ -143,7 +143,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     floor = np.minimum(n, k) * samples_per_step / job_col(J_INPUT_RATE)
     input_bound = floor > step
     step = np.where(input_bound, floor, step)
-    ok = ok & ~np.isnan(grid_td)
+    ok = ok & ~np.isnan(step)   # the GPU lacks the precision, or an input is missing
     shape = (n_jobs, n_arch, n_gpus, n_gpu.shape[1], n_intra, n_net, n_prec)
     ok = np.broadcast_to(ok, shape)
     step32 = np.where(ok, step, np.nan).astype(np.float32)

@@ -164,7 +164,7 @@ def test_input_pipeline_bound_floors_the_step_time():
 
 
 # --- kernel == numpy reference -------------------------------------------------------------
-def random_tables(seed, nan_peak=True):
+def random_tables(seed, nan_peak=True, nan_job_field=None):
     rng = np.random.default_rng(seed)
     n_jobs, n_gpus, n_intra, n_net, n_prec = 3, 4, 4, 4, 3
     jobs = [job(flop=rng.uniform(1e11, 1e14), membound=rng.uniform(1e8, 1e11), input_bytes=rng.uniform(1e5, 1e8),
@@ -184,6 +184,8 @@ def random_tables(seed, nan_peak=True):
     fits = (rng.random((n_gpus, n_intra)) < 0.7).astype(np.uint8)
     prec = [FP32, AMP, [0.25, 6.0, 2.0, 2.0]]
     n_gpu = [1, 2, 3, 8, 24, 1024]
+    if nan_job_field is not None:           # a missing input number in one job
+        jobs[int(rng.integers(0, n_jobs))][nan_job_field] = np.nan
     return Tables(jobs, [n_gpu], range(5), gpus, peak, prec, intra, fits, net,
                   collective=int(rng.integers(0, 4)), topology=int(rng.integers(0, 2)))
 
@@ -205,9 +207,10 @@ def test_kernel_matches_reference_on_examples(seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), nan_peak=st.booleans())
-def test_kernel_matches_reference_property(seed, nan_peak):
-    tables = random_tables(seed, nan_peak)
+@given(seed=st.integers(0, 2**32 - 1), nan_peak=st.booleans(),
+       nan_job_field=st.sampled_from([None, L.J_FLOP, L.J_MEMBOUND, L.J_INPUT, L.J_PARAMS, L.J_BATCH]))
+def test_kernel_matches_reference_property(seed, nan_peak, nan_job_field):
+    tables = random_tables(seed, nan_peak, nan_job_field)
     assert_same(tables.run("kernel"), tables.run("reference"))
 
 
