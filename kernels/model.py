@@ -119,8 +119,10 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
 
 @jit
 def exposed_comm_seconds(raw, overlap, backward):
-    """Communication left on the critical path when ``overlap`` of it may hide behind ``backward``."""
-    return raw - min(overlap * raw, backward)
+    """Communication left on the critical path when ``overlap`` of it may hide behind ``backward``
+    (exactly ``raw`` for overlap 0, since ``backward`` >= 0)."""
+    hidden = overlap * raw
+    return raw - (backward if backward < hidden else hidden)
 
 
 @jit
@@ -193,6 +195,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     n_gpus = gpus.shape[0]
     n_arch, n_counts = arch.shape[0], n_gpu.shape[1]
     n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
+    row = n_net * n_prec  # one contiguous row of the cube: every (network, precision)
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]
     for jg in prange(n_jobs * n_gpus):
@@ -200,92 +203,89 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         g = jg % n_gpus
         job = jobs[j]
         gpu = gpus[g]
-        job_gpu_terms(job, gpu, peak[g], prec, options[O_WORKSPACE],
-                      t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+        tdv, tfv, tmv, fitv = t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g]
+        job_gpu_terms(job, gpu, peak[g], prec, options[O_WORKSPACE], tdv, tfv, tmv, fitv)
         k = job[J_GPUS_PER_NODE]
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
         usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
         joule_per_step = gpu[G_POWER] / samples_per_step
-        # per-(job, gpu) views, so the hot loop indexes 1-D and 2-D arrays only
-        tdv, tfv, tmv, fitv = t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g]
+        overlap = job[J_OVERLAP]
+        # Rows over (network, precision), filled once per (job, gpu) or per (arch, n, intra), so
+        # that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
+        # (Small per-(job, gpu) scratch arrays: allocated here, never in the inner loops.)
+        r_td, r_tf, r_tm = np.empty(row), np.empty(row), np.empty(row)
+        r_base, r_bytes, r_backward = np.empty(row), np.empty(row), np.empty(row)
+        r_per_byte, r_latency = np.empty(row), np.empty(row)
+        r_step = np.empty(row, np.float32)
+        for w in range(n_net):
+            for p in range(n_prec):
+                q = w * n_prec + p
+                r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
+                r_base[q] = tdv[p] + tfv[p] + tmv[p]
+                r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
+                r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         for ni in range(n_counts):
             for p in range(n_prec):
-                bsv[ni, p] = np.inf  # NaN after the loop where nothing was feasible
+                bsv[ni, p] = np.inf  # NaN after the loops where nothing was feasible
                 biv[ni, p] = -1
                 bbv[ni, p] = FLAG_FILL
-        # flat views of the cube outputs: one running offset instead of seven 7-D indices
+        # flat views of the cube outputs
         st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
         cst, enr = cost.reshape(-1), energy.reshape(-1)
         bot, val = bottleneck.reshape(-1), valid.reshape(-1)
-        params, overlap, accum = job[J_PARAMS], job[J_OVERLAP], job[J_ACCUM]
         for a in range(n_arch):
             for ni in range(n_counts):
                 n = n_gpu[j, ni]
                 # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
                 floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
+                samples_per_s = n * samples_per_step
                 for i in range(n_intra):
-                    kind = intra[i, L_KIND]
-                    intra_bw = intra[i, L_BW] * intra_fraction(kind, n, k, job[J_PCIE_ROOTS], topology)
+                    intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
                     for w in range(n_net):
-                        base = (((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * n_net + w) * n_prec
-                        if not is_valid(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND]):
-                            if write_cube:
-                                for p in range(n_prec):
-                                    _write_invalid(st, tcm, thr, cst, enr, bot, val, base + p)
-                            continue
-                        per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE],
-                                                job[J_PCIE_ROOTS], job[J_PS_COUNT], 1.0,
-                                                gpu[G_PCIE_BW], intra_bw, 0.0,
-                                                network[w, L_BW], 0.0, collective)
-                        latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE],
-                                               job[J_PCIE_ROOTS], job[J_PS_COUNT], 0.0,
-                                               gpu[G_PCIE_BW], intra_bw, intra[i, L_LATENCY],
-                                               network[w, L_BW], network[w, L_LATENCY],
-                                               collective)
-                        flat = (a * n_intra + i) * n_net + w
+                        if is_valid(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND]):
+                            per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                    job[J_PS_COUNT], 1.0, gpu[G_PCIE_BW], intra_bw, 0.0,
+                                                    network[w, L_BW], 0.0, collective)
+                            latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                   job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
+                                                   intra[i, L_LATENCY], network[w, L_BW],
+                                                   network[w, L_LATENCY], collective)
+                        else:  # NaN makes every output of the configuration NaN: invalid
+                            per_byte = np.nan
+                            latency = np.nan
                         for p in range(n_prec):
-                            td = tdv[p]
-                            tf = tfv[p]
-                            tm = tmv[p]
-                            tc = params * prec[p, P_COMM_BYTES] * per_byte + latency
-                            if overlap > 0.0:
-                                tc = exposed_comm_seconds(tc, overlap, 2.0 / 3.0 * (tf + tm) / accum)
-                            step = td + tf + tm + tc
-                            if math.isnan(step):  # the GPU lacks this precision, or an input is missing
-                                if write_cube:
-                                    _write_invalid(st, tcm, thr, cst, enr, bot, val, base + p)
-                                continue
-                            input_bound = floor > step
-                            if input_bound:
-                                step = floor
-                            step32 = np.float32(step)
-                            if step32 < bsv[ni, p] and fitv[p] == 1:
-                                bsv[ni, p] = step32
-                                biv[ni, p] = flat
-                                bbv[ni, p] = bottleneck_code(td, tf, tm, tc, input_bound)
-                            if write_cube:
-                                o = base + p
-                                st[o] = step32
-                                tcm[o] = tc
-                                thr[o] = n * samples_per_step / step
-                                cst[o] = usd_per_step * step
-                                enr[o] = joule_per_step * step
-                                bot[o] = bottleneck_code(td, tf, tm, tc, input_bound)
-                                val[o] = 1
+                            r_per_byte[w * n_prec + p] = per_byte
+                            r_latency[w * n_prec + p] = latency
+                    o = ((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * row
+                    for q in range(row):  # branch-free: vectorised
+                        raw = r_bytes[q] * r_per_byte[q] + r_latency[q]
+                        tc = exposed_comm_seconds(raw, overlap, r_backward[q])
+                        step = r_base[q] + tc
+                        input_bound = floor > step
+                        step = floor if input_bound else step
+                        r_step[q] = step
+                        if write_cube:
+                            bad = step != step  # invalid, precision unsupported or an input missing
+                            st[o + q] = step
+                            tcm[o + q] = np.nan if bad else tc
+                            thr[o + q] = samples_per_s / step
+                            cst[o + q] = usd_per_step * step
+                            enr[o + q] = joule_per_step * step
+                            code = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
+                            bot[o + q] = code
+                            val[o + q] = 0 if bad else 1
+                    for w in range(n_net):  # fold the row into the bests of (n_gpu, precision)
+                        for p in range(n_prec):
+                            q = w * n_prec + p
+                            if r_step[q] < bsv[ni, p] and fitv[p] == 1:
+                                bsv[ni, p] = r_step[q]
+                                biv[ni, p] = (a * n_intra + i) * n_net + w
+                                tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_latency[q], overlap,
+                                                          r_backward[q])
+                                bbv[ni, p] = bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc,
+                                                             floor > r_base[q] + tc)
         for ni in range(n_counts):
             for p in range(n_prec):
                 if bsv[ni, p] == np.inf:
                     bsv[ni, p] = np.nan
-
-
-@jit
-def _write_invalid(step_time, t_comm, throughput, cost, energy, bottleneck, valid, o):
-    """Mark one configuration of the flat cube outputs as invalid: NaN values, flag 255, valid 0."""
-    step_time[o] = np.nan
-    t_comm[o] = np.nan
-    throughput[o] = np.nan
-    cost[o] = np.nan
-    energy[o] = np.nan
-    bottleneck[o] = FLAG_FILL
-    valid[o] = 0
