@@ -198,6 +198,9 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     row = n_net * n_prec  # one contiguous row of the cube: every (network, precision)
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]
+    # rows over (network, precision) per (job, gpu): allocated once, before the parallel loop
+    scratch = np.empty((n_jobs * n_gpus, 8, row))
+    step_rows = np.empty((n_jobs * n_gpus, row), np.float32)
     for jg in prange(n_jobs * n_gpus):
         j = jg // n_gpus
         g = jg % n_gpus
@@ -212,11 +215,10 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         overlap = job[J_OVERLAP]
         # Rows over (network, precision), filled once per (job, gpu) or per (arch, n, intra), so
         # that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
-        # (Small per-(job, gpu) scratch arrays: allocated here, never in the inner loops.)
-        r_td, r_tf, r_tm = np.empty(row), np.empty(row), np.empty(row)
-        r_base, r_bytes, r_backward = np.empty(row), np.empty(row), np.empty(row)
-        r_per_byte, r_latency = np.empty(row), np.empty(row)
-        r_step = np.empty(row, np.float32)
+        rows = scratch[jg]
+        r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
+        r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
+        r_step = step_rows[jg]
         for w in range(n_net):
             for p in range(n_prec):
                 q = w * n_prec + p
