@@ -174,9 +174,13 @@ def query(
         rows = best_configurations(cube, by.value, filters, job, top)
         fixed = {d for d, idx in filters.items() if len(idx) == 1} | {
             d for d in ("gpu", "n_gpu", "precision") if len(cube.labels[d]) == 1}
+        if cube.labels["n_gpu"] == [0]:  # "current": every job has its own GPU count
+            fixed.discard("n_gpu")
     finally:
         cube.close()
-    columns = ["job", "arch", "intra", "network"] + [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or fmt != "table"]
+    named_by_model = all(r["job"] == r["model"] for r in rows)
+    columns = ["job"] + ([] if named_by_model and fmt == "table" else ["model"]) + ["arch", "intra", "network"]
+    columns += [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or fmt != "table"]
     columns += ["step_time", "throughput", "cost", "bottleneck", "speedup"]
     if fmt != "table" or any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"]):
         columns.insert(columns.index("cost"), "throughput_tokens")

@@ -43,7 +43,7 @@ def test_query_json_and_csv(cube):
     assert {r["gpu"] for r in rows} == {"V100-SXM2-16GB"}
     assert {"step_time", "throughput", "throughput_tokens", "bottleneck", "speedup"} <= set(rows[0])
     csv_out = run("query", cube, "--best-arch", "--csv", "--by", "cost", "--job", "bert-base").output
-    assert csv_out.splitlines()[0].startswith("job,arch,intra,network")
+    assert csv_out.splitlines()[0].startswith("job,model,arch,intra,network")
     assert len(csv_out.strip().splitlines()) == 2
 
 
