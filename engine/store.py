@@ -36,6 +36,8 @@ from .evaluate import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLE
 from .tables import Grid
 
 COMPRESSIONS = ("lz4", "zstd", "gzip", "none")
+BLOSC_LEVEL = {"lz4": 5, "zstd": 3}   # blosc compression level per codec (with byte shuffle)
+GZIP_LEVEL = 4
 FLAG_ATTRS = {
     "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
     "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
@@ -66,13 +68,13 @@ def partial_path(path: str | Path) -> Path:
 
 def filter_kwargs(compression: str) -> dict:
     """h5py dataset keywords for a compression name (blosc filters come from hdf5plugin)."""
-    if compression in ("lz4", "zstd"):
+    if compression in BLOSC_LEVEL:
         import hdf5plugin
 
-        return dict(hdf5plugin.Blosc(cname=compression, clevel=5 if compression == "lz4" else 3,
+        return dict(hdf5plugin.Blosc(cname=compression, clevel=BLOSC_LEVEL[compression],
                                      shuffle=hdf5plugin.Blosc.SHUFFLE))
     if compression == "gzip":
-        return dict(compression="gzip", compression_opts=4, shuffle=True)
+        return dict(compression="gzip", compression_opts=GZIP_LEVEL, shuffle=True)
     if compression == "none":
         return {}
     raise PaigridError(f"unknown compression {compression!r}; choose one of {', '.join(COMPRESSIONS)}.")
@@ -85,17 +87,16 @@ def chunk_encoder(compression: str):
     Compressing here, outside HDF5, lets the chunks of a block be compressed in parallel threads
     (or on Dask workers) without holding the GIL, while the writer only copies bytes to disk.
     """
-    if compression in ("lz4", "zstd"):
+    if compression in BLOSC_LEVEL:
         from numcodecs import Blosc
 
-        codec = Blosc(cname=compression, clevel=5 if compression == "lz4" else 3, shuffle=Blosc.SHUFFLE)
-        return codec.encode
+        return Blosc(cname=compression, clevel=BLOSC_LEVEL[compression], shuffle=Blosc.SHUFFLE).encode
     if compression == "gzip":
         import zlib
 
         def gzip_with_shuffle(array):  # HDF5's pipeline: the shuffle filter, then deflate
             raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1, array.dtype.itemsize)
-            return zlib.compress(np.ascontiguousarray(raw.T).tobytes(), 4)
+            return zlib.compress(np.ascontiguousarray(raw.T).tobytes(), GZIP_LEVEL)
 
         return gzip_with_shuffle
     if compression == "none":
@@ -130,9 +131,12 @@ class CubeWriter:
         self.reduce_only = reduce_only
         self.blocks = blocks
         self.jobs_per_chunk = jobs_per_chunk
+        self.compression = compression
         if resume:
             self.file = h5netcdf.File(self.tmp, "r+")
             self._check_resumable(provenance)
+            # chunks must be encoded as the datasets were created, whatever --compression says now
+            self.compression = str(self.file.attrs["compression"])
         else:
             self.file = h5netcdf.File(self.tmp, "w")
             self._create(provenance, filter_kwargs(compression), compression)

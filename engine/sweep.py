@@ -105,6 +105,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     blocks = block_bounds(len(grid.jobs), spec.jobs_per_block // per_chunk * per_chunk)
     started = time.perf_counter()
     writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk)
+    compression = writer.compression  # on --resume: the file's own
     try:
         if not resume:
             writer.write_current(current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options))

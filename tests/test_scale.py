@@ -111,8 +111,10 @@ def test_sigkill_then_resume_gives_the_same_cube(spec_file, reference_cube, tmp_
         assert int_attr(f.attrs, "complete") == 0
     with pytest.raises(PaigridError, match="--resume"):
         run_sweep(load_spec(spec_file), path, progress=False)
-    run_sweep(load_spec(spec_file), path, resume=True, progress=False)
+    run_sweep(load_spec(spec_file), path, resume=True, progress=False, compression="gzip")  # the file's lz4 wins
     assert_same_cube(reference_cube, path)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["compression"] == "lz4"
 
 
 def test_resume_refuses_a_different_spec(spec_file, tmp_path):
