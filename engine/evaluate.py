@@ -98,8 +98,8 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     jobs, n_gpu = grid.job_rows(start, stop)
     if buffers is None:
         out = allocate(grid, stop - start, write_cube)
-    else:  # leading-axis slices of C-contiguous arrays stay contiguous
-        out = {name: array[:stop - start] if array.shape[0] > 1 or name not in CUBE_VARIABLES else array
+    else:  # leading-axis slices of C-contiguous arrays stay contiguous (reduce-only: dummies as they are)
+        out = {name: array if name in CUBE_VARIABLES and not write_cube else array[:stop - start]
                for name, array in buffers.items()}
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
     if not write_cube:
