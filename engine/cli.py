@@ -152,6 +152,7 @@ QUERY_UNITS = {"step_time": "s", "throughput": "samples/s", "throughput_tokens":
 def query(
     path: Path = typer.Argument(..., help="Cube file."),
     best_arch: bool = typer.Option(False, "--best-arch", help="Best architecture and interconnect per job."),
+    pareto: bool = typer.Option(False, "--pareto", help="Every configuration on each job's time/cost Pareto front."),
     by: By = typer.Option(By.time, help="Rank by time per sample (throughput) or by cost per sample."),
     where: Optional[list[str]] = typer.Option(None, help="Filter DIM=VALUE[,VALUE...] (repeatable)."),
     job: Optional[list[str]] = typer.Option(None, help="Only this job (repeatable)."),
@@ -160,18 +161,19 @@ def query(
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
-    """Answer a question from a cube: --best-arch gives one row per job (K with --top)."""
+    """Answer a question from a cube: --best-arch gives one row per job (K with --top), --pareto
+    each job's fastest-to-cheapest front."""
     from .output import emit
     from .query import best_configurations, check_calibration, open_cube, parse_where
 
     fmt = _fmt(json_out, csv_out)
-    if not best_arch:
-        raise PaigridError("say what to query: --best-arch.")
+    if best_arch == pareto:
+        raise PaigridError("say what to query: --best-arch or --pareto.")
     cube = open_cube(path)
     try:
         check_calibration(cube, calibration)
         filters = parse_where(where or [], cube)
-        rows = best_configurations(cube, by.value, filters, job, top)
+        rows = best_configurations(cube, by.value, filters, job, top, pareto)
         fixed = {d for d, idx in filters.items() if len(idx) == 1} | {
             d for d in ("gpu", "n_gpu", "precision") if len(cube.labels[d]) == 1}
         if cube.labels["n_gpu"] == [0]:  # "current": every job has its own GPU count

@@ -134,18 +134,24 @@ def _label_index(dim: str, value: str, labels: list) -> int:
 
 
 def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]] | None = None,
-                        jobs: list[str] | None = None, top: int = 1) -> list[dict]:
-    """The ``top`` best configurations of each job under the filters, as result rows.
+                        jobs: list[str] | None = None, top: int = 1, pareto: bool = False) -> list[dict]:
+    """The ``top`` best configurations of each job under the filters, as result rows; with
+    ``pareto``, every configuration on the job's Pareto front of time per sample and cost per
+    sample instead (fastest first; none is both slower and dearer than another).
 
     Each row: job, model, arch, intra, network, gpu, n_gpu, precision, step_time [s],
     throughput [samples/s], throughput_tokens [tokens/s], cost [USD per 1e6 samples],
     bottleneck, and speedup (best throughput / current throughput; NaN without a current
     configuration).  A job with no feasible configuration under the filters gets one row of NaN.
+    The stored reductions answer the Pareto front exactly too: within one (gpu, n_gpu,
+    precision) time and cost per sample are proportional, so the fastest also dominates.
     """
     if by not in ("time", "cost"):
         raise PaigridError(f"--by takes time or cost, not {by!r}.")
     if top < 1:
         raise PaigridError(f"--top must be at least 1, not {top}.")
+    if pareto and top > 1:
+        raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
     where = where or {}
     job_rows = _job_indices(cube, jobs)
     needs_cube = top > 1 or any(dim in where for dim in REDUCED_DIMS)
@@ -161,15 +167,29 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     for pos, (j, (step, code, cfg)) in enumerate(zip(job_rows, candidates)):
         n = n_values[pos][cfg["n"]]
         samples = meta["samples_per_step"][pos]
-        if by == "time":
-            metric = step / (n * samples)
+        time_per_sample = step / (n * samples)
+        cost_per_sample = price[cfg["g"]] / 3600.0 * 1e6 / samples * step
+        if pareto:
+            order = pareto_front(time_per_sample, cost_per_sample) or [0]
         else:
-            metric = price[cfg["g"]] / 3600.0 * 1e6 / samples * step
-        order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
-        order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
+            metric = time_per_sample if by == "time" else cost_per_sample
+            order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
+            order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
         for k in order:
             rows.append(_row(cube, j, pos, k, step, code, cfg, n, meta, price))
     return rows
+
+
+def pareto_front(time: np.ndarray, cost: np.ndarray) -> list[int]:
+    """Indices of the non-dominated points (smaller is better in both), by increasing time;
+    of equal points the first is kept, NaN points are left out."""
+    candidates = np.nonzero(~(np.isnan(time) | np.isnan(cost)))[0]
+    front, cheapest = [], np.inf
+    for k in candidates[np.lexsort((cost[candidates], time[candidates]))]:  # stable: first of equals
+        if cost[k] < cheapest:
+            front.append(int(k))
+            cheapest = cost[k]
+    return front
 
 
 def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:

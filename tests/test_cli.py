@@ -141,3 +141,13 @@ def test_user_catalogue_replaces_the_built_in_one(tmp_path):
     assert json.loads(mine_result.output)["step_time"] == builtin["step_time"]
     assert_clean_error(run(*args, "--gpu", "A100", "--catalogue", f"gpus={tmp_path / 'gpus.csv'}"), "unknown gpu")
     assert_clean_error(run(*args, "--gpu", "V100", "--catalogue", "chips=x.csv"), "--catalogue")
+
+
+def test_query_pareto_lists_each_jobs_front(cube):
+    rows = json.loads(run("query", cube, "--pareto", "--json", "--job", "resnet50").output)
+    assert rows and all(r["job"] == "resnet50" for r in rows)
+    times = [r["step_time"] / (r["n_gpu"] * 64) for r in rows]
+    costs = [r["cost"] for r in rows]
+    assert times == sorted(times) and costs == sorted(costs, reverse=True)
+    assert_clean_error(run("query", cube, "--pareto", "--top", 2), "--pareto")
+    assert_clean_error(run("query", cube, "--pareto", "--best-arch"), "--best-arch or --pareto")

@@ -216,3 +216,38 @@ def test_chunks_of_several_jobs_with_a_partial_last_chunk(tmp_path, compression)
         assert a["step_time"].chunks[0] == 4 and b["step_time"].chunks[0] == 1   # 5 jobs: chunks of 4 + 1
         for name in ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "valid"):
             np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
+
+
+def brute_force_front(ds, job, **where):
+    """Every feasible configuration of ``job`` not dominated in (time per sample, cost per sample)."""
+    sub = ds.sel(job=job).sel({k: [v] for k, v in where.items()})   # lists keep the dimensions
+    step = sub.step_time.where((sub.valid == 1) & (sub.fits_memory == 1))
+    order = ("gpu", "n_gpu", "precision", "arch", "intra", "network")
+    time = (step / (sub.n_gpu * sub.samples_per_step)).transpose(*order)
+    cost = (sub.price / 3600.0 * 1e6 / sub.samples_per_step * step).transpose(*order)
+    t, c = time.values.reshape(-1), cost.values.reshape(-1)
+    points = []
+    for k in np.nonzero(~np.isnan(t))[0]:
+        dominated = np.any((t <= t[k]) & (c <= c[k]) & ((t < t[k]) | (c < c[k])))
+        duplicate_before = np.any((t[:k] == t[k]) & (c[:k] == c[k]))
+        if not dominated and not duplicate_before:
+            index = np.unravel_index(k, time.shape)
+            points.append({d: time[d].values[i].item() for d, i in zip(order, index)})
+    return sorted(points, key=lambda p: (float(time.sel(p)), float(cost.sel(p))))
+
+
+@pytest.mark.parametrize("where", [{}, {"network": "eth-25g"}])
+def test_pareto_front_equals_brute_force(cube_path, ds, where):
+    cube = open_cube(cube_path)
+    try:
+        rows = best_configurations(cube, "time", parse_where([f"{k}={v}" for k, v in where.items()], cube),
+                                   pareto=True)
+    finally:
+        cube.close()
+    for job in ds.job.values:
+        got = [{d: r[d] for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network")}
+               for r in rows if r["job"] == job]
+        want = brute_force_front(ds, job, **where) or [dict.fromkeys(got[0])]
+        assert got == want, job
+    sizes = [sum(r["job"] == job for r in rows) for job in ds.job.values]
+    assert max(sizes) > 1     # a real trade-off exists in this grid
