@@ -16,7 +16,6 @@ collective algorithm, topology-aware intra-server bandwidth, NICs per server and
 pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time).
 """
 
-import math
 
 import numpy as np
 from numba import prange
@@ -78,7 +77,7 @@ def ring_or_tree_seconds(nbytes, n, bandwidth, latency, collective):
         return 0.0
     volume = 2.0 * (n - 1.0) / n * nbytes / bandwidth
     if collective == COLLECTIVE_TREE:
-        return volume + 2.0 * math.ceil(math.log2(n)) * latency
+        return volume + 2.0 * np.ceil(np.log2(n)) * latency
     return volume + 2.0 * (n - 1.0) * latency
 
 
@@ -91,7 +90,7 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
     k per server, ``nics`` NICs per server, ``pcie_roots`` PCIe root links per server and
     ``ps_count`` parameter servers (0: one per worker server).
     """
-    servers = math.ceil(n / k)
+    servers = np.ceil(n / k)
     if arch == ARCH_1W1G:
         return 0.0
     if arch == ARCH_1WNG:
@@ -151,7 +150,7 @@ def job_gpu_terms(job, gpu, peak, prec, workspace, out_data, out_flop, out_mem, 
     """
     accum = job[J_ACCUM]
     for p in range(prec.shape[0]):
-        if math.isnan(peak[p]):
+        if np.isnan(peak[p]):
             out_data[p] = np.nan
             out_flop[p] = np.nan
             out_mem[p] = np.nan

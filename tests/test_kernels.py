@@ -272,3 +272,23 @@ def test_more_flops_is_never_faster(seed):
     ok = finite_valid(before)
     assert (after["step_time"][ok] >= before["step_time"][ok]).all()
     assert (after["step_time"][ok] > before["step_time"][ok]).any()
+
+
+def test_kernels_import_only_numpy_and_numba_and_never_use_fastmath():
+    import ast
+    from pathlib import Path
+
+    import paigrid.kernels
+
+    folder = Path(paigrid.kernels.__file__).parent
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [] if node.level else [node.module.split(".")[0]]
+            else:
+                continue
+            assert set(names) <= {"numpy", "numba"}, (path.name, names)
+        assert "fastmath" not in path.read_text().replace("``fastmath``", ""), path.name
