@@ -28,8 +28,13 @@ def _client(stack: ExitStack, scheduler: str | None, workers: int | None):
             return stack.enter_context(Client(scheduler, timeout="20s"))
         except (OSError, TimeoutError) as exc:
             raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
+    import os
+
+    # each worker process runs the parallel kernel: share the cores out instead of oversubscribing
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
     cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", host="127.0.0.1"))
+                                               dashboard_address=":0", host="127.0.0.1",
+                                               env={"NUMBA_NUM_THREADS": threads}))
     return stack.enter_context(Client(cluster))
 
 
