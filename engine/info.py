@@ -11,6 +11,7 @@ import numpy as np
 from .catalog import BUILTIN, load
 from .errors import PaigridError
 from .query import LABEL_DIMS, open_cube
+from .store import str_attr
 
 
 def describe(path: str | Path) -> str:
@@ -39,8 +40,7 @@ def describe(path: str | Path) -> str:
         lines.append("provenance:")
         for key in ("paigrid_version", "created", "compression", "efficiency_source", "catalogue_sha256", "spec"):
             if key in f.attrs:
-                value = f.attrs[key]
-                value = value.decode() if isinstance(value, bytes) else value
+                value = str_attr(f.attrs, key)
                 if key in ("catalogue_sha256", "spec"):
                     value = json.dumps(json.loads(value))
                 lines.append(f"  {key}: {value}")

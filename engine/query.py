@@ -20,7 +20,8 @@ import numpy as np
 from paigrid.kernels import layout as L
 
 from .errors import PaigridError
-from .store import int_attr, partial_path
+from .evaluate import decode_best
+from .store import decode_strings, int_attr, partial_path, str_attr
 
 LABEL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
 REDUCED_DIMS = ("arch", "intra", "network")
@@ -39,10 +40,6 @@ class Cube:
     def close(self) -> None:
         """Close the file."""
         self.file.close()
-
-
-def _decode(values) -> list:
-    return [v.decode() if isinstance(v, bytes) else v for v in values]
 
 
 def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
@@ -66,7 +63,7 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     if "block_done" not in f or "job" not in f:
         f.close()
         raise PaigridError(f"{path} is an HDF5 file but not a paigrid cube.")
-    labels = {dim: _decode(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
+    labels = {dim: decode_strings(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
     complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(f["block_done"][:] == 1))
     cube = Cube(path, f, labels, complete, str(f.attrs.get("mode", "full")))
     if not complete and not allow_incomplete:
@@ -85,8 +82,7 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
         return
     if not Path(calibration).is_file():
         raise PaigridError(f"the calibration file {calibration} does not exist.")
-    stored = cube.file.attrs.get("calibration_sha256", "")
-    stored = stored.decode() if isinstance(stored, bytes) else str(stored)
+    stored = str_attr(cube.file.attrs, "calibration_sha256")
     if stored != file_sha256(calibration):
         made = "with another calibration" if stored else "with the default efficiencies"
         raise PaigridError(f"{cube.path} was computed {made}, not with {calibration}; sweep again with "
@@ -196,7 +192,7 @@ def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per-job variables the rows need, read once (whole 1-D variables, then the selected jobs)."""
     f = cube.file
     meta = {name: f[name][:][job_rows] for name in ("samples_per_step", "tokens_per_sample")}
-    meta["model"] = np.array(_decode(f["model"][:]), dtype=object)[job_rows]
+    meta["model"] = np.array(decode_strings(f["model"][:]), dtype=object)[job_rows]
     meta["current_throughput"] = (f["current_throughput"][:][job_rows] if "current_throughput" in f
                                   else np.full(len(job_rows), np.nan))
     return meta
@@ -238,8 +234,7 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
     for j in job_rows:
         step, flat, code = ((a[j] if every else f[name][j])[np.ix_(g, n, p)].reshape(-1)
                             for a, name in zip(arrays, ("best_step_time", "best_index", "best_bottleneck")))
-        a, rest = np.divmod(np.maximum(flat, 0), n_i * n_w)
-        i, w = np.divmod(rest, n_w)
+        a, i, w = decode_best(flat, n_i, n_w)
         yield step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
 
 

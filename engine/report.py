@@ -33,6 +33,7 @@ from paigrid.kernels import layout as L
 
 from .errors import PaigridError
 from .query import Cube, open_cube
+from .store import decode_strings, str_attr
 
 SWEEP_COMMAND = ("paigrid population --jobs 10000 --seed 1 --out pop.csv && "
                  "paigrid study-spec --out study.toml && "
@@ -103,7 +104,7 @@ REASONS = {
 
 # --- reading the cube ----------------------------------------------------------------------------
 def _strings(dataset) -> np.ndarray:
-    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in dataset[:]], dtype=object)
+    return np.array(decode_strings(dataset[:]), dtype=object)
 
 
 def _check_cube(cube: Cube) -> None:
@@ -296,7 +297,7 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     }
     result = {
         "cube": {"path": str(cube.path), "jobs": n, "labels": {d: list(map(str, labels[d])) for d in COORDS},
-                 "created": _attr(f, "created"), "paigrid_version": _attr(f, "paigrid_version")},
+                 "created": str_attr(f.attrs, "created"), "paigrid_version": str_attr(f.attrs, "paigrid_version")},
         "current": {"arch": cur["arch"], "gpu": cur["gpu"], "n_gpu": n_gpu, **{c: current[c] for c in COMPONENTS},
                     "step_time": current["step_time"], "bottleneck": current["bottleneck"]},
         "analysed": analysed, "excluded": excluded,
@@ -306,11 +307,6 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     }
     result["headline"] = headline_rows(result)
     return result
-
-
-def _attr(f, key: str) -> str:
-    value = f.attrs.get(key, "")
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _ps_nvlink(cur, analysed, values, sibling, model) -> dict:

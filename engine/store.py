@@ -51,6 +51,17 @@ def int_attr(attrs, name: str, default: int = 0) -> int:
     return int(np.asarray(attrs.get(name, default)).reshape(-1)[0])
 
 
+def str_attr(attrs, name: str) -> str:
+    """A text file attribute ("" when absent), whether h5py returns it as bytes or str."""
+    value = attrs.get(name, "")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def decode_strings(values) -> list:
+    """Values of a string variable as str (h5py may return bytes); other values unchanged."""
+    return [v.decode() if isinstance(v, bytes) else v for v in values]
+
+
 CHUNK_TARGET_BYTES = 2 * 2**20
 
 
