@@ -217,9 +217,9 @@ def predict(
     result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
                          parse_option_items(option), parse_catalogue_items(catalogue))
     if json_out:
-        from .output import _json_value
+        from .output import json_safe
 
-        typer.echo(json.dumps({k: _json_value(v) for k, v in result.items()}, indent=1))
+        typer.echo(json.dumps(json_safe(result), indent=1))
         return
     units = {"step_time": "s", "t_data": "s", "t_flop": "s", "t_mem": "s", "t_comm": "s", "throughput": "samples/s",
              "throughput_tokens": "tokens/s", "cost": "USD/1e6 samples", "energy": "J/sample", "batch": "samples"}

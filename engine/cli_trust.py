@@ -49,14 +49,10 @@ def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> s
 
 def _model(calibration: Optional[Path], option: Optional[list[str]]):
     """Efficiency factors (defaults with a calibration on top) and model options."""
-    from .efficiency import defaults, load_calibration
+    from .efficiency import with_calibration
     from .spec import Options
 
-    efficiency, options = defaults(), Options()
-    if calibration is not None:
-        calib = load_calibration(calibration)
-        efficiency = efficiency.overridden(calib)
-        options = options.with_overrides(calib.options, str(calibration))
+    efficiency, options = with_calibration(Options(), calibration)
     return efficiency, options.with_overrides(parse_option_items(option), "--option")
 
 
@@ -64,16 +60,6 @@ def _rows(measurements: Path, rows_where: Optional[list[str]], cats):
     from .measurements import load_measurements, select
 
     return select(load_measurements(measurements, cats), rows_where, cats)
-
-
-def _json_clean(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_clean(v) for v in value]
-    return value
 
 
 @app.command()
@@ -132,7 +118,9 @@ def validate(
     rows = _rows(measurements, rows_where, cats)
     result = run_validation(rows, efficiency, options, cats)
     if json_out:
-        typer.echo(json.dumps(_json_clean(result), indent=1))
+        from .output import json_safe
+
+        typer.echo(json.dumps(json_safe(result), indent=1))
         return
     table = [{**r, "error": _percent(r["error"]), "predicted": _rate(r["predicted"]), "measured": _rate(r["measured"])}
              for r in result["rows"]]

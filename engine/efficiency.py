@@ -85,6 +85,16 @@ def workspace_bytes() -> float:
     return _model_defaults()["workspace"]["GB"] * 1e9
 
 
+def with_calibration(options, calibration: str | Path | None):
+    """The default efficiencies and the model ``options`` (a ``spec.Options``), with a
+    calibration file's efficiencies and options on top (``None``: no calibration)."""
+    eff = defaults()
+    if calibration is None:
+        return eff, options
+    eff = eff.overridden(load_calibration(calibration))
+    return eff, options.with_overrides(eff.options, str(calibration))
+
+
 def load_calibration(path: str | Path) -> Efficiency:
     """Read a calibration TOML into an ``Efficiency`` holding only its overrides."""
     path = Path(path)

@@ -20,9 +20,15 @@ def _cell(value) -> str:
     return str(value)
 
 
-def _json_value(value):
+def json_safe(value):
+    """``value`` with every non-finite float (NaN, inf) replaced by None, through dicts and lists:
+    JSON has no NaN."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -31,7 +37,7 @@ def emit(rows: list[dict], columns: list[str], fmt: str = "table", units: dict[s
     """Write ``rows`` (only ``columns``) as ``table``, ``json`` or ``csv``; units go in the table header."""
     stream = stream or sys.stdout
     if fmt == "json":
-        json.dump([{c: _json_value(r.get(c)) for c in columns} for r in rows], stream, indent=1)
+        json.dump([{c: json_safe(r.get(c)) for c in columns} for r in rows], stream, indent=1)
         stream.write("\n")
         return
     if fmt == "csv":

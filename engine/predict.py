@@ -108,16 +108,13 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
     from paigrid.kernels.layout import ARCH_NAMES
 
     from .catalog import Catalogues
-    from .efficiency import defaults, load_calibration
+    from .efficiency import with_calibration
     from .jobs import load_jobs, resolve_link
 
     if arch not in ARCH_NAMES:
         raise PaigridError(f"unknown architecture {arch!r}; known: {', '.join(ARCH_NAMES)}.")
     spec = SweepSpec(workloads=[workload])
-    eff = defaults()
-    if calibration is not None:
-        eff = eff.overridden(load_calibration(calibration))
-        spec.options = spec.options.with_overrides(eff.options, str(calibration))
+    eff, spec.options = with_calibration(spec.options, calibration)
     spec.options = spec.options.with_overrides(option_values or {}, "--option")
     cats = Catalogues.load(catalogues)
     job = load_jobs(spec, cats)[0][0]

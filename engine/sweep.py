@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .catalog import Catalogues
-from .efficiency import defaults, load_calibration
+from .efficiency import with_calibration
 from .errors import PaigridError
 from .evaluate import evaluate_block
 from .jobs import load_jobs
@@ -39,11 +39,7 @@ class SweepResult:
 def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Grid, dict]:
     """Resolve a spec into a grid and the provenance attributes its cube will carry."""
     cats = Catalogues.load(spec.catalogues)
-    eff = defaults()
-    if calibration is not None:
-        eff = eff.overridden(load_calibration(calibration))
-        if eff.options:
-            spec.options = spec.options.with_overrides(eff.options, str(calibration))
+    eff, spec.options = with_calibration(spec.options, calibration)
     jobs, cats = load_jobs(spec, cats)
     grid = build_grid(spec, jobs, cats, eff)
     provenance = {"spec": spec.to_toml_dict(), "catalogue_sha256": cats.checksums(),
