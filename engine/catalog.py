@@ -90,27 +90,39 @@ def to_float(text: str, origin: str, column: str) -> float:
         raise PaigridError(f"{origin}: column {column!r} holds {text!r}, which is not a number.") from None
 
 
-def parse_csv(text: str, kind: str, origin: str, required: tuple[str, ...] = ("name",)) -> Catalogue:
-    """Parse CSV text into a catalogue, checking the header and the field count of every row."""
+def csv_table(text: str, origin: str, what: str,
+              required: tuple[str, ...] = ()) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """Header and ``(line number, row)`` pairs of CSV text, cells stripped, blank lines skipped.
+
+    One sentence (naming ``origin`` and, for a row, its line) for an empty text, a missing
+    ``required`` column, a row whose field count differs from the header's, and no rows;
+    ``what`` names the kind of file in them ("a gpus catalogue").
+    """
     reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise PaigridError(f"{origin} is empty; a {kind} catalogue needs a header row.") from None
+    header = [h.strip() for h in next(reader, [])]
+    if not header:
+        raise PaigridError(f"{origin} is empty; {what} needs a header row.")
     missing = [c for c in required if c not in header]
     if missing:
-        raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} of a {kind} catalogue.")
+        raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} of {what} "
+                           f"(required: {', '.join(required)}).")
     rows = []
     for line_no, cells in enumerate(reader, start=2):
         if not cells or all(not c.strip() for c in cells):
             continue
         if len(cells) != len(header):
             raise PaigridError(f"{origin} line {line_no} has {len(cells)} fields where the header has {len(header)}.")
-        rows.append({h: c.strip() for h, c in zip(header, cells)})
+        rows.append((line_no, {h: c.strip() for h, c in zip(header, cells)}))
     if not rows:
         raise PaigridError(f"{origin} has a header but no rows.")
+    return header, rows
+
+
+def parse_csv(text: str, kind: str, origin: str, required: tuple[str, ...] = ("name",)) -> Catalogue:
+    """Parse CSV text into a catalogue (checked by ``csv_table``)."""
+    header, rows = csv_table(text, origin, f"a {kind} catalogue", required)
     digest = hashlib.sha256(text.encode()).hexdigest()
-    return Catalogue(kind, origin, header, rows, digest)
+    return Catalogue(kind, origin, header, [row for _, row in rows], digest)
 
 
 def builtin_text(kind: str) -> str:

@@ -9,14 +9,13 @@ configuration.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES
 
-from .catalog import Catalogue, Catalogues, parse_csv, to_float
+from .catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
 from .errors import PaigridError
 from .userfiles import read_text
 from .spec import JOB_OPTIONS, Options, SweepSpec, coerce_options
@@ -35,20 +34,6 @@ class Job:
     options: dict[str, float]
     current: dict[str, object] | None = None
     extra: dict[str, str] = field(default_factory=dict)
-
-
-def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    text = read_text(path, "the workloads file")
-    reader = csv.DictReader(text.splitlines())
-    if not reader.fieldnames:
-        raise PaigridError(f"the workloads file {path} is empty.")
-    rows = list(reader)
-    for line_no, row in enumerate(rows, start=2):
-        if None in row or any(v is None for v in row.values()):
-            raise PaigridError(f"{path} line {line_no} does not have as many fields as the header.")
-    if not rows:
-        raise PaigridError(f"the workloads file {path} has a header but no rows.")
-    return list(reader.fieldnames), rows
 
 
 def _row_options(row: dict[str, str], base: Options, origin: str) -> dict[str, float]:
@@ -108,10 +93,11 @@ def load_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], Catalogues]
         names = [cats.workloads.resolve(n) for n in spec.workloads]
     else:
         path = Path(spec.workloads)
-        header, rows = _read_csv(path)
+        text = read_text(path, "the workloads file")
+        header, rows = csv_table(text, str(path), "a workloads or population file")
         if "model" in header:
             return _population_jobs(rows, header, path, spec.options, cats), cats
-        cats.workloads = parse_csv(read_text(path, "the workloads file"), "workloads", str(path))
+        cats.workloads = parse_csv(text, "workloads", str(path))
         return [_catalogue_job(row, cats, spec.options, f"{path} row {row['name']!r}")
                 for row in cats.workloads.rows], cats
     if len(set(names)) != len(names):
@@ -129,7 +115,7 @@ def _population_jobs(rows, header, path: Path, options: Options, cats: Catalogue
     if "job" not in header:
         raise PaigridError(f"{path} has a model column but no job column; a population file needs both.")
     jobs, seen = [], set()
-    for line_no, row in enumerate(rows, start=2):
+    for line_no, row in rows:
         origin = f"{path} line {line_no}"
         name = row["job"].strip()
         if not name or name in seen:

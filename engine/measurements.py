@@ -30,9 +30,7 @@ alias table does not know fall back to the catalogue's own names and aliases.
 
 from __future__ import annotations
 
-import csv
 import fnmatch
-import io
 import math
 from dataclasses import dataclass, field
 from importlib import resources
@@ -40,7 +38,7 @@ from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES
 
-from .catalog import Catalogues, to_float
+from .catalog import Catalogues, csv_table, to_float
 from .errors import PaigridError
 from .userfiles import read_text
 from .jobs import Job, resolve_link
@@ -113,11 +111,8 @@ def load_aliases(path: str | Path | None = None) -> list[dict[str, str]]:
         origin = "the built-in measurement_aliases.csv"
     else:
         text, origin = read_text(path, "the alias table file"), str(path)
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in ("measured_model", "seq_len_or_image_size", "workload") if c not in (reader.fieldnames or [])]
-    if missing:
-        raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} of an alias table.")
-    return [{k: (v or "").strip() for k, v in row.items() if k} for row in reader]
+    _, rows = csv_table(text, origin, "an alias table", ("measured_model", "seq_len_or_image_size", "workload"))
+    return [row for _, row in rows]
 
 
 def _same_size(a: str, b: str) -> bool:
@@ -246,23 +241,12 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
     path = Path(path)
     cats = cats or Catalogues.load()
     aliases = load_aliases() if aliases is None else aliases
-    reader = csv.reader(io.StringIO(read_text(path, "the measurements file")))
-    header = [h.strip() for h in next(reader, [])]
-    if not header:
-        raise PaigridError(f"the measurements file {path} is empty.")
-    missing = [c for c in REQUIRED if c not in header]
-    if missing:
-        raise PaigridError(f"{path} lacks the column(s) {', '.join(missing)} of a measurements file "
-                           f"(required: {', '.join(REQUIRED)}).")
+    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a measurements file", REQUIRED)
     rows, seen = [], set()
-    for line_no, values in enumerate(reader, start=2):
-        if not values or all(not v.strip() for v in values):
-            continue
-        if len(values) != len(header):
-            raise PaigridError(f"{path} line {line_no} has {len(values)} fields where the header has {len(header)}.")
+    for line_no, cells in table:
         origin = f"{path} line {line_no}"
         try:
-            row = _measurement(dict(zip(header, (v.strip() for v in values))), aliases, cats, origin)
+            row = _measurement(cells, aliases, cats, origin)
         except PaigridError as exc:
             if str(exc).startswith(origin):
                 raise
@@ -271,8 +255,6 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
             raise PaigridError(f"{path} line {line_no}: the id {row.id!r} is used twice.")
         seen.add(row.id)
         rows.append(row)
-    if not rows:
-        raise PaigridError(f"the measurements file {path} has a header but no rows.")
     return rows
 
 
