@@ -29,8 +29,6 @@ known only to within a factor e: relative standard error of log p above 1).
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -39,6 +37,7 @@ import numpy as np
 from .catalog import Catalogues
 from .efficiency import Efficiency
 from .errors import PaigridError
+from .userfiles import write_text_atomically
 from .measurements import Measurement, predict_rows
 from .spec import Options
 
@@ -328,23 +327,5 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
 
 
 def write_calibration(result: Fit, path: str | Path, notes: dict | None = None) -> Path:
-    """Write the calibration TOML atomically (a temporary file, then ``os.replace``); returns the path."""
-    path = Path(path)
-    text = calibration_text(result, notes)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent if str(path.parent) else ".")
-    except OSError as exc:
-        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
-    return path
+    """Write the calibration TOML atomically (``userfiles.write_text_atomically``); returns the path."""
+    return write_text_atomically(path, calibration_text(result, notes))

@@ -10,8 +10,6 @@ The study pipeline (README):
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -19,7 +17,7 @@ import typer
 
 from .cli import app, guarded, trace_app
 from .errors import PaigridError
-from .userfiles import check_writable_file
+from .userfiles import check_writable_file, write_text_atomically
 
 STUDY_SPEC = "pai_study.toml"
 
@@ -88,15 +86,7 @@ def study_spec(
         typer.echo(text, nl=False)
         return
     check_writable_file(out)
-    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_text_atomically(out, text)
     typer.echo(f"wrote {out}", err=True)
 
 

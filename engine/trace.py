@@ -53,12 +53,13 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import math
 import os
-import tempfile
 from collections import Counter, defaultdict
 
 from .population import POPULATION_COLUMNS
+from .userfiles import write_text_atomically
 
 TABLE_COLUMNS = {
     "pai_job_table.csv": ("job_name", "inst_id", "user", "status", "start_time", "end_time"),
@@ -376,28 +377,15 @@ def write_population(rows, path):
     interrupted write never leaves a file that looks whole. Raises ValueError (and leaves
     ``path`` untouched) if a row does not have exactly those columns.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(POPULATION_COLUMNS)
-            for i, row in enumerate(rows):
-                if set(row) != set(POPULATION_COLUMNS):
-                    missing = sorted(set(POPULATION_COLUMNS) - set(row))
-                    extra = sorted(set(row) - set(POPULATION_COLUMNS))
-                    raise ValueError(f"Population row {i} has the wrong columns (missing "
-                                     f"{missing}, extra {extra}); nothing was written to "
-                                     f"{path}.")
-                writer.writerow(["" if row[c] is None else str(row[c])
-                                 for c in POPULATION_COLUMNS])
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(POPULATION_COLUMNS)
+    for i, row in enumerate(rows):
+        if set(row) != set(POPULATION_COLUMNS):
+            missing = sorted(set(POPULATION_COLUMNS) - set(row))
+            extra = sorted(set(row) - set(POPULATION_COLUMNS))
+            raise ValueError(f"Population row {i} has the wrong columns (missing "
+                             f"{missing}, extra {extra}); nothing was written to "
+                             f"{path}.")
+        writer.writerow(["" if row[c] is None else str(row[c]) for c in POPULATION_COLUMNS])
+    write_text_atomically(path, buffer.getvalue())

@@ -4,6 +4,7 @@ clear sentence for every way that can fail."""
 from __future__ import annotations
 
 import os
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -40,3 +41,29 @@ def check_writable_file(path: str | Path) -> None:
         raise PaigridError(f"cannot write {path}: it is a folder.")
     if not os.access(parent, os.W_OK):
         raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
+
+
+def write_text_atomically(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, synced and then
+    renamed over ``path``, so an interrupted write never leaves a file that looks whole.  The
+    file gets the usual permissions (0o666 less the umask).  Returns the path."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
+    except OSError as exc:
+        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
