@@ -52,14 +52,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from paigrid.kernels.layout import ARCH_NAMES
+
 POPULATION_COLUMNS = (
     "job", "model", "batch", "gpus_per_node", "current_arch", "current_gpu",
     "current_n_gpu", "current_intra", "current_network", "current_precision", "source",
 )
 """Columns of a population CSV, in file order."""
 
-ARCHS = ("1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster")
-"""Training architectures a population row may name."""
+ARCHS = ARCH_NAMES
+"""Training architectures a population row may name (the kernel's)."""
 
 ARCH_JOB_SHARE = {"1w1g": 0.42, "1wng": 0.17, "allreduce-local": 0.12, "ps-worker": 0.29}
 """Share of jobs per architecture (ps-worker 0.29 from the paper; the split of the rest is ours)."""
