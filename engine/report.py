@@ -31,6 +31,7 @@ import numpy as np
 
 from paigrid.kernels import layout as L
 
+from . import evaluate
 from .errors import PaigridError
 from .query import Cube, open_cube
 from .store import decode_strings, str_attr
@@ -48,7 +49,7 @@ BOTTLENECKS = L.BOTTLENECK_NAMES
 ARCHS = L.ARCH_NAMES
 COORDS = ("arch", "gpu", "intra", "network", "precision")
 FULL_VARIABLES = ("step_time", "t_comm", "valid", "bottleneck")          # (job, arch, gpu, n_gpu, intra, network, precision)
-JOB_GPU_VARIABLES = ("t_data", "t_flop", "t_mem", "fits_memory")        # (job, gpu, precision)
+JOB_GPU_VARIABLES = tuple(evaluate.JOB_GPU_VARIABLES)                   # (job, gpu, precision)
 CURRENT_VARIABLES = tuple(f"current_{d}" for d in COORDS) + ("current_n_gpu",)
 
 NETWORK_ARCHS = ("ps-worker", "allreduce-cluster")
