@@ -22,6 +22,7 @@ from paigrid.kernels import layout as L
 from .errors import PaigridError
 from .evaluate import decode_best
 from .store import decode_strings, int_attr, partial_path, str_attr
+from .userfiles import file_sha256
 
 LABEL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
 REDUCED_DIMS = ("arch", "intra", "network")
@@ -76,8 +77,6 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
 
 def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
     """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
-    from .sweep import file_sha256
-
     if calibration is None:
         return
     if not Path(calibration).is_file():

@@ -23,7 +23,7 @@ from .predict import current_predictions
 from .spec import SweepSpec
 from .store import CubeWriter, cube_jobs_per_chunk, estimated_bytes, partial_path
 from .tables import Grid, build_grid
-from .userfiles import check_writable_file
+from .userfiles import check_writable_file, file_sha256
 
 
 @dataclass
@@ -46,15 +46,6 @@ def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Gri
                   "efficiency_source": eff.origin, "calibration_sha256": file_sha256(calibration),
                   "paigrid_version_started": __version__}
     return grid, provenance
-
-
-def file_sha256(path: str | Path | None) -> str:
-    """sha256 of a file's bytes ("" for no file): how a cube records which calibration made it."""
-    if path is None:
-        return ""
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:

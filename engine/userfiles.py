@@ -3,6 +3,7 @@ clear sentence for every way that can fail."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import tomllib
@@ -67,3 +68,10 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def file_sha256(path: str | Path | None) -> str:
+    """sha256 of a file's bytes ("" for no file): how a cube records which calibration made it."""
+    if path is None:
+        return ""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
