@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
-from paigrid.evaluate import CUBE_VARIABLES, allocate, evaluate_block, run_kernel
+from paigrid.evaluate import allocate, evaluate_block, run_kernel
+from paigrid.schema import CUBE_VARIABLES
 from paigrid.kernels import model, reference
-from paigrid.spec import SweepSpec
-from paigrid.store import filter_kwargs
-from paigrid.sweep import prepare, run_sweep
+from paigrid.inputs.spec import SweepSpec
+from paigrid.codecs import filter_kwargs
+from paigrid.sweeping import prepare, run_sweep
 
 
 def best_of(fn, repeat=3):
@@ -126,8 +127,8 @@ def bench_sweep(spec, folder, compression):
 
 def population_spec(folder: Path, jobs: int) -> SweepSpec:
     """The default grid over ``jobs`` synthetic population jobs (about 0.58 M configurations per job)."""
-    from paigrid.population import synthetic_population
-    from paigrid.trace import write_population
+    from paigrid.study.population import synthetic_population
+    from paigrid.study.trace import write_population
 
     csv_path = folder / f"population-{jobs}.csv"
     write_population(synthetic_population(jobs, seed=7), csv_path)
@@ -136,7 +137,8 @@ def population_spec(folder: Path, jobs: int) -> SweepSpec:
 
 def bench_reduce_and_query(folder: Path, jobs: int):
     """Reduce-only sweep rate on ~``jobs`` x 0.58 M configurations, then query latency on that cube."""
-    from paigrid.query import best_configurations, open_cube
+    from paigrid.cube import open_cube
+    from paigrid.query import best_configurations
 
     spec = population_spec(folder, jobs)
     grid, _ = prepare(spec)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from .errors import PaigridError
-from .evaluate import evaluate_block
-from .tables import Grid
+from paigrid.errors import PaigridError
+from paigrid.evaluate import evaluate_block
+from paigrid.inputs.tables import Grid
 
 IN_FLIGHT_PER_WORKER = 2
 

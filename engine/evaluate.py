@@ -12,41 +12,8 @@ import numpy as np
 
 from paigrid.kernels import layout as L
 
-from .tables import Grid
-
-#: outputs over all seven dimensions: name -> (dtype, units, long name)
-CUBE_VARIABLES = {
-    "step_time": (np.float32, "s", "time of one optimizer step of one replica"),
-    "t_comm": (np.float32, "s", "exposed weight/gradient communication per step"),
-    "throughput": (np.float32, "samples/s", "samples per second of the whole job"),
-    "cost": (np.float32, "USD/1e6 samples", "GPU rental cost per million samples"),
-    "energy": (np.float32, "J/sample", "GPU energy per sample at board power"),
-    "bottleneck": (np.uint8, "1", "largest time component"),
-    "valid": (np.uint8, "1", "1 where the configuration can exist"),
-}
-#: outputs over (job, gpu, precision)
-JOB_GPU_VARIABLES = {
-    "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
-    "t_flop": (np.float32, "s", "compute-bound ops per step"),
-    "t_mem": (np.float32, "s", "memory-bound ops per step"),
-    "fits_memory": (np.uint8, "1", "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory"),
-}
-#: per-job reductions over (job, gpu, n_gpu, precision)
-BEST_VARIABLES = {
-    "best_step_time": (np.float64, "s", "smallest step time over arch x intra x network (float32-rounded)"),
-    "best_index": (np.int32, "1", "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none"),
-    "best_bottleneck": (np.uint8, "1", "bottleneck of the best configuration"),
-}
-
-#: per-job best over everything, per criterion (time per sample, cost per sample)
-CRITERIA = ("time", "cost")
-OVERALL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
-OVERALL_VARIABLES = {
-    "overall_best": (np.int32, "1", "index into each of arch, gpu, n_gpu, intra, network, precision of the best "
-                                    "feasible configuration over everything, per criterion; -1 if none"),
-    "overall_step_time": (np.float64, "s", "step time of that configuration (float32-rounded)"),
-}
-
+from paigrid.inputs.tables import Grid
+from paigrid.schema import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, decode_best
 
 @dataclass
 class Block:
@@ -89,7 +56,7 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
 
     ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
     arrays: fresh arrays cost a page fault per 4 KiB on first touch, a good part of a block's time.
-    With ``compression`` (a ``store.COMPRESSIONS`` name) the cube variables come back encoded,
+    With ``compression`` (a ``codecs.COMPRESSIONS`` name) the cube variables come back encoded,
     one chunk per ``jobs_per_chunk`` jobs, compressed in parallel threads; the buffers are then
     free again on return.
     """
@@ -117,14 +84,14 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
 
 def encode_cube(block: Block, compression: str, jobs_per_chunk: int) -> None:
     """Replace the block's cube arrays by compressed chunks of ``jobs_per_chunk`` jobs, in
-    parallel threads (the codecs release the GIL; see ``store.chunk_encoder``).  A last chunk
+    parallel threads (the codecs release the GIL; see ``codecs.chunk_encoder``).  A last chunk
     past the end of the job axis is padded to the full chunk shape, as HDF5 stores edge chunks.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     import numba
 
-    from .store import chunk_encoder
+    from paigrid.codecs import chunk_encoder
 
     encode = chunk_encoder(compression)
     names = [name for name in CUBE_VARIABLES if name in block.arrays]
@@ -169,17 +136,3 @@ def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra,
         index[:, c] = np.where(found[:, None], np.stack([a, g, n, i, w, p], axis=1), -1)
         step[:, c] = np.where(found, best_step[np.arange(n_jobs), g, n, p], np.nan)
     return index, step
-
-
-def decode_best(best_index: np.ndarray, n_intra: int, n_network: int):
-    """Split flat best indices into (arch, intra, network) indices; -1 stays -1."""
-    none = best_index < 0
-    idx = np.where(none, 0, best_index)
-    arch, rest = np.divmod(idx, n_intra * n_network)
-    intra, network = np.divmod(rest, n_network)
-    return tuple(np.where(none, -1, x) for x in (arch, intra, network))
-
-
-def bottleneck_name(code: int) -> str:
-    """Readable name of a bottleneck flag."""
-    return L.BOTTLENECK_NAMES[code] if code < len(L.BOTTLENECK_NAMES) else "invalid"

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .catalog import BUILTIN, load
-from .errors import PaigridError
-from .query import LABEL_DIMS, open_cube
-from .store import str_attr
+from paigrid.inputs.catalog import BUILTIN, load
+from paigrid.errors import PaigridError
+from paigrid.cube import open_cube
+from paigrid.schema import LABEL_DIMS
+from paigrid.schema import str_attr
 
 
 def describe(path: str | Path) -> str:
@@ -63,8 +64,8 @@ SHOWN = {
 
 def describe_catalogues(name: str | None, as_csv: bool = False) -> str:
     """A summary of every built-in catalogue, or one catalogue as a table (or CSV)."""
-    from .catalog import builtin_text
-    from .output import emit
+    from paigrid.inputs.catalog import builtin_text
+    from paigrid.output import emit
 
     if name is None:
         lines = []

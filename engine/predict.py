@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from .errors import PaigridError
-from .evaluate import allocate, bottleneck_name, run_kernel
-from .jobs import Job
-from .spec import SweepSpec
-from .tables import build_grid, job_vector
+from paigrid.errors import PaigridError
+from paigrid.evaluate import allocate, run_kernel
+from paigrid.schema import bottleneck_name
+from paigrid.inputs.jobs import Job
+from paigrid.inputs.spec import SweepSpec
+from paigrid.inputs.tables import build_grid, job_vector
 
 
 def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) -> list[dict]:
@@ -80,7 +81,7 @@ def current_predictions(jobs: list[Job], cats, eff, options) -> dict[str, np.nda
 
 def invalid_reason(job: Job, config: dict, cats) -> str:
     """Why ``config`` cannot exist for ``job``, in one sentence (empty when it can)."""
-    from .tables import fits_matrix
+    from paigrid.inputs.tables import fits_matrix
 
     arch, n, k = config["arch"], int(config["n_gpu"]), int(job.options["gpus_per_node"])
     where = f"{arch} with {n} GPU(s)"
@@ -107,9 +108,9 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
     """
     from paigrid.kernels.layout import ARCH_NAMES
 
-    from .catalog import Catalogues
-    from .efficiency import with_calibration
-    from .jobs import load_jobs, resolve_link
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import with_calibration
+    from paigrid.inputs.jobs import load_jobs, resolve_link
 
     if arch not in ARCH_NAMES:
         raise PaigridError(f"unknown architecture {arch!r}; known: {', '.join(ARCH_NAMES)}.")

@@ -12,80 +12,14 @@ cost, and ties go to the first in (gpu, n_gpu, precision, arch, intra, network) 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from paigrid.kernels import layout as L
 
-from .errors import PaigridError
-from .evaluate import decode_best
-from .store import decode_strings, int_attr, partial_path, str_attr
-from .userfiles import file_sha256
-
-LABEL_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
-REDUCED_DIMS = ("arch", "intra", "network")
-
-
-@dataclass
-class Cube:
-    """An open cube file (h5py, read-only) and its labels."""
-
-    path: Path
-    file: object
-    labels: dict[str, list]
-    complete: bool
-    mode: str
-
-    def close(self) -> None:
-        """Close the file."""
-        self.file.close()
-
-
-def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
-    """Open a cube for reading; an unfinished sweep is an error unless ``allow_incomplete``."""
-    import h5py
-    import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
-
-    path = Path(path)
-    if not path.exists():
-        if partial_path(path).exists() and allow_incomplete:
-            path = partial_path(path)
-        elif partial_path(path).exists():
-            raise PaigridError(f"the sweep writing {path} is unfinished ({partial_path(path)} exists); "
-                               "finish it with paigrid sweep --resume before querying it.")
-        else:
-            raise PaigridError(f"there is no cube at {path}.")
-    try:
-        f = h5py.File(path, "r")
-    except OSError:
-        raise PaigridError(f"{path} is not a readable HDF5 cube.") from None
-    if "block_done" not in f or "job" not in f:
-        f.close()
-        raise PaigridError(f"{path} is an HDF5 file but not a paigrid cube.")
-    labels = {dim: decode_strings(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
-    complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(f["block_done"][:] == 1))
-    cube = Cube(path, f, labels, complete, str(f.attrs.get("mode", "full")))
-    if not complete and not allow_incomplete:
-        done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
-        f.close()
-        raise PaigridError(f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
-                           "partial; finish it with paigrid sweep --resume.")
-    return cube
-
-
-def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
-    """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
-    if calibration is None:
-        return
-    if not Path(calibration).is_file():
-        raise PaigridError(f"the calibration file {calibration} does not exist.")
-    stored = str_attr(cube.file.attrs, "calibration_sha256")
-    if stored != file_sha256(calibration):
-        made = "with another calibration" if stored else "with the default efficiencies"
-        raise PaigridError(f"{cube.path} was computed {made}, not with {calibration}; sweep again with "
-                           "--calibration to query those numbers.")
+from paigrid.cube import Cube
+from paigrid.errors import PaigridError
+from paigrid.schema import LABEL_DIMS, REDUCED_DIMS, decode_best, decode_strings
 
 
 def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
@@ -117,7 +51,7 @@ def _label_index(dim: str, value: str, labels: list) -> int:
     if value.casefold() in folded:
         return folded.index(value.casefold())
     if dim == "gpu":
-        from .catalog import load
+        from paigrid.inputs.catalog import load
 
         try:
             canonical = load("gpus").resolve(value)
@@ -173,6 +107,28 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
         for k in order:
             rows.append(_row(cube, j, pos, k, step, code, cfg, n, meta, price))
     return rows
+
+
+QUERY_UNITS = {"step_time": "s", "throughput": "samples/s", "throughput_tokens": "tokens/s",
+               "cost": "USD/1e6 samples", "speedup": "x"}
+"""Units of the numeric columns of a result row."""
+
+
+def result_columns(rows: list[dict], cube: Cube, where: dict[str, list[int]], compact: bool) -> list[str]:
+    """The columns worth showing for ``rows`` of ``best_configurations``: with ``compact`` (a
+    table for people), a dimension fixed by a filter or by the cube, the model where it equals
+    the job name, and tokens/s where it equals samples/s are left out; otherwise every column."""
+    fixed = {d for d, idx in where.items() if len(idx) == 1} | {
+        d for d in ("gpu", "n_gpu", "precision") if len(cube.labels[d]) == 1}
+    if cube.labels["n_gpu"] == [0]:  # "current": every job has its own GPU count
+        fixed.discard("n_gpu")
+    named_by_model = all(r["job"] == r["model"] for r in rows)
+    columns = ["job"] + ([] if named_by_model and compact else ["model"]) + ["arch", "intra", "network"]
+    columns += [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or not compact]
+    columns += ["step_time", "throughput", "cost", "bottleneck", "speedup"]
+    if not compact or any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"]):
+        columns.insert(columns.index("cost"), "throughput_tokens")
+    return columns
 
 
 def pareto_front(time: np.ndarray, cost: np.ndarray) -> list[int]:

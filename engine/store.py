@@ -28,39 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from paigrid.kernels import layout as L
-
-from . import __version__
-from .errors import PaigridError
-from .evaluate import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, OVERALL_VARIABLES, Block
-from .tables import Grid
-
-COMPRESSIONS = ("lz4", "zstd", "gzip", "none")
-BLOSC_LEVEL = {"lz4": 5, "zstd": 3}   # blosc compression level per codec (with byte shuffle)
-GZIP_LEVEL = 4
-FLAG_ATTRS = {
-    "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
-    "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
-    "valid": ((0, 1), ("invalid", "valid")),
-    "fits_memory": ((0, 1, L.FLAG_FILL), ("does_not_fit", "fits", "precision_unsupported")),
-}
-
-
-def int_attr(attrs, name: str, default: int = 0) -> int:
-    """An integer file attribute (netCDF stores scalars as 1-element arrays)."""
-    return int(np.asarray(attrs.get(name, default)).reshape(-1)[0])
-
-
-def str_attr(attrs, name: str) -> str:
-    """A text file attribute ("" when absent), whether h5py returns it as bytes or str."""
-    value = attrs.get(name, "")
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def decode_strings(values) -> list:
-    """Values of a string variable as str (h5py may return bytes); other values unchanged."""
-    return [v.decode() if isinstance(v, bytes) else v for v in values]
-
+from paigrid import __version__
+from paigrid.errors import PaigridError
+from paigrid.codecs import filter_kwargs
+from paigrid.evaluate import Block
+from paigrid.schema import (BEST_VARIABLES, DIMS, CRITERIA, CUBE_VARIABLES, FLAG_ATTRS, JOB_GPU_VARIABLES, OVERALL_DIMS,
+                            OVERALL_VARIABLES, partial_path)
+from paigrid.inputs.tables import Grid
 
 CHUNK_TARGET_BYTES = 2 * 2**20
 
@@ -70,49 +44,6 @@ def cube_jobs_per_chunk(grid: Grid, jobs_per_block: int) -> int:
     job alone is larger), never more than a block."""
     per_job = grid.configs // len(grid.jobs) * 4
     return max(1, min(jobs_per_block, len(grid.jobs), CHUNK_TARGET_BYTES // per_job))
-
-
-def partial_path(path: str | Path) -> Path:
-    """Where a sweep writes until it is complete."""
-    return Path(f"{path}.partial")
-
-
-def filter_kwargs(compression: str) -> dict:
-    """h5py dataset keywords for a compression name (blosc filters come from hdf5plugin)."""
-    if compression in BLOSC_LEVEL:
-        import hdf5plugin
-
-        return dict(hdf5plugin.Blosc(cname=compression, clevel=BLOSC_LEVEL[compression],
-                                     shuffle=hdf5plugin.Blosc.SHUFFLE))
-    if compression == "gzip":
-        return dict(compression="gzip", compression_opts=GZIP_LEVEL, shuffle=True)
-    if compression == "none":
-        return {}
-    raise PaigridError(f"unknown compression {compression!r}; choose one of {', '.join(COMPRESSIONS)}.")
-
-
-def chunk_encoder(compression: str):
-    """A function turning one chunk (a C-contiguous array) into the bytes that the dataset's
-    filter pipeline (``filter_kwargs``) would store, for ``write_direct_chunk``.
-
-    Compressing here, outside HDF5, lets the chunks of a block be compressed in parallel threads
-    (or on Dask workers) without holding the GIL, while the writer only copies bytes to disk.
-    """
-    if compression in BLOSC_LEVEL:
-        from numcodecs import Blosc
-
-        return Blosc(cname=compression, clevel=BLOSC_LEVEL[compression], shuffle=Blosc.SHUFFLE).encode
-    if compression == "gzip":
-        import zlib
-
-        def gzip_with_shuffle(array):  # HDF5's pipeline: the shuffle filter, then deflate
-            raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1, array.dtype.itemsize)
-            return zlib.compress(np.ascontiguousarray(raw.T).tobytes(), GZIP_LEVEL)
-
-        return gzip_with_shuffle
-    if compression == "none":
-        return lambda array: np.ascontiguousarray(array).tobytes()
-    raise PaigridError(f"unknown compression {compression!r}; choose one of {', '.join(COMPRESSIONS)}.")
 
 
 def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
@@ -161,7 +92,7 @@ class CubeWriter:
         import h5py
 
         f, grid = self.file, self.grid
-        names = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
+        names = DIMS
         f.dimensions = {**dict(zip(names, grid.shape)), "block": len(self.blocks), "criterion": len(CRITERIA),
                         "dimension": len(OVERALL_DIMS)}
         text = h5py.string_dtype()

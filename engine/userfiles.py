@@ -9,7 +9,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from .errors import PaigridError
+from paigrid.errors import PaigridError
 
 
 def read_text(path: str | Path, what: str) -> str:

@@ -128,7 +128,7 @@ def test_query_checks_the_calibration_of_the_cube(cube, tmp_path):
 
 
 def test_user_catalogue_replaces_the_built_in_one(tmp_path):
-    from paigrid.catalog import builtin_text
+    from paigrid.inputs.catalog import builtin_text
 
     lines = builtin_text("gpus").splitlines()
     mine = [lines[0]] + [line.replace("V100-SXM2-16GB,", "MyGPU,", 1) for line in lines[1:] if line.startswith("V100-SXM2-16GB,")]

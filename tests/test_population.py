@@ -1,4 +1,4 @@
-"""Tests of paigrid.population: the synthetic PAI-like job population and its summary."""
+"""Tests of paigrid.study.population: the synthetic PAI-like job population and its summary."""
 
 import csv
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paigrid.catalog import load
-from paigrid import population as pop
-from paigrid.trace import write_population
+from paigrid.inputs.catalog import load
+from paigrid.study import population as pop
+from paigrid.study.trace import write_population
 
 GPU_NAMES = set(load("gpus").names)
 MODEL_NAMES = set(load("workloads").names)

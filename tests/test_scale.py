@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from paigrid.errors import PaigridError
-from paigrid.spec import load_spec
-from paigrid.store import int_attr, partial_path
-from paigrid.sweep import prepare, run_sweep
+from paigrid.inputs.spec import load_spec
+from paigrid.schema import int_attr, partial_path
+from paigrid.sweeping import prepare, run_sweep
 
 SPEC = """
 workloads = ["resnet50", "bert-base", "gpt2-medium", "transformer", "vgg16", "gcn", "a3c", "wgan"]
@@ -136,7 +136,8 @@ def test_reduce_only_stores_the_same_reductions(spec_file, reference_cube, tmp_p
     run_sweep(load_spec(spec_file), path, reduce_only=True, progress=False)
     full, reduced = read_all(reference_cube), read_all(path)
     assert "step_time" not in reduced
-    from paigrid.query import best_configurations, open_cube, parse_where
+    from paigrid.cube import open_cube
+    from paigrid.query import best_configurations, parse_where
 
     cube = open_cube(path)
     try:

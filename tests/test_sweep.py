@@ -8,10 +8,11 @@ import xarray as xr
 from paigrid.errors import PaigridError
 from paigrid.kernels import layout as L
 from paigrid.predict import predict_one
-from paigrid.query import best_configurations, open_cube, parse_where
-from paigrid.spec import load_spec
-from paigrid.store import partial_path
-from paigrid.sweep import run_sweep
+from paigrid.cube import open_cube
+from paigrid.query import best_configurations, parse_where
+from paigrid.inputs.spec import load_spec
+from paigrid.schema import partial_path
+from paigrid.sweeping import run_sweep
 
 SPEC = """
 workloads = ["resnet50", "bert-large-seq384", "gpt2-xl", "transformer"]

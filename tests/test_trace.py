@@ -1,4 +1,4 @@
-"""Tests of paigrid.trace: importing the Alibaba PAI GPU trace 2020 and writing populations."""
+"""Tests of paigrid.study.trace: importing the Alibaba PAI GPU trace 2020 and writing populations."""
 
 import csv
 import os
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from paigrid.catalog import load
-from paigrid import trace
-from paigrid.population import POPULATION_COLUMNS
+from paigrid.inputs.catalog import load
+from paigrid.study import trace
+from paigrid.study.population import POPULATION_COLUMNS
 
 DATA = Path(__file__).parent / "data"
 MACHINE_SAMPLE = DATA / "pai_machine_spec_sample.csv"

@@ -13,15 +13,15 @@ from importlib import resources
 import pytest
 
 from cli_helpers import assert_clean_error, run
-from paigrid.calibrate import fit, write_calibration
-from paigrid.catalog import Catalogues
-from paigrid.efficiency import Efficiency, defaults, load_calibration
+from paigrid.trust.calibrate import fit, write_calibration
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import Efficiency, defaults, load_calibration
 from paigrid.errors import PaigridError
-from paigrid.jobs import Job
-from paigrid.measurements import load_measurements, predict_rows, select
+from paigrid.inputs.jobs import Job
+from paigrid.trust.measurements import load_measurements, predict_rows, select
 from paigrid.predict import predict_configs
-from paigrid.spec import JOB_OPTIONS, Options
-from paigrid.validate import validate
+from paigrid.inputs.spec import JOB_OPTIONS, Options
+from paigrid.trust.validate import validate
 
 PUBLIC = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
 

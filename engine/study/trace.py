@@ -6,7 +6,7 @@ reads five of them -- ``pai_job_table.csv``, ``pai_task_table.csv``,
 ``pai_instance_table.csv``, ``pai_group_tag_table.csv``, ``pai_machine_spec.csv`` (columns in
 :data:`TABLE_COLUMNS`; a header line is tolerated) -- row by row with :mod:`csv`, keeping only a
 few fields per job, and turns every job into one population row (see
-:data:`paigrid.population.POPULATION_COLUMNS`). The sensor and machine-metric tables are not
+:data:`paigrid.study.population.POPULATION_COLUMNS`). The sensor and machine-metric tables are not
 needed.
 
 Rules, job by job, in this order (each skip is counted in ``counts``):
@@ -58,8 +58,8 @@ import math
 import os
 from collections import Counter, defaultdict
 
-from .population import POPULATION_COLUMNS
-from .userfiles import write_text_atomically
+from paigrid.study.population import POPULATION_COLUMNS
+from paigrid.userfiles import write_text_atomically
 
 TABLE_COLUMNS = {
     "pai_job_table.csv": ("job_name", "inst_id", "user", "status", "start_time", "end_time"),
@@ -120,7 +120,7 @@ detection and rcnn -> faster-rcnn, ssd -> ssd300. A tag equal to a catalogue nam
 @functools.cache
 def catalogue_models() -> frozenset[str]:
     """Workload names a tag may name directly: the built-in workload catalogue's."""
-    from .catalog import load
+    from paigrid.inputs.catalog import load
 
     return frozenset(load("workloads").names)
 
@@ -234,7 +234,7 @@ def import_pai_trace(directory):
     """Read the PAI GPU trace 2020 tables in ``directory`` into population rows.
 
     Returns ``(rows, counts)``: ``rows`` is a list of dicts keyed by
-    :data:`paigrid.population.POPULATION_COLUMNS` (one per imported job, in job-table order;
+    :data:`paigrid.study.population.POPULATION_COLUMNS` (one per imported job, in job-table order;
     GPU counts as ints, empty batch); ``counts`` maps every key of :data:`COUNT_KEYS` to a
     number of jobs (``tasks_without_job``: task rows). Rules in the module docstring. Raises
     ValueError naming the file (and line) when a table is missing or a row has the wrong
@@ -371,7 +371,7 @@ def format_counts(counts) -> str:
 def write_population(rows, path):
     """Write population ``rows`` to the CSV file ``path`` atomically.
 
-    Columns are :data:`paigrid.population.POPULATION_COLUMNS` in order, with a header line;
+    Columns are :data:`paigrid.study.population.POPULATION_COLUMNS` in order, with a header line;
     values are written with ``str`` (an empty batch stays empty). The data go to a temporary
     file in the same directory, which then replaces ``path`` (``os.replace``), so an
     interrupted write never leaves a file that looks whole. Raises ValueError (and leaves

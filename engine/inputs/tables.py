@@ -14,11 +14,11 @@ import numpy as np
 
 from paigrid.kernels import layout as L
 
-from .catalog import Catalogues
-from .efficiency import Efficiency, workspace_bytes
-from .errors import PaigridError
-from .jobs import Job, resolve_link
-from .spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import Efficiency, workspace_bytes
+from paigrid.errors import PaigridError
+from paigrid.inputs.jobs import Job, resolve_link
+from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
 
 LINK_KIND_CODES = {"pcie": L.LINK_PCIE, "nvlink-hcm": L.LINK_NVLINK_HCM, "nvswitch": L.LINK_NVSWITCH,
                    "nvlink": L.LINK_NVSWITCH, "none": L.LINK_NONE}

@@ -16,9 +16,9 @@ import math
 import statistics
 from collections import defaultdict
 
-from .catalog import Catalogues
-from .measurements import GROUPS, Measurement, predict_rows
-from .spec import Options
+from paigrid.inputs.catalog import Catalogues
+from paigrid.trust.measurements import GROUPS, Measurement, predict_rows
+from paigrid.inputs.spec import Options
 
 
 def error_summary(errors: list[float]) -> dict:

@@ -6,19 +6,12 @@ import math
 
 import numpy as np
 
-from .report import (BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, GPU_LADDERS, NVLINK_SERVER, PAPER, REASONS)
-
-
-def _pct(x: float) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
-
-
-def _x(x: float) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.2f}x"
+from paigrid.study.common import pct, times
+from paigrid.study.common import (BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, GPU_LADDERS, NVLINK_SERVER, PAPER, REASONS)
 
 
 def _fmt(x, unit: str) -> str:
-    return _pct(x) if unit == "share" else _x(x)
+    return pct(x) if unit == "share" else times(x)
 
 
 def _excluded_text(proj: dict) -> str:
@@ -33,8 +26,8 @@ def _summary_table(rows: list[tuple[str, dict]]) -> list[str]:
     lines = ["| projection | jobs | faster | mean speedup | median | 10th pct | 90th pct | min | max |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, p in rows:
-        lines.append(f"| {name} | {p['jobs']:,} | {_pct(p['share_faster'])} | {_x(p['mean'])} | {_x(p['median'])} | "
-                     f"{_x(p['p10'])} | {_x(p['p90'])} | {_x(p['min'])} | {_x(p['max'])} |")
+        lines.append(f"| {name} | {p['jobs']:,} | {pct(p['share_faster'])} | {times(p['mean'])} | {times(p['median'])} | "
+                     f"{times(p['p10'])} | {times(p['p90'])} | {times(p['min'])} | {times(p['max'])} |")
     return lines
 
 
@@ -52,37 +45,37 @@ def _differences(numbers: dict) -> str:
         return "close to" if abs(ours - theirs) <= 0.1 * theirs else "above" if ours > theirs else "below"
 
     text = [
-        f"The mean communication share over all jobs ({_pct(comm_all)}) is {cmp(comm_all, PAPER['comm_share'])} the "
+        f"The mean communication share over all jobs ({pct(comm_all)}) is {cmp(comm_all, PAPER['comm_share'])} the "
         f"paper's 62%. {single:,} of the {b['all']['jobs']:,} jobs are 1w1g jobs, which exchange no gradients at all "
         f"in the model (a share of 0), so the all-jobs mean depends directly on how many single-GPU jobs the "
-        f"population holds; over PS/Worker jobs alone the share is {_pct(comm_ps)}."
+        f"population holds; over PS/Worker jobs alone the share is {pct(comm_ps)}."
     ]
     if ps["jobs"]:
         text.append(
-            f"Of the PS/Worker jobs that fit in one server, {_pct(ps['share_faster'])} get faster on "
+            f"Of the PS/Worker jobs that fit in one server, {pct(ps['share_faster'])} get faster on "
             f"AllReduce-NVLink ({cmp(ps['share_faster'], PAPER['ps_nvlink_faster'])} the paper's 60%); counted over "
             f"all {ps['ps_worker_jobs']:,} PS/Worker jobs, with the {ps['beyond_one_server']:,} jobs larger than one "
-            f"server as not faster, it is {_pct(ps['share_faster_of_all_ps'])}. Which of the two the paper means is "
+            f"server as not faster, it is {pct(ps['share_faster_of_all_ps'])}. Which of the two the paper means is "
             "not known, and its server count per job is not known either: here it follows from the synthetic "
             "GPU-count table.")
         if ps["share_faster"] >= 0.99:
             top = next(iter(ps["median_by_model"].items()), None)
-            largest = f" (largest median per model: {top[0]}, {_x(top[1])})" if top else ""
+            largest = f" (largest median per model: {top[0]}, {times(top[1])})" if top else ""
             text.append(
                 "In the model's formulas a job that fits in one server can hardly lose by the move: the ring "
                 "all-reduce sends about twice the gradient bytes per GPU over NVLink, while the PS/Worker step "
                 "pushes the gradients of all the server's GPUs through its one Ethernet NIC (and the SXM GPU is, "
                 "if anything, faster), so the share faster is a matter of the model's structure, not of its "
-                f"constants. The size of the gain varies widely (median {_x(ps['median'])}, mean "
-                f"{_x(ps['mean'])}): the mean is pulled up by jobs with many parameters and little compute"
+                f"constants. The size of the gain varies widely (median {times(ps['median'])}, mean "
+                f"{times(ps['mean'])}): the mean is pulled up by jobs with many parameters and little compute"
                 f"{largest}.")
     if eth.get("available", True) and eth["jobs"]:
         text.append(
-            f"The 25 -> 100 Gb/s Ethernet upgrade gives {_x(eth['mean'])} on average over {eth['jobs']:,} jobs "
+            f"The 25 -> 100 Gb/s Ethernet upgrade gives {times(eth['mean'])} on average over {eth['jobs']:,} jobs "
             f"({cmp(eth['mean'], PAPER['eth_speedup'])} the paper's 1.7x). Their communication time shrinks by "
-            f"{_x(eth['comm_ratio_median'])} (median), not 4x: the model's TCP efficiency of 100 GbE is lower than "
+            f"{times(eth['comm_ratio_median'])} (median), not 4x: the model's TCP efficiency of 100 GbE is lower than "
             "that of 25 GbE (links catalogue) and the parameter servers' PCIe copy does not get faster. At 25 GbE "
-            f"these jobs spend {_pct(eth['comm_share_mean'])} of their step communicating on average; the larger "
+            f"these jobs spend {pct(eth['comm_share_mean'])} of their step communicating on average; the larger "
             "that share, the closer a job's speedup comes to its communication-time ratio.")
     text.append(
         "Common causes of every difference: the population is synthetic, calibrated only to the trace's "
@@ -126,16 +119,16 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
               "| architecture | jobs | " + " | ".join(COMPONENT_LABELS[k] for k in COMPONENTS) + " |",
               "|---|---:|" + "---:|" * len(COMPONENTS)]
     for key, row in b.items():
-        lines.append(f"| {key} | {row['jobs']:,} | " + " | ".join(_pct(row[k]) for k in COMPONENTS) + " |")
+        lines.append(f"| {key} | {row['jobs']:,} | " + " | ".join(pct(row[k]) for k in COMPONENTS) + " |")
     lines += ["", f"![Mean time breakdown per architecture]({figures['breakdown']})", "",
               "The distribution of the communication share over jobs (a CDF: the share of jobs whose "
               "communication share is at most x):", "",
               f"![CDF of the communication share]({figures['comm_cdf']})", ""]
     cs = numbers["comm_share"]["all"]
     if len(cs):
-        lines += [f"Over all jobs the median communication share is {_pct(float(np.median(cs)))}; "
-                  f"{_pct(float(np.mean(cs > 0.5)))} of jobs spend more than half of their step communicating and "
-                  f"{_pct(float(np.mean(cs > 0.8)))} more than 80%.", ""]
+        lines += [f"Over all jobs the median communication share is {pct(float(np.median(cs)))}; "
+                  f"{pct(float(np.mean(cs > 0.5)))} of jobs spend more than half of their step communicating and "
+                  f"{pct(float(np.mean(cs > 0.8)))} more than 80%.", ""]
 
     lines += ["## 2. Bottlenecks", "",
               "Jobs per largest time component at the current configuration.", "",
@@ -168,8 +161,8 @@ def _md_ps_nvlink(p: dict, figures: dict) -> list[str]:
             f"out of scope; {p['in_scope']:,} fit in one server. {_excluded_text(p)}"
             + (f" GPUs with no NVLink server: {', '.join(p['gpus_without_nvlink'])}." if p["gpus_without_nvlink"] else ""),
             "", *_summary_table([("PS/Worker -> AllReduce-NVLink", p)]), "",
-            f"Faster: {_pct(p['share_faster'])} of the jobs that fit in one server, "
-            f"{_pct(p['share_faster_of_all_ps'])} of all PS/Worker jobs.", "",
+            f"Faster: {pct(p['share_faster'])} of the jobs that fit in one server, "
+            f"{pct(p['share_faster_of_all_ps'])} of all PS/Worker jobs.", "",
             f"![Speedup of PS/Worker jobs moved to AllReduce-NVLink]({figures['ps_nvlink']})", ""]
 
 

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES
 
-from .errors import PaigridError
-from .userfiles import read_toml
+from paigrid.errors import PaigridError
+from paigrid.userfiles import read_toml
 
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")

@@ -38,11 +38,11 @@ from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES
 
-from .catalog import Catalogues, csv_table, to_float
-from .errors import PaigridError
-from .userfiles import read_text
-from .jobs import Job, resolve_link
-from .spec import JOB_OPTIONS, Options, coerce_options
+from paigrid.inputs.catalog import Catalogues, csv_table, to_float
+from paigrid.errors import PaigridError
+from paigrid.userfiles import read_text
+from paigrid.inputs.jobs import Job, resolve_link
+from paigrid.inputs.spec import JOB_OPTIONS, Options, coerce_options
 
 REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
             "batch_per_gpu", "throughput", "throughput_unit")
@@ -202,7 +202,7 @@ def _intra(cells: dict[str, str], gpu: str, n_gpu: int, cats: Catalogues, origin
 
 
 def _measurement(cells: dict[str, str], aliases, cats: Catalogues, origin: str) -> Measurement:
-    from .predict import invalid_reason
+    from paigrid.predict import invalid_reason
 
     ident = cells["id"].strip()
     if not ident:
@@ -318,6 +318,6 @@ def predict_rows(rows: list[Measurement], cats: Catalogues, efficiency, options:
 
     ``throughput`` is samples/s of the whole job, like ``Measurement.measured``.
     """
-    from .predict import predict_configs
+    from paigrid.predict import predict_configs
 
     return predict_configs([r.job(options) for r in rows], [r.config() for r in rows], cats, efficiency, options)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from .errors import PaigridError
-from .userfiles import read_toml
+from paigrid.errors import PaigridError
+from paigrid.userfiles import read_toml
 
 
 @dataclass

@@ -13,17 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .catalog import Catalogues
-from .efficiency import with_calibration
-from .errors import PaigridError
-from .evaluate import evaluate_block
-from .jobs import load_jobs
-from .predict import current_predictions
-from .spec import SweepSpec
-from .store import CubeWriter, cube_jobs_per_chunk, estimated_bytes, partial_path
-from .tables import Grid, build_grid
-from .userfiles import check_writable_file, file_sha256
+from paigrid import __version__
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import with_calibration
+from paigrid.errors import PaigridError
+from paigrid.evaluate import evaluate_block
+from paigrid.inputs.jobs import load_jobs
+from paigrid.predict import current_predictions
+from paigrid.inputs.spec import SweepSpec
+from paigrid.schema import partial_path
+from paigrid.store import CubeWriter, cube_jobs_per_chunk, estimated_bytes
+from paigrid.inputs.tables import Grid, build_grid
+from paigrid.userfiles import check_writable_file, file_sha256
 
 
 @dataclass
@@ -100,7 +101,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
         per_job = grid.configs // len(grid.jobs)
         with _Progress(progress, sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job) as bar:
             if scheduler or workers:
-                from .distributed import run_on_dask
+                from paigrid.distributed import run_on_dask
 
                 source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression, per_chunk)
             else:
@@ -130,7 +131,7 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compressio
     """Yield evaluated blocks in order, computing (and compressing) the next one while the
     caller writes this one.  One set of output buffers serves every block: a block leaves
     ``evaluate_block`` as compressed chunks, so its buffers are free before the next starts."""
-    from .evaluate import allocate
+    from paigrid.evaluate import allocate
 
     largest = max(stop - start for start, stop in blocks)
     buffers = allocate(grid, largest, write_cube)

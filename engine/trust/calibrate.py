@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .catalog import Catalogues
-from .efficiency import Efficiency
-from .errors import PaigridError
-from .userfiles import write_text_atomically
-from .measurements import Measurement, predict_rows
-from .spec import Options
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import Efficiency
+from paigrid.errors import PaigridError
+from paigrid.userfiles import write_text_atomically
+from paigrid.trust.measurements import Measurement, predict_rows
+from paigrid.inputs.spec import Options
 
 GROUPS = ("flop", "link", "memory", "overlap")
 DEFAULT_PARAMETERS = ("flop", "link")

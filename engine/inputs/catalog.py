@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import PaigridError
-from .userfiles import read_text
+from paigrid.errors import PaigridError
+from paigrid.userfiles import read_text
 
 BUILTIN = ("gpus", "links", "workloads", "optimizers", "precisions")
 

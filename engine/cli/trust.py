@@ -1,4 +1,4 @@
-"""Commands of trust: calibrate and validate (registered on ``paigrid.cli.app``)."""
+"""Commands of trust: calibrate and validate (composed into ``paigrid.cli.app``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Optional
 
 import typer
 
-from .cli import OPTION_HELP, app, guarded, parse_option_items
+from paigrid.cli.common import OPTION_HELP, guarded, parse_option_items
+
+app = typer.Typer()
 
 ROWS_WHERE_HELP = ("Use only rows where COLUMN=PATTERN[,PATTERN...] (shell wildcards, case-insensitive; "
                    "COLUMN!=... excludes), e.g. gpu=A100-SXM4-80GB or gpu!=A100*. Repeatable: all must hold.")
@@ -40,7 +42,7 @@ def _se(value: float) -> str:
 
 
 def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> str:
-    from .output import emit
+    from paigrid.output import emit
 
     stream = io.StringIO()
     emit(rows, columns, "table", units, stream)
@@ -49,15 +51,15 @@ def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> s
 
 def _model(calibration: Optional[Path], option: Optional[list[str]]):
     """Efficiency factors (defaults with a calibration on top) and model options."""
-    from .efficiency import with_calibration
-    from .spec import Options
+    from paigrid.inputs.efficiency import with_calibration
+    from paigrid.inputs.spec import Options
 
     efficiency, options = with_calibration(Options(), calibration)
     return efficiency, options.with_overrides(parse_option_items(option), "--option")
 
 
 def _rows(measurements: Path, rows_where: Optional[list[str]], cats):
-    from .measurements import load_measurements, select
+    from paigrid.trust.measurements import load_measurements, select
 
     return select(load_measurements(measurements, cats), rows_where, cats)
 
@@ -73,8 +75,8 @@ def calibrate(
     option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
 ):
     """Fit efficiency parameters to measurements by robust least squares on log throughput."""
-    from .calibrate import fit, write_calibration
-    from .catalog import Catalogues
+    from paigrid.trust.calibrate import fit, write_calibration
+    from paigrid.inputs.catalog import Catalogues
 
     cats = Catalogues.load()
     efficiency, options = _model(None, option)
@@ -110,15 +112,15 @@ def validate(
     """Predicted against measured throughput per row, scaling efficiency per series, and a summary."""
     import json
 
-    from .catalog import Catalogues
-    from .validate import validate as run_validation
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.trust.validate import validate as run_validation
 
     cats = Catalogues.load()
     efficiency, options = _model(calibration, option)
     rows = _rows(measurements, rows_where, cats)
     result = run_validation(rows, efficiency, options, cats)
     if json_out:
-        from .output import json_safe
+        from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES
 
-from .catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
-from .errors import PaigridError
-from .userfiles import read_text
-from .spec import JOB_OPTIONS, Options, SweepSpec, coerce_options
+from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
+from paigrid.errors import PaigridError
+from paigrid.userfiles import read_text
+from paigrid.inputs.spec import JOB_OPTIONS, Options, SweepSpec, coerce_options
 
 CURRENT_COLUMNS = ("current_arch", "current_gpu", "current_n_gpu", "current_intra",
                    "current_network", "current_precision")

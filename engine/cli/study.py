@@ -1,4 +1,4 @@
-"""Commands of the PAI study: population, trace import, study-spec, report (registered on ``paigrid.cli.app``).
+"""Commands of the PAI study: population, trace import, study-spec, report (composed into ``paigrid.cli.app``).
 
 The study pipeline (README):
 
@@ -15,9 +15,13 @@ from typing import Optional
 
 import typer
 
-from .cli import app, guarded, trace_app
-from .errors import PaigridError
-from .userfiles import check_writable_file, write_text_atomically
+from paigrid.cli.common import guarded
+from paigrid.errors import PaigridError
+from paigrid.userfiles import check_writable_file, write_text_atomically
+
+app = typer.Typer()
+trace_app = typer.Typer(no_args_is_help=True, help="Import cluster traces as job populations.")
+app.add_typer(trace_app, name="trace")
 
 STUDY_SPEC = "pai_study.toml"
 
@@ -36,8 +40,8 @@ def population(
     out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
 ):
     """Draw a synthetic PAI-like job population (a valid --workloads input of paigrid sweep)."""
-    from .population import population_summary, synthetic_population
-    from .trace import write_population
+    from paigrid.study.population import population_summary, synthetic_population
+    from paigrid.study.trace import write_population
 
     check_writable_file(out)
     rows = synthetic_population(jobs, seed)
@@ -52,7 +56,7 @@ def trace_import(
     out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
 ):
     """Import the Alibaba PAI GPU trace 2020 (cluster-trace-gpu-v2020) as a job population."""
-    from .trace import format_counts, import_pai_trace, write_population
+    from paigrid.study.trace import format_counts, import_pai_trace, write_population
 
     if not directory.is_dir():
         raise PaigridError(f"the trace folder {directory} does not exist.")
@@ -94,7 +98,7 @@ SWEEP_COMMAND = ("paigrid population --jobs 10000 --seed 1 --out pop.csv && "
                  "paigrid study-spec --out study.toml && "
                  "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
                  "paigrid report study.h5 --out report/")
-"""The study pipeline (the same text as ``paigrid.report.SWEEP_COMMAND``, kept here so that
+"""The study pipeline (the same text as ``paigrid.study.common.SWEEP_COMMAND``, kept here so that
 ``paigrid --help`` does not import numpy)."""
 
 REPORT_HELP = f"""The PAI-study report of a cube: report.md with PNG figures in DIR.
@@ -113,7 +117,7 @@ def report(
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write report.md and the PNG figures into."),
     block_jobs: int = typer.Option(1024, "--block-jobs", min=1, help="Jobs read from the cube at a time."),
 ):
-    from .report import write_report
+    from paigrid.study.report import write_report
 
     written = write_report(path, out, block_jobs)
     typer.echo(f"wrote {written} and its figures", err=True)

@@ -1,110 +1,17 @@
-"""The ``paigrid`` command line (typer).  Heavy modules are imported inside the commands so that
-``paigrid --help`` starts fast.  Results go to stdout, progress and errors to stderr; an error is
-one sentence and a non-zero exit, never a traceback (set PAIGRID_DEBUG=1 to see one)."""
+"""Commands of the design space: sweep, query, predict, info, datasets."""
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from .errors import PaigridError
+from paigrid.cli.common import (CATALOGUE_HELP, OPTION_HELP, By, Compression, guarded, output_format,
+                                parse_catalogue_items, parse_option_items, workloads_arg)
+from paigrid.errors import PaigridError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Which training architecture and interconnect make each deep-learning job fastest or cheapest.")
-trace_app = typer.Typer(no_args_is_help=True, help="Import cluster traces as job populations.")
-app.add_typer(trace_app, name="trace")
-
-EXIT_ERROR = 2
-
-
-def guarded(command):
-    """Turn a PaigridError (and any unexpected error) into one sentence on stderr and exit code 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except PaigridError as exc:
-            typer.echo(f"paigrid: error: {exc}", err=True)
-            raise typer.Exit(EXIT_ERROR) from None
-        except (typer.Exit, typer.Abort):
-            raise
-        except Exception as exc:  # an unexpected failure still gets one sentence, not a traceback
-            if os.environ.get("PAIGRID_DEBUG"):
-                raise
-            typer.echo(f"paigrid: unexpected error: {exc.__class__.__name__}: {exc} "
-                       "(set PAIGRID_DEBUG=1 to see the traceback).", err=True)
-            raise typer.Exit(EXIT_ERROR + 1) from None
-
-    return wrapper
-
-
-class Compression(str, Enum):
-    lz4 = "lz4"
-    zstd = "zstd"
-    gzip = "gzip"
-    none = "none"
-
-
-class By(str, Enum):
-    time = "time"
-    cost = "cost"
-
-
-def parse_option_items(items: list[str] | None) -> dict:
-    """``KEY=VALUE`` option overrides, values read as TOML scalars (true, 0.5, inf, "tree") or bare words."""
-    import tomllib
-
-    values = {}
-    for item in items or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
-        try:
-            values[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            values[key.strip()] = text.strip()
-    return values
-
-
-def _fmt(json_out: bool, csv_out: bool) -> str:
-    if json_out and csv_out:
-        raise PaigridError("choose one of --json and --csv.")
-    return "json" if json_out else "csv" if csv_out else "table"
-
-
-def _workloads_arg(text: str):
-    """A workloads argument: a CSV path, or comma-separated catalogue names."""
-    if text.endswith(".csv") or Path(text).exists():
-        return text
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-CATALOGUE_HELP = "Replace a built-in catalogue by a CSV of the same schema: KIND=PATH with KIND one of gpus, " \
-                 "links, workloads, optimizers, precisions (repeatable)."
-
-
-def parse_catalogue_items(items: list[str] | None) -> dict[str, str]:
-    """``KIND=PATH`` catalogue replacements."""
-    from .catalog import BUILTIN
-
-    out = {}
-    for item in items or []:
-        kind, sep, path = item.partition("=")
-        if not sep or kind.strip() not in BUILTIN:
-            raise PaigridError(f"--catalogue takes KIND=PATH with KIND one of {', '.join(BUILTIN)}, not {item!r}.")
-        out[kind.strip()] = path.strip()
-    return out
-
-
-OPTION_HELP = "Model option KEY=VALUE (repeatable): collective, topology_aware, grad_accum_steps, overlap, " \
-              "gpus_per_node, nics_per_node, pcie_roots, ps_count, input_rate_samples_per_s."
+app = typer.Typer()
 
 
 @app.command()
@@ -124,12 +31,12 @@ def sweep(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
-    from .spec import load_spec
-    from .sweep import run_sweep
+    from paigrid.inputs.spec import load_spec
+    from paigrid.sweeping import run_sweep
 
     spec = load_spec(spec_file)
     if workloads:
-        spec.workloads = _workloads_arg(workloads)
+        spec.workloads = workloads_arg(workloads)
     if option:
         spec.options = spec.options.with_overrides(parse_option_items(option), "--option")
     spec.catalogues.update(parse_catalogue_items(catalogue))
@@ -141,10 +48,6 @@ def sweep(
     typer.echo(f"wrote {result.path}: {result.configs:,} configurations in {result.blocks} blocks, "
                f"{result.seconds:.1f} s ({result.configs / max(result.seconds, 1e-9) / 1e6:,.1f} M configs/s)",
                err=True)
-
-
-QUERY_UNITS = {"step_time": "s", "throughput": "samples/s", "throughput_tokens": "tokens/s",
-               "cost": "USD/1e6 samples", "speedup": "x"}
 
 
 @app.command()
@@ -163,10 +66,11 @@ def query(
 ):
     """Answer a question from a cube: --best-arch gives one row per job (K with --top), --pareto
     each job's fastest-to-cheapest front."""
-    from .output import emit
-    from .query import best_configurations, check_calibration, open_cube, parse_where
+    from paigrid.output import emit
+    from paigrid.cube import check_calibration, open_cube
+    from paigrid.query import QUERY_UNITS, best_configurations, parse_where, result_columns
 
-    fmt = _fmt(json_out, csv_out)
+    fmt = output_format(json_out, csv_out)
     if best_arch == pareto:
         raise PaigridError("say what to query: --best-arch or --pareto.")
     cube = open_cube(path)
@@ -174,18 +78,9 @@ def query(
         check_calibration(cube, calibration)
         filters = parse_where(where or [], cube)
         rows = best_configurations(cube, by.value, filters, job, top, pareto)
-        fixed = {d for d, idx in filters.items() if len(idx) == 1} | {
-            d for d in ("gpu", "n_gpu", "precision") if len(cube.labels[d]) == 1}
-        if cube.labels["n_gpu"] == [0]:  # "current": every job has its own GPU count
-            fixed.discard("n_gpu")
+        columns = result_columns(rows, cube, filters, compact=fmt == "table")
     finally:
         cube.close()
-    named_by_model = all(r["job"] == r["model"] for r in rows)
-    columns = ["job"] + ([] if named_by_model and fmt == "table" else ["model"]) + ["arch", "intra", "network"]
-    columns += [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or fmt != "table"]
-    columns += ["step_time", "throughput", "cost", "bottleneck", "speedup"]
-    if fmt != "table" or any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"]):
-        columns.insert(columns.index("cost"), "throughput_tokens")
     emit(rows, columns, fmt, QUERY_UNITS)
     empty = [r["job"] for r in rows if r["arch"] is None]
     if empty:
@@ -212,12 +107,12 @@ def predict(
     """The full time breakdown of one configuration."""
     import json
 
-    from .predict import predict_one
+    from paigrid.predict import predict_one
 
     result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
                          parse_option_items(option), parse_catalogue_items(catalogue))
     if json_out:
-        from .output import json_safe
+        from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
@@ -232,7 +127,7 @@ def predict(
 @guarded
 def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH.partial).")):
     """Dimensions, sizes, provenance and completeness of a cube."""
-    from .info import describe
+    from paigrid.info import describe
 
     typer.echo(describe(path))
 
@@ -244,20 +139,6 @@ def datasets(
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
     """The built-in catalogues (with their sources)."""
-    from .info import describe_catalogues
+    from paigrid.info import describe_catalogues
 
     typer.echo(describe_catalogues(name, csv_out), nl=False)
-
-
-def main() -> None:
-    """Console entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:
-        typer.echo("paigrid: interrupted.", err=True)
-        sys.exit(130)
-
-
-# commands of the study (population, trace import, report) and of trust (calibrate, validate)
-# live in their own modules and register themselves on ``app``
-from . import cli_study, cli_trust  # noqa: E402,F401

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import BOTTLENECKS, COMPONENT_LABELS, COMPONENTS
-from .report_text import _pct, _x
+from paigrid.study.common import BOTTLENECKS, COMPONENT_LABELS, COMPONENTS
+from paigrid.study.common import pct, times
 
 
 COLORS = {"t_data": "#7f7f7f", "t_flop": "#1f77b4", "t_mem": "#ff7f0e", "t_comm": "#d62728"}
@@ -111,7 +111,7 @@ def _speedup_axes(ax, arrays: list[np.ndarray], title: str) -> None:
 def _plot_projection(items: list[tuple[str, dict]], title: str, path: Path) -> None:
     fig, ax = _figure()
     for label, p in items:
-        _cdf(ax, p["speedup"], f"{label}: {p['jobs']:,} jobs, mean {_x(p['mean'])}, faster {_pct(p['share_faster'])}",
+        _cdf(ax, p["speedup"], f"{label}: {p['jobs']:,} jobs, mean {times(p['mean'])}, faster {pct(p['share_faster'])}",
              linewidth=1.8)
     _speedup_axes(ax, [p["speedup"] for _, p in items], title)
     fig.savefig(path, dpi=120)

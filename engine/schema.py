@@ -1,0 +1,106 @@
+"""The cube format, in one place: the variables, their dimensions, units and flags, the file
+naming, and the decoding of stored indices.  The writer (``paigrid.store``), the driver
+(``paigrid.evaluate``) and every reader (``paigrid.cube``, ``paigrid.query``, ``paigrid.dataset``,
+``paigrid.info``, the study report) import it; it imports only numpy and the kernel layout.
+
+``FORMAT_VERSION`` is written into every cube.  Any change to the stored variables bumps it and
+keeps a reader for the older versions (see ``docs/cube.md``).  Cubes written before the attribute
+existed are format 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from paigrid.kernels import layout as L
+
+#: version of the stored variables; 1 = paigrid 0.1.0 (no attribute)
+FORMAT_VERSION = 1
+
+#: the seven dimensions of the cube, in storage order
+DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
+#: the labelled dimensions of one configuration (every dimension but ``job``)
+LABEL_DIMS = DIMS[1:]
+#: the dimensions that the stored per-(job, gpu, n_gpu, precision) reductions fold
+REDUCED_DIMS = ("arch", "intra", "network")
+
+#: outputs over all seven dimensions: name -> (dtype, units, long name)
+CUBE_VARIABLES = {
+    "step_time": (np.float32, "s", "time of one optimizer step of one replica"),
+    "t_comm": (np.float32, "s", "exposed weight/gradient communication per step"),
+    "throughput": (np.float32, "samples/s", "samples per second of the whole job"),
+    "cost": (np.float32, "USD/1e6 samples", "GPU rental cost per million samples"),
+    "energy": (np.float32, "J/sample", "GPU energy per sample at board power"),
+    "bottleneck": (np.uint8, "1", "largest time component"),
+    "valid": (np.uint8, "1", "1 where the configuration can exist"),
+}
+#: outputs over (job, gpu, precision)
+JOB_GPU_VARIABLES = {
+    "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
+    "t_flop": (np.float32, "s", "compute-bound ops per step"),
+    "t_mem": (np.float32, "s", "memory-bound ops per step"),
+    "fits_memory": (np.uint8, "1", "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory"),
+}
+#: per-job reductions over (job, gpu, n_gpu, precision)
+BEST_VARIABLES = {
+    "best_step_time": (np.float64, "s", "smallest step time over arch x intra x network (float32-rounded)"),
+    "best_index": (np.int32, "1", "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none"),
+    "best_bottleneck": (np.uint8, "1", "bottleneck of the best configuration"),
+}
+
+#: per-job best over everything, per criterion (time per sample, cost per sample)
+CRITERIA = ("time", "cost")
+OVERALL_DIMS = LABEL_DIMS
+OVERALL_VARIABLES = {
+    "overall_best": (np.int32, "1", "index into each of arch, gpu, n_gpu, intra, network, precision of the best "
+                                    "feasible configuration over everything, per criterion; -1 if none"),
+    "overall_step_time": (np.float64, "s", "step time of that configuration (float32-rounded)"),
+}
+
+#: CF flag_values / flag_meanings of the flag variables
+FLAG_ATTRS = {
+    "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
+    "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
+    "valid": ((0, 1), ("invalid", "valid")),
+    "fits_memory": ((0, 1, L.FLAG_FILL), ("does_not_fit", "fits", "precision_unsupported")),
+}
+def partial_path(path: str | Path) -> Path:
+    """Where a sweep writes until it is complete."""
+    return Path(f"{path}.partial")
+
+
+def int_attr(attrs, name: str, default: int = 0) -> int:
+    """An integer file attribute (netCDF stores scalars as 1-element arrays)."""
+    return int(np.asarray(attrs.get(name, default)).reshape(-1)[0])
+
+
+def str_attr(attrs, name: str) -> str:
+    """A text file attribute ("" when absent), whether h5py returns it as bytes or str."""
+    value = attrs.get(name, "")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def decode_strings(values) -> list:
+    """Values of a string variable as str (h5py may return bytes); other values unchanged."""
+    return [v.decode() if isinstance(v, bytes) else v for v in values]
+
+
+def format_version(attrs) -> int:
+    """The cube format of a file from its attributes (1 when the attribute is absent)."""
+    return int_attr(attrs, "format_version", 1)
+
+
+def decode_best(best_index: np.ndarray, n_intra: int, n_network: int):
+    """Split flat best indices into (arch, intra, network) indices; -1 stays -1."""
+    none = best_index < 0
+    idx = np.where(none, 0, best_index)
+    arch, rest = np.divmod(idx, n_intra * n_network)
+    intra, network = np.divmod(rest, n_network)
+    return tuple(np.where(none, -1, x) for x in (arch, intra, network))
+
+
+def bottleneck_name(code: int) -> str:
+    """Readable name of a bottleneck flag."""
+    return L.BOTTLENECK_NAMES[code] if code < len(L.BOTTLENECK_NAMES) else "invalid"
