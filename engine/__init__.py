@@ -2,20 +2,35 @@
 
 The analytical model of the Alibaba-PAI workload study (Wang et al., IISWC 2019), evaluated by
 numba kernels (``paigrid.kernels``) over a labelled grid of workloads x hardware and stored as
-an HDF5 cube.  See the README for the model, the cube and the commands.
-"""
+an HDF5 cube.  See the README for the model, the cube and the commands, and docs/api.md for
+the Python API:
 
-import os
-from pathlib import Path
+    paigrid.open_dataset(path)     a cube as a lazy xarray.Dataset, with the ds.paigrid accessor
+    paigrid.sweep(spec, out)       a sweep from Python, returned as an xarray.Dataset
+
+The public names are imported on first use (module ``__getattr__``), so ``import paigrid`` or
+``import paigrid.cube`` loads neither xarray, the writer nor numba.
+"""
 
 __version__ = "0.1.0"
 
+#: public name -> the module that defines it, imported when the name is first used
+_LAZY = {"open_dataset": "paigrid.dataset", "sweep": "paigrid.sweeping"}
 
-def _default_numba_cache() -> None:
-    """Cache compiled kernels in a user cache directory unless the user chose one already."""
-    if "NUMBA_CACHE_DIR" not in os.environ:
-        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        os.environ["NUMBA_CACHE_DIR"] = str(base / "paigrid" / "numba")
+__all__ = ["__version__", *_LAZY]
 
 
-_default_numba_cache()
+def __getattr__(name: str):
+    """Import a public name's module on first use (PEP 562)."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'paigrid' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy public ones included."""
+    return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,6 @@
 """The reader of cube files (h5py, read-only): open a finished cube, its labels, and the checks
-that it is a paigrid cube, complete, and made with the expected calibration.
+that it is a paigrid cube, complete, and made with the expected calibration.  An xarray Dataset
+of a cube is read the same way through ``cube_from_dataset``.
 
 Readers import this module and ``paigrid.schema``, never the writer (``paigrid.store``) or the
 driver (``paigrid.evaluate``): opening a cube loads neither numba nor the sweep machinery.
@@ -7,6 +8,7 @@ driver (``paigrid.evaluate``): opening a cube loads neither numba nor the sweep 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +21,8 @@ from paigrid.userfiles import file_sha256
 
 @dataclass
 class Cube:
-    """An open cube file (h5py, read-only) and its labels."""
+    """An open cube (an h5py file, read-only, or an xarray Dataset seen through the same
+    interface) and its labels."""
 
     path: Path
     file: object
@@ -51,12 +54,34 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
         f = h5py.File(path, "r")
     except OSError:
         raise PaigridError(f"{path} is not a readable HDF5 cube.") from None
-    if "block_done" not in f or "job" not in f:
+    try:
+        return _checked(path, f, allow_incomplete)
+    except PaigridError:
         f.close()
-        raise PaigridError(f"{path} is an HDF5 file but not a paigrid cube.")
+        raise
+
+
+def cube_from_dataset(ds, allow_incomplete: bool = False) -> Cube:
+    """An xarray Dataset of a cube (from ``paigrid.open_dataset``, ``xarray.open_dataset`` or
+    ``paigrid.sweep``, lazy or in memory) seen as a ``Cube``, so that the queries of
+    ``paigrid.query`` answer from it by the same code as from a file.  It is checked as
+    ``open_cube`` checks a file: a paigrid cube, not newer than this reader, complete."""
+    source = ds.encoding.get("source")
+    missing = [dim for dim in ("job", *LABEL_DIMS) if dim not in ds.dims]
+    if "block_done" in ds.variables and missing:
+        raise PaigridError(f"the dataset has no {missing[0]} dimension (one {missing[0]} was selected); keep it "
+                           f"by selecting with a list, or pass the value as a filter instead.")
+    return _checked(Path(source) if source else Path("the dataset"), _DatasetFile(ds), allow_incomplete,
+                    "an xarray Dataset")
+
+
+def _checked(path: Path, f, allow_incomplete: bool, kind: str = "an HDF5 file") -> Cube:
+    """The open file ``f`` (h5py, or a ``_DatasetFile``) as a Cube, once it is known to be a
+    complete paigrid cube this reader understands (the caller closes ``f`` on error)."""
+    if "block_done" not in f or "job" not in f:
+        raise PaigridError(f"{path} is {kind} but not a paigrid cube.")
     version = format_version(f.attrs)
     if version > FORMAT_VERSION:
-        f.close()
         raise PaigridError(f"{path} is a format-{version} cube, written by a newer paigrid than this one "
                            f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it.")
     labels = {dim: decode_strings(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
@@ -64,10 +89,41 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     cube = Cube(path, f, labels, complete, str_attr(f.attrs, "mode") or "full", version)
     if not complete and not allow_incomplete:
         done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
-        f.close()
         raise PaigridError(f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
                            "partial; finish it with paigrid sweep --resume.")
     return cube
+
+
+class _DatasetFile:
+    """The read-only part of the h5py file interface that the queries use (``name in f``,
+    ``f[name][key]``, ``len(f[name])``, ``f.attrs``), over the variables of an xarray Dataset.
+    Indexing a variable reads only the indexed part when the Dataset is lazy."""
+
+    def __init__(self, ds):
+        self.ds = ds
+        self.attrs = ds.attrs
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.ds.variables
+
+    def __getitem__(self, name: str) -> _DatasetVariable:
+        return _DatasetVariable(self.ds.variables[name])
+
+    def close(self) -> None:
+        """Nothing to close: the Dataset belongs to the caller."""
+
+
+class _DatasetVariable:
+    """One variable of a ``_DatasetFile``: ``[key]`` gives a numpy array, as h5py does."""
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def __getitem__(self, key) -> np.ndarray:
+        return np.asarray(self.variable[key].values)
+
+    def __len__(self) -> int:
+        return len(self.variable)
 
 
 def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
@@ -81,3 +137,49 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
         made = "with another calibration" if stored else "with the default efficiencies"
         raise PaigridError(f"{cube.path} was computed {made}, not with {calibration}; sweep again with "
                            "--calibration to query those numbers.")
+
+
+@contextmanager
+def reading(path: str | Path):
+    """Turn a failed read of the cube at ``path`` (h5py's OSError, e.g. a chunk whose Fletcher-32
+    checksum does not match) into one sentence naming the damaged chunk (``damage``)."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        raise damage(path, exc) from None
+
+
+def damage(path: str | Path, exc: BaseException | None = None) -> PaigridError:
+    """The sentence for a cube that failed to read: every chunked variable is read chunk by
+    chunk, and the first chunk that fails (its checksum, or its decompression) is named by its
+    job(s) and variable: "cube.h5 is damaged: chunk of job J of step_time fails its checksum"."""
+    import h5py
+    import hdf5plugin  # noqa: F401  (the blosc filters)
+
+    path = Path(path)
+    if not path.exists() and partial_path(path).exists():
+        path = partial_path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            jobs = decode_strings(f["job"][:]) if "job" in f else []
+            for name, dataset in f.items():
+                if not isinstance(dataset, h5py.Dataset) or dataset.chunks is None or dataset.ndim == 0:
+                    continue
+                for chunk in dataset.iter_chunks():
+                    try:
+                        dataset[chunk]
+                    except (OSError, RuntimeError):
+                        return PaigridError(f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
+                                            f"of {name} fails its checksum.")
+    except (OSError, RuntimeError, KeyError, ValueError):
+        pass
+    reason = f" ({str(exc).strip().rstrip('.')})" if exc is not None and str(exc).strip() else ""
+    return PaigridError(f"{path} cannot be read{reason}; it is damaged, or not a paigrid cube.")
+
+
+def _jobs_of(rows: slice, jobs: list, dataset) -> str:
+    """The job(s) of a chunk's first-axis slice, in words."""
+    if not jobs or dataset.shape[0] != len(jobs):
+        return f"rows {rows.start} to {rows.stop - 1}"
+    first, last = rows.start, min(rows.stop, len(jobs)) - 1
+    return f"job {jobs[first]}" if first == last else f"jobs {jobs[first]} to {jobs[last]}"

@@ -9,7 +9,9 @@ slow disk never lets results pile up in worker memory.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+import signal
+import threading
+from contextlib import ExitStack, contextmanager
 
 from paigrid.errors import PaigridError
 from paigrid.evaluate import evaluate_block
@@ -18,7 +20,11 @@ from paigrid.inputs.tables import Grid
 IN_FLIGHT_PER_WORKER = 2
 
 
-def _client(stack: ExitStack, scheduler: str | None, workers: int | None):
+def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None):
+    """A Dask client (entered into ``stack``, which closes it): connected to ``scheduler``, or
+    to a local cluster of ``workers`` processes started here.  The local workers ignore SIGINT
+    (Ctrl-C in a terminal reaches the whole process group): this process handles it and closes
+    them, so an interrupted sweep prints one sentence, not the workers' tracebacks."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
@@ -28,24 +34,67 @@ def _client(stack: ExitStack, scheduler: str | None, workers: int | None):
             return stack.enter_context(Client(scheduler, timeout="20s"))
         except (OSError, TimeoutError) as exc:
             raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
+        except (ValueError, TypeError) as exc:
+            raise PaigridError(f"{scheduler!r} is not a Dask scheduler address ({str(exc).rstrip('.')}); give "
+                               "tcp://HOST:PORT.") from None
     import os
 
     # each worker process runs the parallel kernel: share the cores out instead of oversubscribing
     threads = str(max(1, (os.cpu_count() or 1) // workers))
-    cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", host="127.0.0.1",
-                                               env={"NUMBA_NUM_THREADS": threads}))
+    # the cluster is this command's own: its log lines (a cancelled task at Ctrl-C) are not for the user
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    with _sigint_ignored(), _environment(DASK_LOGGING__DISTRIBUTED="error"):  # the workers inherit both
+        cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                   dashboard_address=":0", host="127.0.0.1",
+                                                   env={"NUMBA_NUM_THREADS": threads}))
     return stack.enter_context(Client(cluster))
 
 
+@contextmanager
+def _environment(**values: str):
+    """Environment variables set while worker processes are started (they read them at start)."""
+    import os
+
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while worker processes are started, so that they inherit the ignored
+    disposition (a Python handler would not survive their exec); only from the main thread,
+    where Python handles signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
 def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], write_cube: bool,
-                scheduler: str | None, workers: int | None, compression: str, jobs_per_chunk: int):
+                scheduler: str | None, workers: int | None, compression: str, jobs_per_chunk: int,
+                client=None):
     """Yield evaluated blocks (in completion order) computed on Dask workers; the workers also
-    compress the cube chunks, so the writer only copies bytes."""
+    compress the cube chunks, so the writer only copies bytes.  ``client``: one from
+    ``dask_client`` (else one is made from ``scheduler`` / ``workers``)."""
     from dask.distributed import as_completed
 
     with ExitStack() as stack:
-        client = _client(stack, scheduler, workers)
+        if client is None:
+            client = dask_client(stack, scheduler, workers)
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         shared = client.scatter(grid, broadcast=True)
         queue = list(todo)

@@ -1,11 +1,14 @@
 """Run the model kernel on a block of jobs, or on one configuration.
 
 ``evaluate_block`` allocates the outputs of one block and calls the numba kernel (or the numpy
-reference, for the benchmark).  ``Block`` is what a worker sends to the writer.
+reference, for the benchmark).  ``Block`` is what a worker sends to the writer.  The kernel has
+two compilations of one body (``paigrid.kernels.model``): ``kernel_for`` picks the serial one for
+calls of at most ``SERIAL_MAX_CONFIGS`` configurations and the parallel one above.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +17,45 @@ from paigrid.kernels import layout as L
 
 from paigrid.inputs.tables import Grid
 from paigrid.schema import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, decode_best
+
+#: a kernel call over at most this many configurations runs the serial compilation: it evaluates
+#: about 10^8 configurations/s on one core, so up to here a call takes under a millisecond, which
+#: is about what starting and joining the parallel thread pool costs on a many-core or busy machine
+SERIAL_MAX_CONFIGS = 50_000
+
+
+def kernel_for(configs: int):
+    """The compiled block kernel for one call over ``configs`` configurations:
+    ``model.evaluate_block_serial`` up to ``SERIAL_MAX_CONFIGS``, ``model.evaluate_block``
+    (parallel over jobs x GPUs) above.  Both give the same numbers."""
+    from paigrid.kernels import model
+
+    return model.evaluate_block_serial if configs <= SERIAL_MAX_CONFIGS else model.evaluate_block
+
+
+@dataclass
+class Tables:
+    """The per-dimension kernel tables of one kernel call (SI units, layouts in
+    ``kernels.layout``), as ``Grid`` holds them for a sweep: ``run_kernel`` and ``allocate``
+    accept either."""
+
+    arch_codes: np.ndarray      # (A,) int64
+    gpu_table: np.ndarray       # (G, N_GPU_FIELDS)
+    peak: np.ndarray            # (G, P) achievable FLOP/s, NaN where unsupported
+    prec_table: np.ndarray      # (P, N_PREC_FIELDS)
+    intra_table: np.ndarray     # (I, N_LINK_FIELDS)
+    intra_fits: np.ndarray      # (G, I) uint8
+    network_table: np.ndarray   # (W, N_LINK_FIELDS)
+    options: np.ndarray         # (N_OPTIONS,)
+    n_counts: int = 1           # GPU counts per job
+    class_peak: np.ndarray | None = None  # (G, P, N_CLASSES) achievable FLOP/s per operator class (pai-v2)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Sizes of (job, arch, gpu, n_gpu, intra, network, precision); the job size is 0 (set per call)."""
+        return (0, len(self.arch_codes), len(self.gpu_table), self.n_counts, len(self.intra_table),
+                len(self.network_table), len(self.prec_table))
+
 
 @dataclass
 class Block:
@@ -27,7 +69,7 @@ class Block:
     chunks: dict[str, list[bytes]] = field(default_factory=dict)
 
 
-def allocate(grid: Grid, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]:
+def allocate(grid: Grid | Tables, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]:
     """Output arrays for ``n_jobs`` jobs (cube arrays are 1-element dummies in reduce-only mode)."""
     _, a, g, n, i, w, p = grid.shape
     full = (n_jobs, a, g, n, i, w, p) if write_cube else (1,) * 7
@@ -40,9 +82,21 @@ def allocate(grid: Grid, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]
     return out
 
 
-def run_kernel(kernel, grid: Grid, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool,
+def run_kernel(kernel, grid: Grid | Tables, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool,
                out: dict[str, np.ndarray]) -> None:
-    """Call ``kernel`` (``model.evaluate_block`` or ``reference.evaluate_block``) into ``out``."""
+    """Call ``kernel`` (``model.evaluate_block``, ``model.evaluate_block_serial`` or
+    ``reference.evaluate_block``) on the job table ``jobs`` (J, N_JOB_FIELDS) and GPU counts
+    ``n_gpu`` (J, N) over ``grid``'s tables, into ``out`` (from ``allocate``).  First the
+    compute model (``compute_terms`` of ``kernels.model``, or of ``kernels.reference`` for the
+    reference kernel) fills the per-(job, gpu, precision) terms that the block kernel reads."""
+    from paigrid.kernels import model, reference
+
+    compute = reference.compute_terms if kernel is reference.evaluate_block else model.compute_terms
+    class_peak = grid.class_peak
+    if class_peak is None:  # pai-v1 tables: the operator-class table is not read
+        class_peak = np.full((*grid.peak.shape, L.N_CLASSES), np.nan)
+    compute(jobs, grid.gpu_table, grid.peak, class_peak, grid.prec_table, grid.options,
+            *(out[name] for name in JOB_GPU_VARIABLES))
     kernel(jobs, n_gpu, grid.arch_codes, grid.gpu_table, grid.peak, grid.prec_table,
            grid.intra_table, grid.intra_fits, grid.network_table, grid.options, write_cube,
            *(out[name] for name in CUBE_VARIABLES), *(out[name] for name in JOB_GPU_VARIABLES),
@@ -52,7 +106,7 @@ def run_kernel(kernel, grid: Grid, jobs: np.ndarray, n_gpu: np.ndarray, write_cu
 def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
                    buffers: dict[str, np.ndarray] | None = None, compression: str | None = None,
                    jobs_per_chunk: int = 1) -> Block:
-    """Evaluate jobs[start:stop] of ``grid`` with the numba kernel.
+    """Evaluate jobs[start:stop] of ``grid`` with the numba kernel (``kernel_for`` its size).
 
     ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
     arrays: fresh arrays cost a page fault per 4 KiB on first touch, a good part of a block's time.
@@ -60,8 +114,7 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     one chunk per ``jobs_per_chunk`` jobs, compressed in parallel threads; the buffers are then
     free again on return.
     """
-    from paigrid.kernels.model import evaluate_block as kernel
-
+    kernel = kernel_for((stop - start) * math.prod(grid.shape[1:]))
     jobs, n_gpu = grid.job_rows(start, stop)
     if buffers is None:
         out = allocate(grid, stop - start, write_cube)

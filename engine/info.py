@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from paigrid.inputs.catalog import BUILTIN, load
-from paigrid.errors import PaigridError
 from paigrid.cube import open_cube
-from paigrid.schema import LABEL_DIMS
-from paigrid.schema import str_attr
+from paigrid.errors import PaigridError
+from paigrid.inputs.catalog import BUILTIN, load
+from paigrid.schema import LABEL_DIMS, str_attr
 
 
 def describe(path: str | Path) -> str:
@@ -21,9 +20,9 @@ def describe(path: str | Path) -> str:
     f = cube.file
     try:
         done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
-        lines = [f"cube: {cube.path}",
-                 f"status: {'complete' if cube.complete else f'INCOMPLETE: {done} of {total} blocks written; finish with paigrid sweep --resume'}",
-                 f"mode: {cube.mode}", "dimensions:"]
+        status = "complete" if cube.complete else (f"INCOMPLETE: {done} of {total} blocks written; "
+                                                   "finish with paigrid sweep --resume")
+        lines = [f"cube: {cube.path}", f"status: {status}", f"mode: {cube.mode}", "dimensions:"]
         size = 1
         for dim in ("job", *LABEL_DIMS):
             values = cube.labels[dim]

@@ -3,39 +3,67 @@
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import allocate, run_kernel
-from paigrid.schema import bottleneck_name
+from paigrid.evaluate import Tables, allocate, kernel_for, run_kernel
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import build_grid, job_vector
+from paigrid.inputs.tables import job_vector
+from paigrid.kernels.layout import REASON_VALID
+from paigrid.schema import bottleneck_name, reason_sentence
 
 
 def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) -> list[dict]:
     """Breakdown of ``jobs[i]`` at ``configs[i]`` (keys arch, gpu, n_gpu, intra, network, precision).
 
-    Each result holds ``valid``, ``fits_memory``, ``step_time`` [s], ``t_data``, ``t_flop``,
-    ``t_mem``, ``t_comm`` [s], ``throughput`` [samples/s], ``throughput_tokens`` [tokens/s],
-    ``cost`` [USD per 1e6 samples], ``energy`` [J/sample] and ``bottleneck``.  Configurations
-    that are invalid get NaN times and ``valid`` False.  Jobs that share a configuration (all
-    but the GPU count) go through the kernel together, one job per row with its own GPU count.
+    Each result holds ``valid`` (bool), ``invalid_reason`` (the kernel's code, 0 when valid;
+    ``schema.reason_sentence`` / ``reason_text`` say it in words), ``fits_memory``,
+    ``step_time`` [s], ``t_data``, ``t_flop``, ``t_mem``, ``t_comm`` [s], ``throughput``
+    [samples/s], ``throughput_tokens`` [tokens/s], ``cost`` [USD per 1e6 samples], ``energy``
+    [J/sample] and ``bottleneck``.  Configurations that are invalid get NaN times and ``valid``
+    False.  The kernel tables of every GPU, link and precision named are built once per call;
+    jobs that share a configuration (all but the GPU count) then go through the kernel together,
+    one job per row with its own GPU count, in the serial compilation of the kernel unless the
+    group is large (``evaluate.kernel_for``).
     """
-    from paigrid.kernels.model import evaluate_block as kernel
+    from paigrid.inputs.jobs import resolve_link
+    from paigrid.inputs.tables import fits_matrix, gpu_tables, link_table, option_vector
+    from paigrid.kernels.layout import ARCH_NAMES
+
+    if not jobs:
+        return []
+    # every name once, canonical, and its position in the call's tables
+    resolvers = {"gpu": cats.gpus.resolve, "intra": lambda n: resolve_link(cats, n, "intra"),
+                 "network": lambda n: resolve_link(cats, n, "network"), "precision": cats.precisions.resolve}
+    canonical: dict[str, dict[str, str]] = {dim: {} for dim in resolvers}
+    for config in configs:
+        for dim, resolve in resolvers.items():
+            if config[dim] not in canonical[dim]:
+                canonical[dim][config[dim]] = resolve(config[dim])
+    names = {dim: list(dict.fromkeys(values.values())) for dim, values in canonical.items()}
+    position = {dim: {name: k for k, name in enumerate(names[dim])} for dim in names}
+    gpu_table, peak, prec_table = gpu_tables(cats, names["gpu"], names["precision"], eff)
+    intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
+    fits = fits_matrix(cats, names["gpu"], names["intra"])
+    option_row = option_vector(options)
+    job_table = np.stack([job_vector(job, cats) for job in jobs])
+    n_gpu = np.array([[float(config["n_gpu"])] for config in configs])
 
     groups: dict[tuple, list[int]] = {}
     for i, config in enumerate(configs):
-        groups.setdefault(tuple(config[d] for d in ("arch", "gpu", "intra", "network", "precision")), []).append(i)
+        key = (ARCH_NAMES.index(config["arch"]),
+               *(position[dim][canonical[dim][config[dim]]] for dim in ("gpu", "intra", "network", "precision")))
+        groups.setdefault(key, []).append(i)
     results: list[dict] = [{} for _ in jobs]
-    for (arch, gpu, intra, network, precision), members in groups.items():
-        spec = SweepSpec(arch=[arch], gpu=[gpu], n_gpu=[1], intra=[intra], network=[network],
-                         precision=[precision], options=options)
-        grid = build_grid(spec, [jobs[m] for m in members], cats, eff)
-        table = np.stack([job_vector(jobs[m], cats) for m in members])
-        n_gpu = np.array([[float(configs[m]["n_gpu"])] for m in members])
-        out = allocate(grid, len(members), True)
-        run_kernel(kernel, grid, table, n_gpu, True, out)
+    for (a, g, i, w, p), members in groups.items():
+        tables = Tables(np.array([a], dtype=np.int64), gpu_table[g:g + 1], np.ascontiguousarray(peak[g:g + 1, p:p + 1]),
+                        prec_table[p:p + 1], intra_table[i:i + 1], np.ascontiguousarray(fits[g:g + 1, i:i + 1]),
+                        network_table[w:w + 1], option_row)
+        rows = np.array(members)
+        out = allocate(tables, len(members), True)
+        run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
         for row, m in enumerate(members):
             results[m] = _result(jobs[m], configs[m], {name: array[row].reshape(-1)[0] for name, array in out.items()},
                                  cats)
@@ -45,10 +73,11 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
 def _result(job: Job, config: dict, first: dict, cats) -> dict:
     tokens = cats.workloads.number(job.model, "tokens_per_sample")
     tokens = 1.0 if math.isnan(tokens) else tokens
-    valid = bool(first["valid"])
+    reason = int(first["invalid_reason"])
+    valid = reason == REASON_VALID
     result = {
         "job": job.name, "model": job.model, **{d: config[d] for d in config},
-        "batch": job.batch, "valid": valid, "fits_memory": int(first["fits_memory"]) == 1,
+        "batch": job.batch, "valid": valid, "invalid_reason": reason, "fits_memory": int(first["fits_memory"]) == 1,
         **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
                                                      "throughput", "cost", "energy")},
         "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
@@ -79,24 +108,13 @@ def current_predictions(jobs: list[Job], cats, eff, options) -> dict[str, np.nda
     return {"current_step_time": step, "current_throughput": throughput, "current_cost": cost}
 
 
-def invalid_reason(job: Job, config: dict, cats) -> str:
-    """Why ``config`` cannot exist for ``job``, in one sentence (empty when it can)."""
-    from paigrid.inputs.tables import fits_matrix
-
-    arch, n, k = config["arch"], int(config["n_gpu"]), int(job.options["gpus_per_node"])
-    where = f"{arch} with {n} GPU(s)"
-    if arch == "1w1g" and n != 1:
-        return f"{where} is invalid: 1w1g runs exactly one GPU."
-    if arch in ("1wng", "allreduce-local") and n > k:
-        return f"{where} is invalid: {arch} keeps every GPU in one server, which has {k} (gpus_per_node)."
-    if arch in ("ps-worker", "allreduce-cluster") and cats.links.row(config["network"])["kind"] == "none":
-        return f"{where} is invalid: {arch} needs a network between servers, and the network is 'none'."
-    if not fits_matrix(cats, [config["gpu"]], [config["intra"]])[0, 0]:
-        return f"the {config['intra']} link cannot connect {config['gpu']} GPUs."
-    column = cats.precisions.row(config["precision"])["peak_column"]
-    if not cats.gpus.number(config["gpu"], column) > 0:
-        return f"the {config['gpu']} has no {config['precision']} support ({column} is empty in the GPU catalogue)."
-    return ""
+def reason_text(result: dict, job: Job, cats) -> str:
+    """Why the configuration of a ``predict_configs`` result cannot exist, in one sentence
+    (``schema.reason_sentence`` of its ``invalid_reason`` code, naming the configuration, the
+    job's ``gpus_per_node`` and the precision's GPU catalogue column); empty when it can."""
+    fields = {**result, "job": job.name, "gpus_per_node": int(job.options["gpus_per_node"]),
+              "peak_column": cats.precisions.row(result["precision"])["peak_column"]}
+    return reason_sentence(result["invalid_reason"], fields)
 
 
 def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, network: str, precision: str,
@@ -106,27 +124,26 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
 
     An invalid configuration is an error whose sentence says why.
     """
-    from paigrid.kernels.layout import ARCH_NAMES
-
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import with_calibration
     from paigrid.inputs.jobs import load_jobs, resolve_link
+    from paigrid.kernels.layout import ARCH_NAMES
 
     if arch not in ARCH_NAMES:
         raise PaigridError(f"unknown architecture {arch!r}; known: {', '.join(ARCH_NAMES)}.")
     spec = SweepSpec(workloads=[workload])
-    eff, spec.options = with_calibration(spec.options, calibration)
-    spec.options = spec.options.with_overrides(option_values or {}, "--option")
     cats = Catalogues.load(catalogues)
+    eff, spec.options = with_calibration(spec.options, calibration, cats)
+    spec.options = spec.options.with_overrides(option_values or {}, "--option")
     job = load_jobs(spec, cats)[0][0]
     if batch is not None:
-        if not batch >= 1:
-            raise PaigridError(f"--batch must be at least 1 sample, not {batch}.")
+        if not 1 <= batch < math.inf:
+            raise PaigridError(f"--batch must be a finite number of at least 1 sample, not {batch}.")
         job.batch = float(batch)
     config = {"arch": arch, "gpu": cats.gpus.resolve(gpu), "n_gpu": int(n_gpu),
               "intra": resolve_link(cats, intra, "intra"), "network": resolve_link(cats, network, "network"),
               "precision": cats.precisions.resolve(precision)}
-    reason = invalid_reason(job, config, cats)
-    if reason:
-        raise PaigridError(reason)
-    return predict_configs([job], [config], cats, eff, spec.options)[0]
+    result = predict_configs([job], [config], cats, eff, spec.options)[0]
+    if not result["valid"]:
+        raise PaigridError(reason_text(result, job, cats))
+    return result

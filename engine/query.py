@@ -15,10 +15,9 @@ import math
 
 import numpy as np
 
-from paigrid.kernels import layout as L
-
 from paigrid.cube import Cube
 from paigrid.errors import PaigridError
+from paigrid.kernels import layout as L
 from paigrid.schema import LABEL_DIMS, REDUCED_DIMS, decode_best, decode_strings
 
 
@@ -30,23 +29,38 @@ def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
         dim = dim.strip()
         if not sep or dim not in LABEL_DIMS:
             raise PaigridError(f"--where takes DIM=VALUE with DIM one of {', '.join(LABEL_DIMS)}, not {item!r}.")
-        labels = cube.labels[dim]
-        indices = []
-        for value in (v.strip() for v in text.split(",")):
-            indices.append(_label_index(dim, value, labels))
-        selected[dim] = sorted(set(selected.get(dim, [])) | set(indices)) if dim in selected else sorted(set(indices))
+        indices = label_indices(cube, dim, [v.strip() for v in text.split(",")])
+        selected[dim] = sorted(set(selected.get(dim, [])) | set(indices))
     return selected
 
 
-def _label_index(dim: str, value: str, labels: list) -> int:
+def label_indices(cube: Cube, dim: str, values) -> list[int]:
+    """Coordinate indices along the label dimension ``dim`` of ``values`` (one value or a list):
+    names match case-insensitively, GPU aliases resolve (V100 -> V100-SXM2-16GB), n_gpu values
+    are whole numbers (given as numbers or text).  A value not in the cube is an error."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        values = [values]
+    values = list(values)
+    if not values:
+        raise PaigridError(f"the filter on {dim} lists no values.")
+    return sorted({_label_index(dim, value, cube.labels[dim]) for value in values})
+
+
+def _label_index(dim: str, value, labels: list) -> int:
     if dim == "n_gpu":
-        try:
+        whole = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) or (
+            isinstance(value, (float, np.floating)) and float(value).is_integer())
+        if whole:
             number = int(value)
-        except ValueError:
-            raise PaigridError(f"n_gpu={value!r} is not a whole number.") from None
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                raise PaigridError(f"n_gpu={value!r} is not a whole number.") from None
         if number in labels:
             return labels.index(number)
         raise PaigridError(f"n_gpu={number} is not in the cube; its n_gpu values are {', '.join(map(str, labels))}.")
+    value = str(value).strip()
     folded = [str(v).casefold() for v in labels]
     if value.casefold() in folded:
         return folded.index(value.casefold())
@@ -82,7 +96,7 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     if pareto and top > 1:
         raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
     where = where or {}
-    job_rows = _job_indices(cube, jobs)
+    job_rows = job_indices(cube, jobs)
     needs_cube = top > 1 or any(dim in where for dim in REDUCED_DIMS)
     if needs_cube and cube.mode == "reduce-only":
         raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
@@ -126,7 +140,8 @@ def result_columns(rows: list[dict], cube: Cube, where: dict[str, list[int]], co
     columns = ["job"] + ([] if named_by_model and compact else ["model"]) + ["arch", "intra", "network"]
     columns += [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or not compact]
     columns += ["step_time", "throughput", "cost", "bottleneck", "speedup"]
-    if not compact or any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"]):
+    per_token = any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"])
+    if not compact or per_token:
         columns.insert(columns.index("cost"), "throughput_tokens")
     return columns
 
@@ -153,7 +168,9 @@ def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     return meta
 
 
-def _job_indices(cube: Cube, jobs: list[str] | None) -> np.ndarray:
+def job_indices(cube: Cube, jobs: list[str] | None) -> np.ndarray:
+    """Row indices of the named jobs in the cube (every job when ``jobs`` is empty); a name not
+    in the cube is an error suggesting close ones."""
     if not jobs:
         return np.arange(len(cube.labels["job"]))
     index = {name: i for i, name in enumerate(cube.labels["job"])}

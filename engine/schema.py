@@ -3,9 +3,22 @@ naming, and the decoding of stored indices.  The writer (``paigrid.store``), the
 (``paigrid.evaluate``) and every reader (``paigrid.cube``, ``paigrid.query``, ``paigrid.dataset``,
 ``paigrid.info``, the study report) import it; it imports only numpy and the kernel layout.
 
-``FORMAT_VERSION`` is written into every cube.  Any change to the stored variables bumps it and
-keeps a reader for the older versions (see ``docs/cube.md``).  Cubes written before the attribute
-existed are format 1.
+``FORMAT_VERSION`` is written into every cube (file attribute ``format_version``).  Any change
+to the stored variables bumps it and keeps a reader for the older versions (see
+``docs/cube.md``).  The formats:
+
+1. paigrid 0.1.0, no ``format_version`` attribute: validity is stored as ``valid`` (uint8 over
+   the seven dimensions, 1 where the configuration can exist).
+2. ``valid`` is replaced by ``invalid_reason`` (uint8 over the seven dimensions): the code of
+   the first rule that makes the configuration impossible, 0 where it can exist, with CF
+   ``flag_values`` 0..6 and ``flag_meanings`` from ``kernels.layout.INVALID_REASONS`` (valid,
+   single_gpu_arch_needs_one_gpu, local_arch_exceeds_server, cluster_arch_needs_network,
+   intra_link_not_on_gpu, precision_not_on_gpu, missing_input_number).  ``valid`` is
+   ``invalid_reason == 0``; ``reason_sentence`` says a code in words.  Every other variable
+   is unchanged.
+
+A reader that needs validity reads ``valid == 1`` from a format-1 cube and ``invalid_reason ==
+0`` from a later one (``validity_variable`` names the stored variable).
 """
 
 from __future__ import annotations
@@ -16,8 +29,8 @@ import numpy as np
 
 from paigrid.kernels import layout as L
 
-#: version of the stored variables; 1 = paigrid 0.1.0 (no attribute)
-FORMAT_VERSION = 1
+#: version of the stored variables (see the module docstring); 1 = paigrid 0.1.0 (no attribute)
+FORMAT_VERSION = 2
 
 #: the seven dimensions of the cube, in storage order
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
@@ -34,7 +47,7 @@ CUBE_VARIABLES = {
     "cost": (np.float32, "USD/1e6 samples", "GPU rental cost per million samples"),
     "energy": (np.float32, "J/sample", "GPU energy per sample at board power"),
     "bottleneck": (np.uint8, "1", "largest time component"),
-    "valid": (np.uint8, "1", "1 where the configuration can exist"),
+    "invalid_reason": (np.uint8, "1", "why the configuration cannot exist; 0 where it can"),
 }
 #: outputs over (job, gpu, precision)
 JOB_GPU_VARIABLES = {
@@ -63,9 +76,50 @@ OVERALL_VARIABLES = {
 FLAG_ATTRS = {
     "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
     "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
-    "valid": ((0, 1), ("invalid", "valid")),
+    "invalid_reason": (tuple(range(len(L.INVALID_REASONS))), L.INVALID_REASONS),
     "fits_memory": ((0, 1, L.FLAG_FILL), ("does_not_fit", "fits", "precision_unsupported")),
 }
+#: what each ``invalid_reason`` code means for one configuration, as a sentence: filled by
+#: ``reason_sentence`` from the configuration's labels (arch, gpu, n_gpu, intra, network,
+#: precision) and ``job``, ``gpus_per_node`` and ``peak_column`` (the GPU catalogue column of the
+#: precision's peak)
+REASON_SENTENCES = {
+    L.REASON_VALID: "",
+    L.REASON_SINGLE_GPU_ARCH: "{arch} with {n_gpu} GPU(s) is invalid: 1w1g runs exactly one GPU.",
+    L.REASON_LOCAL_ARCH_EXCEEDS_SERVER: "{arch} with {n_gpu} GPU(s) is invalid: {arch} keeps every GPU in one "
+                                        "server, which has {gpus_per_node} (gpus_per_node).",
+    L.REASON_CLUSTER_ARCH_NEEDS_NETWORK: "{arch} with {n_gpu} GPU(s) is invalid: {arch} needs a network between "
+                                         "servers, and the network is {network!r} (single server only).",
+    L.REASON_INTRA_LINK_NOT_ON_GPU: "the {intra} link cannot connect {gpu} GPUs.",
+    L.REASON_PRECISION_NOT_ON_GPU: "the {gpu} has no {precision} support ({peak_column} is empty in the GPU "
+                                   "catalogue).",
+    L.REASON_MISSING_INPUT: "{job} on {arch} with {n_gpu} {gpu} GPU(s), {intra}, {network}, {precision} has no "
+                            "prediction: a number the model needs is missing (NaN) in the catalogues or the "
+                            "job's options.",
+}
+
+
+def reason_sentence(code: int, fields: dict) -> str:
+    """The sentence of an ``invalid_reason`` code (empty for 0, valid) for one configuration.
+
+    ``fields`` maps the names used by ``REASON_SENTENCES`` (arch, gpu, n_gpu, intra, network,
+    precision, job, gpus_per_node, peak_column) to values; only those of this code's sentence
+    are read.
+    """
+    return REASON_SENTENCES[int(code)].format(**fields)
+
+
+def validity_variable(version: int) -> str:
+    """The stored variable that holds validity in a cube of format ``version``: ``valid`` (1 =
+    valid) in format 1, ``invalid_reason`` (0 = valid) from format 2 on."""
+    return "valid" if version < 2 else "invalid_reason"
+
+
+def is_valid(values: np.ndarray, version: int) -> np.ndarray:
+    """True where a configuration can exist, from the values of ``validity_variable(version)``."""
+    return np.asarray(values) == (1 if version < 2 else L.REASON_VALID)
+
+
 def partial_path(path: str | Path) -> Path:
     """Where a sweep writes until it is complete."""
     return Path(f"{path}.partial")

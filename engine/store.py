@@ -20,6 +20,7 @@ so an interrupted sweep never leaves a file that looks finished; ``--resume`` re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -29,12 +30,24 @@ from pathlib import Path
 import numpy as np
 
 from paigrid import __version__
-from paigrid.errors import PaigridError
 from paigrid.codecs import filter_kwargs
+from paigrid.errors import PaigridError
 from paigrid.evaluate import Block
-from paigrid.schema import (BEST_VARIABLES, DIMS, CRITERIA, CUBE_VARIABLES, FLAG_ATTRS, JOB_GPU_VARIABLES, OVERALL_DIMS,
-                            OVERALL_VARIABLES, partial_path)
 from paigrid.inputs.tables import Grid
+from paigrid.schema import (
+    BEST_VARIABLES,
+    CRITERIA,
+    CUBE_VARIABLES,
+    DIMS,
+    FLAG_ATTRS,
+    FORMAT_VERSION,
+    JOB_GPU_VARIABLES,
+    OVERALL_DIMS,
+    OVERALL_VARIABLES,
+    format_version,
+    partial_path,
+)
+from paigrid.userfiles import fault_point, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
 
@@ -64,28 +77,45 @@ class CubeWriter:
 
     def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
                  reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
-                 jobs_per_chunk: int = 1):
+                 jobs_per_chunk: int = 1, current: dict[str, np.ndarray] | None = None):
         import h5netcdf
+        import h5py
 
         self.path = Path(path)
         self.tmp = partial_path(path)
+        # A new cube is created under a hidden name and renamed to PATH.partial only once its
+        # skeleton and the current-configuration predictions are on disk: a .partial file is
+        # always a readable cube that --resume can finish.
+        self.creating = None if resume else creating_path(path)
         self.grid = grid
         self.reduce_only = reduce_only
         self.blocks = blocks
         self.jobs_per_chunk = jobs_per_chunk
         self.compression = compression
-        if resume:
-            self.file = h5netcdf.File(self.tmp, "r+")
-            self._check_resumable(provenance)
-            # chunks must be encoded as the datasets were created, whatever --compression says now
-            self.compression = str(self.file.attrs["compression"])
-        else:
-            self.file = h5netcdf.File(self.tmp, "w")
-            self._create(provenance, filter_kwargs(compression), compression)
-            self.flush()
-        self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
-        # blocks go straight to the h5py datasets: h5netcdf's __setitem__ adds ~1 ms per call
-        self.datasets = {name: self.file._h5file[name] for name in self.file.variables}
+        # The HDF5 file is opened here and handed to h5netcdf (which then leaves closing it to us), so
+        # that this writer holds it: it flushes it itself and writes blocks straight to its datasets.
+        # track_order: the creation order netCDF-4 needs, as h5netcdf sets it on files it creates.
+        self.h5 = h5py.File(self.tmp, "r+") if resume else h5py.File(self.creating, "w", track_order=True)
+        try:
+            self.file = h5netcdf.File(self.h5, "r+" if resume else "w")
+            if resume:
+                self._check_resumable(provenance)
+                # chunks must be encoded as the datasets were created, whatever --compression says now
+                self.compression = str(self.file.attrs["compression"])
+            else:
+                fault_point("creating")
+                self._create(provenance, filter_kwargs(compression), compression)
+                self.flush()
+                fault_point("skeleton-written")
+                if current is not None:
+                    self.write_current(current)
+                self._publish()
+            self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
+            # blocks go straight to the h5py datasets: h5netcdf's __setitem__ adds ~1 ms per call
+            self.datasets = {name: self.h5[name] for name in self.file.variables}
+        except BaseException:
+            self.close()  # no caller holds this writer to close it
+            raise
 
     # --- creation ---------------------------------------------------------------------------
     def _create(self, provenance: dict, filters: dict, compression: str) -> None:
@@ -130,6 +160,7 @@ class CubeWriter:
                                   data=np.array([b[0] for b in self.blocks], np.int64))
         start.attrs.update(units="1", long_name="index of the block's first job")
         f.attrs.update(Conventions="CF-1.8", title="paigrid design-space cube", paigrid_version=__version__,
+                       format_version=FORMAT_VERSION,
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        mode="reduce-only" if self.reduce_only else "full", compression=compression,
                        complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
@@ -175,16 +206,57 @@ class CubeWriter:
                 var.attrs.update(units=units[name], long_name=f"{name.replace('_', ' ')} predicted by the model")
         self.flush()
 
+    def _publish(self) -> None:
+        """Put the new file on disk and rename it to PATH.partial (an open HDF5 file keeps its
+        descriptor across the rename)."""
+        fd = os.open(self.creating, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self.creating, self.tmp)
+        sync_folder(self.tmp.parent if str(self.tmp.parent) else ".")
+        self.creating = None
+        fault_point("after-create")
+
     def _check_resumable(self, provenance: dict) -> None:
         attrs = self.file.attrs
+        if format_version(attrs) != FORMAT_VERSION:
+            raise PaigridError(f"{self.tmp} was started in cube format {format_version(attrs)} and this paigrid "
+                               f"writes format {FORMAT_VERSION}; delete it to start over.")
+        # every input file (workloads or population, catalogues, calibration; the spec last, after
+        # its content) must be as it was
+        changed = self._changed_inputs(provenance)
+        if changed and changed[0][0] != "spec":
+            self._refuse_changed(*changed[0])
         for key, value in provenance.items():
+            if key == "input_sha256":
+                continue
             stored = attrs.get(key)
             expected = json.dumps(value) if not isinstance(value, str) else value
             if stored != expected:
                 raise PaigridError(f"{self.tmp} was started with a different {key}; resume it with the same "
                                    "spec and catalogues, or delete it to start over.")
+        if changed:
+            self._refuse_changed(*changed[0])
         if attrs.get("mode") != ("reduce-only" if self.reduce_only else "full"):
             raise PaigridError(f"{self.tmp} was started in {attrs.get('mode')} mode; resume it in the same mode.")
+
+    def _changed_inputs(self, provenance: dict) -> list[tuple[str, dict]]:
+        """(role, {"path", "sha256"}) of the input files whose sha256 differs from the one the
+        partial file recorded (an input it did not have counts as changed), the spec last."""
+        stored = _json_attr(self.file.attrs, "input_sha256")
+        stored = stored if isinstance(stored, dict) else {}
+        current = provenance.get("input_sha256", {})
+        changed = [(role, entry) for role, entry in current.items()
+                   if not isinstance(stored.get(role), dict) or stored[role].get("sha256") != entry["sha256"]]
+        changed += [(role, entry) for role, entry in stored.items() if role not in current and isinstance(entry, dict)]
+        return sorted(changed, key=lambda item: item[0] == "spec")
+
+    def _refuse_changed(self, role: str, entry: dict) -> None:
+        raise PaigridError(f"{entry.get('path', role)} (the {role} file) is not the file {self.tmp} was started "
+                           f"with (its sha256 differs); resume with the file as it was, or delete {self.tmp} to "
+                           "start over.")
 
     # --- writing ----------------------------------------------------------------------------
     def pending(self) -> list[int]:
@@ -207,7 +279,7 @@ class CubeWriter:
     def flush(self) -> None:
         """Put everything written so far on disk, HDF5 metadata included."""
         self.file.flush()           # h5netcdf's own bookkeeping (attributes, dimension scales)
-        self.file._h5file.flush()   # h5netcdf's flush does not flush the HDF5 file itself
+        self.h5.flush()             # h5netcdf's flush does not flush the HDF5 file itself
 
     def finish(self) -> Path:
         """Mark the file complete, close it and rename it to its final name."""
@@ -215,15 +287,46 @@ class CubeWriter:
             raise PaigridError(f"{len(self.pending())} blocks are not written yet.")
         self.file.attrs["complete"] = 1
         self.file.close()
+        self.h5.close()
+        fault_point("before-finish")
         os.replace(self.tmp, self.path)
+        sync_folder(self.path.parent if str(self.path.parent) else ".")
         return self.path
+
+    def abandon(self) -> None:
+        """Give the file up without closing it, after HDF5 failed to write it (a full disk): the
+        library could crash trying to flush it again.  Blocks flushed before stay on disk; the
+        process should exit soon (``os._exit``) without running HDF5's own clean-up."""
+        self.abandoned = (self.file, self.h5)  # kept referenced: never deallocated (and flushed) here
+        self.creating = None
 
     def close(self) -> None:
         """Close without finishing (the ``.partial`` file stays, resumable)."""
-        try:
+        # closing after a failed write may fail too: the partial file's unfinished blocks are redone on resume
+        with contextlib.suppress(Exception):
             self.file.close()
-        except Exception:  # closing after a failed write: the partial file is redone on resume
-            pass
+        with contextlib.suppress(Exception):
+            self.h5.close()
+        if self.creating is not None:  # never published: nothing to resume
+            with contextlib.suppress(OSError):
+                os.unlink(self.creating)
+
+
+def creating_path(path: str | Path) -> Path:
+    """The hidden name a new cube has until it is renamed to PATH.partial (one writer at a time
+    holds PATH.lock, so one such file per output)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.creating")
+
+
+def _json_attr(attrs, name: str):
+    value = attrs.get(name)
+    if isinstance(value, bytes):
+        value = value.decode()
+    try:
+        return json.loads(value) if isinstance(value, str) else {}
+    except ValueError:
+        return {}
 
 
 def _tokens(workloads, model: str) -> float:

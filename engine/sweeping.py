@@ -6,6 +6,8 @@ writer streams finished blocks into the file, so the cube is never held in memor
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import sys
 import time
@@ -22,9 +24,9 @@ from paigrid.inputs.jobs import load_jobs
 from paigrid.predict import current_predictions
 from paigrid.inputs.spec import SweepSpec
 from paigrid.schema import partial_path
-from paigrid.store import CubeWriter, cube_jobs_per_chunk, estimated_bytes
+from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes
 from paigrid.inputs.tables import Grid, build_grid
-from paigrid.userfiles import check_writable_file, file_sha256
+from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 
 @dataclass
@@ -38,15 +40,31 @@ class SweepResult:
 
 
 def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Grid, dict]:
-    """Resolve a spec into a grid and the provenance attributes its cube will carry."""
+    """Resolve a spec into a grid and the provenance attributes its cube will carry, among them
+    the sha256 of every input file (``input_sha256``), which ``--resume`` checks."""
     cats = Catalogues.load(spec.catalogues)
-    eff, spec.options = with_calibration(spec.options, calibration)
+    eff, spec.options = with_calibration(spec.options, calibration, cats)
     jobs, cats = load_jobs(spec, cats)
     grid = build_grid(spec, jobs, cats, eff)
     provenance = {"spec": spec.to_toml_dict(), "catalogue_sha256": cats.checksums(),
                   "efficiency_source": eff.origin, "calibration_sha256": file_sha256(calibration),
-                  "paigrid_version_started": __version__}
+                  "paigrid_version_started": __version__, "input_sha256": input_files(spec, calibration)}
     return grid, provenance
+
+
+def input_files(spec: SweepSpec, calibration: str | Path | None) -> dict[str, dict[str, str]]:
+    """role -> {"path", "sha256"} of every file a sweep reads: the spec, the workloads or
+    population CSV, the user catalogues and the calibration."""
+    files = {}
+    if spec.sha256:
+        files["spec"] = {"path": spec.origin, "sha256": spec.sha256}
+    if isinstance(spec.workloads, str):
+        files["workloads"] = {"path": str(spec.workloads), "sha256": file_sha256(spec.workloads)}
+    for kind, path in sorted(spec.catalogues.items()):
+        files[f"{kind} catalogue"] = {"path": str(path), "sha256": file_sha256(path)}
+    if calibration is not None:
+        files["calibration"] = {"path": str(calibration), "sha256": file_sha256(calibration)}
+    return files
 
 
 def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
@@ -54,77 +72,284 @@ def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
     return [(s, min(s + jobs_per_block, n_jobs)) for s in range(0, n_jobs, jobs_per_block)]
 
 
-def check_disk(path: Path, grid: Grid, reduce_only: bool) -> None:
-    """Refuse, before starting, a cube that could outgrow the free disk space."""
-    need = estimated_bytes(grid, reduce_only)
-    free = shutil.disk_usage(path.parent if str(path.parent) else Path(".")).free
+#: jobs chunks evaluated and compressed to estimate the size of a full cube
+SIZE_SAMPLES = 3
+#: the estimate is this much above the sample's extrapolation (jobs compress differently)
+SIZE_MARGIN = 1.25
+
+
+def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, jobs_per_chunk: int) -> int:
+    """The cube's likely size on disk [bytes]: a few chunks of jobs spread over the job list are
+    evaluated and compressed as the sweep would, and their size is extrapolated to every job
+    (with a margin); the small variables count uncompressed.  A reduce-only cube: the
+    uncompressed reductions."""
+    small = estimated_bytes(grid, True)
+    n_jobs = len(grid.jobs)
+    if reduce_only:
+        return small
+    starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs_per_chunk * jobs_per_chunk
+                     for k in range(SIZE_SAMPLES)})
+    sampled = stored = 0
+    for start in starts:
+        stop = min(start + jobs_per_chunk, n_jobs)
+        block = evaluate_block(grid, -1, start, stop, True, None, compression, jobs_per_chunk)
+        stored += sum(len(chunk) for chunks in block.chunks.values() for chunk in chunks)
+        sampled += stop - start
+    return int(stored / sampled * n_jobs * SIZE_MARGIN) + small
+
+
+def check_disk(path: Path, grid: Grid, reduce_only: bool, compression: str = "lz4", jobs_per_chunk: int = 1) -> None:
+    """Refuse, before starting, a cube that would not fit in the free disk space (its compressed
+    size estimated from a sample, ``estimated_cube_bytes``)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    free = shutil.disk_usage(folder).free
+    if estimated_bytes(grid, reduce_only) <= free:
+        return  # fits even uncompressed: no need to estimate
+    need = estimated_cube_bytes(grid, reduce_only, compression, jobs_per_chunk)
     if need > free:
         hint = "" if reduce_only else "; use --reduce-only to keep only the per-job bests, or sweep a smaller grid"
-        raise PaigridError(f"the cube needs up to {need / 1e9:.1f} GB uncompressed and {path.parent or '.'} has "
-                           f"{free / 1e9:.1f} GB free{hint}.")
+        raise PaigridError(f"the cube needs about {megabytes(need)} (estimated from a sample of its jobs, compressed) "
+                           f"and {folder} has {megabytes(free)} free{hint}, or pass --no-space-check to try anyway.")
 
 
 def check_output(path: Path, resume: bool) -> None:
-    """Clear errors for an output path that cannot be written, before any work is done."""
-    check_writable_file(path)
-    if resume and not partial_path(path).exists():
-        raise PaigridError(f"there is no interrupted sweep to resume at {partial_path(path)}.")
-    if not resume and partial_path(path).exists():
-        raise PaigridError(f"an interrupted sweep is waiting at {partial_path(path)}: pass --resume to "
-                           "continue it, or delete it to start over.")
+    """Clear errors for a partial file that is missing (``resume``) or in the way (not
+    ``resume``), before any work is done."""
+    partial = partial_path(path)
+    if partial.is_symlink():
+        raise PaigridError(f"{partial} is a symbolic link, not an interrupted sweep; move it away.")
+    if partial.exists() and not partial.is_file():
+        raise PaigridError(f"{partial} is in the way and is not a file; move it away.")
+    if resume and not partial.exists():
+        raise PaigridError(f"there is no interrupted sweep to resume at {partial}.")
+    if not resume and partial.exists():
+        raise PaigridError(f"an interrupted sweep is waiting at {partial}: pass --resume to continue it, or delete "
+                           "it to start over.")
+    if resume:
+        _check_readable_partial(partial)
+
+
+def _check_readable_partial(partial: Path) -> None:
+    """One sentence for a partial file that is not a cube to resume (or that another program holds)."""
+    import errno
+
+    import h5py
+
+    try:
+        with h5py.File(partial, "r") as f:
+            if "block_done" not in f:
+                raise PaigridError(f"{partial} is not an interrupted paigrid sweep; delete it to start over.")
+    except PaigridError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) and "lock" in str(exc):
+            raise PaigridError(f"another program has {partial} open (HDF5 file lock); close it and run the same "
+                               "command again.") from None
+        raise PaigridError(f"{partial} cannot be read as a cube (it is damaged, or was interrupted while being "
+                           "created by an older paigrid); delete it to start over.") from None
+    except (RuntimeError, KeyError, ValueError):
+        raise PaigridError(f"{partial} cannot be read as a cube (it is damaged); delete it to start over.") from None
+
+
+def cube_output(out: str | Path) -> Path:
+    """Where the cube named ``out`` goes: a symbolic link is followed (its target is replaced, the
+    link stays); a FIFO or a device is refused, since HDF5 needs a regular file."""
+    target = output_target(out)
+    if target.stream:
+        raise PaigridError(f"cannot write a cube to {out}: it is a {target.kind}, and an HDF5 cube needs a regular "
+                           "file; give the path of a file.")
+    return target.path
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",
               reduce_only: bool = False, resume: bool = False, scheduler: str | None = None,
-              workers: int | None = None, progress: bool = True, on_block=None) -> SweepResult:
+              workers: int | None = None, progress: bool = True, on_block=None,
+              space_check: bool = True) -> SweepResult:
     """Sweep ``spec`` into the cube file ``out`` and return what was done.
 
     ``reduce_only`` stores only the per-job reductions; ``resume`` continues ``out.partial``;
     ``scheduler`` (a Dask scheduler address) or ``workers`` (a local Dask cluster of that many
     processes) run the blocks on Dask workers; otherwise they run in this process.
-    ``on_block(n_written)`` is called after each block is safely written.
-    """
-    out = Path(out)
-    check_output(out, resume)
-    grid, provenance = prepare(spec, calibration)
-    if not resume:
-        check_disk(out, grid, reduce_only)
-    per_chunk = cube_jobs_per_chunk(grid, spec.jobs_per_block)
-    blocks = block_bounds(len(grid.jobs), spec.jobs_per_block // per_chunk * per_chunk)
-    started = time.perf_counter()
-    writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk)
-    compression = writer.compression  # on --resume: the file's own
-    try:
-        if not resume:
-            writer.write_current(current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options))
-        todo = writer.pending()
-        per_job = grid.configs // len(grid.jobs)
-        with _Progress(progress, sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job) as bar:
-            if scheduler or workers:
-                from paigrid.distributed import run_on_dask
+    ``on_block(n_written)`` is called after each block is safely written.  ``space_check``
+    refuses, before starting, a cube that would not fit in the free disk space.
 
-                source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression, per_chunk)
+    One writer at a time: ``out.lock`` (``userfiles.OutputLock``) names the process writing.
+    """
+    out = cube_output(out)
+    grid, provenance = prepare(spec, calibration)
+    with OutputLock(out).acquire(str(out)):
+        fault_point("lock-taken")
+        with contextlib.suppress(OSError):
+            os.unlink(creating_path(out))   # left by a writer killed while creating: never published
+        check_output(out, resume)
+        per_chunk = cube_jobs_per_chunk(grid, spec.jobs_per_block)
+        blocks = block_bounds(len(grid.jobs), spec.jobs_per_block // per_chunk * per_chunk)
+        if not resume and space_check:
+            check_disk(out, grid, reduce_only, compression, per_chunk)
+        return _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume,
+                           scheduler, workers, progress, on_block)
+
+
+def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume, scheduler,
+                workers, progress, on_block) -> SweepResult:
+    started = time.perf_counter()
+    current = None if resume else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+    with contextlib.ExitStack() as stack:
+        client = None
+        if scheduler or workers:
+            from paigrid.distributed import dask_client
+
+            client = dask_client(stack, scheduler, workers)   # before the file: a bad address leaves nothing
+        try:
+            writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk, current)
+        except KeyboardInterrupt:
+            if resume or partial_path(out).exists():
+                raise PaigridError(f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
+                                   "command with --resume to finish.") from None
+            raise PaigridError("interrupted before the first block; nothing was saved.") from None
+        except (OSError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and not _hdf5_io_error(exc):
+                raise
+            what = "opening" if resume else "creating"
+            raise _write_failure(f"{what} {partial_path(out)} failed ({os_reason(exc)}); "
+                                 f"{'nothing was written' if resume else 'nothing was saved'}.", exc) from None
+        compression = writer.compression  # on --resume: the file's own
+        try:
+            if resume and "current_step_time" not in writer.file.variables:
+                writer.write_current(current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options))
+            todo = writer.pending()
+            per_job = grid.configs // len(grid.jobs)
+            with _Progress(progress, sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job) as bar:
+                if client is not None:
+                    from paigrid.distributed import run_on_dask
+
+                    source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression,
+                                         per_chunk, client=client)
+                else:
+                    source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk)
+                # closing: on an error the block being computed is finished (its thread stopped)
+                # before the error goes on, never left running while the interpreter exits
+                with contextlib.closing(source):
+                    for block in source:
+                        _check_room(out, block)
+                        writer.write_block(block)
+                        written = int(writer.done.sum())
+                        fault_point(f"after-block-{written}")
+                        bar.advance((block.stop - block.start) * per_job, written, len(blocks))
+                        if on_block is not None:
+                            on_block(written)
+            path = writer.finish()
+        except KeyboardInterrupt:
+            writer.close()
+            raise PaigridError(f"interrupted: {int(writer.done.sum())} of {len(blocks)} blocks are saved in "
+                               f"{partial_path(out)}; run the same command with --resume to finish.") from None
+        except (OSError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and not _hdf5_io_error(exc):
+                writer.close()
+                raise
+            if not isinstance(exc, _NoRoom):
+                writer.abandon()  # HDF5 failed mid-write: closing could crash; the flushed blocks are safe
             else:
-                source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk)
-            for block in source:
-                writer.write_block(block)
-                bar.advance((block.stop - block.start) * per_job, int(writer.done.sum()), len(blocks))
-                if on_block is not None:
-                    on_block(int(writer.done.sum()))
-        path = writer.finish()
-    except KeyboardInterrupt:
-        writer.close()
-        raise PaigridError(f"interrupted: {int(writer.done.sum())} of {len(blocks)} blocks are saved in "
-                           f"{partial_path(out)}; run the same command with --resume to finish.") from None
-    except OSError as exc:
-        writer.close()
-        raise PaigridError(f"writing {partial_path(out)} failed ({exc.strerror or exc}); "
-                           f"{int(writer.done.sum())} of {len(blocks)} blocks are saved; fix the cause and "
-                           "run the same command with --resume.") from None
-    except BaseException:
-        writer.close()
-        raise
+                writer.close()
+            raise _write_failure(f"writing {partial_path(out)} failed ({os_reason(exc)}); "
+                                 f"{int(writer.done.sum())} of {len(blocks)} blocks are saved; fix the cause and "
+                                 "run the same command with --resume.", exc) from None
+        except BaseException:
+            writer.close()
+            raise
     return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
+
+
+#: free disk space [bytes] a block must leave beside its own bytes, for HDF5's metadata
+ROOM_SLACK = 2**20
+
+
+class _NoRoom(OSError):
+    """The disk has no room for the next block: found before HDF5 tried (and failed) to write it."""
+
+
+def _check_room(out: Path, block) -> None:
+    """Stop cleanly, before HDF5 runs into a full disk (after which the library cannot even close
+    the file), when the free space would not hold this block and some slack."""
+    need = sum(len(c) for chunks in block.chunks.values() for c in chunks)
+    need += sum(a.nbytes for a in block.arrays.values()) + ROOM_SLACK
+    folder = out.parent if str(out.parent) else Path(".")
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if need > free:
+        import errno
+
+        raise _NoRoom(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _hdf5_io_error(exc: BaseException) -> bool:
+    """A RuntimeError of HDF5 (through h5py) caused by the operating system, e.g. a full disk."""
+    return "errno =" in str(exc) or "file write failed" in str(exc)
+
+
+def _write_failure(sentence: str, exc: BaseException) -> PaigridError:
+    """The error of a failed write; after a failure inside HDF5 (not one found beforehand) the
+    command exits without closing the file (``exit_hard``), which HDF5 could crash on."""
+    error = PaigridError(sentence)
+    error.exit_hard = not isinstance(exc, _NoRoom)
+    return error
+
+
+def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, **kw):
+    """Sweep from Python and return the cube as an ``xarray.Dataset`` (``paigrid sweep`` as a
+    function, for notebooks and libraries).
+
+    ``spec`` is a ``SweepSpec``, the path of a TOML spec, a dict of the same keys (``workloads``,
+    ``jobs_per_block``, ``[grid]``, ``[options]``, ``[catalogues]``; relative paths from the
+    current directory) or None for the default sweep.  With ``out`` None the cube is written to
+    a temporary file, loaded into memory and the file removed (mind the size: 22 bytes per
+    configuration); otherwise ``out`` is written and returned opened lazily by
+    ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
+    ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
+    resume, scheduler (a Dask address), workers (a local Dask cluster), progress (default False:
+    no progress lines on stderr), on_block, and any other keyword-only argument of
+    ``run_sweep``.  The variables carry their units (step_time [s],
+    throughput [samples/s], cost [USD/1e6 samples], ...).
+    """
+    import copy
+    import inspect
+    import tempfile
+
+    from paigrid.dataset import open_dataset
+    from paigrid.inputs.spec import load_spec, spec_from_dict
+
+    known = [name for name, p in inspect.signature(run_sweep).parameters.items()
+             if p.kind == p.KEYWORD_ONLY and name != "reduce_only"]
+    unknown = sorted(set(kw) - set(known))
+    if unknown:
+        raise PaigridError(f"sweep() takes {', '.join(known)} besides spec, out and reduce_only, "
+                           f"not {unknown[0]!r}.")
+    if spec is None:
+        spec = SweepSpec()
+    elif isinstance(spec, SweepSpec):
+        spec = copy.deepcopy(spec)   # preparing a sweep fills in its options
+    elif isinstance(spec, dict):
+        spec = spec_from_dict(spec, "the spec dict", Path.cwd())
+    elif isinstance(spec, (str, Path)):
+        spec = load_spec(spec)
+    else:
+        raise PaigridError(f"spec must be a SweepSpec, the path of a TOML spec, a dict or None, "
+                           f"not {type(spec).__name__}.")
+    kw.setdefault("progress", False)
+    if out is not None:
+        run_sweep(spec, out, reduce_only=reduce_only, **kw)
+        return open_dataset(out)
+    if kw.get("resume"):
+        raise PaigridError("resume needs the out file of the interrupted sweep.")
+    with tempfile.TemporaryDirectory(prefix="paigrid-") as folder:
+        path = Path(folder) / "cube.h5"
+        run_sweep(spec, path, reduce_only=reduce_only, **kw)
+        with open_dataset(path) as ds:
+            ds.load()
+        ds.encoding.pop("source", None)   # the file is gone
+        return ds
 
 
 def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int):

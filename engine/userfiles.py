@@ -1,77 +1,384 @@
-"""Reading the user's files (specs, catalogues, workloads, calibrations, measurements) with one
-clear sentence for every way that can fail."""
+"""Reading and writing the user's files (specs, catalogues, workloads, calibrations,
+measurements, outputs) with one clear sentence for every way that can fail.
+
+Outputs: a path the user names as the output is the only file replaced.  A regular file is
+written through a temporary file in its folder that is then renamed over it, so an interrupted
+write never leaves a file that looks whole; a symbolic link to a file has its target replaced
+that way (the link stays); a FIFO or a device (``/dev/stdout``, ``/dev/null``) receives text as
+a stream and is never replaced.  ``OutputLock`` claims an output for one writer at a time.
+
+Test hook: ``PAIGRID_TEST_KILL_AT=POINT`` makes the process kill itself at the named point of a
+write (``fault_point``), with SIGKILL or the signal named by ``PAIGRID_TEST_SIGNAL``; the fault
+tests use it to interrupt writes at exact places.  It does nothing unless set.
+"""
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import errno
 import hashlib
+import json
 import os
+import signal
+import socket
+import stat
 import tempfile
+import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from paigrid.errors import PaigridError
 
+#: largest input text file read [bytes]; a larger one (or an endless device) is refused
+MAX_INPUT_BYTES = 1 << 30
+_READ_CHUNK = 1 << 20
+
+
+def fault_point(point: str) -> None:
+    """The test hook: signal this process at ``point`` when ``PAIGRID_TEST_KILL_AT`` names it
+    (SIGKILL, or ``PAIGRID_TEST_SIGNAL``: SIGINT, SIGTERM, SIGSTOP, ...; to the whole process
+    group, as Ctrl-C in a terminal does, when ``PAIGRID_TEST_SIGNAL_GROUP`` is set).  Points:
+    ``lock-taken``, ``creating``, ``skeleton-written``, ``after-create``, ``after-block-N``,
+    ``before-finish`` (sweep) and ``text-before-rename`` (text outputs)."""
+    if os.environ.get("PAIGRID_TEST_KILL_AT") == point:
+        number = getattr(signal, os.environ.get("PAIGRID_TEST_SIGNAL", "SIGKILL"), signal.SIGKILL)
+        if os.environ.get("PAIGRID_TEST_SIGNAL_GROUP"):
+            os.killpg(os.getpgrp(), number)
+        else:
+            os.kill(os.getpid(), number)
+
+
+def os_reason(exc: BaseException) -> str:
+    """An OSError (or HDF5's, through h5py) as a few words on one line ("No space left on
+    device"), never as an exception class name or HDF5's multi-line report."""
+    import re
+
+    number = getattr(exc, "errno", None)
+    if not isinstance(number, int):
+        found = re.search(r"errno = (\d+)", str(exc))
+        number = int(found.group(1)) if found else None
+    if number == errno.EISDIR:
+        return "it is a folder"
+    if number:
+        return os.strerror(number).rstrip(".")
+    text = (getattr(exc, "strerror", None) or str(exc) or "an input/output error").strip()
+    return " ".join(text.split("(")[0].split()).rstrip(".") or "an input/output error"
+
+
+_reason = os_reason
+
 
 def read_text(path: str | Path, what: str) -> str:
     """The UTF-8 text of ``path`` (a leading byte-order mark is dropped); ``what`` names the file
-    in errors ("the spec file")."""
+    in errors ("the spec file").  Binary files, text that is not UTF-8 and files over
+    ``MAX_INPUT_BYTES`` (an endless device among them) are refused, reading stops at the first
+    sign of them."""
     path = Path(path)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    parts, size = [], 0
     try:
-        return path.read_text(encoding="utf-8-sig")
+        with open(path, "rb") as handle:
+            while True:
+                chunk = handle.read(_READ_CHUNK)
+                size += len(chunk)
+                if b"\0" in chunk:
+                    raise PaigridError(f"{what} {path} is not a text file (it holds NUL bytes).")
+                if size > MAX_INPUT_BYTES:
+                    raise PaigridError(f"{what} {path} is larger than {MAX_INPUT_BYTES >> 30} GB; "
+                                       "that is not a paigrid input.")
+                parts.append(decoder.decode(chunk, final=not chunk))
+                if not chunk:
+                    break
     except FileNotFoundError:
         raise PaigridError(f"{what} {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PaigridError(f"{what} {path} cannot be read ({exc.__class__.__name__}).") from None
+    except UnicodeDecodeError:
+        raise PaigridError(f"{what} {path} is not UTF-8 text.") from None
+    except OSError as exc:
+        raise PaigridError(f"{what} {path} cannot be read ({_reason(exc)}).") from None
+    return "".join(parts)
 
 
 def read_toml(path: str | Path, what: str) -> dict:
     """The parsed TOML of ``path`` (standard library ``tomllib``)."""
+    text = read_text(path, what)
     try:
-        return tomllib.loads(read_text(path, what))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PaigridError(f"{what} {path} is not valid TOML ({exc}).") from None
+    except RecursionError:
+        raise PaigridError(f"{what} {path} is not valid TOML (it nests too deeply).") from None
 
 
-def check_writable_file(path: str | Path) -> None:
-    """One sentence for an output file that cannot be written, before any work is done."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where an output named ``given`` goes: ``path`` (a symbolic link followed to its target),
+    and whether it is a stream (a FIFO or a device, written into and never replaced)."""
+
+    given: Path
+    path: Path
+    stream: bool
+    kind: str  # "file" (existing or new), "FIFO" or "device"
+
+
+def output_target(path: str | Path) -> OutputTarget:
+    """Check an output path before any work is done and say where it goes (one sentence for a
+    path that cannot be written)."""
+    given = Path(path)
+    if str(given) == "":
+        raise PaigridError("the output path is empty.")
+    real = Path(os.path.realpath(given)) if given.is_symlink() else given
+    try:
+        mode = os.stat(real).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise PaigridError(f"cannot write {given} ({_reason(exc)}).") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise PaigridError(f"cannot write {given}: it is a folder.")
+    if mode is not None and stat.S_ISSOCK(mode):
+        raise PaigridError(f"cannot write {given}: it is a socket.")
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
+        if not os.access(real, os.W_OK):
+            raise PaigridError(f"cannot write {given}: it is not writable.")
+        return OutputTarget(given, real, True, "FIFO" if stat.S_ISFIFO(mode) else "device")
+    parent = real.parent if str(real.parent) else Path(".")
     if not parent.is_dir():
-        raise PaigridError(f"cannot write {path}: the folder {parent} does not exist.")
-    if path.is_dir():
-        raise PaigridError(f"cannot write {path}: it is a folder.")
+        raise PaigridError(f"cannot write {given}: the folder {parent} does not exist.")
     if not os.access(parent, os.W_OK):
-        raise PaigridError(f"cannot write {path}: the folder {parent} is not writable.")
+        raise PaigridError(f"cannot write {given}: the folder {parent} is not writable.")
+    return OutputTarget(given, real, False, "file")
+
+
+def check_writable_file(path: str | Path) -> OutputTarget:
+    """One sentence for an output file that cannot be written, before any work is done; returns
+    where it goes (``output_target``)."""
+    return output_target(path)
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, synced and then
-    renamed over ``path``, so an interrupted write never leaves a file that looks whole.  The
-    file gets the usual permissions (0o666 less the umask).  Returns the path."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
+    """Write ``text`` to the output ``path`` (see ``output_target``).  A file is written through a
+    temporary file in the same folder, synced and then renamed over it, so an interrupted write
+    never leaves a file that looks whole; an existing file keeps its permissions, a new one gets
+    the usual ones (0o666 less the umask).  A FIFO or device receives the text as a stream.
+    Returns the path written (a link's target)."""
+    target = output_target(path)
+    if target.stream:
+        try:
+            with open(target.path, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise PaigridError(f"cannot write {target.given} ({_reason(exc)}).") from None
+        return target.path
+    destination = target.path
+    folder = destination.parent if str(destination.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".partial", dir=folder)
     except OSError as exc:
-        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
+        raise PaigridError(f"cannot write {target.given} ({_reason(exc)}).") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        try:
+            mode = stat.S_IMODE(os.stat(destination).st_mode)
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        fault_point("text-before-rename")
+        os.replace(tmp, destination)
+        sync_folder(folder)
     except OSError as exc:
-        raise PaigridError(f"cannot write {path} ({exc.strerror or exc.__class__.__name__}).") from None
+        raise PaigridError(f"cannot write {target.given} ({_reason(exc)}).") from None
     finally:
         Path(tmp).unlink(missing_ok=True)
-    return path
+    return destination
+
+
+def sync_folder(folder: str | Path) -> None:
+    """fsync a folder, so a rename in it is on disk (best effort: some file systems refuse)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def file_sha256(path: str | Path | None) -> str:
-    """sha256 of a file's bytes ("" for no file): how a cube records which calibration made it."""
+    """sha256 of a file's bytes ("" for no file): how a cube records which inputs made it."""
     if path is None:
         return ""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(_READ_CHUNK), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise PaigridError(f"{path} cannot be read ({_reason(exc)}).") from None
+    return digest.hexdigest()
+
+
+def megabytes(size: float) -> str:
+    """A size in bytes for people: MB below 1 GB, GB above (1 MB = 1e6 bytes)."""
+    if size < 1e9:
+        return f"{size / 1e6:.1f} MB" if size < 10e6 else f"{size / 1e6:.0f} MB"
+    if size < 1e12:
+        return f"{size / 1e9:.1f} GB" if size < 10e9 else f"{size / 1e9:.0f} GB"
+    return f"{size / 1e12:,.0f} TB"
+
+
+# --- one writer per output ---------------------------------------------------------------------
+
+def _start_time(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from /proc), "" where unknown: with
+    the pid it tells a live writer from a new process that reuses a dead writer's pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return text.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(pid: int, started: str) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except OSError:
+        return True
+    now = _start_time(pid)
+    return not (started and now and now != started)
+
+
+class OutputLock:
+    """An exclusive claim on an output ``PATH``: the file ``PATH.lock``, created atomically (a
+    hard link of a finished temporary file, or ``O_EXCL`` where links are not supported) and
+    holding the writer's pid, host and start time.  It does not depend on HDF5's or the file
+    system's locks (often off on parallel file systems).  A lock left by a dead process of this
+    host (SIGKILL, a crash) is taken over; one from another host is reported, since its
+    process cannot be checked from here."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(f"{path}.lock")
+        self.held = False
+        self.owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": _start_time(os.getpid()),
+                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def acquire(self, what: str) -> OutputLock:
+        """Take the lock, or raise one sentence naming the other writer (``what`` names the output)."""
+        text = json.dumps(self.owner) + "\n"
+        for _ in range(5):
+            if self._create(text):
+                self.held = True
+                return self
+            other = self._read()
+            if other is None:      # vanished, or still being written by its creator: look again
+                time.sleep(0.05)
+                continue
+            if other.get("host") == self.owner["host"] and not _alive(other["pid"], str(other.get("started", ""))):
+                self._break(other)
+                continue
+            pid, host = other.get("pid", "?"), other.get("host", "?")
+            hint = ("wait for it to finish" if host == self.owner["host"] else
+                    f"wait for it to finish, or delete {self.path} if that process is no longer running")
+            raise PaigridError(f"another paigrid process (pid {pid} on {host}) is writing {what}; {hint}.")
+        raise PaigridError(f"cannot claim {what}: its lock file {self.path} keeps changing; try again.")
+
+    def _create(self, text: str) -> bool:
+        folder = self.path.parent if str(self.path.parent) else Path(".")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=folder)
+        except OSError as exc:
+            raise PaigridError(f"cannot create the lock file {self.path} ({_reason(exc)}).") from None
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            try:
+                os.link(tmp, self.path)
+                return True
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+                    raise
+            try:  # no hard links here: O_EXCL (a writer killed between create and write leaves it empty)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            return True
+        except OSError as exc:
+            raise PaigridError(f"cannot create the lock file {self.path} ({_reason(exc)}).") from None
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def _read(self) -> dict | None:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise PaigridError(f"cannot read the lock file {self.path} ({_reason(exc)}).") from None
+        try:
+            data = json.loads(text)
+            if isinstance(data, dict) and isinstance(data.get("pid"), int) and not isinstance(data["pid"], bool):
+                return data
+        except ValueError:
+            pass
+        if text.strip():
+            raise PaigridError(f"{self.path} exists and is not a paigrid lock file; move it away.")
+        # empty: a writer killed between creating it and writing it (the O_EXCL fallback)
+        try:
+            age = time.time() - self.path.stat().st_mtime
+        except OSError:
+            return None
+        return {"pid": -1, "host": self.owner["host"], "started": ""} if age > 2 else None
+
+    def _break(self, stale: dict) -> None:
+        """Remove a stale lock, unless another process replaced it meanwhile."""
+        moved = self.path.with_name(f".{self.path.name}.stale.{os.getpid()}")
+        try:
+            os.replace(self.path, moved)
+        except FileNotFoundError:
+            return
+        try:
+            data = json.loads(moved.read_text() or "null")
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("pid") != stale.get("pid") and data.get("pid") not in (None, -1):
+            with contextlib.suppress(OSError):  # it was a new writer's lock: put it back (unless another exists now)
+                os.link(moved, self.path)
+        moved.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Give the lock up (only if it is still this process's)."""
+        if not self.held:
+            return
+        self.held = False
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        if data.get("pid") == self.owner["pid"] and data.get("host") == self.owner["host"]:
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False

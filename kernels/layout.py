@@ -28,7 +28,15 @@ J_PCIE_ROOTS = 10   # r, PCIe root links per server (1wng)
 J_PS_COUNT = 11     # p, parameter servers; 0 = one per worker server
 J_OVERLAP = 12      # fraction of communication that may hide behind the backward pass, [0, 1]
 J_INPUT_RATE = 13   # samples/s one server's input pipeline can deliver; inf = unbounded
-N_JOB_FIELDS = 14
+# the operator classes of compute model pai-v2 (read only by ``model.compute_terms`` for
+# MODEL_PAI_V2; zero for pai-v1 jobs).  Per micro-batch on one GPU, forward + backward:
+J_CLASS_FLOP = 14   # first of N_CLASSES fields: FLOPs of each class (CLASS_* order)
+J_CLASS_BYTES = 20  # first of N_CLASSES fields: HBM bytes of each class at FP32
+J_LAUNCHES = 26     # kernel launches per micro-batch (forward + backward)
+J_UPDATE_BYTES = 27  # optimizer-update bytes per parameter that do not depend on the precision
+J_ACTIVATION_V2 = 28  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
+J_GRAPHS = 29       # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
+N_JOB_FIELDS = 30
 
 # --- GPU table ------------------------------------------------------------------------------
 G_MEM_BW = 0        # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
@@ -36,7 +44,20 @@ G_PCIE_BW = 1       # achievable host PCIe bandwidth, bytes/s (eta_pcie x nomina
 G_MEMORY = 2        # device memory, bytes
 G_PRICE = 3         # USD per GPU-hour
 G_POWER = 4         # W drawn while training (TDP)
-N_GPU_FIELDS = 5
+G_CLASS_MEM_BW = 5  # pai-v2: achievable HBM bandwidth, bytes/s (eta_mem of the GPU's generation x HBM)
+G_LAUNCH_EAGER = 6  # pai-v2: seconds per kernel launch in eager execution
+G_LAUNCH_GRAPHS = 7  # pai-v2: seconds per kernel launch with CUDA graphs / compiled execution
+N_GPU_FIELDS = 8
+
+# --- operator classes (pai-v2): the last axis of the ``class_peak`` table (G, P, N_CLASSES) ----
+CLASS_GEMM_CONV = 0       # dense GEMMs and convolutions
+CLASS_SMALL_CONV = 1      # depthwise / small-reduction convolutions
+CLASS_RECURRENT = 2       # recurrent cells (cuDNN RNN GEMMs + pointwise)
+CLASS_ATTENTION = 3       # attention score/context batched GEMMs (eager) or a fused kernel
+CLASS_ELEMENTWISE = 4     # norms and element-wise ops (memory-bound: class_peak unused)
+CLASS_EMBEDDING = 5       # embedding lookups (memory-bound: class_peak unused)
+N_CLASSES = 6
+CLASS_NAMES = ("gemm_conv", "small_conv", "recurrent", "attention", "elementwise_norm", "embedding")
 
 # --- precision table ------------------------------------------------------------------------
 P_ACT_RATIO = 0     # activation / memory-bound bytes relative to FP32
@@ -61,7 +82,13 @@ LINK_NETWORK = 4    # any real network
 O_COLLECTIVE = 0    # COLLECTIVE_* code for the all-reduce algorithm
 O_TOPOLOGY = 1      # 0: every intra link gives full bandwidth (version 1); 1: topology-aware
 O_WORKSPACE = 2     # framework workspace per GPU, bytes (memory feasibility)
-N_OPTIONS = 3
+O_MODEL = 3         # MODEL_* code of the compute model (``model.compute_terms``)
+N_OPTIONS = 4
+
+# --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
+MODEL_PAI_V1 = 0    # the PAI additive model: whole-step FLOPs and memory-bound bytes
+MODEL_PAI_V2 = 1    # operator-class roofline + launches + optimizer update
+MODEL_NAMES = ("pai-v1", "pai-v2")
 
 COLLECTIVE_DEFAULT = 0       # version 1: ring inside a server, hierarchical ring across servers
 COLLECTIVE_RING = 1          # one flat ring over all n GPUs
@@ -76,3 +103,18 @@ BOTTLENECK_MEM = 2
 BOTTLENECK_COMM = 3
 BOTTLENECK_NAMES = ("input_io", "compute_flop", "memory_bound", "communication")
 FLAG_FILL = 255     # flag value of an invalid configuration
+
+# --- invalid-reason codes (the ``invalid_reason`` output) ------------------------------------
+# Why a configuration cannot exist.  The rules are checked in this order and the first one that
+# applies is the code, so each configuration has exactly one; 0 means it can exist.
+REASON_VALID = 0
+REASON_SINGLE_GPU_ARCH = 1            # 1w1g with n != 1
+REASON_LOCAL_ARCH_EXCEEDS_SERVER = 2  # 1wng or allreduce-local with n > k (GPUs per server)
+REASON_CLUSTER_ARCH_NEEDS_NETWORK = 3  # ps-worker or allreduce-cluster on a LINK_NONE network
+REASON_INTRA_LINK_NOT_ON_GPU = 4      # intra_fits[gpu, intra] == 0
+REASON_PRECISION_NOT_ON_GPU = 5       # the GPU's achievable peak for the precision is NaN
+REASON_MISSING_INPUT = 6              # any other NaN in an output: an input number is missing
+#: names of the codes, by code (CF flag_meanings of ``invalid_reason``)
+INVALID_REASONS = ("valid", "single_gpu_arch_needs_one_gpu", "local_arch_exceeds_server",
+                   "cluster_arch_needs_network", "intra_link_not_on_gpu", "precision_not_on_gpu",
+                   "missing_input_number")

@@ -1,4 +1,10 @@
-"""The paigrid performance model (DESIGN.md section 1) as numba kernels over flat tables.
+"""The paigrid performance model as numba kernels over flat tables.
+
+``compute_terms`` fills the per-(job, gpu, precision) terms t_data, t_flop, t_mem and
+fits_memory with the compute model chosen in the options (pai-v1: ``job_gpu_terms``; pai-v2:
+``class_terms``, the operator-class roofline); ``evaluate_block`` reads them.  ``t_flop`` is
+compute-bound time and ``t_mem`` memory-bound time (with, in pai-v2, launch overhead and the
+optimizer update), so the bottleneck flags mean the same under both models.
 
 ``evaluate_block`` evaluates every configuration of a block of jobs (the Cartesian product
 job x arch x gpu x n_gpu x intra x network x precision) and folds it into the per-job
@@ -14,36 +20,56 @@ Options (each off by default): gradient accumulation (``J_ACCUM`` micro-batches 
 overlap (``J_OVERLAP``: a fraction of the exchange hides behind the last backward pass), the
 collective algorithm, topology-aware intra-server bandwidth, NICs per server and an input
 pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time).
+
+Validity is decided here and nowhere else: the kernel writes, per configuration, the code of the
+first rule (``layout.INVALID_REASONS``, in code order) that makes it impossible, 0 when none
+does.  Rules 1-4 are the configuration's shape (``configuration_reason``), 5 is a precision the
+GPU lacks, and 6 is any other NaN in an output -- a missing input number (the gradient bytes S
+count for every architecture, 1w1g included).  An invalid configuration is NaN in every output.
+
+``evaluate_block`` (parallel over (job, gpu) with ``prange``) and ``evaluate_block_serial``
+(the same body, serial) are two compilations of one function; the engine's driver picks one by
+the number of configurations.
 """
 
 
 import numpy as np
 from numba import prange
 
-from .jit import jit, parallel_jit
+from .jit import jit, parallel_jit, serial_twin
 from .layout import (
     ARCH_1W1G, ARCH_1WNG, ARCH_ALLREDUCE_LOCAL, ARCH_PS_WORKER,
     BOTTLENECK_COMM, BOTTLENECK_FLOP, BOTTLENECK_INPUT, BOTTLENECK_MEM,
     COLLECTIVE_RING, COLLECTIVE_TREE, FLAG_FILL,
-    G_MEM_BW, G_MEMORY, G_PCIE_BW, G_POWER, G_PRICE,
+    CLASS_ELEMENTWISE, CLASS_EMBEDDING, N_CLASSES, MODEL_PAI_V2, O_MODEL,
+    G_CLASS_MEM_BW, G_LAUNCH_EAGER, G_LAUNCH_GRAPHS, G_MEM_BW, G_MEMORY, G_PCIE_BW, G_POWER, G_PRICE,
+    J_ACTIVATION_V2, J_CLASS_BYTES, J_CLASS_FLOP, J_GRAPHS, J_LAUNCHES, J_UPDATE_BYTES,
     J_ACCUM, J_ACTIVATION, J_BATCH, J_FLOP, J_GPUS_PER_NODE, J_INPUT, J_INPUT_RATE, J_MEMBOUND,
     J_NICS_PER_NODE, J_OPT_STATE, J_OVERLAP, J_PARAMS, J_PCIE_ROOTS, J_PS_COUNT,
     L_BW, L_KIND, L_LATENCY, LINK_NONE, LINK_NVLINK_HCM, LINK_PCIE,
     O_COLLECTIVE, O_TOPOLOGY, O_WORKSPACE,
     P_ACT_RATIO, P_COMM_BYTES, P_GRAD_BYTES, P_WEIGHT_BYTES,
+    REASON_CLUSTER_ARCH_NEEDS_NETWORK, REASON_INTRA_LINK_NOT_ON_GPU, REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+    REASON_MISSING_INPUT, REASON_PRECISION_NOT_ON_GPU, REASON_SINGLE_GPU_ARCH, REASON_VALID,
 )
 
 
 @jit
-def is_valid(arch, n, k, intra_fits, network_kind):
-    """True when the architecture can run n GPUs (k per server) on this intra link and network."""
-    if not intra_fits:
-        return False
+def configuration_reason(arch, n, k, intra_fits, network_kind):
+    """Reason code (rules 1-4 of ``layout.INVALID_REASONS``, first match) why the architecture
+    cannot run n GPUs, k per server, on this intra link (``intra_fits``: it connects the GPU)
+    and network (``network_kind``, a LINK_* code); ``REASON_VALID`` (0) when it can."""
     if arch == ARCH_1W1G:
-        return n == 1.0
-    if arch == ARCH_1WNG or arch == ARCH_ALLREDUCE_LOCAL:
-        return n <= k
-    return network_kind != LINK_NONE
+        if n != 1.0:
+            return REASON_SINGLE_GPU_ARCH
+    elif arch == ARCH_1WNG or arch == ARCH_ALLREDUCE_LOCAL:
+        if not n <= k:
+            return REASON_LOCAL_ARCH_EXCEEDS_SERVER
+    elif network_kind == LINK_NONE:
+        return REASON_CLUSTER_ARCH_NEEDS_NETWORK
+    if not intra_fits:
+        return REASON_INTRA_LINK_NOT_ON_GPU
+    return REASON_VALID
 
 
 @jit
@@ -165,12 +191,82 @@ def job_gpu_terms(job, gpu, peak, prec, workspace, out_data, out_flop, out_mem, 
         out_fits[p] = 1 if needed <= gpu[G_MEMORY] else 0
 
 
-@parallel_jit
-def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
-                   write_cube,
-                   step_time, t_comm, throughput, cost, energy, bottleneck, valid,
-                   t_data, t_flop, t_mem, fits_memory,
-                   best_step, best_index, best_bottleneck):
+@jit
+def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop, out_mem, out_fits):
+    """Compute model pai-v2: per-step times [s] of (job, gpu, precision) from operator classes.
+
+    Per class c of ``layout.CLASS_NAMES`` (FLOPs F_c and FP32 bytes B_c of one micro-batch,
+    forward + backward, from the job table): the roofline time max(F_c / class_peak[p, c],
+    a B_c / bw), a = activation bytes of the precision / 4 and bw the achievable HBM bandwidth
+    (``G_CLASS_MEM_BW``); the time goes to ``t_flop`` when the FLOP side is the larger, to
+    ``t_mem`` otherwise (element-wise/norm and embedding classes are memory-bound by
+    definition).  ``t_mem`` also holds the kernel launches x the per-launch time (eager or
+    graphs) and, once per optimizer step, the update traffic params x (update bytes + gradient
+    bytes + weight bytes - 4) / bw.  ``class_peak`` (P, N_CLASSES) holds achievable FLOP/s;
+    NaN ``peak[p]`` means the GPU lacks the precision (outputs NaN, fits 255).
+    """
+    accum = job[J_ACCUM]
+    bw = gpu[G_CLASS_MEM_BW]
+    launch = gpu[G_LAUNCH_GRAPHS] if job[J_GRAPHS] == 1.0 else gpu[G_LAUNCH_EAGER]
+    for p in range(prec.shape[0]):
+        if np.isnan(peak[p]):
+            out_data[p] = np.nan
+            out_flop[p] = np.nan
+            out_mem[p] = np.nan
+            out_fits[p] = FLAG_FILL
+            continue
+        ratio = prec[p, P_ACT_RATIO]
+        flop_side = 0.0
+        mem_side = 0.0
+        for c in range(N_CLASSES):
+            t_bytes = job[J_CLASS_BYTES + c] * ratio / bw
+            flops = job[J_CLASS_FLOP + c]
+            if c == CLASS_ELEMENTWISE or c == CLASS_EMBEDDING:
+                mem_side += t_bytes
+                continue
+            t_compute = flops / class_peak[p, c] if flops != 0.0 else 0.0
+            if t_compute >= t_bytes or t_compute != t_compute:
+                flop_side += t_compute
+            else:
+                mem_side += t_bytes
+        mem_side += job[J_LAUNCHES] * launch
+        update = job[J_PARAMS] * (job[J_UPDATE_BYTES] + prec[p, P_GRAD_BYTES] + prec[p, P_WEIGHT_BYTES] - 4.0) / bw
+        out_data[p] = accum * job[J_INPUT] / gpu[G_PCIE_BW]
+        out_flop[p] = accum * flop_side
+        out_mem[p] = accum * mem_side + update
+        state = job[J_PARAMS] * (prec[p, P_WEIGHT_BYTES] + prec[p, P_GRAD_BYTES] + job[J_OPT_STATE])
+        needed = state + job[J_ACTIVATION_V2] * ratio + workspace
+        out_fits[p] = 1 if needed <= gpu[G_MEMORY] else 0
+
+
+def _compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t_mem, fits_memory):
+    """Fill the per-(job, gpu, precision) terms that ``evaluate_block`` reads: ``t_data``,
+    ``t_flop``, ``t_mem`` [s per optimizer step] and ``fits_memory`` (uint8), all (J, G, P),
+    with the compute model ``options[O_MODEL]`` (``layout.MODEL_*``): ``job_gpu_terms``
+    (pai-v1) or ``class_terms`` (pai-v2).  ``peak`` (G, P) and ``class_peak`` (G, P,
+    N_CLASSES) are achievable FLOP/s (NaN: the GPU lacks the precision)."""
+    n_jobs, n_gpus = jobs.shape[0], gpus.shape[0]
+    v2 = options[O_MODEL] == MODEL_PAI_V2
+    for jg in prange(n_jobs * n_gpus):
+        j = jg // n_gpus
+        g = jg % n_gpus
+        if v2:
+            class_terms(jobs[j], gpus[g], peak[g], class_peak[g], prec, options[O_WORKSPACE],
+                        t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+        else:
+            job_gpu_terms(jobs[j], gpus[g], peak[g], prec, options[O_WORKSPACE],
+                          t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+
+
+#: the compute-terms kernel (serial: (job, gpu) pairs are few per block)
+compute_terms = jit(serial_twin(_compute_terms, "compute_terms"))
+
+
+def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
+                    write_cube,
+                    step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                    t_data, t_flop, t_mem, fits_memory,
+                    best_step, best_index, best_bottleneck):
     """Evaluate every configuration of a block of jobs and fold it into the per-job bests.
 
     Inputs (tables, SI units; layouts in ``layout``): ``jobs`` (J, N_JOB_FIELDS),
@@ -181,10 +277,12 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
 
     Outputs over (J, A, G, N, I, W, P), float32 unless said: ``step_time`` [s],
     ``t_comm`` [s, exposed], ``throughput`` [samples/s], ``cost`` [USD per 1e6 samples],
-    ``energy`` [J per sample], ``bottleneck`` and ``valid`` (uint8 flags); written only when
-    ``write_cube`` (pass arrays of any shape otherwise).  Over (J, G, P): ``t_data``,
-    ``t_flop``, ``t_mem`` [s per step, float64: read back for every configuration],
-    ``fits_memory`` (uint8).  Over (J, G, N, P):
+    ``energy`` [J per sample], ``bottleneck`` (uint8 flag) and ``invalid_reason`` (uint8, a
+    ``layout.REASON_*`` code, 0 where the configuration can exist); written only when
+    ``write_cube`` (pass arrays of any shape otherwise).  Inputs over (J, G, P), filled
+    beforehand by ``compute_terms`` (the compute model): ``t_data``, ``t_flop``, ``t_mem``
+    [s per step, float64: read back for every configuration], ``fits_memory`` (uint8).
+    Over (J, G, N, P):
     ``best_step`` (float64, the smallest float32-rounded step time over arch x intra x
     network among valid configurations that fit in memory, NaN when none), ``best_index``
     (int32, the flat index (a * I + i) * W + w of that configuration, first one on ties, -1
@@ -200,17 +298,21 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     # rows over (network, precision) per (job, gpu): allocated once, before the parallel loop
     scratch = np.empty((n_jobs * n_gpus, 8, row))
     step_rows = np.empty((n_jobs * n_gpus, row), np.float32)
+    reason_rows = np.empty((2 * n_jobs * n_gpus, row), np.uint8)
+    zero_code = np.uint8(REASON_VALID)  # typed once: the store below stays a uint8 select
     for jg in prange(n_jobs * n_gpus):
         j = jg // n_gpus
         g = jg % n_gpus
         job = jobs[j]
         gpu = gpus[g]
+        # the per-(job, gpu, precision) terms, filled beforehand by ``compute_terms``
         tdv, tfv, tmv, fitv = t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g]
-        job_gpu_terms(job, gpu, peak[g], prec, options[O_WORKSPACE], tdv, tfv, tmv, fitv)
         k = job[J_GPUS_PER_NODE]
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
         usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
         joule_per_step = gpu[G_POWER] / samples_per_step
+        # a NaN here would make throughput, cost or energy NaN for a numeric step: a missing input
+        scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
         overlap = job[J_OVERLAP]
         # Rows over (network, precision), filled once per (job, gpu) or per (arch, n, intra), so
         # that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
@@ -218,6 +320,8 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
         r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
         r_step = step_rows[jg]
+        r_reason = reason_rows[jg]  # the reason code of the configuration if its step is NaN
+        r_valid_shape = reason_rows[n_jobs * n_gpus + jg]  # the same when rules 1-4 pass
         for w in range(n_net):
             for p in range(n_prec):
                 q = w * n_prec + p
@@ -225,6 +329,8 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                 r_base[q] = tdv[p] + tfv[p] + tmv[p]
                 r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
                 r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
+                # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
+                r_valid_shape[q] = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         for ni in range(n_counts):
             for p in range(n_prec):
@@ -234,7 +340,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         # flat views of the cube outputs
         st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
         cst, enr = cost.reshape(-1), energy.reshape(-1)
-        bot, val = bottleneck.reshape(-1), valid.reshape(-1)
+        bot, why = bottleneck.reshape(-1), invalid_reason.reshape(-1)
         for a in range(n_arch):
             for ni in range(n_counts):
                 n = n_gpu[j, ni]
@@ -244,7 +350,8 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                 for i in range(n_intra):
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
                     for w in range(n_net):
-                        if is_valid(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND]):
+                        shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
+                        if shape == REASON_VALID and not scale_missing:
                             per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
                                                     job[J_PS_COUNT], 1.0, gpu[G_PCIE_BW], intra_bw, 0.0,
                                                     network[w, L_BW], 0.0, collective)
@@ -258,6 +365,10 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                         for p in range(n_prec):
                             r_per_byte[w * n_prec + p] = per_byte
                             r_latency[w * n_prec + p] = latency
+                        if write_cube:  # the reason codes are a cube output only
+                            for p in range(n_prec):
+                                q = w * n_prec + p
+                                r_reason[q] = shape if shape != REASON_VALID else r_valid_shape[q]
                     o = ((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * row
                     for q in range(row):  # branch-free: vectorised
                         raw = r_bytes[q] * r_per_byte[q] + r_latency[q]
@@ -267,7 +378,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                         step = floor if input_bound else step
                         r_step[q] = step
                         if write_cube:
-                            bad = step != step  # invalid, precision unsupported or an input missing
+                            bad = step != step  # NaN: invalid for one of the reasons 1-6
                             st[o + q] = step
                             tcm[o + q] = np.nan if bad else tc
                             thr[o + q] = samples_per_s / step
@@ -275,7 +386,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
                             enr[o + q] = joule_per_step * step
                             code = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
                             bot[o + q] = code
-                            val[o + q] = 0 if bad else 1
+                            why[o + q] = r_reason[q] if bad else zero_code
                     for w in range(n_net):  # fold the row into the bests of (n_gpu, precision)
                         for p in range(n_prec):
                             q = w * n_prec + p
@@ -290,3 +401,9 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
             for p in range(n_prec):
                 if bsv[ni, p] == np.inf:
                     bsv[ni, p] = np.nan
+
+
+#: the block kernel for many configurations: parallel over (job, gpu)
+evaluate_block = parallel_jit(_evaluate_block)
+#: the same kernel, serial: for a few configurations, where the thread pool costs more than the work
+evaluate_block_serial = jit(serial_twin(_evaluate_block, "evaluate_block_serial"))

@@ -1,9 +1,12 @@
-"""Plain numpy implementations of the kernels in ``model``, with the same names and signatures.
+"""Plain numpy references of the kernels in ``model``, written from the model's formulas.
 
 They broadcast the per-dimension tables over the full grid (J, A, G, N, I, W, P) and so
-materialise it: clear, slow and memory-hungry, which is what a reference should be.  The tests
-check that the kernels agree with them (NaN positions included) and ``bench/`` uses them as
-the baseline.
+materialise it: clear, slow and memory-hungry, which is what a reference should be.  They share
+no code with the kernels: the communication time is the full expression t_comm = f(S,
+bandwidths, latencies) of each architecture (README's table), not the kernel's per-byte and
+latency split, and validity is the list of rules of ``layout.INVALID_REASONS`` applied to the
+grid.  The tests check that the kernels agree with them (NaN positions and reason codes
+included) and ``bench/`` uses them as the baseline.
 """
 
 import numpy as np
@@ -12,12 +15,16 @@ from .layout import (
     ARCH_1W1G, ARCH_1WNG, ARCH_ALLREDUCE_LOCAL, ARCH_PS_WORKER,
     BOTTLENECK_COMM, BOTTLENECK_FLOP, BOTTLENECK_INPUT, BOTTLENECK_MEM,
     COLLECTIVE_RING, COLLECTIVE_TREE, FLAG_FILL,
-    G_MEM_BW, G_MEMORY, G_PCIE_BW, G_POWER, G_PRICE,
+    CLASS_ELEMENTWISE, CLASS_EMBEDDING, CLASS_NAMES, MODEL_PAI_V2, O_MODEL,
+    G_CLASS_MEM_BW, G_LAUNCH_EAGER, G_LAUNCH_GRAPHS, G_MEM_BW, G_MEMORY, G_PCIE_BW, G_POWER, G_PRICE,
+    J_ACTIVATION_V2, J_CLASS_BYTES, J_CLASS_FLOP, J_GRAPHS, J_LAUNCHES, J_UPDATE_BYTES,
     J_ACCUM, J_ACTIVATION, J_BATCH, J_FLOP, J_GPUS_PER_NODE, J_INPUT, J_INPUT_RATE, J_MEMBOUND,
     J_NICS_PER_NODE, J_OPT_STATE, J_OVERLAP, J_PARAMS, J_PCIE_ROOTS, J_PS_COUNT,
     L_BW, L_KIND, L_LATENCY, LINK_NONE, LINK_NVLINK_HCM, LINK_PCIE,
     O_COLLECTIVE, O_TOPOLOGY, O_WORKSPACE,
     P_ACT_RATIO, P_COMM_BYTES, P_GRAD_BYTES, P_WEIGHT_BYTES,
+    REASON_CLUSTER_ARCH_NEEDS_NETWORK, REASON_INTRA_LINK_NOT_ON_GPU, REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+    REASON_MISSING_INPUT, REASON_PRECISION_NOT_ON_GPU, REASON_SINGLE_GPU_ARCH, REASON_VALID,
 )
 
 
@@ -40,40 +47,62 @@ def intra_fraction(kind, n, k, pcie_roots, topology_aware):
     return np.where(n <= 1.0, 1.0, frac)
 
 
-def ring_or_tree_seconds(nbytes, n, bandwidth, latency, collective):
-    """Numpy version of ``model.ring_or_tree_seconds``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        volume = 2.0 * (n - 1.0) / n * nbytes / bandwidth
-        if collective == COLLECTIVE_TREE:
-            hops = 2.0 * np.ceil(np.log2(np.maximum(n, 1.0))) * latency
-        else:
-            hops = 2.0 * (n - 1.0) * latency
-        return np.where(n <= 1.0, 0.0, volume + hops)
-
-
 def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
                  intra_bw, intra_lat, net_bw, net_lat, collective):
-    """Numpy version of ``model.comm_seconds`` (every argument but ``collective`` broadcasts)."""
-    servers = np.ceil(n / k)
+    """t_comm [s] of one optimizer step before overlap, the README's table written out per
+    architecture (every argument but ``collective`` broadcasts).
+
+    S = ``nbytes`` gradient bytes, n GPUs, k per server, s = ceil(n/k) servers, m = ``nics``,
+    r = ``pcie_roots``, B bandwidths [bytes/s], alpha latencies [s], and H(x) the latency hops
+    of an all-reduce among x peers: 2 (x-1) for a ring, 2 ceil(log2 x) for the tree collective.
+
+    * 1w1g: 0
+    * 1wng: 2 S n / (min(r, n) B_pcie)
+    * allreduce-local: 2 (n-1)/n S / B_intra + H(n) alpha_intra
+    * ps-worker, p = ``ps_count`` (s when 0):
+      max(2 S min(n, k) / (m B_net), 2 S n / (p B_net)) + 2 S / B_pcie
+    * allreduce-cluster, default and hierarchical collectives, k' = min(n, k):
+      2 (k'-1)/k' S / B_intra + H(k') alpha_intra + 2 (s-1)/s S / (m B_net) + 2 (s-1) alpha_net,
+      the last two terms only across servers (s > 1)
+    * allreduce-cluster, ring and tree: on one server as allreduce-local; across servers one
+      flat all-reduce over n GPUs on the slowest hop:
+      2 (n-1)/n S / min(B_intra, m B_net) + H(n) max(alpha_intra, alpha_net)
+    """
+    tree = collective == COLLECTIVE_TREE
+    S = nbytes
+    s = np.ceil(n / k)
+    kk = np.minimum(n, k)
     with np.errstate(divide="ignore", invalid="ignore"):
-        one_wng = 2.0 * nbytes * n / (np.minimum(pcie_roots, n) * pcie_bw)
-        local = ring_or_tree_seconds(nbytes, n, intra_bw, intra_lat, collective)
-        ps = np.where(ps_count > 0.0, ps_count, servers)
-        ps_worker = np.maximum(2.0 * nbytes * np.minimum(n, k) / (nics * net_bw),
-                               2.0 * nbytes * n / (ps * net_bw)) + 2.0 * nbytes / pcie_bw
-        if collective == COLLECTIVE_RING or collective == COLLECTIVE_TREE:
-            slowest = np.minimum(intra_bw, nics * net_bw)
-            flat = ring_or_tree_seconds(nbytes, n, slowest, np.maximum(intra_lat, net_lat),
-                                        collective)
-            cluster = np.where(servers <= 1.0, local, flat)
+        hops_n = 2.0 * np.ceil(np.log2(n)) if tree else 2.0 * (n - 1.0)
+        hops_kk = 2.0 * (kk - 1.0)  # the default and hierarchical collectives ring inside a server
+        one_wng = 2.0 * S * n / (np.minimum(pcie_roots, n) * pcie_bw)
+        local = 2.0 * (n - 1.0) / n * S / intra_bw + hops_n * intra_lat
+        p = np.where(ps_count > 0.0, ps_count, s)
+        ps_worker = np.maximum(2.0 * S * kk / (nics * net_bw), 2.0 * S * n / (p * net_bw)) + 2.0 * S / pcie_bw
+        if collective == COLLECTIVE_RING or tree:
+            flat = (2.0 * (n - 1.0) / n * S / np.minimum(intra_bw, nics * net_bw)
+                    + hops_n * np.maximum(intra_lat, net_lat))
+            cluster = np.where(s > 1.0, flat, local)
         else:
-            intra = ring_or_tree_seconds(nbytes, np.minimum(n, k), intra_bw, intra_lat, collective)
-            inter = (2.0 * (servers - 1.0) / servers * nbytes / (nics * net_bw)
-                     + 2.0 * (servers - 1.0) * net_lat)
-            cluster = np.where(servers <= 1.0, intra, intra + inter)
+            inside = 2.0 * (kk - 1.0) / kk * S / intra_bw + hops_kk * intra_lat
+            across = 2.0 * (s - 1.0) / s * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
+            cluster = np.where(s > 1.0, inside + across, inside)
     return np.select(
         [arch == ARCH_1W1G, arch == ARCH_1WNG, arch == ARCH_ALLREDUCE_LOCAL, arch == ARCH_PS_WORKER],
-        [0.0, one_wng, local, ps_worker], cluster)
+        [np.zeros(np.shape(S)), one_wng, local, ps_worker], cluster)
+
+
+def configuration_reason(arch, n, k, intra_fits, network_kind):
+    """Reason codes of rules 1-4 of ``layout.INVALID_REASONS`` (the first that applies; 0 when
+    none does), broadcasting: 1w1g runs exactly one GPU, 1wng and allreduce-local keep their n
+    GPUs in one server of k, ps-worker and allreduce-cluster need a network (not LINK_NONE), and
+    the intra link must connect the GPU (``intra_fits``)."""
+    local = (arch == ARCH_1WNG) | (arch == ARCH_ALLREDUCE_LOCAL)
+    cluster = (arch != ARCH_1W1G) & ~local
+    return np.select(
+        [(arch == ARCH_1W1G) & (n != 1.0), local & ~(n <= k), cluster & (network_kind == LINK_NONE), ~intra_fits],
+        [REASON_SINGLE_GPU_ARCH, REASON_LOCAL_ARCH_EXCEEDS_SERVER, REASON_CLUSTER_ARCH_NEEDS_NETWORK,
+         REASON_INTRA_LINK_NOT_ON_GPU], REASON_VALID)
 
 
 def job_gpu_terms(jobs, gpus, peak, prec, workspace):
@@ -95,18 +124,68 @@ def job_gpu_terms(jobs, gpus, peak, prec, workspace):
     return t_data, t_flop, t_mem, np.where(supported, fits, FLAG_FILL).astype(np.uint8)
 
 
+def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
+    """Numpy version of ``model.class_terms`` (compute model pai-v2) for all jobs and GPUs.
+
+    Over (J, G, P, C): roofline time of each operator class, max(F / R, a B / bw) with F the
+    class FLOPs, R its achievable FLOP/s, B its FP32 bytes, a the precision's activation ratio
+    and bw the achievable HBM bandwidth; element-wise/norm and embedding are bytes only.  Each
+    class adds to ``t_flop`` when F / R is the larger, else to ``t_mem``; ``t_mem`` adds
+    launches x per-launch seconds (eager or graphs) and, once per step, the optimizer update
+    params x (update + gradient + weight - 4 bytes) / bw.  Returns ``t_data, t_flop, t_mem,
+    fits`` over (J, G, P).
+    """
+    n_classes = len(CLASS_NAMES)
+    flops = jobs[:, J_CLASS_FLOP:J_CLASS_FLOP + n_classes][:, None, None, :]
+    nbytes = jobs[:, J_CLASS_BYTES:J_CLASS_BYTES + n_classes][:, None, None, :]
+    ratio = prec[:, P_ACT_RATIO][None, None, :, None]
+    bw = gpus[:, G_CLASS_MEM_BW][None, :, None, None]
+    t_bytes = nbytes * ratio / bw
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_compute = np.where(flops == 0.0, 0.0, flops / class_peak[None, :, :, :])
+    memory_only = np.isin(np.arange(n_classes), [CLASS_ELEMENTWISE, CLASS_EMBEDDING])[None, None, None, :]
+    compute_wins = ~memory_only & ((t_compute >= t_bytes) | np.isnan(t_compute))
+    accum = jobs[:, J_ACCUM][:, None, None]
+    launch = np.where(jobs[:, J_GRAPHS][:, None] == 1.0, gpus[:, G_LAUNCH_GRAPHS][None, :],
+                      gpus[:, G_LAUNCH_EAGER][None, :])[:, :, None]
+    update_bytes = jobs[:, J_PARAMS][:, None, None] * (jobs[:, J_UPDATE_BYTES][:, None, None]
+                                                        + prec[:, P_GRAD_BYTES] + prec[:, P_WEIGHT_BYTES] - 4.0)
+    t_flop = accum * np.where(compute_wins, t_compute, 0.0).sum(axis=3)
+    t_mem = (accum * (np.where(compute_wins, 0.0, t_bytes).sum(axis=3) + jobs[:, J_LAUNCHES][:, None, None] * launch)
+             + update_bytes / bw[..., 0])
+    t_data = accum * jobs[:, J_INPUT][:, None, None] / gpus[:, G_PCIE_BW][None, :, None] + 0.0 * ratio[..., 0]
+    state = jobs[:, J_PARAMS][:, None, None] * (prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES]
+                                                + jobs[:, J_OPT_STATE][:, None, None])
+    needed = state + jobs[:, J_ACTIVATION_V2][:, None, None] * ratio[..., 0] + workspace
+    fits = np.where(needed <= gpus[:, G_MEMORY][None, :, None], 1, 0).astype(np.uint8)
+    supported = ~np.isnan(peak)[None, :, :]
+    t_data, t_flop, t_mem = (np.where(supported, t, np.nan) for t in (t_data, t_flop, t_mem))
+    return t_data, t_flop, t_mem, np.where(supported, fits, FLAG_FILL).astype(np.uint8)
+
+
+def compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t_mem, fits_memory):
+    """Numpy version of ``model.compute_terms``: same arguments, outputs filled in place."""
+    if options[O_MODEL] == MODEL_PAI_V2:
+        terms = class_terms(jobs, gpus, peak, class_peak, prec, options[O_WORKSPACE])
+    else:
+        terms = job_gpu_terms(jobs, gpus, peak, prec, options[O_WORKSPACE])
+    t_data[...], t_flop[...], t_mem[...], fits_memory[...] = terms
+
+
 def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                    write_cube,
-                   step_time, t_comm, throughput, cost, energy, bottleneck, valid,
+                   step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
                    t_data, t_flop, t_mem, fits_memory,
                    best_step, best_index, best_bottleneck):
-    """Numpy version of ``model.evaluate_block``: same arguments, same outputs (filled in place)."""
+    """Numpy version of ``model.evaluate_block``: same arguments, same outputs (filled in place;
+    ``t_data``, ``t_flop``, ``t_mem`` and ``fits_memory`` are inputs, from ``compute_terms``)."""
     n_jobs, n_arch, n_gpus = jobs.shape[0], arch.shape[0], gpus.shape[0]
     n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
     collective, topology = options[O_COLLECTIVE], options[O_TOPOLOGY]
+    shape = (n_jobs, n_arch, n_gpus, n_gpu.shape[1], n_intra, n_net, n_prec)
 
-    td, tf, tm, fits = job_gpu_terms(jobs, gpus, peak, prec, options[O_WORKSPACE])
-    t_data[...], t_flop[...], t_mem[...], fits_memory[...] = td, tf, tm, fits
+    # the per-(job, gpu, precision) terms, filled beforehand by ``compute_terms``
+    td, tf, tm, fits = (np.array(a) for a in (t_data, t_flop, t_mem, fits_memory))
 
     def job_col(field):
         return _axis(jobs[:, field], 0)
@@ -116,36 +195,37 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     k = job_col(J_GPUS_PER_NODE)
     kind = _axis(intra[:, L_KIND], 4)
     intra_bw = _axis(intra[:, L_BW], 4) * intra_fraction(kind, n, k, job_col(J_PCIE_ROOTS), topology)
-    pcie_bw = _axis(gpus[:, G_PCIE_BW], 2)
-    common = dict(arch=a, n=n, k=k, nics=job_col(J_NICS_PER_NODE),
-                  pcie_roots=job_col(J_PCIE_ROOTS), ps_count=job_col(J_PS_COUNT),
-                  pcie_bw=pcie_bw, intra_bw=intra_bw, net_bw=_axis(network[:, L_BW], 5),
-                  collective=collective)
-    per_byte = comm_seconds(nbytes=1.0, intra_lat=0.0, net_lat=0.0, **common)
-    latency = comm_seconds(nbytes=0.0, intra_lat=_axis(intra[:, L_LATENCY], 4),
-                           net_lat=_axis(network[:, L_LATENCY], 5), **common)
-
-    fits_intra = intra_fits.reshape(1, 1, n_gpus, 1, n_intra, 1, 1) != 0
-    net_kind = _axis(network[:, L_KIND], 5)
-    ok = fits_intra & np.select(
-        [a == ARCH_1W1G, (a == ARCH_1WNG) | (a == ARCH_ALLREDUCE_LOCAL)],
-        [n == 1.0, n <= k], net_kind != LINK_NONE)
+    S = job_col(J_PARAMS) * _axis(prec[:, P_COMM_BYTES], 6)   # gradient bytes on the wire
+    raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S,
+                       _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4),
+                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5), collective)
 
     grid_td = td[:, None, :, None, None, None, :]
     grid_tf = tf[:, None, :, None, None, None, :]
     grid_tm = tm[:, None, :, None, None, None, :]
-    raw = job_col(J_PARAMS) * _axis(prec[:, P_COMM_BYTES], 6) * per_byte + latency
     backward = 2.0 / 3.0 * (grid_tf + grid_tm) / job_col(J_ACCUM)
     overlap = job_col(J_OVERLAP)
-    tc = np.where(overlap <= 0.0, raw, raw - np.minimum(overlap * raw, backward))
-    step = grid_td + grid_tf + grid_tm + tc
-    samples_per_step = job_col(J_BATCH) * job_col(J_ACCUM)
-    floor = np.minimum(n, k) * samples_per_step / job_col(J_INPUT_RATE)
-    input_bound = floor > step
-    step = np.where(input_bound, floor, step)
-    ok = ok & ~np.isnan(step)   # the GPU lacks the precision, or an input is missing
-    shape = (n_jobs, n_arch, n_gpus, n_gpu.shape[1], n_intra, n_net, n_prec)
-    ok = np.broadcast_to(ok, shape)
+    with np.errstate(invalid="ignore"):
+        tc = np.where(overlap <= 0.0, raw, raw - np.minimum(overlap * raw, backward))
+        step = grid_td + grid_tf + grid_tm + tc
+        samples_per_step = job_col(J_BATCH) * job_col(J_ACCUM)
+        floor = np.minimum(n, k) * samples_per_step / job_col(J_INPUT_RATE)
+        input_bound = floor > step
+        step = np.where(input_bound, floor, step)
+        outputs = {"throughput": n * samples_per_step / step,
+                   "cost": _axis(gpus[:, G_PRICE], 2) / 3600.0 * 1e6 / samples_per_step * step,
+                   "energy": _axis(gpus[:, G_POWER], 2) / samples_per_step * step}
+
+    # validity: the rules in code order, the first that applies
+    fits_intra = intra_fits.reshape(1, 1, n_gpus, 1, n_intra, 1, 1) != 0
+    reason = configuration_reason(a, n, k, fits_intra, _axis(network[:, L_KIND], 5))
+    reason = np.where((reason == REASON_VALID) & np.isnan(peak)[None, None, :, None, None, None, :],
+                      REASON_PRECISION_NOT_ON_GPU, reason)
+    missing = np.isnan(step) | np.isnan(S)   # S counts for every architecture, 1w1g included
+    for value in outputs.values():
+        missing = missing | np.isnan(value)
+    reason = np.broadcast_to(np.where((reason == REASON_VALID) & missing, REASON_MISSING_INPUT, reason), shape)
+    ok = reason == REASON_VALID
     step32 = np.where(ok, step, np.nan).astype(np.float32)
 
     # per (j, g, n, p): first minimum over (arch, intra, network) among feasible configurations
@@ -168,12 +248,10 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     if not write_cube:
         return
 
-    price = _axis(gpus[:, G_PRICE], 2)
-    power = _axis(gpus[:, G_POWER], 2)
     step_time[...] = step32
     t_comm[...] = np.where(ok, tc, np.nan)
-    throughput[...] = np.where(ok, n * samples_per_step / step, np.nan)
-    cost[...] = np.where(ok, price / 3600.0 * 1e6 / samples_per_step * step, np.nan)
-    energy[...] = np.where(ok, power / samples_per_step * step, np.nan)
+    throughput[...] = np.where(ok, outputs["throughput"], np.nan)
+    cost[...] = np.where(ok, outputs["cost"], np.nan)
+    energy[...] = np.where(ok, outputs["energy"], np.nan)
     bottleneck[...] = np.where(ok, code, FLAG_FILL)
-    valid[...] = ok.astype(np.uint8)
+    invalid_reason[...] = reason.astype(np.uint8)

@@ -59,17 +59,19 @@ class Tables:
                 self.network.shape[0], self.prec.shape[0])
 
     def run(self, implementation="kernel", write_cube=True):
-        """Outputs as a dict of arrays (the 23 outputs of ``evaluate_block``)."""
+        """Outputs as a dict of arrays (the 23 outputs of ``evaluate_block``); ``implementation``
+        is "kernel" (parallel), "serial" (its serial compilation) or "reference" (numpy)."""
         j, a, g, n, i, w, p = self.shape
         full = (j, a, g, n, i, w, p) if write_cube else (1,) * 7
         out = {name: np.full(full, -7 if np.dtype(dtype).kind != "u" else 77, dtype) for name, dtype in (
             ("step_time", np.float32), ("t_comm", np.float32), ("throughput", np.float32), ("cost", np.float32),
-            ("energy", np.float32), ("bottleneck", np.uint8), ("valid", np.uint8))}
+            ("energy", np.float32), ("bottleneck", np.uint8), ("invalid_reason", np.uint8))}
         out.update({name: np.full((j, g, p), -7 if np.dtype(dtype).kind != "u" else 77, dtype) for name, dtype in (
             ("t_data", np.float64), ("t_flop", np.float64), ("t_mem", np.float64), ("fits_memory", np.uint8))})
         out.update({"best_step": np.full((j, g, n, p), -7.0), "best_index": np.full((j, g, n, p), -7, np.int32),
                     "best_bottleneck": np.full((j, g, n, p), 7, np.uint8)})
-        fn = model.evaluate_block if implementation == "kernel" else reference.evaluate_block
+        fn = {"kernel": model.evaluate_block, "serial": model.evaluate_block_serial,
+              "reference": reference.evaluate_block}[implementation]
         fn(self.jobs, self.n_gpu, self.arch, self.gpus, self.peak, self.prec, self.intra, self.fits, self.network,
            self.options, write_cube, *out.values())
         return out

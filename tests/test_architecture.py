@@ -18,7 +18,8 @@ FOLDERS = {"paigrid": ROOT / "engine", "paigrid.kernels": ROOT / "kernels", "pai
 LAYERS = [
     ("kernels", ["paigrid.kernels", "paigrid.kernels.*", "paigrid.datasets"]),
     ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.output"]),
-    ("inputs", ["paigrid.inputs", "paigrid.inputs.catalog", "paigrid.inputs.spec", "paigrid.inputs.efficiency"]),
+    ("inputs", ["paigrid.inputs", "paigrid.inputs.catalog", "paigrid.inputs.spec", "paigrid.inputs.efficiency",
+                "paigrid.inputs.zoo"]),
     ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables"]),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),
     ("driver", ["paigrid.evaluate"]),

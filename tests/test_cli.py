@@ -6,7 +6,6 @@ import pytest
 
 from cli_helpers import assert_clean_error, run
 
-
 SMALL = ["--workloads", "resnet50,bert-base", "--quiet"]
 SPEC = """
 [grid]
@@ -60,7 +59,8 @@ def test_predict_json_gives_the_breakdown():
     data = json.loads(result.output)
     for key in ("step_time", "t_data", "t_flop", "t_mem", "t_comm", "throughput", "bottleneck", "cost", "energy"):
         assert key in data
-    assert data["step_time"] == pytest.approx(data["t_data"] + data["t_flop"] + data["t_mem"] + data["t_comm"], rel=1e-5)
+    components = data["t_data"] + data["t_flop"] + data["t_mem"] + data["t_comm"]
+    assert data["step_time"] == pytest.approx(components, rel=1e-5)
 
 
 def test_datasets_lists_the_catalogues():
@@ -117,7 +117,8 @@ def test_query_checks_the_calibration_of_the_cube(cube, tmp_path):
     calibration.write_text("[flop_efficiency]\namp-fp16 = 0.4\n")
     assert_clean_error(run("query", cube, "--best-arch", "--calibration", calibration), "default efficiencies")
     folder = cube.parent
-    result = run("sweep", folder / "spec.toml", "--out", tmp_path / "calibrated.h5", "--calibration", calibration, *SMALL)
+    result = run("sweep", folder / "spec.toml", "--out", tmp_path / "calibrated.h5", "--calibration", calibration,
+                 *SMALL)
     assert result.exit_code == 0, result.output
     assert run("query", tmp_path / "calibrated.h5", "--best-arch", "--calibration", calibration).exit_code == 0
     default = json.loads(run("query", cube, "--best-arch", "--json", "--where", "precision=amp-fp16").output)
@@ -131,7 +132,8 @@ def test_user_catalogue_replaces_the_built_in_one(tmp_path):
     from paigrid.inputs.catalog import builtin_text
 
     lines = builtin_text("gpus").splitlines()
-    mine = [lines[0]] + [line.replace("V100-SXM2-16GB,", "MyGPU,", 1) for line in lines[1:] if line.startswith("V100-SXM2-16GB,")]
+    mine = [lines[0]] + [line.replace("V100-SXM2-16GB,", "MyGPU,", 1) for line in lines[1:]
+                         if line.startswith("V100-SXM2-16GB,")]
     (tmp_path / "gpus.csv").write_text("\n".join(mine) + "\n")
     args = ["predict", "--workload", "resnet50", "--arch", "1w1g", "--n-gpu", 1, "--intra", "pcie3",
             "--network", "none", "--precision", "fp32", "--json"]

@@ -1,5 +1,7 @@
 """The numba kernel against its numpy reference, hand-worked answers, and physical invariants."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -78,22 +80,55 @@ def test_memory_feasibility_counts_weights_gradients_optimizer_activations_works
 
 
 # --- invalid combinations ------------------------------------------------------------------
-@pytest.mark.parametrize("arch, n, kwargs", [
-    (L.ARCH_1W1G, 2, {}),
-    (L.ARCH_1WNG, 16, {}),
-    (L.ARCH_ALLREDUCE_LOCAL, 9, {}),
-    (L.ARCH_PS_WORKER, 4, {"net_row": NONE}),
-    (L.ARCH_ALLREDUCE_CLUSTER, 16, {"net_row": NONE}),
-    (L.ARCH_ALLREDUCE_LOCAL, 4, {"fits": 0}),
-    (L.ARCH_1W1G, 1, {"peak": np.nan}),
-])
-def test_invalid_is_never_a_number(arch, n, kwargs):
-    out = one(arch, n, **kwargs).run()
+INVALID_CASES = [  # (arch, n, one() arguments, the reason code)
+    (L.ARCH_1W1G, 2, {}, L.REASON_SINGLE_GPU_ARCH),
+    (L.ARCH_1WNG, 16, {}, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER),
+    (L.ARCH_ALLREDUCE_LOCAL, 9, {}, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER),
+    (L.ARCH_PS_WORKER, 4, {"net_row": NONE}, L.REASON_CLUSTER_ARCH_NEEDS_NETWORK),
+    (L.ARCH_ALLREDUCE_CLUSTER, 16, {"net_row": NONE}, L.REASON_CLUSTER_ARCH_NEEDS_NETWORK),
+    (L.ARCH_ALLREDUCE_LOCAL, 4, {"fits": 0}, L.REASON_INTRA_LINK_NOT_ON_GPU),
+    (L.ARCH_1W1G, 1, {"peak": np.nan}, L.REASON_PRECISION_NOT_ON_GPU),
+    (L.ARCH_1W1G, 1, {"job_row": job(flop=np.nan)}, L.REASON_MISSING_INPUT),
+    (L.ARCH_1W1G, 1, {"job_row": job(params=np.nan)}, L.REASON_MISSING_INPUT),  # S counts for 1w1g too
+    (L.ARCH_ALLREDUCE_LOCAL, 8, {"job_row": job(batch=np.nan)}, L.REASON_MISSING_INPUT),  # throughput NaN
+    (L.ARCH_PS_WORKER, 16, {"gpu_row": gpu(price=np.nan)}, L.REASON_MISSING_INPUT),  # cost NaN
+    (L.ARCH_ALLREDUCE_CLUSTER, 16, {"net_row": link(3 * GB, np.nan, L.LINK_NETWORK)}, L.REASON_MISSING_INPUT),
+    # the first rule that applies names the reason
+    (L.ARCH_1W1G, 2, {"fits": 0, "peak": np.nan, "job_row": job(flop=np.nan)}, L.REASON_SINGLE_GPU_ARCH),
+    (L.ARCH_1WNG, 16, {"fits": 0, "net_row": NONE}, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER),
+    (L.ARCH_PS_WORKER, 16, {"fits": 0, "net_row": NONE}, L.REASON_CLUSTER_ARCH_NEEDS_NETWORK),
+    (L.ARCH_ALLREDUCE_LOCAL, 4, {"fits": 0, "peak": np.nan}, L.REASON_INTRA_LINK_NOT_ON_GPU),
+    (L.ARCH_ALLREDUCE_LOCAL, 4, {"peak": np.nan, "job_row": job(flop=np.nan)}, L.REASON_PRECISION_NOT_ON_GPU),
+]
+
+
+@pytest.mark.parametrize("implementation", ["kernel", "serial", "reference"])
+@pytest.mark.parametrize("arch, n, kwargs, reason", INVALID_CASES)
+def test_invalid_is_never_a_number_and_says_why(arch, n, kwargs, reason, implementation):
+    out = one(arch, n, **kwargs).run(implementation)
     for name in ("step_time", "t_comm", "throughput", "cost", "energy"):
         assert np.isnan(value(out, name)), name
-    assert value(out, "valid") == 0
+    assert value(out, "invalid_reason") == reason
     assert value(out, "bottleneck") == L.FLAG_FILL
     assert value(out, "best_index") == -1 and np.isnan(value(out, "best_step"))
+
+
+@pytest.mark.parametrize("implementation", ["kernel", "serial", "reference"])
+def test_a_valid_configuration_has_reason_zero(implementation):
+    for arch, n in ((L.ARCH_1W1G, 1), (L.ARCH_1WNG, 8), (L.ARCH_ALLREDUCE_LOCAL, 8), (L.ARCH_PS_WORKER, 16),
+                    (L.ARCH_ALLREDUCE_CLUSTER, 16)):
+        out = one(arch, n).run(implementation)
+        assert value(out, "invalid_reason") == L.REASON_VALID
+        assert np.isfinite(value(out, "step_time"))
+
+
+def test_reason_codes_are_the_flag_names_in_order():
+    codes = [L.REASON_VALID, L.REASON_SINGLE_GPU_ARCH, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+             L.REASON_CLUSTER_ARCH_NEEDS_NETWORK, L.REASON_INTRA_LINK_NOT_ON_GPU, L.REASON_PRECISION_NOT_ON_GPU,
+             L.REASON_MISSING_INPUT]
+    assert codes == list(range(len(L.INVALID_REASONS))) and L.INVALID_REASONS[0] == "valid"
+    assert all(name.replace("_", "").isalnum() and name.islower() for name in L.INVALID_REASONS)  # CF flag_meanings
+    assert L.FLAG_FILL not in codes
 
 
 # --- options change predictions in the documented direction --------------------------------
@@ -203,15 +238,49 @@ def assert_same(a, b):
 @pytest.mark.parametrize("seed", range(6))
 def test_kernel_matches_reference_on_examples(seed):
     tables = random_tables(seed)
-    assert_same(tables.run("kernel"), tables.run("reference"))
+    expected = tables.run("reference")
+    assert_same(tables.run("kernel"), expected)
+    assert_same(tables.run("serial"), expected)
+    reasons = np.unique(expected["invalid_reason"])
+    assert {L.REASON_VALID, L.REASON_SINGLE_GPU_ARCH, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+            L.REASON_CLUSTER_ARCH_NEEDS_NETWORK}.issubset(reasons)   # the examples exercise the rules
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("write_cube", [True, False])
+def test_serial_and_parallel_kernels_agree_exactly(seed, write_cube):
+    """The engine picks a compilation by size (evaluate.kernel_for): the numbers must not depend on it."""
+    tables = random_tables(seed, nan_job_field=L.J_FLOP if seed else None)
+    parallel, serial = tables.run("kernel", write_cube), tables.run("serial", write_cube)
+    for name in parallel:
+        np.testing.assert_array_equal(serial[name], parallel[name], err_msg=name)
+
+
+def test_the_driver_picks_the_serial_kernel_for_few_configurations():
+    from paigrid.evaluate import SERIAL_MAX_CONFIGS, kernel_for
+    from paigrid.kernels import model
+
+    assert kernel_for(1) is model.evaluate_block_serial
+    assert kernel_for(SERIAL_MAX_CONFIGS) is model.evaluate_block_serial
+    assert kernel_for(SERIAL_MAX_CONFIGS + 1) is model.evaluate_block
+
+
+def test_kernel_matches_reference_with_every_reason():
+    tables = random_tables(0, nan_job_field=L.J_FLOP)
+    expected = tables.run("reference")
+    assert set(np.unique(expected["invalid_reason"])) == set(range(len(L.INVALID_REASONS)))
+    assert_same(tables.run("kernel"), expected)
+    assert_same(tables.run("serial"), expected)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), nan_peak=st.booleans(),
        nan_job_field=st.sampled_from([None, L.J_FLOP, L.J_MEMBOUND, L.J_INPUT, L.J_PARAMS, L.J_BATCH]))
 def test_kernel_matches_reference_property(seed, nan_peak, nan_job_field):
     tables = random_tables(seed, nan_peak, nan_job_field)
-    assert_same(tables.run("kernel"), tables.run("reference"))
+    expected = tables.run("reference")
+    assert_same(tables.run("kernel"), expected)
+    assert_same(tables.run("serial"), expected)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -227,7 +296,7 @@ def test_best_is_the_first_minimum_over_the_cube():
     tables = random_tables(11)
     out = tables.run()
     j, a, g, n, i, w, p = tables.shape
-    feasible = (out["valid"] == 1) & (out["fits_memory"][:, None, :, None, None, None, :] == 1)
+    feasible = (out["invalid_reason"] == L.REASON_VALID) & (out["fits_memory"][:, None, :, None, None, None, :] == 1)
     step = np.where(feasible, out["step_time"], np.inf).transpose(0, 2, 3, 6, 1, 4, 5).reshape(j, g, n, p, -1)
     index = np.argmin(step, axis=-1)
     has = np.isfinite(step.min(axis=-1))
@@ -242,12 +311,13 @@ def test_nan_in_gives_nan_out():
     assert np.isnan(out["t_flop"][1]).all()
     assert np.isnan(out["step_time"][1]).all()
     assert np.isnan(out["throughput"][1]).all()
-    assert not np.isnan(out["step_time"][0][out["valid"][0] == 1]).any()
+    assert (out["invalid_reason"][1] != L.REASON_VALID).all()
+    assert not np.isnan(out["step_time"][0][out["invalid_reason"][0] == L.REASON_VALID]).any()
 
 
 # --- invariants ----------------------------------------------------------------------------
 def finite_valid(out):
-    return out["valid"] == 1
+    return out["invalid_reason"] == L.REASON_VALID
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -272,6 +342,40 @@ def test_more_flops_is_never_faster(seed):
     ok = finite_valid(before)
     assert (after["step_time"][ok] >= before["step_time"][ok]).all()
     assert (after["step_time"][ok] > before["step_time"][ok]).any()
+
+
+# --- the kernels as plain Python (coverage) --------------------------------------------------
+#: the kernel-vs-reference tests on the small random grids (every collective and both topology
+#: settings among the seeds) and the invalid-configuration cases, run again with the JIT off
+PLAIN_PYTHON_SUBSET = "matches_reference and not property or says_why or reason_zero or jit_is_what"
+
+
+def test_jit_is_what_the_environment_says():
+    import inspect
+
+    from paigrid.kernels import model
+
+    plain = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+    for kernel in (model.evaluate_block, model.evaluate_block_serial, model.comm_seconds,
+                   model.configuration_reason):
+        assert inspect.isfunction(kernel) == plain, kernel
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"), reason="already without JIT")
+def test_kernel_lines_run_as_plain_python():
+    """The kernels' lines are compiled by numba, which coverage cannot see: run the kernel tests
+    again in a subprocess with NUMBA_DISABLE_JIT=1, where the kernels are plain Python (their
+    numpy and prange calls included), so that a coverage run measures them too."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", PLAIN_PYTHON_SUBSET]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "skipped" not in summary, summary
+    assert int(summary.split(" passed")[0].split()[-1]) >= len(INVALID_CASES), summary
 
 
 def test_kernels_import_only_numpy_and_numba_and_never_use_fastmath():

@@ -6,19 +6,18 @@ from pathlib import Path
 
 import hdf5plugin  # noqa: F401  (registers the blosc filter for reading)
 import numpy as np
-
-import paigrid.datasets
 import pytest
 import xarray as xr
 
+import paigrid.datasets
 from cli_helpers import assert_clean_error, run
-from paigrid.study import report as R
-from paigrid.study import common, report_figures, report_text
 from paigrid.errors import PaigridError
-from paigrid.study.population import POPULATION_COLUMNS, synthetic_population
 from paigrid.inputs.spec import load_spec, spec_from_dict
-from paigrid.sweeping import run_sweep
+from paigrid.study import common, report_figures
+from paigrid.study import report as R
+from paigrid.study.population import POPULATION_COLUMNS, synthetic_population
 from paigrid.study.trace import write_population
+from paigrid.sweeping import run_sweep
 from test_trace import Trace
 
 STUDY_SPEC = Path(paigrid.datasets.__file__).parent / "pai_study.toml"
@@ -79,7 +78,7 @@ def direct(cube):
         if any(str(v) not in labels[d] for d, v in coords.items()):
             return None
         point = ds.isel(job=j).sel(n_gpu=0, **coords)
-        return {"step_time": float(point.step_time), "valid": int(point.valid) == 1,
+        return {"step_time": float(point.step_time), "valid": int(point.invalid_reason) == 0,
                 "fits": int(point.fits_memory), "bottleneck": int(point.bottleneck),
                 **{c: float(point[c]) for c in COMPONENTS}}
 
@@ -208,9 +207,11 @@ def test_gpu_generation_upgrades(numbers, direct):
 
 def test_headline_rows_come_from_the_numbers(numbers):
     rows = {r["what"]: r for r in numbers["headline"]}
-    assert rows["communication share of step time, mean over all jobs"]["paigrid"] == numbers["breakdown"]["all"]["t_comm"]
+    comm_share = numbers["breakdown"]["all"]["t_comm"]
+    assert rows["communication share of step time, mean over all jobs"]["paigrid"] == comm_share
     ps = numbers["projections"]["ps_nvlink"]
-    assert rows["PS/Worker jobs faster on AllReduce-NVLink (jobs that fit in one server)"]["paigrid"] == ps["share_faster"]
+    ps_row = rows["PS/Worker jobs faster on AllReduce-NVLink (jobs that fit in one server)"]
+    assert ps_row["paigrid"] == ps["share_faster"]
     assert rows["mean speedup from 25 to 100 Gb/s Ethernet"]["paigrid"] == numbers["projections"]["ethernet"]["mean"]
     assert [r["paper"] for r in numbers["headline"]].count(0.62) == 2
 
@@ -219,6 +220,31 @@ def test_block_size_does_not_change_the_numbers(cube, numbers):
     other = R.compute_report(cube, block_jobs=1000)
     assert other["breakdown"] == numbers["breakdown"]
     assert other["projections"]["ethernet"]["mean"] == numbers["projections"]["ethernet"]["mean"]
+
+
+def test_gather_reads_validity_of_every_cube_format(tmp_path):
+    """The report reads ``valid`` from a format-1 cube (paigrid 0.1.0) and ``invalid_reason``
+    from a cube written now: the same sweep gives the same gathered values either way."""
+    from paigrid.cube import open_cube
+
+    format1 = Path(__file__).parent / "data" / "format1"
+    run_sweep(load_spec(format1 / "spec.toml"), tmp_path / "now.h5", progress=False)
+    old, new = open_cube(format1 / "cube.h5"), open_cube(tmp_path / "now.h5")
+    try:
+        assert (old.format, new.format) == (1, 2)
+        n_jobs = len(old.labels["job"])
+        sizes = [len(old.labels[d]) for d in common.COORDS]
+        every = np.array(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij")).reshape(5, -1).T
+        coords = {f"c{k}": np.tile(c, (n_jobs, 1)) for k, c in enumerate(every)}
+        got_old, got_new = R.gather(old, coords, block_jobs=3), R.gather(new, coords, block_jobs=3)
+    finally:
+        old.close()
+        new.close()
+    valid = np.array([got_old[name]["valid"] for name in coords])
+    assert valid.any() and not valid.all()
+    for name in coords:
+        for variable, values in got_old[name].items():
+            np.testing.assert_array_equal(got_new[name][variable], values, err_msg=f"{name} {variable}")
 
 
 # --- the files -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
-from paigrid.schema import int_attr, partial_path
+from paigrid.schema import FORMAT_VERSION, int_attr, partial_path
 from paigrid.sweeping import prepare, run_sweep
 
 SPEC = """
@@ -100,11 +100,11 @@ def test_sigkill_then_resume_gives_the_same_cube(spec_file, reference_cube, tmp_
     path = tmp_path / "resumed.h5"
     command = [sys.executable, "-c", "from paigrid.cli import main; main()", "sweep", str(spec_file),
                "--out", str(path)]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    line = process.stderr.readline()          # "sweep: block 1 of 8 written, ..." after the first block
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:  # closes the pipe
+        line = process.stderr.readline()      # "sweep: block 1 of 8 written, ..." after the first block
+        process.send_signal(signal.SIGKILL)
+        process.wait()
     assert "block 1 of 8" in line, line
-    process.send_signal(signal.SIGKILL)
-    process.wait()
     assert not path.exists() and partial_path(path).exists()
     with h5py.File(partial_path(path), "r") as f:
         assert 1 <= int(f["block_done"][:].sum()) < 8
@@ -129,6 +129,21 @@ def test_resume_refuses_a_different_spec(spec_file, tmp_path):
     other.write_text(SPEC.replace('"T4"', '"L4"'))
     with pytest.raises(PaigridError, match="different spec"):
         run_sweep(load_spec(other), path, resume=True, progress=False)
+
+
+def test_resume_refuses_a_partial_of_another_cube_format(spec_file, tmp_path):
+    path = tmp_path / "cube.h5"
+
+    def stop(written):
+        raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match="--resume"):
+        run_sweep(load_spec(spec_file), path, progress=False, on_block=stop)
+    with h5py.File(partial_path(path), "r+") as f:
+        assert int_attr(f.attrs, "format_version") == FORMAT_VERSION
+        del f.attrs["format_version"]          # as paigrid 0.1.0 wrote it: format 1, variable valid
+    with pytest.raises(PaigridError, match=f"started in cube format 1 .* writes format {FORMAT_VERSION}"):
+        run_sweep(load_spec(spec_file), path, resume=True, progress=False)
 
 
 def test_reduce_only_stores_the_same_reductions(spec_file, reference_cube, tmp_path):
@@ -158,7 +173,7 @@ def test_sweep_too_large_for_the_disk_is_refused(spec_file, tmp_path, monkeypatc
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
     with pytest.raises(PaigridError, match="--reduce-only") as info:
         run_sweep(load_spec(spec_file), tmp_path / "big.h5", progress=False)
-    assert "GB" in str(info.value)
+    assert "MB" in str(info.value)  # sizes below 1 GB are given in MB
     assert not list(tmp_path.glob("big.h5*"))
     grid, _ = prepare(load_spec(spec_file))
     assert grid.configs > 1000

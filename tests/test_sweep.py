@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from paigrid.cube import open_cube
 from paigrid.errors import PaigridError
+from paigrid.inputs.spec import load_spec
 from paigrid.kernels import layout as L
 from paigrid.predict import predict_one
-from paigrid.cube import open_cube
 from paigrid.query import best_configurations, parse_where
-from paigrid.inputs.spec import load_spec
-from paigrid.schema import partial_path
+from paigrid.schema import FORMAT_VERSION, partial_path
 from paigrid.sweeping import run_sweep
 
 SPEC = """
@@ -61,28 +61,38 @@ def test_every_variable_has_units_and_flags_are_cf(ds):
     assert ds.bottleneck.dtype == np.uint8
     assert list(ds.bottleneck.attrs["flag_values"]) == [0, 1, 2, 3, 255]
     assert ds.bottleneck.attrs["flag_meanings"].split()[:4] == list(L.BOTTLENECK_NAMES)
+    assert ds.invalid_reason.dtype == np.uint8 and ds.invalid_reason.dims == DIMS
+    assert list(ds.invalid_reason.attrs["flag_values"]) == list(range(7))
+    assert ds.invalid_reason.attrs["flag_meanings"].split() == list(L.INVALID_REASONS)
+    assert "valid" not in ds.variables      # format 2 stores the reason code instead
 
 
 def test_provenance_attributes(ds):
     assert ds.attrs["complete"] == 1
     assert "paigrid_version" in ds.attrs and "catalogue_sha256" in ds.attrs
+    assert int(ds.attrs["format_version"]) == FORMAT_VERSION == 2
     assert "bert-large-seq384" in ds.attrs["spec"]
 
 
 def test_invalid_configurations_are_nan_and_flagged(ds):
+    reason = ds.invalid_reason
     one_gpu_many = ds.step_time.sel(arch="1w1g", n_gpu=8)
-    assert np.isnan(one_gpu_many).all() and (ds.valid.sel(arch="1w1g", n_gpu=8) == 0).all()
+    assert np.isnan(one_gpu_many).all() and (reason.sel(arch="1w1g", n_gpu=8) == L.REASON_SINGLE_GPU_ARCH).all()
+    assert (reason.sel(arch="allreduce-local", n_gpu=64) == L.REASON_LOCAL_ARCH_EXCEEDS_SERVER).all()
     cluster_without_network = ds.step_time.sel(arch="ps-worker", network="none")
     assert np.isnan(cluster_without_network).all()
+    assert (reason.sel(arch="ps-worker", network="none") == L.REASON_CLUSTER_ARCH_NEEDS_NETWORK).all()
     nvlink2_on_a100 = ds.step_time.sel(gpu="A100-SXM4-80GB", intra="nvlink2-hcm")
     assert np.isnan(nvlink2_on_a100).all()
-    assert np.isnan(ds.step_time.where(ds.valid == 0)).all()
-    assert int((~np.isnan(ds.step_time)).sum()) == int(ds.valid.sum())
+    assert (reason.sel(gpu="A100-SXM4-80GB", intra="nvlink2-hcm", arch="allreduce-cluster",
+                       network="eth-25g") == L.REASON_INTRA_LINK_NOT_ON_GPU).all()
+    assert np.isnan(ds.step_time.where(reason != L.REASON_VALID)).all()
+    assert int((~np.isnan(ds.step_time)).sum()) == int((reason == L.REASON_VALID).sum())
 
 
 def test_components_add_up_to_the_step_time(ds):
     total = ds.t_data + ds.t_flop + ds.t_mem + ds.t_comm
-    ok = ds.valid == 1
+    ok = ds.invalid_reason == L.REASON_VALID
     total = total.transpose(*ds.step_time.dims)
     np.testing.assert_allclose(total.where(ok).values, ds.step_time.where(ok).values, rtol=1e-5)
 
@@ -95,10 +105,56 @@ def test_cube_point_equals_predict(ds):
     assert float(ds.t_comm.sel(point)) == pytest.approx(result["t_comm"], rel=1e-6)
 
 
+@pytest.mark.parametrize("arch, gpu, n, intra, network, precision, reason, fragments", [
+    ("1w1g", "V100", 4, "pcie3", "none", "fp32", L.REASON_SINGLE_GPU_ARCH, ["1w1g with 4 GPU(s)", "exactly one GPU"]),
+    ("1wng", "V100", 16, "pcie3", "none", "fp32", L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+     ["1wng with 16 GPU(s)", "keeps every GPU in one server, which has 8 (gpus_per_node)"]),
+    ("ps-worker", "V100", 8, "pcie3", "none", "fp32", L.REASON_CLUSTER_ARCH_NEEDS_NETWORK,
+     ["ps-worker with 8 GPU(s)", "needs a network between servers", "'none'"]),
+    ("allreduce-local", "A100-SXM4-80GB", 8, "nvlink2-hcm", "none", "fp32", L.REASON_INTRA_LINK_NOT_ON_GPU,
+     ["the nvlink2-hcm link cannot connect A100-SXM4-80GB GPUs"]),
+    ("1w1g", "V100", 1, "pcie3", "none", "fp8", L.REASON_PRECISION_NOT_ON_GPU,
+     ["the V100-SXM2-16GB has no fp8 support (fp8_TFLOP_per_s is empty in the GPU catalogue)"]),
+])
+def test_invalid_predictions_carry_the_kernels_reason(arch, gpu, n, intra, network, precision, reason, fragments):
+    with pytest.raises(PaigridError) as caught:
+        predict_one("resnet50", arch, gpu, n, intra, network, precision)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.inputs.jobs import Job
+    from paigrid.inputs.spec import JOB_OPTIONS, Options
+    from paigrid.predict import predict_configs
+
+    options = Options()
+    job = Job("j", "resnet50", 32.0, {key: getattr(options, key) for key in JOB_OPTIONS})
+    config = {"arch": arch, "gpu": gpu, "n_gpu": n, "intra": intra, "network": network, "precision": precision}
+    valid_config = {"arch": "1w1g", "gpu": "V100", "n_gpu": 1, "intra": "pcie3", "network": "none", "precision": "fp32"}
+    bad, good = predict_configs([job, job], [config, valid_config], Catalogues.load(), defaults(), options)
+    assert (bad["invalid_reason"], bad["valid"]) == (reason, False)
+    assert np.isnan(bad["step_time"]) and bad["bottleneck"] == "invalid"
+    assert (good["invalid_reason"], good["valid"]) == (L.REASON_VALID, True) and good["step_time"] > 0
+
+
+def test_every_reason_code_has_a_sentence():
+    from paigrid.schema import REASON_SENTENCES, reason_sentence
+
+    assert sorted(REASON_SENTENCES) == list(range(len(L.INVALID_REASONS)))
+    fields = {"arch": "ps-worker", "gpu": "V100-SXM2-16GB", "n_gpu": 16, "intra": "pcie3", "network": "eth-25g",
+              "precision": "fp32", "job": "resnet50", "gpus_per_node": 8, "peak_column": "fp32_TFLOP_per_s"}
+    assert reason_sentence(L.REASON_VALID, fields) == ""
+    for code in range(1, len(L.INVALID_REASONS)):
+        sentence = reason_sentence(code, fields)
+        assert sentence.endswith(".") and "{" not in sentence, sentence
+    assert "resnet50" in reason_sentence(L.REASON_MISSING_INPUT, fields)
+    assert "missing" in reason_sentence(L.REASON_MISSING_INPUT, fields)
+
+
 def brute_force(ds, by, **where):
     """Best configuration per job by direct argmin over the opened cube."""
     sub = ds.sel({k: v for k, v in where.items()})
-    step = sub.step_time.where((sub.valid == 1) & (sub.fits_memory == 1))
+    step = sub.step_time.where((sub.invalid_reason == L.REASON_VALID) & (sub.fits_memory == 1))
     if by == "time":
         metric = step / (sub.n_gpu * sub.samples_per_step)
     else:
@@ -197,7 +253,7 @@ def test_every_compression_stores_the_same_values(cube_path, tmp_path, compressi
     run_sweep(load_spec(cube_path.parent / "spec.toml"), path, compression=compression, progress=False)
     with h5py.File(cube_path, "r") as lz4, h5py.File(path, "r") as other:
         assert other.attrs["compression"] == compression
-        for name in ("step_time", "throughput", "bottleneck", "valid", "t_flop", "best_step_time"):
+        for name in ("step_time", "throughput", "bottleneck", "invalid_reason", "t_flop", "best_step_time"):
             np.testing.assert_array_equal(lz4[name][()], other[name][()], err_msg=name)
         if compression != "none":
             assert other["step_time"].compression is not None or other["step_time"]._filters
@@ -215,14 +271,14 @@ def test_chunks_of_several_jobs_with_a_partial_last_chunk(tmp_path, compression)
     run_sweep(load_spec(tmp_path / "single.toml"), tmp_path / "single.h5", compression=compression, progress=False)
     with h5py.File(tmp_path / "five.h5", "r") as a, h5py.File(tmp_path / "single.h5", "r") as b:
         assert a["step_time"].chunks[0] == 4 and b["step_time"].chunks[0] == 1   # 5 jobs: chunks of 4 + 1
-        for name in ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "valid"):
+        for name in ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "invalid_reason"):
             np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
 
 
 def brute_force_front(ds, job, **where):
     """Every feasible configuration of ``job`` not dominated in (time per sample, cost per sample)."""
     sub = ds.sel(job=job).sel({k: [v] for k, v in where.items()})   # lists keep the dimensions
-    step = sub.step_time.where((sub.valid == 1) & (sub.fits_memory == 1))
+    step = sub.step_time.where((sub.invalid_reason == L.REASON_VALID) & (sub.fits_memory == 1))
     order = ("gpu", "n_gpu", "precision", "arch", "intra", "network")
     time = (step / (sub.n_gpu * sub.samples_per_step)).transpose(*order)
     cost = (sub.price / 3600.0 * 1e6 / sub.samples_per_step * step).transpose(*order)

@@ -13,14 +13,14 @@ from importlib import resources
 import pytest
 
 from cli_helpers import assert_clean_error, run
-from paigrid.trust.calibrate import fit, write_calibration
+from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, defaults, load_calibration
-from paigrid.errors import PaigridError
 from paigrid.inputs.jobs import Job
-from paigrid.trust.measurements import load_measurements, predict_rows, select
-from paigrid.predict import predict_configs
 from paigrid.inputs.spec import JOB_OPTIONS, Options
+from paigrid.predict import predict_configs
+from paigrid.trust.calibrate import fit, write_calibration
+from paigrid.trust.measurements import load_measurements, predict_rows, select
 from paigrid.trust.validate import validate
 
 PUBLIC = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
@@ -122,7 +122,8 @@ def test_scaling_efficiency_of_a_series(public_rows, cats):
     eight = mx["points"][-1]
     assert eight["measured"] == pytest.approx(10723 / (8 * 1376))
     by_id = {r["id"]: r for r in result["rows"]}
-    assert eight["predicted"] == pytest.approx(by_id["mx-rn50-08"]["predicted"] / (8 * by_id["mx-rn50-05"]["predicted"]))
+    one_gpu = by_id["mx-rn50-05"]["predicted"]
+    assert eight["predicted"] == pytest.approx(by_id["mx-rn50-08"]["predicted"] / (8 * one_gpu))
     # every multi-GPU public row belongs to a series with its one-GPU row
     assert sum(len(s["points"]) for s in result["series"]) == 10
 
@@ -153,7 +154,8 @@ def synthetic_lines():
                     lines.append({"id": f"syn-{len(lines)}", "model": model, "framework": "synthetic", "gpu": gpu,
                                   "gpus_per_node": k, "nodes": servers, "arch": arch,
                                   "intra_link": "none" if k == 1 else intra,
-                                  "network": network if servers > 1 else "none", "nics_per_node": 1 if servers > 1 else 0,
+                                  "network": network if servers > 1 else "none",
+                                  "nics_per_node": 1 if servers > 1 else 0,
                                   "precision": precision, "batch_per_gpu": batch, "grad_accum_steps": 1,
                                   "seq_len_or_image_size": size, "throughput": 1.0, "throughput_unit": "samples/s",
                                   "data_pipeline": "synthetic", "source": "paigrid model"})
@@ -284,7 +286,8 @@ def test_unknown_model_lists_the_known_ones(tmp_path):
     lines = public_lines()
     lines[3]["model"] = "AlexNet-9000"
     result = run("validate", write_rows(tmp_path / "m.csv", lines))
-    assert_clean_error(result, "line 5", "unknown model 'AlexNet-9000'", "known:", "ResNet-50 v1.5", "bert-large-seq384")
+    assert_clean_error(result, "line 5", "unknown model 'AlexNet-9000'", "known:", "ResNet-50 v1.5",
+                       "bert-large-seq384")
 
 
 def test_missing_column(tmp_path):
@@ -314,7 +317,8 @@ def test_bad_cells_are_one_sentence(tmp_path, column, value, fragment):
 def test_inconsistent_rows_say_why(tmp_path):
     lines = public_lines()
     lines[1]["intra_link"] = "none"                  # 8 GPUs without a link between them
-    assert_clean_error(run("validate", write_rows(tmp_path / "m.csv", lines)), "intra_link none is only for a one-GPU run")
+    assert_clean_error(run("validate", write_rows(tmp_path / "m.csv", lines)),
+                       "intra_link none is only for a one-GPU run")
     lines = public_lines()
     lines[1].update(nodes="2", nics_per_node="1")    # two servers and no network
     assert_clean_error(run("validate", write_rows(tmp_path / "m.csv", lines)), "needs a network")

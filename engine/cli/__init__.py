@@ -5,13 +5,15 @@ calibrate, validate), composed here.  Heavy modules are imported inside the comm
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
 
 from paigrid.cli import cube, study, trust
+from paigrid.cli.common import OneSentenceGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=OneSentenceGroup,
                   help="Which training architecture and interconnect make each deep-learning job fastest or cheapest.")
 for group in (cube, study, trust):
     app.add_typer(group.app)
@@ -19,8 +21,30 @@ for group in (cube, study, trust):
 
 def main() -> None:
     """Console entry point."""
+    from paigrid.cli import common
+
+    _default_numba_cache()
+    common.HARD_EXIT_ALLOWED = True
+    signal.signal(signal.SIGTERM, _terminated)  # a polite kill stops like Ctrl-C: partial files stay resumable
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("paigrid: interrupted.", err=True)
         sys.exit(130)
+
+
+def _default_numba_cache() -> None:
+    """Cache the command's compiled kernels in ~/.cache/paigrid/numba (``$XDG_CACHE_HOME``
+    honoured) unless ``NUMBA_CACHE_DIR`` is set.  Only the command does this, before numba is
+    imported; a library import leaves numba's own choice (``__pycache__`` beside the kernels,
+    or ~/.cache/numba where that is not writable) alone."""
+    import os
+    from pathlib import Path
+
+    if "NUMBA_CACHE_DIR" not in os.environ:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        os.environ["NUMBA_CACHE_DIR"] = str(base / "paigrid" / "numba")
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt

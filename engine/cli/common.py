@@ -1,34 +1,103 @@
 """What the command groups share: the error guard (one sentence and a non-zero exit, never a
-traceback; set PAIGRID_DEBUG=1 to see one), option parsers and help texts."""
+traceback; set PAIGRID_DEBUG=1 to see one), the command group that words usage errors as one
+sentence too, option parsers and help texts."""
 
 from __future__ import annotations
 
 import functools
 import os
 import sys
+import warnings
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
+from typer.core import TyperGroup
+
+try:  # typer 0.2x carries its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # older typer runs on click
+    from click import exceptions as click_exceptions
 
 from paigrid.errors import PaigridError
 
 EXIT_ERROR = 2
+_EXITS = (typer.Exit, typer.Abort, getattr(click_exceptions, "Exit", typer.Exit))
+EXIT_INTERRUPTED = 130
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe
+
+
+def fail(sentence: str, code: int = EXIT_ERROR):
+    """Print ``paigrid: error: SENTENCE`` on stderr and exit with ``code``."""
+    typer.echo(f"paigrid: error: {sentence}", err=True)
+    raise typer.Exit(code)
+
+
+#: set by the ``paigrid`` command (``paigrid.cli.main``): this process is the command's own, so
+#: it may end with ``os._exit`` (never in a test runner or a library user's process)
+HARD_EXIT_ALLOWED = False
+
+
+def hard_exit(sentence: str, code: int = EXIT_ERROR):
+    """Print the sentence and end the process at once, skipping the interpreter's clean-up: after
+    HDF5 failed to write a file (a full disk), closing it at exit can crash the process."""
+    typer.echo(f"paigrid: error: {sentence}", err=True)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def closed_pipe() -> typer.Exit:
+    """Stdout's reader went away (``paigrid query ... | head -1``): stop quietly.  Stdout is
+    pointed at /dev/null so that the interpreter's final flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return typer.Exit(EXIT_CLOSED_PIPE)
+
+
+def os_error_sentence(exc: OSError) -> str:
+    """An operating-system error as a sentence naming the file, without the exception's class."""
+    from paigrid.userfiles import os_reason
+
+    reason = os_reason(exc)
+    return f"{exc.filename}: {reason}." if exc.filename else f"{reason[:1].lower()}{reason[1:]}."
 
 
 def guarded(command):
-    """Turn a PaigridError (and any unexpected error) into one sentence on stderr and exit code 2."""
+    """Turn a PaigridError (and any unexpected error) into one sentence on stderr and a non-zero
+    exit: 2 for bad input, 130 for an interruption, 141 (quietly) for a closed stdout pipe.
+    numpy's RuntimeWarnings (NaN arithmetic of invalid configurations) are not shown."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                warnings.filterwarnings("ignore", "No artists with labels found", UserWarning)  # empty figure panels
+                return command(*args, **kwargs)
         except PaigridError as exc:
-            typer.echo(f"paigrid: error: {exc}", err=True)
-            raise typer.Exit(EXIT_ERROR) from None
-        except (typer.Exit, typer.Abort):
+            if getattr(exc, "exit_hard", False) and HARD_EXIT_ALLOWED:
+                hard_exit(str(exc))
+            fail(str(exc))
+        except _EXITS:
             raise
+        except KeyboardInterrupt:
+            fail("interrupted.", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            raise closed_pipe() from None
+        except MemoryError:
+            fail("out of memory: the input asks for more than this machine has; make it smaller.")
+        except OSError as exc:
+            if os.environ.get("PAIGRID_DEBUG"):
+                raise
+            fail(os_error_sentence(exc))
         except Exception as exc:  # an unexpected failure still gets one sentence, not a traceback
             if os.environ.get("PAIGRID_DEBUG"):
                 raise
@@ -37,6 +106,68 @@ def guarded(command):
             raise typer.Exit(EXIT_ERROR + 1) from None
 
     return wrapper
+
+
+class OneSentenceGroup(TyperGroup):
+    """The root command group: a usage error (a missing option, a value of the wrong type, an
+    unknown command) is one line ``paigrid: error: ...; see paigrid COMMAND --help.`` with exit
+    code 2, instead of click's framed block.  Used for ``paigrid`` and in tests alike, since
+    both call ``main``."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args=args, prog_name=prog_name or "paigrid", complete_var=complete_var,
+                                standalone_mode=False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            typer.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            code = exc.exit_code
+        except click_exceptions.UsageError as exc:
+            where = " ".join(["paigrid", *(exc.ctx.command_path.split(" ")[1:] if exc.ctx else [])])
+            typer.echo(f"paigrid: error: {usage_sentence(exc.format_message())}; see {where} --help.", err=True)
+            code = exc.exit_code
+        except click_exceptions.ClickException as exc:
+            typer.echo(f"paigrid: error: {usage_sentence(exc.format_message())}.", err=True)
+            code = exc.exit_code
+        except (typer.Abort, getattr(click_exceptions, "Abort", typer.Abort)):
+            typer.echo("paigrid: error: interrupted.", err=True)
+            code = EXIT_INTERRUPTED
+        except BrokenPipeError:
+            code = closed_pipe().exit_code
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def available_memory() -> int:
+    """Memory available to a new allocation [bytes] (MemAvailable of /proc/meminfo, else the
+    physical memory; 0 when unknown)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+_NO_ARGS_IS_HELP = getattr(click_exceptions, "NoArgsIsHelpError", ())
+
+
+def usage_sentence(message: str) -> str:
+    """click's message as the middle of one sentence: one line, lower-case start, no final stop."""
+    import re
+
+    text = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    text = re.sub(r"\.\s+Did you mean (.*?)\?$", r" (did you mean \1?)", text).rstrip(".")
+    text = re.sub(r": value error, ", ": ", text, flags=re.IGNORECASE)
+    head, sep, tail = text.partition("': ")
+    if sep and tail[:1].isupper() and tail[1:2].islower():
+        text = f"{head}{sep}{tail[:1].lower()}{tail[1:]}"
+    return text[:1].lower() + text[1:]
 
 
 class Compression(str, Enum):

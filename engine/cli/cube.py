@@ -29,6 +29,7 @@ def sweep(
     option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
     catalogue: Optional[list[str]] = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    no_space_check: bool = typer.Option(False, "--no-space-check", help="Start even if the cube's estimated size exceeds the free disk space."),
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
     from paigrid.inputs.spec import load_spec
@@ -44,7 +45,7 @@ def sweep(
         raise PaigridError("choose one of --scheduler and --workers.")
     result = run_sweep(spec, out, calibration=calibration, compression=compression.value,
                        reduce_only=reduce_only, resume=resume, scheduler=scheduler, workers=workers,
-                       progress=not quiet)
+                       progress=not quiet, space_check=not no_space_check)
     typer.echo(f"wrote {result.path}: {result.configs:,} configurations in {result.blocks} blocks, "
                f"{result.seconds:.1f} s ({result.configs / max(result.seconds, 1e-9) / 1e6:,.1f} M configs/s)",
                err=True)
@@ -67,7 +68,7 @@ def query(
     """Answer a question from a cube: --best-arch gives one row per job (K with --top), --pareto
     each job's fastest-to-cheapest front."""
     from paigrid.output import emit
-    from paigrid.cube import check_calibration, open_cube
+    from paigrid.cube import check_calibration, open_cube, reading
     from paigrid.query import QUERY_UNITS, best_configurations, parse_where, result_columns
 
     fmt = output_format(json_out, csv_out)
@@ -77,8 +78,9 @@ def query(
     try:
         check_calibration(cube, calibration)
         filters = parse_where(where or [], cube)
-        rows = best_configurations(cube, by.value, filters, job, top, pareto)
-        columns = result_columns(rows, cube, filters, compact=fmt == "table")
+        with reading(cube.path):
+            rows = best_configurations(cube, by.value, filters, job, top, pareto)
+            columns = result_columns(rows, cube, filters, compact=fmt == "table")
     finally:
         cube.close()
     emit(rows, columns, fmt, QUERY_UNITS)
@@ -127,9 +129,12 @@ def predict(
 @guarded
 def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH.partial).")):
     """Dimensions, sizes, provenance and completeness of a cube."""
+    from paigrid.cube import reading
     from paigrid.info import describe
 
-    typer.echo(describe(path))
+    with reading(path):
+        text = describe(path)
+    typer.echo(text)
 
 
 @app.command()

@@ -44,9 +44,25 @@ def population(
     from paigrid.study.trace import write_population
 
     check_writable_file(out)
+    check_population_size(jobs)
     rows = synthetic_population(jobs, seed)
     write_population(rows, out)
     typer.echo(f"wrote {out}: {_summary_text(population_summary(rows))}", err=True)
+
+
+#: memory one drawn job takes while the population is built [bytes] (about 0.9 kB measured, with a margin)
+BYTES_PER_JOB = 1500
+
+
+def check_population_size(jobs: int) -> None:
+    """Refuse up front a population too large to build in this machine's available memory."""
+    from paigrid.cli.common import available_memory
+    from paigrid.userfiles import megabytes
+
+    need, have = jobs * BYTES_PER_JOB, available_memory()
+    if have and need > have:
+        raise PaigridError(f"--jobs {jobs:,} would need about {megabytes(need)} of memory to build and this machine "
+                           f"has {megabytes(have)} available; draw fewer jobs.")
 
 
 @trace_app.command("import")
@@ -119,5 +135,8 @@ def report(
 ):
     from paigrid.study.report import write_report
 
-    written = write_report(path, out, block_jobs)
+    from paigrid.cube import reading
+
+    with reading(path):
+        written = write_report(path, out, block_jobs)
     typer.echo(f"wrote {written} and its figures", err=True)

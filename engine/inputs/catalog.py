@@ -3,6 +3,11 @@
 A catalogue is a table of rows keyed by a canonical ``name`` with optional ``;``-separated
 ``aliases``.  Numeric columns are read as float64, an empty cell as NaN.  Unknown names are
 errors that list the closest known names.
+
+Every column the model reads has a rule (``COLUMN_RULES``, one table per catalogue kind): whether
+the header must have it, whether a cell may be empty, and the range of its numbers.  Every row
+of a catalogue, built-in or user, is checked against it when the file is read, so a bad cell is
+one sentence naming the file, line and column, never a wrong number later.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import csv
 import difflib
 import hashlib
 import io
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -118,9 +124,148 @@ def csv_table(text: str, origin: str, what: str,
     return header, rows
 
 
+@dataclass(frozen=True)
+class Rule:
+    """What a cell of one column may hold.
+
+    ``number``: a finite decimal number (else text); ``required``: the header must have the
+    column; ``empty``: a cell may be empty (NaN, "not available"); ``low`` / ``high``: the
+    inclusive range, ``low_open``: the low bound itself is excluded (``> low``); ``whole``: a
+    whole number; ``choices``: the text values allowed.
+    """
+
+    number: bool = True
+    required: bool = True
+    empty: bool = False
+    low: float = -math.inf
+    low_open: bool = False
+    high: float = math.inf
+    whole: bool = False
+    choices: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The rule in words, to complete "must be ..."."""
+        if not self.number:
+            return f"one of {', '.join(self.choices)}" if self.choices else "non-empty text"
+        kind = "a whole number" if self.whole else "a number"
+        if self.low > -math.inf and self.high < math.inf:
+            start = f"above {self.low:g} up" if self.low_open else f"from {self.low:g}"
+            bound = f" {start} to {self.high:g}"
+        elif self.low > -math.inf:
+            bound = f" above {self.low:g}" if self.low_open else f" of {self.low:g} or more"
+        else:
+            bound = ""
+        return kind + bound + (" (or empty)" if self.empty else "")
+
+    def check(self, text: str, origin: str, column: str) -> float | str:
+        """The cell's value (a float, NaN for an allowed empty cell, or the text); one sentence
+        naming ``origin`` ("FILE line N") and the column for a cell that breaks the rule."""
+        text = (text or "").strip()
+        if text == "":
+            if self.empty:
+                return math.nan if self.number else ""
+            raise PaigridError(f"{origin}: column {column} is empty; it must be {self.describe()}.")
+        if not self.number:
+            if self.choices and text not in self.choices:
+                close = difflib.get_close_matches(text, self.choices, n=1, cutoff=0.5)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise PaigridError(f"{origin}: column {column} holds {text!r}; it must be {self.describe()}{hint}.")
+            return text
+        try:
+            value = float(text)
+        except ValueError:
+            raise PaigridError(f"{origin}: column {column} holds {text!r}, which is not a number; it must be "
+                               f"{self.describe()}.") from None
+        below = value <= self.low if self.low_open else value < self.low
+        if not math.isfinite(value) or below or value > self.high or (self.whole and value != int(value)):
+            raise PaigridError(f"{origin}: column {column} holds {text}; it must be {self.describe()}.")
+        return value
+
+
+_TEXT = Rule(number=False)
+_NOTE = Rule(number=False, required=False, empty=True)
+_POSITIVE = Rule(low=0.0, low_open=True)
+_NON_NEGATIVE = Rule(low=0.0)
+_PEAK = Rule(low=0.0, empty=True)                      # 0 or empty: the GPU lacks that math
+_FRACTION = Rule(low=0.0, low_open=True, high=1.0)     # an achievable fraction of a peak
+_BYTES = Rule(low=0.0, low_open=True, high=64.0)       # bytes per element or parameter
+INTRA_KINDS = ("pcie", "nvlink-hcm", "nvswitch", "nvlink")
+NETWORK_KINDS = ("none", "ethernet", "rdma", "infiniband")
+
+#: the rule of every column of each built-in catalogue kind (other columns are free text)
+COLUMN_RULES: dict[str, dict[str, Rule]] = {
+    "gpus": {
+        "name": _TEXT, "aliases": _NOTE,
+        "fp32_TFLOP_per_s": _PEAK, "tf32_TFLOP_per_s": _PEAK, "fp16_TFLOP_per_s": _PEAK,
+        "bf16_TFLOP_per_s": _PEAK, "fp8_TFLOP_per_s": _PEAK,
+        "hbm_GB_per_s": _POSITIVE, "memory_GB": _POSITIVE,
+        "nvlink_gen": Rule(low=0.0, whole=True, required=False, empty=True),
+        "nvlink_GB_per_s": Rule(low=0.0, required=False, empty=True),
+        "pcie_gen": Rule(low=1.0, high=99.0, whole=True),
+        "tdp_W": _POSITIVE, "price_USD_per_gpu_hour": _POSITIVE,
+    },
+    "links": {
+        "name": _TEXT, "aliases": _NOTE,
+        "scope": Rule(number=False, choices=("intra", "network")),
+        "kind": Rule(number=False, choices=INTRA_KINDS + NETWORK_KINDS),
+        "nominal_GB_per_s": _NON_NEGATIVE, "efficiency": _FRACTION, "latency_us": _NON_NEGATIVE,
+        "pcie_gen": Rule(low=0.0, high=99.0, whole=True, required=False, empty=True),
+        "fits_gpus": Rule(number=False, empty=True),
+    },
+    "workloads": {
+        "name": _TEXT, "aliases": _NOTE,
+        "params_M": _POSITIVE, "fwd_GFLOP_per_sample": _POSITIVE,
+        "membound_MB_per_sample": _NON_NEGATIVE, "input_MB_per_sample": _NON_NEGATIVE,
+        "activation_MB_per_sample": _NON_NEGATIVE,
+        "default_batch": Rule(low=1.0), "optimizer": _TEXT,
+        "tokens_per_sample": Rule(low=0.0, low_open=True, required=False, empty=True),
+    },
+    "optimizers": {"name": _TEXT, "state_bytes_per_param": Rule(low=0.0, high=64.0)},
+    "precisions": {
+        "name": _TEXT, "peak_column": _TEXT, "activation_bytes": _BYTES, "weight_bytes_per_param": _BYTES,
+        "grad_bytes_per_param": _BYTES, "comm_bytes_per_param": _BYTES,
+    },
+}
+
+
+def check_rows(kind: str, header: list[str], rows, origin: str) -> None:
+    """Check a catalogue's header and every ``(line, row)`` against ``COLUMN_RULES[kind]``."""
+    rules = COLUMN_RULES.get(kind, {})
+    missing = [c for c, rule in rules.items() if rule.required and c not in header]
+    if missing:
+        raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} that the {kind} catalogue needs.")
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if duplicated:
+        raise PaigridError(f"{origin} has the column {duplicated[0]} twice.")
+    for line_no, row in rows:
+        where = f"{origin} line {line_no}"
+        for column, rule in rules.items():
+            if column in row:
+                rule.check(row[column], where, column)
+        if kind == "links":
+            _check_link(row, where)
+
+
+def _check_link(row: dict[str, str], where: str) -> None:
+    kinds = INTRA_KINDS if row["scope"] == "intra" else NETWORK_KINDS
+    if row["kind"] not in kinds:
+        raise PaigridError(f"{where}: a link of scope {row['scope']} has kind {row['kind']!r}; it must be one of "
+                           f"{', '.join(kinds)}.")
+    if row["kind"] != "none" and not float(row["nominal_GB_per_s"]) > 0:
+        raise PaigridError(f"{where}: column nominal_GB_per_s holds {row['nominal_GB_per_s']}; a link of kind "
+                           f"{row['kind']} needs a bandwidth above 0.")
+    rule = (row.get("fits_gpus") or "").strip()
+    if row["scope"] == "intra" and not rule:
+        raise PaigridError(f"{where}: column fits_gpus is empty; an intra-server link must name the GPUs it "
+                           "connects (names separated by ;, or pcie>=N).")
+    if rule.startswith("pcie>="):
+        Rule(low=1.0, high=99.0, whole=True).check(rule[len("pcie>="):], where, "fits_gpus (pcie>=N)")
+
+
 def parse_csv(text: str, kind: str, origin: str, required: tuple[str, ...] = ("name",)) -> Catalogue:
-    """Parse CSV text into a catalogue (checked by ``csv_table``)."""
+    """Parse CSV text into a catalogue (checked by ``csv_table`` and ``check_rows``)."""
     header, rows = csv_table(text, origin, f"a {kind} catalogue", required)
+    check_rows(kind, header, rows, origin)
     digest = hashlib.sha256(text.encode()).hexdigest()
     return Catalogue(kind, origin, header, [row for _, row in rows], digest)
 
@@ -155,7 +300,23 @@ class Catalogues:
         unknown = set(overrides) - set(BUILTIN)
         if unknown:
             raise PaigridError(f"unknown catalogue(s) {', '.join(sorted(unknown))}; known: {', '.join(BUILTIN)}.")
-        return cls(**{kind: load(kind, overrides.get(kind)) for kind in BUILTIN})
+        for kind, path in overrides.items():
+            if not isinstance(path, (str, Path)) or not str(path).strip():
+                raise PaigridError(f"the {kind} catalogue must be given as the path of a CSV file, not {path!r}.")
+        cats = cls(**{kind: load(kind, overrides.get(kind)) for kind in BUILTIN})
+        cats.check_references()
+        return cats
+
+    def check_references(self) -> None:
+        """Each precision's peak column must be a column of the GPU catalogue, with a peak (a
+        number of 0 or more, or empty) in every row."""
+        for row in self.precisions.rows:
+            column = row["peak_column"]
+            if column not in self.gpus.columns:
+                raise PaigridError(f"precision {row['name']!r} in {self.precisions.origin} runs at the peak column "
+                                   f"{column!r}, which {self.gpus.origin} lacks.")
+            for gpu in self.gpus.rows:
+                _PEAK.check(gpu[column], f"{self.gpus.origin} row {gpu['name']!r}", column)
 
     def checksums(self) -> dict[str, str]:
         """sha256 of each catalogue's text, for the cube's provenance."""

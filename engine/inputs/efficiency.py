@@ -85,29 +85,83 @@ def workspace_bytes() -> float:
     return _model_defaults()["workspace"]["GB"] * 1e9
 
 
-def with_calibration(options, calibration: str | Path | None):
+def with_calibration(options, calibration: str | Path | None, cats=None):
     """The default efficiencies and the model ``options`` (a ``spec.Options``), with a
-    calibration file's efficiencies and options on top (``None``: no calibration)."""
+    calibration file's efficiencies and options on top (``None``: no calibration).  Its keys
+    are resolved against the catalogues ``cats`` (default: the built-in ones)."""
     eff = defaults()
     if calibration is None:
         return eff, options
-    eff = eff.overridden(load_calibration(calibration))
+    eff = eff.overridden(load_calibration(calibration, cats))
     return eff, options.with_overrides(eff.options, str(calibration))
 
 
-def load_calibration(path: str | Path) -> Efficiency:
-    """Read a calibration TOML into an ``Efficiency`` holding only its overrides."""
+def load_calibration(path: str | Path, cats=None) -> Efficiency:
+    """Read a calibration TOML into an ``Efficiency`` holding only its overrides, every key
+    resolved to its canonical catalogue name (aliases allowed): a key that names no precision,
+    GPU, link or link kind of ``cats`` (default: the built-in catalogues) is an error listing
+    the close matches, never silently ignored."""
     path = Path(path)
     data = read_toml(path, "the calibration file")
     known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "options", "fit"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
+    for name in known:
+        if name in data and not isinstance(data[name], dict):
+            raise PaigridError(f"{path}: [{name}] must be a table, not {data[name]!r}.")
     options = dict(data.get("options", {}))
     for key, value in options.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise PaigridError(f"{path}: option {key} must be finite.")
-    return Efficiency(_fractions(data.get("flop_efficiency", {}), str(path), "flop_efficiency"),
-                      _fractions(data.get("memory_efficiency", {}), str(path), "memory_efficiency"),
-                      _fractions(data.get("link_efficiency", {}), str(path), "link_efficiency"),
-                      options, origin=str(path))
+    if cats is None:
+        from paigrid.inputs.catalog import Catalogues
+
+        cats = Catalogues.load()
+    origin = str(path)
+    tables = {section: _fractions(data.get(section, {}), origin, section)
+              for section in ("flop_efficiency", "memory_efficiency", "link_efficiency")}
+    return Efficiency(_canonical(tables["flop_efficiency"], origin, "flop_efficiency", lambda k: _flop_key(k, cats)),
+                      _canonical(tables["memory_efficiency"], origin, "memory_efficiency",
+                                 lambda k: "default" if k.strip().casefold() == "default" else cats.gpus.resolve(k)),
+                      _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
+                      options, origin=origin)
+
+
+def _canonical(values: dict[str, float], origin: str, section: str, resolve) -> dict[str, float]:
+    """``values`` with each key replaced by ``resolve(key)`` (one sentence for a key that does
+    not resolve, or two keys naming the same thing)."""
+    out: dict[str, float] = {}
+    given: dict[str, str] = {}
+    for key, value in values.items():
+        try:
+            canonical = resolve(key)
+        except PaigridError as exc:
+            raise PaigridError(f"{origin}: [{section}] key {key!r} names nothing known: {exc}") from None
+        if canonical in out:
+            raise PaigridError(f"{origin}: [{section}] keys {given[canonical]!r} and {key!r} both name {canonical}.")
+        out[canonical], given[canonical] = value, key
+    return out
+
+
+def _flop_key(key: str, cats) -> str:
+    """A FLOP-efficiency key: a precision, or GPU/precision."""
+    gpu, slash, precision = key.rpartition("/")
+    if not slash:
+        return cats.precisions.resolve(key)
+    return f"{cats.gpus.resolve(gpu)}/{cats.precisions.resolve(precision)}"
+
+
+def _link_key(key: str, cats) -> str:
+    """A link-efficiency key: a link kind (pcie, nvswitch, ethernet, ...) or a link name."""
+    import difflib
+
+    kinds = sorted({row["kind"] for row in cats.links.rows})
+    if key.strip().casefold() in kinds:
+        return key.strip().casefold()
+    try:
+        return cats.links.resolve(key)
+    except PaigridError:
+        close = difflib.get_close_matches(key, kinds + cats.links.names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known kinds: {', '.join(kinds)}."
+        raise PaigridError(f"{key!r} is neither a link kind nor a link name in {cats.links.origin}{hint}") from None

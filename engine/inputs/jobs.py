@@ -10,6 +10,7 @@ configuration.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
 from paigrid.errors import PaigridError
 from paigrid.userfiles import read_text
-from paigrid.inputs.spec import JOB_OPTIONS, Options, SweepSpec, coerce_options
+from paigrid.inputs.spec import JOB_OPTIONS, MAX_N_GPU, Options, SweepSpec, coerce_options
 
 CURRENT_COLUMNS = ("current_arch", "current_gpu", "current_n_gpu", "current_intra",
                    "current_network", "current_precision")
@@ -58,12 +59,24 @@ def _row_current(row: dict[str, str], cats: Catalogues, origin: str) -> dict[str
     if arch not in ARCH_NAMES:
         raise PaigridError(f"{origin}: unknown current_arch {arch!r}; known: {', '.join(ARCH_NAMES)}.")
     n = to_float(cells["current_n_gpu"], origin, "current_n_gpu")
-    if not (n >= 1 and n == int(n)):
-        raise PaigridError(f"{origin}: current_n_gpu must be a whole number >= 1, not {cells['current_n_gpu']!r}.")
-    return {"arch": arch, "gpu": cats.gpus.resolve(cells["current_gpu"]), "n_gpu": int(n),
-            "intra": resolve_link(cats, cells["current_intra"], "intra"),
-            "network": resolve_link(cats, cells["current_network"], "network"),
-            "precision": cats.precisions.resolve(cells["current_precision"])}
+    if not (1 <= n <= MAX_N_GPU and n == int(n)):
+        raise PaigridError(f"{origin}: current_n_gpu must be a whole number from 1 to {MAX_N_GPU}, "
+                           f"not {cells['current_n_gpu']!r}.")
+    with _located(origin):
+        return {"arch": arch, "gpu": cats.gpus.resolve(cells["current_gpu"]), "n_gpu": int(n),
+                "intra": resolve_link(cats, cells["current_intra"], "intra"),
+                "network": resolve_link(cats, cells["current_network"], "network"),
+                "precision": cats.precisions.resolve(cells["current_precision"])}
+
+
+@contextmanager
+def _located(origin: str):
+    """Prefix an error about a name (an unknown GPU, link, model) with where it was read."""
+    try:
+        yield
+    except PaigridError as exc:
+        text = str(exc)
+        raise PaigridError(text if text.startswith(origin) else f"{origin}: {text}") from None
 
 
 def resolve_link(cats: Catalogues, name: str, scope: str) -> str:
@@ -79,8 +92,8 @@ def _batch(row: dict[str, str], model_row: dict[str, str], origin: str) -> float
     batch = to_float(row.get("batch", ""), origin, "batch")
     if math.isnan(batch):
         batch = to_float(model_row["default_batch"], origin, "default_batch")
-    if not batch >= 1:
-        raise PaigridError(f"{origin}: batch must be at least 1 sample, not {batch}.")
+    if not 1 <= batch < math.inf:
+        raise PaigridError(f"{origin}: batch must be a finite number of at least 1 sample, not {batch}.")
     return batch
 
 
@@ -121,7 +134,8 @@ def _population_jobs(rows, header, path: Path, options: Options, cats: Catalogue
         if not name or name in seen:
             raise PaigridError(f"{origin}: job names must be non-empty and unique ({name!r}).")
         seen.add(name)
-        model = cats.workloads.resolve(row["model"])
+        with _located(origin):
+            model = cats.workloads.resolve(row["model"])
         check_workload(cats.workloads, model, cats)
         extra = {k: v for k, v in row.items() if k not in ("job", "model", "batch", *JOB_OPTIONS, *CURRENT_COLUMNS)}
         jobs.append(Job(name, model, _batch(row, cats.workloads.row(model), origin),
@@ -140,4 +154,5 @@ def check_workload(catalogue: Catalogue, name: str, cats: Catalogues) -> None:
         if not math.isfinite(value) or value < 0 or (column in _POSITIVE and value == 0):
             need = "positive" if column in _POSITIVE else "zero or positive"
             raise PaigridError(f"workload {name!r} in {catalogue.origin}: {column} must be {need}, not {value}.")
-    cats.optimizers.resolve(catalogue.row(name)["optimizer"])
+    with _located(f"workload {name!r} in {catalogue.origin}"):
+        cats.optimizers.resolve(catalogue.row(name)["optimizer"])

@@ -32,18 +32,21 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES
 
 from paigrid.errors import PaigridError
-from paigrid.userfiles import read_toml
+from paigrid.userfiles import read_text
 
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
 DEFAULT_N_GPU = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CURRENT = "current"
+#: the largest GPU count (the cube stores GPU counts as 32-bit integers)
+MAX_N_GPU = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,8 @@ def coerce_options(values: dict, origin: str) -> dict:
                 raise PaigridError(f"{origin}: topology_aware must be true or false, not {value!r}.")
             out[key] = value
         elif key in _INTEGER_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or value != int(value)):
                 raise PaigridError(f"{origin}: {key} must be a whole number, not {value!r}.")
             out[key] = int(value)
         else:
@@ -129,6 +133,7 @@ class SweepSpec:
     catalogues: dict[str, str] = field(default_factory=dict)
     jobs_per_block: int = 4
     origin: str = "the default spec"
+    sha256: str = ""                           # of the spec file ("" when not read from a file)
 
     def to_toml_dict(self) -> dict:
         """The spec as plain data, stored in the cube so it says how it was made."""
@@ -153,8 +158,8 @@ def _n_gpu_list(value, origin: str) -> list[int] | str:
     if not isinstance(value, list) or not value:
         raise PaigridError(f"{origin}: n_gpu must be a non-empty list of GPU counts or \"current\".")
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise PaigridError(f"{origin}: n_gpu values must be whole numbers >= 1, not {v!r}.")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_N_GPU:
+            raise PaigridError(f"{origin}: n_gpu values must be whole numbers from 1 to {MAX_N_GPU}, not {v!r}.")
     if len(set(value)) != len(value):
         raise PaigridError(f"{origin}: n_gpu lists a GPU count twice.")
     return list(value)
@@ -188,11 +193,18 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
         for name in spec.arch:
             if name not in ARCH_NAMES:
                 raise PaigridError(f"{origin}: unknown architecture {name!r}; known: {', '.join(ARCH_NAMES)}.")
+        if len(set(spec.arch)) != len(spec.arch):
+            raise PaigridError(f"{origin}: grid.arch names an architecture twice.")
     options = data.get("options", {})
     if not isinstance(options, dict):
         raise PaigridError(f"{origin}: [options] must be a table.")
     spec.options = Options().with_overrides(options, origin)
     catalogues = data.get("catalogues", {})
+    if not isinstance(catalogues, dict):
+        raise PaigridError(f"{origin}: [catalogues] must be a table of KIND = \"FILE.csv\".")
+    for kind, value in catalogues.items():
+        if not isinstance(value, str) or not value.strip():
+            raise PaigridError(f"{origin}: catalogues.{kind} must be the path of a CSV file, not {value!r}.")
     spec.catalogues = {k: str(base_dir / v) for k, v in catalogues.items()}
     blocks = data.get("jobs_per_block", spec.jobs_per_block)
     if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
@@ -205,6 +217,16 @@ def load_spec(path: str | Path | None) -> SweepSpec:
     """Read a TOML spec file (``None``: the default spec)."""
     if path is None:
         return SweepSpec()
+    import hashlib
+
     path = Path(path)
-    data = read_toml(path, "the spec file")
-    return spec_from_dict(data, str(path), path.parent)
+    text = read_text(path, "the spec file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PaigridError(f"the spec file {path} is not valid TOML ({exc}).") from None
+    except RecursionError:
+        raise PaigridError(f"the spec file {path} is not valid TOML (it nests too deeply).") from None
+    spec = spec_from_dict(data, str(path), path.parent)
+    spec.sha256 = hashlib.sha256(text.encode()).hexdigest()
+    return spec

@@ -21,8 +21,10 @@ COMPONENT_LABELS = {"t_data": "input I/O", "t_flop": "FLOP-bound compute",
 BOTTLENECKS = L.BOTTLENECK_NAMES
 ARCHS = L.ARCH_NAMES
 COORDS = ("arch", "gpu", "intra", "network", "precision")
-FULL_VARIABLES = ("step_time", "t_comm", "valid", "bottleneck")          # (job, arch, gpu, n_gpu, intra, network, precision)
-JOB_GPU_VARIABLES = tuple(schema.JOB_GPU_VARIABLES)                   # (job, gpu, precision)
+# (job, arch, gpu, n_gpu, intra, network, precision), and the validity variable of the cube's format
+# (schema.validity_variable: valid in format 1, invalid_reason from format 2)
+FULL_VARIABLES = ("step_time", "t_comm", "bottleneck")
+JOB_GPU_VARIABLES = tuple(schema.JOB_GPU_VARIABLES)               # (job, gpu, precision)
 CURRENT_VARIABLES = tuple(f"current_{d}" for d in COORDS) + ("current_n_gpu",)
 
 NETWORK_ARCHS = ("ps-worker", "allreduce-cluster")

@@ -29,12 +29,29 @@ from pathlib import Path
 
 import numpy as np
 
-from paigrid.kernels import layout as L
-
-from paigrid.errors import PaigridError
 from paigrid.cube import Cube, open_cube
-from paigrid.schema import decode_strings, str_attr
-from paigrid.study.common import (SWEEP_COMMAND, COMPONENTS, COMPONENT_LABELS, BOTTLENECKS, ARCHS, COORDS, FULL_VARIABLES, JOB_GPU_VARIABLES, CURRENT_VARIABLES, NETWORK_ARCHS, NVLINK_SERVER, GENERATIONS, GPU_LADDERS, ETHERNET, PRECISIONS, PAPER, REASONS)
+from paigrid.errors import PaigridError
+from paigrid.kernels import layout as L
+from paigrid.schema import decode_strings, is_valid, str_attr, validity_variable
+from paigrid.study.common import (
+    ARCHS,
+    BOTTLENECKS,
+    COMPONENTS,
+    COORDS,
+    CURRENT_VARIABLES,
+    ETHERNET,
+    FULL_VARIABLES,
+    GENERATIONS,
+    GPU_LADDERS,
+    JOB_GPU_VARIABLES,
+    NETWORK_ARCHS,
+    NVLINK_SERVER,
+    PAPER,
+    PRECISIONS,
+    REASONS,
+    SWEEP_COMMAND,
+)
+
 
 # --- reading the cube ----------------------------------------------------------------------------
 def _strings(dataset) -> np.ndarray:
@@ -47,7 +64,8 @@ def _check_cube(cube: Cube) -> None:
     if cube.mode != "full":
         raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep); the report needs "
                            f"the full cube: {SWEEP_COMMAND}.")
-    missing = [v for v in FULL_VARIABLES + JOB_GPU_VARIABLES + CURRENT_VARIABLES if v not in f]
+    needed = FULL_VARIABLES + (validity_variable(cube.format),) + JOB_GPU_VARIABLES + CURRENT_VARIABLES
+    missing = [v for v in needed if v not in f]
     if missing:
         raise PaigridError(f"{cube.path} lacks the variable(s) {', '.join(missing)} that the report needs; "
                            f"sweep it again with the study spec: {SWEEP_COMMAND}.")
@@ -79,6 +97,7 @@ def gather(cube: Cube, coords: dict[str, np.ndarray], block_jobs: int = 1024) ->
 
     f = cube.file
     n = len(cube.labels["job"])
+    validity = validity_variable(cube.format)   # valid (format 1) or invalid_reason
     out = {}
     for name in coords:
         out[name] = {v: np.full(n, np.nan) for v in ("step_time", "t_data", "t_flop", "t_mem", "t_comm")}
@@ -87,6 +106,7 @@ def gather(cube: Cube, coords: dict[str, np.ndarray], block_jobs: int = 1024) ->
     for j0 in range(0, n, block_jobs):
         j1 = min(n, j0 + block_jobs)
         full = {v: f[v][j0:j1] for v in FULL_VARIABLES}
+        valid = is_valid(f[validity][j0:j1], cube.format)
         small = {v: f[v][j0:j1] for v in JOB_GPU_VARIABLES}
         rows = np.arange(j1 - j0)
         for name, c in coords.items():
@@ -97,7 +117,7 @@ def gather(cube: Cube, coords: dict[str, np.ndarray], block_jobs: int = 1024) ->
             o["present"][j0:j1] = ok
             o["step_time"][j0:j1] = np.where(ok, full["step_time"][rows, a, g, 0, i, w, p], np.nan)
             o["t_comm"][j0:j1] = np.where(ok, full["t_comm"][rows, a, g, 0, i, w, p], np.nan)
-            o["valid"][j0:j1] = ok & (full["valid"][rows, a, g, 0, i, w, p] == 1)
+            o["valid"][j0:j1] = ok & valid[rows, a, g, 0, i, w, p]
             o["bottleneck"][j0:j1] = np.where(ok, full["bottleneck"][rows, a, g, 0, i, w, p], L.FLAG_FILL)
             for v in ("t_data", "t_flop", "t_mem"):
                 o[v][j0:j1] = np.where(ok, small[v][rows, g, p], np.nan)
@@ -126,10 +146,6 @@ def _summary(speedup: np.ndarray) -> dict:
             "mean": float(np.mean(speedup)), "median": float(np.median(speedup)),
             "p10": float(np.percentile(speedup, 10)), "p90": float(np.percentile(speedup, 90)),
             "min": float(np.min(speedup)), "max": float(np.max(speedup))}
-
-
-def _counts(reasons: np.ndarray) -> dict[str, int]:
-    return {k: int(np.sum(reasons == k)) for k in REASONS if np.any(reasons == k)}
 
 
 def _projection(scope: np.ndarray, base: dict, target: dict, pre: np.ndarray | None = None,

@@ -6,8 +6,17 @@ import math
 
 import numpy as np
 
-from paigrid.study.common import pct, times
-from paigrid.study.common import (BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, GPU_LADDERS, NVLINK_SERVER, PAPER, REASONS)
+from paigrid.study.common import (
+    BOTTLENECKS,
+    COMPONENT_LABELS,
+    COMPONENTS,
+    GPU_LADDERS,
+    NVLINK_SERVER,
+    PAPER,
+    REASONS,
+    pct,
+    times,
+)
 
 
 def _fmt(x, unit: str) -> str:
@@ -26,8 +35,9 @@ def _summary_table(rows: list[tuple[str, dict]]) -> list[str]:
     lines = ["| projection | jobs | faster | mean speedup | median | 10th pct | 90th pct | min | max |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, p in rows:
-        lines.append(f"| {name} | {p['jobs']:,} | {pct(p['share_faster'])} | {times(p['mean'])} | {times(p['median'])} | "
-                     f"{times(p['p10'])} | {times(p['p90'])} | {times(p['min'])} | {times(p['max'])} |")
+        lines.append(f"| {name} | {p['jobs']:,} | {pct(p['share_faster'])} | {times(p['mean'])} | "
+                     f"{times(p['median'])} | {times(p['p10'])} | {times(p['p90'])} | {times(p['min'])} | "
+                     f"{times(p['max'])} |")
     return lines
 
 
@@ -81,9 +91,9 @@ def _differences(numbers: dict) -> str:
         "Common causes of every difference: the population is synthetic, calibrated only to the trace's "
         "architecture and GPU shares and never to these results (its model mix, batches and GPU counts are our "
         "choices); the model adds the time components with no overlap, as the paper does, but its efficiencies, "
-        "memory-bound byte counts and communication formulas are paigrid's own (DESIGN.md) because the paper's are "
-        "not published; and the hardware is the catalogue's 2017-2019 datasheet hardware, not PAI's measured "
-        "machines.")
+        "memory-bound byte counts and communication formulas are paigrid's own (see 'The model' in paigrid's "
+        "README) because the paper's are not published; and the hardware is the catalogue's 2017-2019 datasheet "
+        "hardware, not PAI's measured machines.")
     return " ".join(text)
 
 
@@ -150,6 +160,8 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
 
 def _md_ps_nvlink(p: dict, figures: dict) -> list[str]:
     mapping = ", ".join(f"{g} -> {t} on {i}" for g, (t, i) in NVLINK_SERVER.items() if g != t)
+    no_nvlink = (f" GPUs with no NVLink server: {', '.join(p['gpus_without_nvlink'])}."
+                 if p["gpus_without_nvlink"] else "")
     return ["### 3.1 PS/Worker -> AllReduce inside one NVLink server", "",
             "Definition: a PS/Worker job that fits in one server (its GPU count at most the server's GPUs, i.e. "
             "allreduce-local is valid for it) runs as allreduce-local, with its GPU count, network and precision "
@@ -158,8 +170,7 @@ def _md_ps_nvlink(p: dict, figures: dict) -> list[str]:
             "nvlink2-hcm, A100-SXM4 on nvswitch-nvlink3, H100-SXM5 on nvswitch-nvlink4). The GPU swap changes the "
             "compute time too (the SXM parts have a higher peak).", "",
             f"{p['ps_worker_jobs']:,} PS/Worker jobs; {p['beyond_one_server']:,} need more than one server and are "
-            f"out of scope; {p['in_scope']:,} fit in one server. {_excluded_text(p)}"
-            + (f" GPUs with no NVLink server: {', '.join(p['gpus_without_nvlink'])}." if p["gpus_without_nvlink"] else ""),
+            f"out of scope; {p['in_scope']:,} fit in one server. {_excluded_text(p)}{no_nvlink}",
             "", *_summary_table([("PS/Worker -> AllReduce-NVLink", p)]), "",
             f"Faster: {pct(p['share_faster'])} of the jobs that fit in one server, "
             f"{pct(p['share_faster_of_all_ps'])} of all PS/Worker jobs.", "",
@@ -181,7 +192,8 @@ def _md_ethernet(p: dict, figures: dict) -> list[str]:
 
 
 def _md_gpu(p: dict, figures: dict) -> list[str]:
-    ladders = "; ".join(f"{k} servers: " + " -> ".join(f"{g} ({i})" for g, i in rungs) for k, rungs in GPU_LADDERS.items())
+    ladders = "; ".join(f"{k} servers: " + " -> ".join(f"{g} ({i})" for g, i in rungs)
+                        for k, rungs in GPU_LADDERS.items())
     lines = ["### 3.3 GPU generation upgrades", "",
              "Definition: every analysed job is evaluated on each GPU generation, P100 -> V100 -> A100 -> H100, "
              "with its architecture, GPU count, network and precision unchanged; jobs on PCIe servers (current "

@@ -36,9 +36,11 @@ Rules, job by job, in this order (each skip is counted in ``counts``):
    GPU instances without ``ps`` -> ``allreduce-cluster``.
 6. Server: ``gpus_per_node`` = the most common ``cap_gpu`` of machines of that ``gpu_type`` in
    the machine table (the larger on a tie; :data:`FALLBACK_GPUS_PER_NODE` = 8, the paper's
-   server, if the type has no machine, counted in ``gpus_per_node_default``). A single-instance
-   job asking for more GPUs than that cannot have run on one machine and is skipped
-   (``skipped_inconsistent``).
+   server, if the type has no machine, counted in ``gpus_per_node_default``). A job whose
+   configuration (rules 5-8) the model cannot run -- the kernel's ``invalid_reason`` is not 0,
+   through :func:`paigrid.predict.predict_configs` -- is skipped (``skipped_inconsistent``): in
+   practice a single-instance job asking for more GPUs than its server has, which cannot have
+   run on one machine.
 7. Model: the ``workload`` of the job's ``inst_id`` in the group tag table, mapped by
    :data:`WORKLOAD_TO_MODEL` (a workload that is already a catalogue name is kept as is); no tag
    or an unmapped one gives :data:`DEFAULT_MODEL` (``model_default``; ``model_from_tag``
@@ -155,9 +157,19 @@ def _rows(directory, name):
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         first = True
-        for fields in reader:
+        while True:
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise ValueError(f"{path} line {reader.line_num + 1}: not a CSV row ({exc}).") from None
+            except UnicodeDecodeError:
+                raise ValueError(f"{path} line {reader.line_num + 1}: not UTF-8 text.") from None
             if not fields:
                 continue
+            if any("\0" in x for x in fields):
+                raise ValueError(f"{path} line {reader.line_num}: holds a NUL byte; the trace tables are text.")
             if first and [x.strip().lower() for x in fields] == list(columns):
                 first = False
                 continue
@@ -168,16 +180,25 @@ def _rows(directory, name):
             yield reader.line_num, fields
 
 
+#: the largest count a trace field may hold (GPU counts are stored as 32-bit integers)
+MAX_COUNT = 2**31 - 1
+
+
 def _number(text, path, line, column, empty):
-    """Parse a numeric trace field; ``empty`` is returned for an empty or NaN cell."""
+    """Parse a numeric trace field; ``empty`` is returned for an empty or NaN cell.  Counts and
+    GPU percentages must be finite, 0 or more and at most ``MAX_COUNT``."""
     text = text.strip()
     if text == "" or text.lower() == "nan":
         return empty
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ValueError(f"{path} line {line}: column {column} is not a number: "
                          f"{text!r}.") from None
+    if not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{path} line {line}: column {column} holds {text}; it must be a number "
+                         f"from 0 to {MAX_COUNT}.")
+    return value
 
 
 def job_arch(task_names, gpu_task_names, gpu_instances, n_gpu):
@@ -274,13 +295,48 @@ def import_pai_trace(directory):
                if not any(t[3] for t in ts if t[2] > 0) and any(t[2] > 0 for t in ts)}
     machine_votes = _instance_gpu_types(directory, untyped, machine_type) if untyped else {}
 
-    rows = []
+    candidates = []
     for name, (inst_id, status) in jobs.items():
-        row = _job_row(name, inst_id, status, tasks.get(name), machine_votes.get(name),
-                       per_node, tags, counts)
-        if row is not None:
-            rows.append(row)
+        made = _job_row(name, inst_id, status, tasks.get(name), machine_votes.get(name),
+                        per_node, tags, counts)
+        if made is not None:
+            candidates.append(made)
+    rows = []
+    for (row, tallies), valid in zip(candidates, _model_valid([row for row, _ in candidates])):
+        if not valid:
+            counts["skipped_inconsistent"] += 1
+            continue
+        for key in tallies:
+            counts[key] += 1
+        rows.append(row)
     return rows, counts
+
+
+def _model_valid(rows):
+    """For each population row, whether the model can run its current configuration (the
+    kernel's ``invalid_reason`` is 0), each distinct configuration evaluated once."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.inputs.jobs import Job
+    from paigrid.inputs.spec import JOB_OPTIONS, Options
+    from paigrid.predict import predict_configs
+
+    if not rows:
+        return []
+    fields = ("model", "gpus_per_node", "current_arch", "current_gpu", "current_n_gpu", "current_intra",
+              "current_network", "current_precision")
+    keys = list(dict.fromkeys(tuple(row[f] for f in fields) for row in rows))
+    cats, options = Catalogues.load(), Options()
+    jobs, configs = [], []
+    for model, gpn, arch, gpu, n_gpu, intra, network, precision in keys:
+        values = {key: getattr(options, key) for key in JOB_OPTIONS}
+        values["gpus_per_node"] = gpn
+        jobs.append(Job(model, model, cats.workloads.number(model, "default_batch"), values))
+        configs.append({"arch": arch, "gpu": gpu, "n_gpu": n_gpu, "intra": intra, "network": network,
+                        "precision": precision})
+    valid = {key: result["valid"] for key, result in
+             zip(keys, predict_configs(jobs, configs, cats, defaults(), options))}
+    return [valid[tuple(row[f] for f in fields)] for row in rows]
 
 
 def _instance_gpu_types(directory, job_names, machine_type):
@@ -296,7 +352,8 @@ def _instance_gpu_types(directory, job_names, machine_type):
 
 
 def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, counts):
-    """One population row for a job, or None (with the reason counted) when it is skipped."""
+    """``(row, tallies)`` for a job -- its population row and the count keys to add if the
+    model can run it (rule 6) -- or None (with the reason counted) when it is skipped."""
     if status.lower() == "failed":
         counts["skipped_failed"] += 1
         return None
@@ -333,29 +390,25 @@ def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, co
         return None
     arch = job_arch([t[0] for t in job_tasks], [t[0] for t in gpu_tasks], instances, n_gpu)
     gpn = per_node.get(gtype)
-    if arch in ("1wng", "allreduce-local") and n_gpu > (gpn or FALLBACK_GPUS_PER_NODE):
-        counts["skipped_inconsistent"] += 1
-        return None
 
-    counts["imported"] += 1
-    counts["arch_" + arch] += 1
+    tallies = ["imported", "arch_" + arch]
     if status.lower() != "terminated":
-        counts["kept_not_terminated"] += 1
+        tallies.append("kept_not_terminated")
     if any(t[4] for t in gpu_tasks):
-        counts["fractional_gpu_rounded"] += 1
+        tallies.append("fractional_gpu_rounded")
     if from_machine:
-        counts["gpu_type_from_machine"] += 1
+        tallies.append("gpu_type_from_machine")
     if gpn is None:
         gpn = FALLBACK_GPUS_PER_NODE
-        counts["gpus_per_node_default"] += 1
+        tallies.append("gpus_per_node_default")
     model = _model_for(tags.get(inst_id, ""))
-    counts["model_from_tag" if model else "model_default"] += 1
+    tallies.append("model_from_tag" if model else "model_default")
     return {
         "job": name, "model": model or DEFAULT_MODEL, "batch": "", "gpus_per_node": gpn,
         "current_arch": arch, "current_gpu": GPU_TYPE_TO_CATALOGUE[gtype],
         "current_n_gpu": n_gpu, "current_intra": INTRA, "current_network": NETWORK,
         "current_precision": PRECISION, "source": SOURCE,
-    }
+    }, tallies
 
 
 def format_counts(counts) -> str:

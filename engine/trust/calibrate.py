@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
-from paigrid.errors import PaigridError
-from paigrid.userfiles import write_text_atomically
-from paigrid.trust.measurements import Measurement, predict_rows
 from paigrid.inputs.spec import Options
+from paigrid.trust.measurements import Measurement, predict_rows
+from paigrid.userfiles import write_text_atomically
 
 GROUPS = ("flop", "link", "memory", "overlap")
 DEFAULT_PARAMETERS = ("flop", "link")
@@ -210,7 +210,7 @@ def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list
     if rows_used < n:
         raise PaigridError(f"only {rows_used} of the selected rows depend on the {n} parameters; "
                            f"the fit is under-determined.")
-    u, s, vt = np.linalg.svd(jac, full_matrices=False)
+    _, s, vt = np.linalg.svd(jac, full_matrices=False)
     if s[-1] <= s[0] * 1e-10:
         worst = int(np.argmax(np.abs(vt[-1])))
         raise PaigridError(f"the selected rows cannot determine {params[worst].name}: it changes the "

@@ -36,17 +36,15 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from paigrid.kernels.layout import ARCH_NAMES
-
-from paigrid.inputs.catalog import Catalogues, csv_table, to_float
 from paigrid.errors import PaigridError
-from paigrid.userfiles import read_text
+from paigrid.inputs.catalog import Catalogues, csv_table, to_float
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import JOB_OPTIONS, Options, coerce_options
+from paigrid.kernels.layout import ARCH_NAMES
+from paigrid.userfiles import read_text
 
 REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
             "batch_per_gpu", "throughput", "throughput_unit")
-OPTIONAL = ("framework", "nics_per_node", "grad_accum_steps", "seq_len_or_image_size", "data_pipeline", "source")
 #: throughput units read as samples/s of the whole job
 SAMPLE_UNITS = ("samples/s", "images/s", "img/s", "sequences/s", "seq/s", "sentences/s", "utterances/s",
                 "frames/s", "queries/s", "graphs/s")
@@ -202,8 +200,6 @@ def _intra(cells: dict[str, str], gpu: str, n_gpu: int, cats: Catalogues, origin
 
 
 def _measurement(cells: dict[str, str], aliases, cats: Catalogues, origin: str) -> Measurement:
-    from paigrid.predict import invalid_reason
-
     ident = cells["id"].strip()
     if not ident:
         raise PaigridError(f"{origin}: id is empty.")
@@ -229,10 +225,20 @@ def _measurement(cells: dict[str, str], aliases, cats: Catalogues, origin: str) 
         measured=_samples_per_s(cells, workload, cats, origin),
         data_pipeline=(cells.get("data_pipeline") or "").strip(), source=(cells.get("source") or "").strip(),
         job_options=options, cells=cells)
-    reason = invalid_reason(row.job(Options()), row.config(), cats)
-    if reason:
-        raise PaigridError(f"{origin} ({ident}): {reason}")
     return row
+
+
+def _check_valid(rows: list[Measurement], origins: list[str], cats: Catalogues) -> None:
+    """Refuse the first row whose configuration the model cannot run, with the kernel's reason
+    (``invalid_reason`` of ``predict.predict_configs``; validity depends on no efficiency)."""
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.predict import predict_configs, reason_text
+
+    jobs = [row.job(Options()) for row in rows]
+    results = predict_configs(jobs, [row.config() for row in rows], cats, defaults(), Options())
+    for row, origin, job, result in zip(rows, origins, jobs, results):
+        if not result["valid"]:
+            raise PaigridError(f"{origin} ({row.id}): {reason_text(result, job, cats)}")
 
 
 def load_measurements(path: str | Path, cats: Catalogues | None = None,
@@ -242,7 +248,7 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
     cats = cats or Catalogues.load()
     aliases = load_aliases() if aliases is None else aliases
     _, table = csv_table(read_text(path, "the measurements file"), str(path), "a measurements file", REQUIRED)
-    rows, seen = [], set()
+    rows, origins, seen = [], [], set()
     for line_no, cells in table:
         origin = f"{path} line {line_no}"
         try:
@@ -255,6 +261,9 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
             raise PaigridError(f"{path} line {line_no}: the id {row.id!r} is used twice.")
         seen.add(row.id)
         rows.append(row)
+        origins.append(origin)
+    if rows:
+        _check_valid(rows, origins, cats)
     return rows
 
 

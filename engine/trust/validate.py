@@ -17,8 +17,8 @@ import statistics
 from collections import defaultdict
 
 from paigrid.inputs.catalog import Catalogues
-from paigrid.trust.measurements import GROUPS, Measurement, predict_rows
 from paigrid.inputs.spec import Options
+from paigrid.trust.measurements import GROUPS, Measurement, predict_rows
 
 
 def error_summary(errors: list[float]) -> dict:

@@ -1,0 +1,255 @@
+"""The Python API on xarray: ``open_dataset`` opens a cube lazily as an ``xarray.Dataset``, and
+the ``Dataset.paigrid`` accessor answers the questions of ``paigrid query`` from it.
+
+    import paigrid
+    ds = paigrid.open_dataset("cube.h5")
+    ds.paigrid.best(by="time", gpu="V100", n_gpu=16)     # one entry per job
+    ds.paigrid.pareto("resnet50")                         # that job's time/cost front
+    ds.paigrid.breakdown(job="resnet50", gpu="V100", n_gpu=16, precision="fp32")
+
+The accessor is registered when this module is imported (``paigrid.open_dataset`` and
+``paigrid.sweep`` import it; ``import paigrid.dataset`` does it for a Dataset opened otherwise).
+Its answers come from the same code as the command line's (``paigrid.query``), over the
+Dataset's variables instead of the file, so the two agree exactly.
+
+This module only reads cubes: it never imports the writer (``paigrid.store``) or the driver
+(``paigrid.evaluate``), and opening a cube loads no numba.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
+
+from paigrid.cube import cube_from_dataset, open_cube
+from paigrid.errors import PaigridError
+from paigrid.query import QUERY_UNITS, best_configurations, job_indices, label_indices
+from paigrid.schema import CRITERIA, DIMS, LABEL_DIMS, REDUCED_DIMS
+
+#: the attributes of ``valid`` as format 1 stores it; later formats present it with the same
+VALID_ATTRS = {"units": "1", "long_name": "1 where the configuration can exist",
+               "flag_values": np.array([0, 1], dtype=np.uint8), "flag_meanings": "invalid valid"}
+
+#: the variables of a ``best`` or ``pareto`` answer: name -> (units, long name); strings are
+#: "" and n_gpu is 0 where a job has no feasible configuration (numbers are then NaN)
+RESULT_VARIABLES = {
+    "model": ("1", "workload catalogue name"),
+    "arch": ("1", "training architecture"),
+    "gpu": ("1", "GPU"),
+    "n_gpu": ("1", "GPUs in the job (0: no feasible configuration)"),
+    "intra": ("1", "intra-server link"),
+    "network": ("1", "network between servers"),
+    "precision": ("1", "numeric precision"),
+    "step_time": (QUERY_UNITS["step_time"], "time of one optimizer step of one replica"),
+    "throughput": (QUERY_UNITS["throughput"], "samples per second of the whole job"),
+    "throughput_tokens": (QUERY_UNITS["throughput_tokens"], "tokens (or frames) per second of the whole job"),
+    "cost": (QUERY_UNITS["cost"], "GPU rental cost per million samples"),
+    "bottleneck": ("1", "largest time component"),
+    "speedup": (QUERY_UNITS["speedup"], "throughput / the job's current throughput (NaN: no current configuration)"),
+}
+_STRINGS = ("model", "arch", "gpu", "intra", "network", "precision", "bottleneck")
+
+#: the variables of a ``breakdown`` answer
+BREAKDOWN_VARIABLES = ("t_data", "t_flop", "t_mem", "t_comm", "step_time", "bottleneck")
+
+
+def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
+    """Open the cube file ``path`` as a lazy ``xarray.Dataset`` (values are read from the file
+    when indexed or computed; no dask needed, ``chunks`` passes dask chunks to xarray if wanted).
+
+    The compression filters are registered first (hdf5plugin).  A path that is no finished
+    paigrid cube is refused with the sentences of ``paigrid.cube.open_cube``.  Every cube format
+    is presented with the same variables: where the file stores ``invalid_reason`` (format 2:
+    a reason code, 0 = valid) instead of ``valid``, ``valid`` [1, flag 0/1] is derived from it,
+    lazily, as ``invalid_reason == 0``.  Units are in each variable's ``units`` attribute
+    (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
+    """
+    import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
+
+    open_cube(path).close()  # the checks and their sentences: exists, finished, a paigrid cube
+    try:
+        ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
+    except (OSError, ValueError) as exc:
+        raise PaigridError(f"xarray cannot open {path} ({exc}).") from None
+    return present(ds)
+
+
+def present(ds: xr.Dataset) -> xr.Dataset:
+    """Give ``ds`` (a cube Dataset, changed in place and returned) the variables of every
+    format: ``valid`` [1] = ``invalid_reason == 0`` as uint8 where the file stores the reason
+    code instead (format 2), computed lazily from the indexed part only."""
+    if "valid" in ds.variables or "invalid_reason" not in ds.variables:
+        return ds
+    reason = ds["invalid_reason"]
+    if reason.chunks is not None:   # dask
+        data = (reason.data == 0).astype(np.uint8)
+    else:
+        data = indexing.LazilyIndexedArray(_ValidFromReason(reason.variable))
+    ds["valid"] = xr.Variable(reason.dims, data, attrs=dict(VALID_ATTRS))
+    return ds
+
+
+class _ValidFromReason(BackendArray):
+    """``invalid_reason == 0`` as uint8, read and computed for the indexed part only."""
+
+    def __init__(self, reason: xr.Variable):
+        self.reason = reason
+        self.shape = reason.shape
+        self.dtype = np.dtype(np.uint8)
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
+
+    def _read(self, key: tuple) -> np.ndarray:
+        return (np.asarray(self.reason[key].values) == 0).astype(np.uint8)
+
+
+def validity(ds: xr.Dataset) -> xr.DataArray:
+    """True where a configuration can exist: ``valid == 1``, or ``invalid_reason == 0`` in a
+    format-2 Dataset opened without ``open_dataset``."""
+    if "valid" in ds.variables:
+        return ds["valid"] == 1
+    if "invalid_reason" in ds.variables:
+        return ds["invalid_reason"] == 0
+    raise PaigridError("the dataset has neither valid nor invalid_reason: it holds only the per-job reductions.")
+
+
+@xr.register_dataset_accessor("paigrid")
+class PaigridAccessor:
+    """``ds.paigrid``: the answers of ``paigrid query`` on a cube Dataset, as Datasets."""
+
+    def __init__(self, ds: xr.Dataset):
+        self._ds = ds
+
+    def best(self, by: str = "time", **fixed) -> xr.Dataset:
+        """The best configuration of each job (dimension ``job``), as ``paigrid query --best-arch``.
+
+        ``by`` is "time" (smallest time per sample, i.e. the largest throughput of the whole job)
+        or "cost" (smallest cost per sample).  ``fixed`` are label filters, each one value or a
+        list: ``gpu="V100"`` (aliases resolve), ``n_gpu=[8, 16]``, ``network="eth-25g"``,
+        ``job=["resnet50"]``.  Variables: model, arch, gpu, n_gpu, intra, network, precision,
+        step_time [s], throughput [samples/s], throughput_tokens [tokens/s], cost [USD/1e6
+        samples], bottleneck, speedup [x]; a job with no feasible configuration under the
+        filters has "" labels, n_gpu 0 and NaN numbers.
+        """
+        if by not in CRITERIA:
+            raise PaigridError(f"best() ranks by {' or '.join(map(repr, CRITERIA))}, not {by!r}.")
+        cube = cube_from_dataset(self._ds)
+        _check_whole(self._ds, "best()")
+        where, jobs = _filters(cube, fixed, "best()")
+        rows = best_configurations(cube, by, where, jobs)
+        out = _result(rows, "job", [r["job"] for r in rows])
+        out.attrs.update(criterion=by, filters=_describe(cube, where, jobs))
+        return out
+
+    def pareto(self, job: str, **fixed) -> xr.Dataset:
+        """The Pareto front of time per sample and cost per sample of ``job`` (dimension
+        ``point``, fastest first, so cheapest last), as ``paigrid query --pareto``: no point is
+        both slower and dearer than another.  ``fixed`` filters as in ``best``; the variables
+        are those of ``best``.  No feasible configuration gives an empty front."""
+        if not isinstance(job, str):
+            raise PaigridError(f"pareto() takes one job name, not {job!r}.")
+        cube = cube_from_dataset(self._ds)
+        _check_whole(self._ds, "pareto()")
+        where, _ = _filters(cube, fixed, "pareto()", allow_job=False)
+        rows = [r for r in best_configurations(cube, "time", where, [job], pareto=True) if r["arch"] is not None]
+        out = _result(rows, "point", None)
+        out = out.assign_coords(job=xr.Variable((), job, attrs={"units": "1"}))
+        out.attrs.update(filters=_describe(cube, where, None))
+        return out
+
+    def breakdown(self, **labels) -> xr.Dataset:
+        """The time components of the selected configurations: t_data, t_flop, t_mem, t_comm,
+        step_time [s] and bottleneck (flag), over the dimensions left unselected.
+
+        ``labels`` select as ``Dataset.sel`` does (one value drops the dimension, a list keeps
+        it, in the cube's order), with the same names as ``best``'s filters (aliases resolve):
+        ``breakdown(job="resnet50", gpu="V100", n_gpu=16, precision="fp32")``.  t_data, t_flop
+        and t_mem depend on (job, gpu, precision) only and are broadcast over the rest; every
+        component is NaN where the configuration cannot exist, like step_time.
+        """
+        cube = cube_from_dataset(self._ds)
+        if "step_time" not in self._ds.variables:
+            raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): "
+                               "it has no per-configuration breakdown.")
+        indexers = {}
+        for dim, values in labels.items():
+            one = isinstance(values, (str, bytes)) or not hasattr(values, "__iter__")
+            if dim == "job":
+                idx = [int(i) for i in job_indices(cube, [values] if one else list(values))]
+            elif dim in LABEL_DIMS:
+                idx = label_indices(cube, dim, values)
+            else:
+                raise PaigridError(f"breakdown() selects by {', '.join(DIMS)}, not {dim!r}.")
+            indexers[dim] = idx[0] if one else idx
+        sub = self._ds.isel(indexers)
+        ok = validity(sub)
+        dims = sub["step_time"].dims
+        out = {}
+        for name in BREAKDOWN_VARIABLES:
+            var = sub[name]
+            if name != "bottleneck":
+                var = xr.broadcast(var, sub["step_time"])[0].transpose(*dims).where(ok)
+            out[name] = var.load()
+            out[name].attrs = dict(sub[name].attrs)
+        return xr.Dataset(out)
+
+
+def _check_whole(ds: xr.Dataset, what: str) -> None:
+    """Refuse a Dataset cut along arch, intra or network: the stored reductions index every
+    value of those dimensions, so their answers would be wrong.  (A cut is seen where a variable
+    read from the file is smaller than it is stored; cuts along job, gpu, n_gpu and precision
+    are fine, since the reductions are cut with them.)"""
+    for var in ds.data_vars.values():
+        stored = var.encoding.get("original_shape")
+        if stored is None or len(stored) != var.ndim:
+            continue
+        for dim, size, full in zip(var.dims, var.shape, stored):
+            if dim in REDUCED_DIMS and size != full:
+                raise PaigridError(f"{what} answers from reductions over every {dim} of the cube, and this dataset "
+                                   f"keeps {size} of its {full}; call it on the whole dataset with {dim}=... as a "
+                                   "filter instead.")
+
+
+def _filters(cube, fixed: dict, what: str, allow_job: bool = True) -> tuple[dict[str, list[int]], list[str] | None]:
+    """Label filters (name -> value or list of values) as query filters: coordinate indices
+    per label dimension, and the job names (None: every job)."""
+    where, jobs = {}, None
+    for dim, values in fixed.items():
+        if dim == "job" and allow_job:
+            jobs = [values] if isinstance(values, str) else [str(v) for v in values]
+            job_indices(cube, jobs)   # an unknown job is an error here, with close matches
+        elif dim in LABEL_DIMS:
+            where[dim] = label_indices(cube, dim, values)
+        else:
+            known = DIMS if allow_job else LABEL_DIMS
+            raise PaigridError(f"{what} filters by {', '.join(known)}, not {dim!r}.")
+    return where, jobs
+
+
+def _describe(cube, where: dict[str, list[int]], jobs: list[str] | None) -> str:
+    """The filters as text, for the attributes of an answer ("" for none)."""
+    parts = [f"job={','.join(jobs)}"] if jobs else []
+    parts += [f"{dim}={','.join(str(cube.labels[dim][i]) for i in idx)}" for dim, idx in where.items()]
+    return "; ".join(parts)
+
+
+def _result(rows: list[dict], dim: str, coordinate: list | None) -> xr.Dataset:
+    """Result rows of ``paigrid.query.best_configurations`` as a Dataset along ``dim``."""
+    data = {}
+    for name, (units, long_name) in RESULT_VARIABLES.items():
+        values = [r[name] for r in rows]
+        if name in _STRINGS:
+            array = np.array(["" if v is None else str(v) for v in values], dtype=object)
+        elif name == "n_gpu":
+            array = np.array([0 if v is None else int(v) for v in values], dtype=np.int64)
+        else:
+            array = np.array(values, dtype=np.float64)
+        data[name] = xr.Variable((dim,), array, attrs={"units": units, "long_name": long_name})
+    coords = {} if coordinate is None else {dim: xr.Variable((dim,), np.array(coordinate, dtype=object),
+                                                             attrs={"units": "1"})}
+    return xr.Dataset(data, coords=coords)
