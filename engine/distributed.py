@@ -28,7 +28,8 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None):
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
-        raise PaigridError("Dask is not installed; install paigrid with the dask extra: pip install 'paigrid[dask]'.") from None
+        raise PaigridError("Dask is not installed; install paigrid with the dask extra: "
+                           "pip install 'paigrid[dask]'.") from None
     if scheduler:
         try:
             return stack.enter_context(Client(scheduler, timeout="20s"))

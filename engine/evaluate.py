@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from paigrid.kernels import layout as L
-
 from paigrid.inputs.tables import Grid
+from paigrid.kernels import layout as L
 from paigrid.schema import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, decode_best
 
 #: a kernel call over at most this many configurations runs the serial compilation: it evaluates

@@ -38,10 +38,11 @@ def describe(path: str | Path) -> str:
                 if name not in ("job", *LABEL_DIMS):
                     lines.append(f"  {name:<18} [{var.attrs.get('units', '?')}]  ({', '.join(var.dimensions)})")
         lines.append("provenance:")
-        for key in ("paigrid_version", "created", "compression", "efficiency_source", "catalogue_sha256", "spec"):
+        for key in ("paigrid_version", "format_version", "model", "created", "compression", "efficiency_source",
+                    "catalogue_sha256", "input_sha256", "spec"):
             if key in f.attrs:
-                value = str_attr(f.attrs, key)
-                if key in ("catalogue_sha256", "spec"):
+                value = cube.format if key == "format_version" else str_attr(f.attrs, key)
+                if key in ("catalogue_sha256", "input_sha256", "spec"):
                     value = json.dumps(json.loads(value))
                 lines.append(f"  {key}: {value}")
         return "\n".join(lines)

@@ -29,7 +29,7 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     group is large (``evaluate.kernel_for``).
     """
     from paigrid.inputs.jobs import resolve_link
-    from paigrid.inputs.tables import fits_matrix, gpu_tables, link_table, option_vector
+    from paigrid.inputs.tables import class_tables, fits_matrix, gpu_tables, link_table, option_vector
     from paigrid.kernels.layout import ARCH_NAMES
 
     if not jobs:
@@ -45,10 +45,12 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     names = {dim: list(dict.fromkeys(values.values())) for dim, values in canonical.items()}
     position = {dim: {name: k for k, name in enumerate(names[dim])} for dim in names}
     gpu_table, peak, prec_table = gpu_tables(cats, names["gpu"], names["precision"], eff)
+    class_peak = (class_tables(cats, names["gpu"], names["precision"], eff, gpu_table)
+                  if options.model == "pai-v2" else None)
     intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
     fits = fits_matrix(cats, names["gpu"], names["intra"])
     option_row = option_vector(options)
-    job_table = np.stack([job_vector(job, cats) for job in jobs])
+    job_table = np.stack([job_vector(job, cats, options) for job in jobs])
     n_gpu = np.array([[float(config["n_gpu"])] for config in configs])
 
     groups: dict[tuple, list[int]] = {}
@@ -60,7 +62,8 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     for (a, g, i, w, p), members in groups.items():
         tables = Tables(np.array([a], dtype=np.int64), gpu_table[g:g + 1], np.ascontiguousarray(peak[g:g + 1, p:p + 1]),
                         prec_table[p:p + 1], intra_table[i:i + 1], np.ascontiguousarray(fits[g:g + 1, i:i + 1]),
-                        network_table[w:w + 1], option_row)
+                        network_table[w:w + 1], option_row, 1,
+                        None if class_peak is None else np.ascontiguousarray(class_peak[g:g + 1, p:p + 1]))
         rows = np.array(members)
         out = allocate(tables, len(members), True)
         run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
@@ -120,7 +123,10 @@ def reason_text(result: dict, job: Job, cats) -> str:
 def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, network: str, precision: str,
                 batch: float | None = None, calibration=None, option_values: dict | None = None,
                 catalogues: dict[str, str] | None = None) -> dict:
-    """Breakdown of one configuration of a catalogue workload (see ``predict_configs``).
+    """Breakdown of one configuration of a catalogue workload (see ``predict_configs``), with
+    ``compute_model`` (pai-v1 or pai-v2) and ``band``: the relative uncertainty of the
+    prediction [fraction of step_time and of throughput], the cross-validated error of its group
+    (``efficiency.prediction_band``; NaN where no measurement of the group was held out).
 
     An invalid configuration is an error whose sentence says why.
     """
@@ -146,4 +152,9 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
     result = predict_configs([job], [config], cats, eff, spec.options)[0]
     if not result["valid"]:
         raise PaigridError(reason_text(result, job, cats))
+    from paigrid.inputs.efficiency import band_group, prediction_band
+
+    result["compute_model"] = spec.options.model
+    result["band"] = prediction_band(spec.options.model, calibration is not None,
+                                     band_group(n_gpu, job.options["gpus_per_node"]))
     return result

@@ -18,7 +18,7 @@ import numpy as np
 from paigrid.cube import Cube
 from paigrid.errors import PaigridError
 from paigrid.kernels import layout as L
-from paigrid.schema import LABEL_DIMS, REDUCED_DIMS, decode_best, decode_strings
+from paigrid.schema import LABEL_DIMS, REDUCED_DIMS, cube_model, decode_best, decode_strings, str_attr
 
 
 def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
@@ -119,8 +119,35 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
             order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
             order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
         for k in order:
-            rows.append(_row(cube, j, pos, k, step, code, cfg, n, meta, price))
+            row = _row(cube, j, pos, k, step, code, cfg, n, meta, price)
+            row["band"], row["ties"] = _band_and_ties(cube, j, pos, k, step, cfg, n, meta, sel, pareto)
+            rows.append(row)
     return rows
+
+
+def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto) -> tuple[float, float]:
+    """The prediction band of a result row (the cube's ``prediction_band``; for a cube older
+    than format 3 ``efficiency.prediction_band`` of its model, calibrated or not, and the
+    row's group) and its ties: how many other feasible
+    arch x intra x network configurations of the same job, gpu, n_gpu and precision (within
+    the filters) have a step time within the band of this one's, so that the data cannot tell
+    them apart (NaN: no band, a reduce-only cube or an infeasible row)."""
+    from paigrid.inputs.efficiency import band_group, prediction_band
+
+    if math.isnan(step[k]):
+        return float("nan"), float("nan")
+    g, ni, p = cfg["g"][k], cfg["n"][k], cfg["p"][k]
+    if "prediction_band" in cube.file:   # stored from format 3 on
+        band = float(cube.file["prediction_band"][j, ni])
+    else:
+        calibrated = str_attr(cube.file.attrs, "calibration_sha256") not in ("", "null", "None")
+        band = prediction_band(cube_model(cube.file.attrs), calibrated,
+                               band_group(n[k], meta["gpus_per_node"][pos]))
+    if math.isnan(band) or cube.mode == "reduce-only" or pareto:
+        return band, float("nan")
+    block = cube.file["step_time"][j][np.ix_(sel["arch"], [g], [ni], sel["intra"], sel["network"], [p])]
+    within = np.sum(block.astype(np.float64) <= step[k] * (1.0 + band))
+    return band, float(max(int(within) - 1, 0))
 
 
 QUERY_UNITS = {"step_time": "s", "throughput": "samples/s", "throughput_tokens": "tokens/s",
@@ -140,6 +167,8 @@ def result_columns(rows: list[dict], cube: Cube, where: dict[str, list[int]], co
     columns = ["job"] + ([] if named_by_model and compact else ["model"]) + ["arch", "intra", "network"]
     columns += [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or not compact]
     columns += ["step_time", "throughput", "cost", "bottleneck", "speedup"]
+    if not compact or any(r.get("ties", 0) > 0 for r in rows):   # NaN compares False: shown only with ties
+        columns += ["band", "ties"]
     per_token = any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"])
     if not compact or per_token:
         columns.insert(columns.index("cost"), "throughput_tokens")
@@ -162,6 +191,8 @@ def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per-job variables the rows need, read once (whole 1-D variables, then the selected jobs)."""
     f = cube.file
     meta = {name: f[name][:][job_rows] for name in ("samples_per_step", "tokens_per_sample")}
+    meta["gpus_per_node"] = (f["gpus_per_node"][:][job_rows] if "gpus_per_node" in f
+                             else np.full(len(job_rows), 8.0))
     meta["model"] = np.array(decode_strings(f["model"][:]), dtype=object)[job_rows]
     meta["current_throughput"] = (f["current_throughput"][:][job_rows] if "current_throughput" in f
                                   else np.full(len(job_rows), np.nan))

@@ -17,6 +17,18 @@ to the stored variables bumps it and keeps a reader for the older versions (see
    ``invalid_reason == 0``; ``reason_sentence`` says a code in words.  Every other variable
    is unchanged.
 
+3. adds ``prediction_band`` (float32 over (job, n_gpu)): the relative uncertainty of the
+   predictions of that job at that GPU count, the cross-validated error of its group
+   (``efficiency.prediction_band``; it depends on the model, on whether the sweep was
+   calibrated, and on the group: one GPU, one server, several servers).  Every other variable
+   is unchanged.
+
+Every cube also carries the file attribute ``model``: the compute model that made it
+(``pai-v1`` or ``pai-v2``, ``kernels.layout.MODEL_NAMES``; ``cube_model`` reads it, ``pai-v1``
+when absent).  The attribute alone would not have bumped the format: the variables mean the
+same under both models (``t_flop`` compute-bound, ``t_mem`` memory-bound time, which in pai-v2
+includes launch overhead and the optimizer update).
+
 A reader that needs validity reads ``valid == 1`` from a format-1 cube and ``invalid_reason ==
 0`` from a later one (``validity_variable`` names the stored variable).
 """
@@ -30,7 +42,14 @@ import numpy as np
 from paigrid.kernels import layout as L
 
 #: version of the stored variables (see the module docstring); 1 = paigrid 0.1.0 (no attribute)
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+
+#: the relative uncertainty of the predictions, per job and GPU count (format 3 on): name ->
+#: (dtype, units, long name)
+BAND_VARIABLE = ("prediction_band", np.float32, "1",
+                 "relative uncertainty of step time and throughput: the cross-validated |predicted / measured - 1| "
+                 "(68th percentile) of the configuration's group (one GPU, one server, several servers); NaN: "
+                 "no held-out measurement of the group")
 
 #: the seven dimensions of the cube, in storage order
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
@@ -54,12 +73,14 @@ JOB_GPU_VARIABLES = {
     "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
     "t_flop": (np.float32, "s", "compute-bound ops per step"),
     "t_mem": (np.float32, "s", "memory-bound ops per step"),
-    "fits_memory": (np.uint8, "1", "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory"),
+    "fits_memory": (np.uint8, "1",
+                    "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory"),
 }
 #: per-job reductions over (job, gpu, n_gpu, precision)
 BEST_VARIABLES = {
     "best_step_time": (np.float64, "s", "smallest step time over arch x intra x network (float32-rounded)"),
-    "best_index": (np.int32, "1", "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none"),
+    "best_index": (np.int32, "1",
+                   "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none"),
     "best_bottleneck": (np.uint8, "1", "bottleneck of the best configuration"),
 }
 
@@ -75,7 +96,8 @@ OVERALL_VARIABLES = {
 #: CF flag_values / flag_meanings of the flag variables
 FLAG_ATTRS = {
     "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
-    "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
+    "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL),
+                        (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
     "invalid_reason": (tuple(range(len(L.INVALID_REASONS))), L.INVALID_REASONS),
     "fits_memory": ((0, 1, L.FLAG_FILL), ("does_not_fit", "fits", "precision_unsupported")),
 }
@@ -139,6 +161,13 @@ def str_attr(attrs, name: str) -> str:
 def decode_strings(values) -> list:
     """Values of a string variable as str (h5py may return bytes); other values unchanged."""
     return [v.decode() if isinstance(v, bytes) else v for v in values]
+
+
+def cube_model(attrs) -> str:
+    """The compute model that made a cube (file attribute ``model``; ``pai-v1`` for cubes written
+    before the attribute existed, which only that model could make)."""
+    value = attrs.get("model", "pai-v1")
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def format_version(attrs) -> int:

@@ -35,6 +35,7 @@ from paigrid.errors import PaigridError
 from paigrid.evaluate import Block
 from paigrid.inputs.tables import Grid
 from paigrid.schema import (
+    BAND_VARIABLE,
     BEST_VARIABLES,
     CRITERIA,
     CUBE_VARIABLES,
@@ -46,6 +47,7 @@ from paigrid.schema import (
     OVERALL_VARIABLES,
     format_version,
     partial_path,
+    str_attr,
 )
 from paigrid.userfiles import fault_point, sync_folder
 
@@ -66,6 +68,28 @@ def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
     small = sum(np.dtype(d).itemsize for d, _, _ in JOB_GPU_VARIABLES.values()) * j * g * p
     best = sum(np.dtype(d).itemsize for d, _, _ in BEST_VARIABLES.values()) * j * g * n * p
     return per_config * grid.configs + small + best
+
+
+def grid_model(grid: Grid) -> str:
+    """The compute model (``kernels.layout.MODEL_NAMES``) the grid's kernel options select."""
+    from paigrid.kernels.layout import MODEL_NAMES, O_MODEL
+
+    return MODEL_NAMES[int(grid.options[O_MODEL])]
+
+
+def prediction_bands(grid: Grid) -> np.ndarray:
+    """(J, N) float32: the prediction band of each job at each GPU count of the grid (its own
+    current count when the grid's n_gpu is "current"), ``efficiency.prediction_band`` of the
+    grid's model, calibrated or not, and the group of (n_gpu, the job's gpus_per_node)."""
+    from paigrid.inputs.efficiency import band_group, prediction_band
+
+    model, calibrated = grid_model(grid), grid.efficiency.origin != "defaults"
+    out = np.empty((len(grid.jobs), len(grid.n_gpu)), np.float32)
+    for j, job in enumerate(grid.jobs):
+        for k, n in enumerate(grid.n_gpu):
+            count = job.current["n_gpu"] if n == 0 else n
+            out[j, k] = prediction_band(model, calibrated, band_group(count, job.options["gpus_per_node"]))
+    return out
 
 
 def _strings(values) -> np.ndarray:
@@ -95,11 +119,13 @@ class CubeWriter:
         # The HDF5 file is opened here and handed to h5netcdf (which then leaves closing it to us), so
         # that this writer holds it: it flushes it itself and writes blocks straight to its datasets.
         # track_order: the creation order netCDF-4 needs, as h5netcdf sets it on files it creates.
+        if resume:  # checked read-only first: a refused resume leaves the file byte for byte as it was
+            with h5py.File(self.tmp, "r") as probe:
+                self._check_resumable(provenance, probe.attrs)
         self.h5 = h5py.File(self.tmp, "r+") if resume else h5py.File(self.creating, "w", track_order=True)
         try:
             self.file = h5netcdf.File(self.h5, "r+" if resume else "w")
             if resume:
-                self._check_resumable(provenance)
                 # chunks must be encoded as the datasets were created, whatever --compression says now
                 self.compression = str(self.file.attrs["compression"])
             else:
@@ -160,7 +186,7 @@ class CubeWriter:
                                   data=np.array([b[0] for b in self.blocks], np.int64))
         start.attrs.update(units="1", long_name="index of the block's first job")
         f.attrs.update(Conventions="CF-1.8", title="paigrid design-space cube", paigrid_version=__version__,
-                       format_version=FORMAT_VERSION,
+                       format_version=FORMAT_VERSION, model=grid_model(self.grid),
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        mode="reduce-only" if self.reduce_only else "full", compression=compression,
                        complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
@@ -190,6 +216,9 @@ class CubeWriter:
         for name, (dtype, data, units, long_name) in per_job.items():
             var = f.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
             var.attrs.update(units=units, long_name=long_name)
+        name, dtype, units, long_name = BAND_VARIABLE
+        var = f.create_variable(name, ("job", "n_gpu"), dtype=dtype, data=prediction_bands(grid))
+        var.attrs.update(units=units, long_name=long_name, model=grid_model(grid))
         for name, column, units in (("price", "price_USD_per_gpu_hour", "USD/GPU-hour"), ("power", "tdp_W", "W")):
             var = f.create_variable(name, ("gpu",), dtype=np.float64,
                                     data=np.array([grid.cats.gpus.number(g, column) for g in grid.gpu]))
@@ -219,33 +248,32 @@ class CubeWriter:
         self.creating = None
         fault_point("after-create")
 
-    def _check_resumable(self, provenance: dict) -> None:
-        attrs = self.file.attrs
+    def _check_resumable(self, provenance: dict, attrs) -> None:
         if format_version(attrs) != FORMAT_VERSION:
             raise PaigridError(f"{self.tmp} was started in cube format {format_version(attrs)} and this paigrid "
                                f"writes format {FORMAT_VERSION}; delete it to start over.")
         # every input file (workloads or population, catalogues, calibration; the spec last, after
         # its content) must be as it was
-        changed = self._changed_inputs(provenance)
+        changed = self._changed_inputs(provenance, attrs)
         if changed and changed[0][0] != "spec":
             self._refuse_changed(*changed[0])
         for key, value in provenance.items():
             if key == "input_sha256":
                 continue
-            stored = attrs.get(key)
+            stored = str_attr(attrs, key) if key in attrs else None
             expected = json.dumps(value) if not isinstance(value, str) else value
             if stored != expected:
                 raise PaigridError(f"{self.tmp} was started with a different {key}; resume it with the same "
                                    "spec and catalogues, or delete it to start over.")
         if changed:
             self._refuse_changed(*changed[0])
-        if attrs.get("mode") != ("reduce-only" if self.reduce_only else "full"):
-            raise PaigridError(f"{self.tmp} was started in {attrs.get('mode')} mode; resume it in the same mode.")
+        if str_attr(attrs, "mode") != ("reduce-only" if self.reduce_only else "full"):
+            raise PaigridError(f"{self.tmp} was started in {str_attr(attrs, 'mode')} mode; resume it in the same mode.")
 
-    def _changed_inputs(self, provenance: dict) -> list[tuple[str, dict]]:
+    def _changed_inputs(self, provenance: dict, attrs) -> list[tuple[str, dict]]:
         """(role, {"path", "sha256"}) of the input files whose sha256 differs from the one the
         partial file recorded (an input it did not have counts as changed), the spec last."""
-        stored = _json_attr(self.file.attrs, "input_sha256")
+        stored = _json_attr(attrs, "input_sha256")
         stored = stored if isinstance(stored, dict) else {}
         current = provenance.get("input_sha256", {})
         changed = [(role, entry) for role, entry in current.items()

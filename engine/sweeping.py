@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paigrid import __version__
-from paigrid.inputs.catalog import Catalogues
-from paigrid.inputs.efficiency import with_calibration
 from paigrid.errors import PaigridError
 from paigrid.evaluate import evaluate_block
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import with_calibration
 from paigrid.inputs.jobs import load_jobs
-from paigrid.predict import current_predictions
 from paigrid.inputs.spec import SweepSpec
+from paigrid.inputs.tables import Grid, build_grid
+from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
 from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes
-from paigrid.inputs.tables import Grid, build_grid
 from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 

@@ -28,15 +28,15 @@ J_PCIE_ROOTS = 10   # r, PCIe root links per server (1wng)
 J_PS_COUNT = 11     # p, parameter servers; 0 = one per worker server
 J_OVERLAP = 12      # fraction of communication that may hide behind the backward pass, [0, 1]
 J_INPUT_RATE = 13   # samples/s one server's input pipeline can deliver; inf = unbounded
-# the operator classes of compute model pai-v2 (read only by ``model.compute_terms`` for
-# MODEL_PAI_V2; zero for pai-v1 jobs).  Per micro-batch on one GPU, forward + backward:
+# the operator classes of compute model pai-v2 (read only by ``model.compute_terms`` under
+# MODEL_PAI_V2).  Per micro-batch on one GPU, forward + backward:
 J_CLASS_FLOP = 14   # first of N_CLASSES fields: FLOPs of each class (CLASS_* order)
-J_CLASS_BYTES = 20  # first of N_CLASSES fields: HBM bytes of each class at FP32
-J_LAUNCHES = 26     # kernel launches per micro-batch (forward + backward)
-J_UPDATE_BYTES = 27  # optimizer-update bytes per parameter that do not depend on the precision
-J_ACTIVATION_V2 = 28  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
-J_GRAPHS = 29       # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
-N_JOB_FIELDS = 30
+J_CLASS_BYTES = 21  # first of N_CLASSES fields: HBM bytes of each class at FP32
+J_LAUNCHES = 28     # kernel launches per micro-batch (forward + backward)
+J_UPDATE_BYTES = 29  # optimizer-update bytes per parameter that do not depend on the precision
+J_ACTIVATION_V2 = 30  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
+J_GRAPHS = 31       # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
+N_JOB_FIELDS = 32
 
 # --- GPU table ------------------------------------------------------------------------------
 G_MEM_BW = 0        # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
@@ -53,11 +53,14 @@ N_GPU_FIELDS = 8
 CLASS_GEMM_CONV = 0       # dense GEMMs and convolutions
 CLASS_SMALL_CONV = 1      # depthwise / small-reduction convolutions
 CLASS_RECURRENT = 2       # recurrent cells (cuDNN RNN GEMMs + pointwise)
-CLASS_ATTENTION = 3       # attention score/context batched GEMMs (eager) or a fused kernel
-CLASS_ELEMENTWISE = 4     # norms and element-wise ops (memory-bound: class_peak unused)
-CLASS_EMBEDDING = 5       # embedding lookups (memory-bound: class_peak unused)
-N_CLASSES = 6
-CLASS_NAMES = ("gemm_conv", "small_conv", "recurrent", "attention", "elementwise_norm", "embedding")
+CLASS_ATTENTION_EAGER = 3  # attention score/context batched GEMMs, unfused (a job has this or the next)
+CLASS_ATTENTION_FUSED = 4  # one fused (flash) attention kernel
+# the memory-bound classes come last: ``model.class_terms`` times every class >= CLASS_ELEMENTWISE by bytes
+CLASS_ELEMENTWISE = 5     # norms and element-wise ops (memory-bound: class_peak unused)
+CLASS_EMBEDDING = 6       # embedding lookups (memory-bound: class_peak unused)
+N_CLASSES = 7
+CLASS_NAMES = ("gemm_conv", "small_conv", "recurrent", "attention_eager", "attention_fused", "elementwise_norm",
+               "embedding")
 
 # --- precision table ------------------------------------------------------------------------
 P_ACT_RATIO = 0     # activation / memory-bound bytes relative to FP32

@@ -39,7 +39,8 @@ class Tables:
     """A complete set of kernel inputs; ``run`` evaluates them with the kernel or the reference."""
 
     def __init__(self, jobs, n_gpu, arch, gpus, peak, prec, intra, fits, network,
-                 collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB):
+                 collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB, compute_model=L.MODEL_PAI_V1,
+                 class_peak=None):
         self.jobs = np.atleast_2d(np.asarray(jobs, dtype=np.float64))
         self.n_gpu = np.atleast_2d(np.asarray(n_gpu, dtype=np.float64))
         if self.n_gpu.shape[0] == 1 and self.jobs.shape[0] > 1:
@@ -51,7 +52,10 @@ class Tables:
         self.intra = np.atleast_2d(np.asarray(intra, dtype=np.float64))
         self.fits = np.atleast_2d(np.asarray(fits, dtype=np.uint8))
         self.network = np.atleast_2d(np.asarray(network, dtype=np.float64))
-        self.options = np.array([collective, topology, workspace], dtype=np.float64)
+        self.options = np.array([collective, topology, workspace, compute_model], dtype=np.float64)
+        shape = (*self.peak.shape, L.N_CLASSES)
+        self.class_peak = np.full(shape, np.nan) if class_peak is None else np.broadcast_to(
+            np.asarray(class_peak, dtype=np.float64), shape).copy()
 
     @property
     def shape(self):
@@ -72,6 +76,11 @@ class Tables:
                     "best_bottleneck": np.full((j, g, n, p), 7, np.uint8)})
         fn = {"kernel": model.evaluate_block, "serial": model.evaluate_block_serial,
               "reference": reference.evaluate_block}[implementation]
+        # the compute model fills the per-(job, gpu, precision) terms the block kernel reads:
+        # the kernels' compute_terms, or the reference's (independent) one for the reference
+        compute = reference.compute_terms if implementation == "reference" else model.compute_terms
+        compute(self.jobs, self.gpus, self.peak, self.class_peak, self.prec, self.options,
+                out["t_data"], out["t_flop"], out["t_mem"], out["fits_memory"])
         fn(self.jobs, self.n_gpu, self.arch, self.gpus, self.peak, self.prec, self.intra, self.fits, self.network,
            self.options, write_cube, *out.values())
         return out
@@ -79,6 +88,8 @@ class Tables:
 
 def one(arch, n, intra_row=None, net_row=None, fits=1, job_row=None, gpu_row=None, peak=10e12, prec=FP32, **opts):
     """Tables of exactly one configuration."""
-    return Tables([job_row if job_row is not None else job()], [[n]], [arch], [gpu_row if gpu_row is not None else gpu()],
+    job_row = job() if job_row is None else job_row
+    gpu_row = gpu() if gpu_row is None else gpu_row
+    return Tables([job_row], [[n]], [arch], [gpu_row],
                   [[peak]], [prec], [intra_row or link(100 * GB, 5e-6, L.LINK_NVSWITCH)], [[fits]],
                   [net_row or link(3 * GB, 20e-6, L.LINK_NETWORK)], **opts)

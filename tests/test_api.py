@@ -88,10 +88,11 @@ def test_open_dataset_refuses_with_the_sentences_of_open_cube(tmp_path):
 def test_a_cube_written_now_reads_as_the_format1_fixture(cube_path):
     """Variable for variable, the numbers of paigrid 0.1.0 (format 1) are those of a cube written
     now, both read through open_dataset; the stored form of validity may differ by format (valid
-    in format 1, invalid_reason from format 2), the presented ``valid`` may not."""
+    in format 1, invalid_reason from format 2), the presented ``valid`` may not; format 3 adds
+    prediction_band."""
     with paigrid.open_dataset(FORMAT1 / "cube.h5") as old, paigrid.open_dataset(cube_path) as new:
         assert "invalid_reason" not in old.variables
-        assert set(new.variables) - {"invalid_reason"} == set(old.variables)
+        assert set(new.variables) - {"invalid_reason", "prediction_band"} == set(old.variables)
         for name, want in old.variables.items():
             got = new.variables[name]
             assert got.dims == want.dims and got.dtype == want.dtype, name

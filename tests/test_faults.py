@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -183,12 +184,43 @@ def test_a_second_writer_is_refused_naming_the_first(inputs, tmp_path, monkeypat
     assert_same_cube(inputs / "reference.h5", out)
 
 
+@pytest.mark.parametrize("changed", ["population", "spec", "calibration", "catalogue"])
+def test_resume_refuses_an_edited_input_file_naming_it(inputs, tmp_path, changed):
+    """Every file a sweep reads is hashed into the partial cube; --resume with one of them edited
+    is refused with its name, and the file as it was resumes."""
+    files = {"population": tmp_path / "pop.csv", "spec": tmp_path / "spec.toml",
+             "calibration": tmp_path / "calib.toml", "catalogue": tmp_path / "optimizers.csv"}
+    shutil.copyfile(inputs / "pop.csv", files["population"])
+    files["spec"].write_text(SPEC + '[catalogues]\noptimizers = "optimizers.csv"\n')
+    files["calibration"].write_text("[link_efficiency]\nnvswitch = 0.5\n")
+    from hostile_helpers import builtin
+
+    files["catalogue"].write_text(builtin("optimizers.csv"))
+    out = tmp_path / "cube.h5"
+    args = ["sweep", files["spec"], "--workloads", files["population"], "--calibration", files["calibration"],
+            "--out", out, "-q"]
+    code, _, stderr = run_command(*args, env={"PAIGRID_TEST_KILL_AT": "after-block-2"})
+    assert code == -signal.SIGKILL, stderr
+    original = files[changed].read_bytes()
+    edited = {"population": original.replace(b",fp32,", b",amp-fp16,", 1), "spec": original + b"# a comment\n",
+              "calibration": original.replace(b"0.5", b"0.6"), "catalogue": original.replace(b",4,", b",8,", 1)}
+    files[changed].write_bytes(edited[changed])
+    assert files[changed].read_bytes() != original
+    partial = partial_path(out).read_bytes()
+    code, _, stderr = invoke(*args, "--resume")
+    assert_one_sentence(code, stderr, f"{files[changed]} (the ", "is not the file", "sha256")
+    assert partial_path(out).read_bytes() == partial
+    files[changed].write_bytes(original)
+    code, _, stderr = invoke(*args, "--resume")
+    assert code == 0, stderr
+
+
 def test_a_stale_lock_of_a_dead_process_is_taken_over(inputs, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     out = tmp_path / "cube.h5"
-    Path(f"{out}.lock").write_text('{"pid": %d, "host": "%s", "started": "1", "since": "then"}\n'
-                                   % (dead.pid, socket.gethostname()))
+    Path(f"{out}.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "1",
+                                               "since": "then"}) + "\n")
     code, _, stderr = invoke(*sweep_args(inputs, out, "-q"))
     assert code == 0, stderr
     assert leftovers(tmp_path, "cube.h5") == {"cube.h5"}
@@ -226,10 +258,13 @@ def test_space_check_estimates_the_compressed_size(big, tmp_path, monkeypatch):
     code, _, stderr = invoke("sweep", big / "spec.toml", "--out", tmp_path / "fits.h5", "-q")
     assert code == 0, stderr
     assert_same_cube(big / "reference.h5", tmp_path / "fits.h5")
-    monkeypatch.setattr(sweeping.shutil, "disk_usage", _free_space(size // 2))
+    monkeypatch.setattr(sweeping.shutil, "disk_usage", _free_space(size // 4))
     code, _, stderr = invoke("sweep", big / "spec.toml", "--out", tmp_path / "big.h5", "-q")
     assert_one_sentence(code, stderr, "MB", "--no-space-check")
     assert leftovers(tmp_path, "big.h5") == set()
+    # --no-space-check starts anyway; the free space then stops it before a block that cannot fit
+    code, _, stderr = invoke("sweep", big / "spec.toml", "--out", tmp_path / "big.h5", "-q", "--no-space-check")
+    assert_one_sentence(code, stderr, "No space left on device", "--resume")
 
 
 def test_injected_full_disk_stops_cleanly_and_resumes(big, tmp_path, monkeypatch):
@@ -329,7 +364,7 @@ def test_a_flipped_bit_is_reported_by_every_reader(inputs, tmp_path, variable, c
     expected = f"chunk of job {first_job} of {variable}" if variable == "step_time" else f"of {variable}"
     assert_one_sentence(code, stderr, f"{cube} is damaged", expected, "fails its checksum")
     with xr.open_dataset(cube, engine="h5netcdf") as ds, pytest.raises(OSError):
-        ds[variable].values                                  # xarray (HDF5) verifies the checksum too
+        _ = ds[variable].values                              # xarray (HDF5) verifies the checksum too
     with h5py.File(inputs / "reference.h5", "r") as f, h5py.File(cube, "r") as g:
         np.testing.assert_array_equal(f["job"][:], g["job"][:])  # the rest of the file still reads
 
@@ -418,9 +453,9 @@ def test_a_device_receives_text_and_is_never_replaced(tmp_path):
 
 def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
     """``paigrid query ... | head -1``: the reader goes away; paigrid stops with no message."""
-    (tmp_path / "spec.toml").write_text('[grid]\nn_gpu = "current"\ngpu = ["V100"]\narch = ["1w1g", "ps-worker"]\n'
-                                        'intra = ["pcie3"]\nnetwork = ["eth-25g"]\nprecision = ["fp32"]\n'
-                                        'jobs_per_block = 1000\n')
+    (tmp_path / "spec.toml").write_text('jobs_per_block = 1000\n[grid]\nn_gpu = "current"\ngpu = ["V100"]\n'
+                                        'arch = ["1w1g", "ps-worker"]\nintra = ["pcie3"]\nnetwork = ["eth-25g"]\n'
+                                        'precision = ["fp32"]\n')
     write_population(synthetic_population(3000, 2), tmp_path / "pop.csv")
     spec = load_spec(tmp_path / "spec.toml")
     spec.workloads = str(tmp_path / "pop.csv")
@@ -429,6 +464,7 @@ def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
     assert process.stdout.readline().startswith("job,")
     process.stdout.close()                 # more than a pipe buffer of rows is still to come
     stderr = process.stderr.read()
+    process.stderr.close()
     process.wait(timeout=60)
     assert process.returncode == 141 and stderr == "", (process.returncode, stderr)
 

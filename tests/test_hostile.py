@@ -12,6 +12,7 @@ signals, concurrent writers, a full disk) are in ``test_faults.py``.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass, field
@@ -19,8 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from hostile_helpers import (TRACE, assert_one_sentence, builtin, csv_rows, csv_text, drop_column, edit_cell,
-                             invoke, make_world, snapshot, trace_text)
+from hostile_helpers import (
+    TRACE,
+    assert_one_sentence,
+    builtin,
+    csv_rows,
+    csv_text,
+    drop_column,
+    edit_cell,
+    invoke,
+    make_world,
+    snapshot,
+    trace_text,
+)
 
 W, T = "{w}", "{t}"
 GPUS, LINKS, WORKLOADS = builtin("gpus.csv"), builtin("links.csv"), builtin("workloads.csv")
@@ -37,13 +49,15 @@ class Case:
     files: dict = field(default_factory=dict)   # name in the case folder -> text, bytes or a special
     expect: tuple[str, ...] = ()                 # fragments the sentence must hold
     root_only: bool = False                      # needs root (device nodes)
+    user_only: bool = False                      # a permission case: root may read and write anything
 
 
 CASES: list[Case] = []
 
 
-def case(id, args, files=None, expect=(), root_only=False):
-    CASES.append(Case(id, list(args), files or {}, (expect,) if isinstance(expect, str) else tuple(expect), root_only))
+def case(id, args, files=None, expect=(), root_only=False, user_only=False):
+    CASES.append(Case(id, list(args), files or {}, (expect,) if isinstance(expect, str) else tuple(expect), root_only,
+                      user_only))
 
 
 def sweep_spec(id, text, expect):
@@ -184,6 +198,8 @@ catalogue("workloads", "membound-negative", edit_cell(WORKLOADS, "membound_MB_pe
 catalogue("workloads", "batch-zero", edit_cell(WORKLOADS, "default_batch", "0"), "default_batch")
 catalogue("workloads", "optimizer-unknown", edit_cell(WORKLOADS, "optimizer", "adamx"), "adamx")
 catalogue("workloads", "tokens-zero", edit_cell(WORKLOADS, "tokens_per_sample", "0"), "tokens_per_sample")
+catalogue("workloads", "tokens-negative", edit_cell(WORKLOADS, "tokens_per_sample", "-128"), "tokens_per_sample")
+catalogue("precisions", "activation-bytes-negative", edit_cell(PRECISIONS, "activation_bytes", "-2"), "activation")
 catalogue("precisions", "peak-column-missing", edit_cell(PRECISIONS, "peak_column", "fp64_TFLOP_per_s"), "fp64")
 catalogue("precisions", "comm-bytes-zero", edit_cell(PRECISIONS, "comm_bytes_per_param", "0"), "comm_bytes")
 catalogue("optimizers", "state-huge", edit_cell(OPTIMIZERS, "state_bytes_per_param", "1e9"), "state_bytes")
@@ -283,6 +299,10 @@ calibration("option-unknown", "[options]\nwarp = 9\n", "unknown option")
 calibration("option-overlap-five", "[options]\noverlap = 5.0\n", "overlap")
 calibration("option-inf", "[options]\ngrad_accum_steps = inf\n", "finite")
 calibration("binary", b"\x00\x00\x00", "not a text file")
+calibration("class-generation-typo", "[class_efficiency]\n\"gemm_conv/Hoper/amp\" = 0.5\n", "Hoper")
+calibration("class-precision-typo", "[class_efficiency]\n\"gemm_conv/Hopper/fp23\" = 0.5\n", "fp23")
+calibration("class-unknown", "[class_efficiency]\n\"gemm/Hopper/amp\" = 0.5\n", "gemm/Hopper/amp")
+calibration("class-is-number", "class_efficiency = 0.5\n", "must be a table")
 calibration("link-kind-typo", "[link_efficiency]\nnvswich = 0.5\n", "nvswich", command="sweep")
 calibration("alias-typo", "[flop_efficiency]\n\"A100-SXM4-80GX/tf32\" = 0.5\n", "A100-SXM4-80GX", command="sweep")
 calibration("unknown-table", "[speed]\nx = 1\n", "unknown table", command="validate")
@@ -353,6 +373,7 @@ case("predict-batch-zero", [*PREDICT, "--batch", "0"], {}, "--batch")
 case("predict-batch-word", [*PREDICT, "--batch", "lots"], {}, "--batch")
 case("predict-n-gpu-zero", [*PREDICT[:8], "0", *PREDICT[9:]], {}, "--n-gpu")
 case("predict-n-gpu-word", [*PREDICT[:8], "many", *PREDICT[9:]], {}, "--n-gpu")
+case("predict-n-gpu-beyond-int32", [*PREDICT[:8], "4294967296", *PREDICT[9:]], {}, "--n-gpu")
 case("predict-arch-unknown", [*PREDICT[:4], "mesh", *PREDICT[5:]], {}, "mesh")
 case("predict-invalid-config", [*PREDICT[:4], "1w1g", *PREDICT[5:]], {}, "1w1g")
 case("predict-precision-unsupported", ["predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "K80",
@@ -409,6 +430,11 @@ case("population-out-socket", ["population", "--jobs", "3", "--out", f"{T}/sock"
 case("study-spec-out-folder", ["study-spec", "--out", f"{T}/d"], {"d": ("dir",)}, "folder")
 case("study-spec-out-missing-folder", ["study-spec", "--out", f"{T}/no/s.toml"], {}, "does not exist")
 case("report-out-is-file", ["report", f"{W}/cube.h5", "--out", f"{W}/text.txt"], {}, "text.txt")
+case("spec-unreadable", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5"], {"s.toml": ("mode", "[grid]\n", 0o000)},
+     "Permission denied", user_only=True)
+case("out-folder-read-only", [*SWEEP_TO, f"{T}/ro/o.h5"], {"ro": ("dir-mode", 0o555)}, "not writable", user_only=True)
+case("population-out-folder-read-only", ["population", "--jobs", "3", "--out", f"{T}/ro/p.csv"],
+     {"ro": ("dir-mode", 0o555)}, "not writable", user_only=True)
 
 
 def _make(folder: Path, world: Path, name: str, content) -> None:
@@ -433,9 +459,15 @@ def _make(folder: Path, world: Path, name: str, content) -> None:
     elif content[0] == "copy":
         path.write_bytes((world / content[1]).read_bytes())
     elif content[0] == "lock-live":
-        path.write_text('{"pid": %d, "host": "%s", "started": "", "since": "now"}\n' % (os.getpid(), socket.gethostname()))
+        path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "", "since": "now"}))
     elif content[0] == "lock-other-host":
         path.write_text('{"pid": 1, "host": "elsewhere-host", "started": "", "since": "now"}\n')
+    elif content[0] == "mode":
+        path.write_text(content[1])
+        path.chmod(content[2])
+    elif content[0] == "dir-mode":
+        path.mkdir()
+        path.chmod(content[1])
     elif content[0] == "old":
         path.write_text(content[1])
         os.utime(path, (1, 1))
@@ -449,8 +481,9 @@ def world(tmp_path_factory):
 
 
 def test_the_corpus_is_large_and_covers_every_command():
-    from paigrid.cli import app
     from typer.main import get_command
+
+    from paigrid.cli import app
 
     assert len(CASES) >= 150, len(CASES)
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
@@ -463,6 +496,8 @@ def test_the_corpus_is_large_and_covers_every_command():
 def test_hostile_input_gets_one_sentence_and_damages_nothing(hostile, world, tmp_path):
     if hostile.root_only and os.geteuid() != 0:
         pytest.skip("creating a device node needs root")
+    if hostile.user_only and os.geteuid() == 0:
+        pytest.skip("root reads and writes regardless of permissions")
     for name, content in hostile.files.items():
         _make(tmp_path, world, name, content)
     before = snapshot(world, tmp_path)
@@ -494,3 +529,21 @@ def test_a_damaged_chunk_is_named_in_one_sentence(world, tmp_path):
     code, stdout, stderr = invoke("query", cube, "--best-arch", "--where", "arch=1w1g,ps-worker")
     assert_one_sentence(code, stderr, f"chunk of job {job} of step_time fails its checksum")
     assert snapshot(tmp_path) == before
+
+
+def test_calibration_keys_resolve_through_aliases(world, tmp_path):
+    """A calibration key may name a GPU by an alias ("A100-SXM4-80G"): it takes effect exactly as the
+    canonical name does, instead of being ignored (compute model pai-v1, which reads flop_efficiency)."""
+    config = ["predict", "--workload", "bert-large-seq384", "--arch", "1w1g", "--gpu", "A100-SXM4-80GB", "--n-gpu",
+              "1", "--intra", "pcie4", "--network", "none", "--precision", "tf32", "--json", "--option", "model=pai-v1"]
+    results = []
+    for key in ("A100-SXM4-80GB/tf32", "A100-SXM4-80G/tf32", None):
+        args = list(config)
+        if key:
+            (tmp_path / "c.toml").write_text(f'[flop_efficiency]\n"{key}" = 0.1\n')
+            args += ["--calibration", tmp_path / "c.toml"]
+        code, stdout, stderr = invoke(*args)
+        assert code == 0, stderr
+        results.append(json.loads(stdout)["step_time"])
+    canonical, alias, default = results
+    assert canonical == alias and alias > 2 * default

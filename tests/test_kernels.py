@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paigrid.kernels import layout as L
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link, one
+from paigrid.kernels import layout as L
 
 NVSWITCH = link(100 * GB, 5e-6, L.LINK_NVSWITCH)
 ETH = link(3 * GB, 20e-6, L.LINK_NETWORK)

@@ -13,6 +13,7 @@ import paigrid.datasets
 from cli_helpers import assert_clean_error, run
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec, spec_from_dict
+from paigrid.schema import FORMAT_VERSION
 from paigrid.study import common, report_figures
 from paigrid.study import report as R
 from paigrid.study.population import POPULATION_COLUMNS, synthetic_population
@@ -231,7 +232,7 @@ def test_gather_reads_validity_of_every_cube_format(tmp_path):
     run_sweep(load_spec(format1 / "spec.toml"), tmp_path / "now.h5", progress=False)
     old, new = open_cube(format1 / "cube.h5"), open_cube(tmp_path / "now.h5")
     try:
-        assert (old.format, new.format) == (1, 2)
+        assert (old.format, new.format) == (1, FORMAT_VERSION)
         n_jobs = len(old.labels["job"])
         sizes = [len(old.labels[d]) for d in common.COORDS]
         every = np.array(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij")).reshape(5, -1).T

@@ -55,8 +55,13 @@ def write_rows(path, rows):
 # --- the shipped data ---------------------------------------------------------------------------
 def test_public_file_is_the_shared_one_with_sources():
     lines = public_lines()
-    assert len(lines) == 20
-    assert all(line["source"].startswith("NVIDIA/DeepLearningExamples") for line in lines)
+    assert len(lines) == 33
+    nvidia = [line for line in lines if line["source"].startswith("NVIDIA/DeepLearningExamples")]
+    measured = [line for line in lines if line["source"].startswith("Measured for paigrid on one NVIDIA H200")]
+    assert len(nvidia) == 20 and len(measured) == 13
+    # the H200 rows say what ran: optimizer, attention kernel and execution mode
+    assert all(line["optimizer"] and line["attention"] and line["execution"] == "eager" for line in measured)
+    assert not any(line["optimizer"] or line["attention"] or line["execution"] for line in nvidia)
 
 
 def test_model_names_map_through_the_alias_table(public_rows):
@@ -87,18 +92,18 @@ def test_validate_json_on_the_public_file():
     result = run("validate", PUBLIC, "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert len(data["rows"]) == 20
+    assert len(data["rows"]) == 33
     for row in data["rows"]:
         assert {"id", "predicted", "measured", "error"} <= set(row)
         assert row["error"] == pytest.approx(row["predicted"] / row["measured"] - 1.0)
     summary = data["summary"]
     assert set(summary) == {"overall", "single_gpu", "multi_gpu_one_server", "multi_server"}
-    assert [summary[g]["count"] for g in ("overall", "single_gpu", "multi_gpu_one_server")] == [20, 10, 10]
+    assert [summary[g]["count"] for g in ("overall", "single_gpu", "multi_gpu_one_server")] == [33, 23, 10]
     assert summary["multi_server"] == {"count": 0, "median_abs_error": None, "mean_abs_error": None,
                                        "mean_error": None}
     errors = sorted(abs(r["error"]) for r in data["rows"])
-    assert summary["overall"]["median_abs_error"] == pytest.approx((errors[9] + errors[10]) / 2)
-    assert summary["overall"]["mean_abs_error"] == pytest.approx(sum(errors) / 20)
+    assert summary["overall"]["median_abs_error"] == pytest.approx(errors[16])
+    assert summary["overall"]["mean_abs_error"] == pytest.approx(sum(errors) / 33)
 
 
 def test_error_of_one_row_by_hand(cats):
@@ -265,12 +270,12 @@ def test_held_out_split(tmp_path):
 
     fitted_on = set(tomllib.loads(out.read_text())["fit"]["rows"])
     assert len(fitted_on) == 9 and all(i.startswith(("pt-rn50-0", "pt-bert-03", "pt-squad-0")) for i in fitted_on)
-    data = json.loads(run("validate", PUBLIC, "--calibration", out, "--rows-where", "gpu!=A100*", "--json").stdout)
+    data = json.loads(run("validate", PUBLIC, "--calibration", out, "--rows-where", "gpu=V100*", "--json").stdout)
     validated_on = {r["id"] for r in data["rows"]}
     assert len(validated_on) == 11 and not validated_on & fitted_on
     assert {r["gpu"] for r in data["rows"]} == {"V100-SXM2-16GB", "V100-SXM2-32GB"}
     # the per-precision amp-fp16 value, fitted on the A100, changes the V100 AMP predictions
-    plain = json.loads(run("validate", PUBLIC, "--rows-where", "gpu!=A100*", "--json").stdout)["rows"]
+    plain = json.loads(run("validate", PUBLIC, "--rows-where", "gpu=V100*", "--json").stdout)["rows"]
     changed = {a["id"] for a, b in zip(data["rows"], plain) if a["predicted"] != pytest.approx(b["predicted"])}
     assert "pt-squad-05" in changed and "pt-rn50-05" not in changed      # amp-fp16 yes, fp32 no
 
@@ -404,5 +409,7 @@ def test_measurement_option_columns_reach_the_model(tmp_path, cats):
 
 def test_rows_where_matches_canonical_names_and_excludes(public_rows):
     assert len(select(public_rows, ["gpu=A100-80GB"])) == 9               # an alias of the catalogue
-    assert len(select(public_rows, ["gpu!=A100*"])) == 11
+    assert len(select(public_rows, ["gpu!=A100*"])) == 24
+    assert len(select(public_rows, ["gpu!=A100*", "gpu!=H200"])) == 11
+    assert len(select(public_rows, ["generation=Hopper"])) == 13   # the GPU catalogue's generation
     assert len(select(public_rows, ["model=bert-large-seq384", "n_gpu=8"])) == 3

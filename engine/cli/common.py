@@ -4,11 +4,12 @@ sentence too, option parsers and help texts."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import warnings
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -43,10 +44,8 @@ def hard_exit(sentence: str, code: int = EXIT_ERROR):
     HDF5 failed to write a file (a full disk), closing it at exit can crash the process."""
     typer.echo(f"paigrid: error: {sentence}", err=True)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 
@@ -170,14 +169,14 @@ def usage_sentence(message: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-class Compression(str, Enum):
+class Compression(StrEnum):
     lz4 = "lz4"
     zstd = "zstd"
     gzip = "gzip"
     none = "none"
 
 
-class By(str, Enum):
+class By(StrEnum):
     time = "time"
     cost = "cost"
 

@@ -3,33 +3,48 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from paigrid.cli.common import (CATALOGUE_HELP, OPTION_HELP, By, Compression, guarded, output_format,
-                                parse_catalogue_items, parse_option_items, workloads_arg)
+from paigrid.cli.common import (
+    CATALOGUE_HELP,
+    OPTION_HELP,
+    By,
+    Compression,
+    guarded,
+    output_format,
+    parse_catalogue_items,
+    parse_option_items,
+    workloads_arg,
+)
 from paigrid.errors import PaigridError
 
 app = typer.Typer()
 
 
+MODEL_HELP = "Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); default: pai-v1."
+
+
 @app.command()
 @guarded
 def sweep(
-    spec_file: Optional[Path] = typer.Argument(None, metavar="[SPEC.toml]", help="Sweep spec; default: built-in workloads x the full catalogue."),
+    spec_file: Path | None = typer.Argument(
+        None, metavar="[SPEC.toml]", help="Sweep spec; default: built-in workloads x the full catalogue."),
     out: Path = typer.Option(..., "--out", "-o", help="Cube file to write (netCDF-4/HDF5)."),
-    workloads: Optional[str] = typer.Option(None, help="Workload names (comma-separated) or a workloads/population CSV."),
-    compression: Compression = typer.Option(Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."),
+    workloads: str | None = typer.Option(None, help="Workload names (comma-separated) or a workloads/population CSV."),
+    compression: Compression = typer.Option(
+        Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."),
     reduce_only: bool = typer.Option(False, "--reduce-only", help="Keep only the per-job reductions, not the cube."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted sweep of the same spec."),
-    scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address (tcp://HOST:PORT) to run blocks on."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Start a local Dask cluster of this many worker processes."),
-    calibration: Optional[Path] = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
-    option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
-    catalogue: Optional[list[str]] = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
+    scheduler: str | None = typer.Option(None, help="Dask scheduler address (tcp://HOST:PORT) to run blocks on."),
+    workers: int | None = typer.Option(None, min=1, help="Start a local Dask cluster of this many worker processes."),
+    calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
+    option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
+    catalogue: list[str] | None = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    no_space_check: bool = typer.Option(False, "--no-space-check", help="Start even if the cube's estimated size exceeds the free disk space."),
+    no_space_check: bool = typer.Option(False, "--no-space-check",
+                                        help="Start even if the cube's estimated size exceeds the free disk space."),
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
     from paigrid.inputs.spec import load_spec
@@ -40,6 +55,8 @@ def sweep(
         spec.workloads = workloads_arg(workloads)
     if option:
         spec.options = spec.options.with_overrides(parse_option_items(option), "--option")
+    if model is not None:
+        spec.options = spec.options.with_overrides({"model": model}, "--model")
     spec.catalogues.update(parse_catalogue_items(catalogue))
     if scheduler and workers:
         raise PaigridError("choose one of --scheduler and --workers.")
@@ -58,17 +75,17 @@ def query(
     best_arch: bool = typer.Option(False, "--best-arch", help="Best architecture and interconnect per job."),
     pareto: bool = typer.Option(False, "--pareto", help="Every configuration on each job's time/cost Pareto front."),
     by: By = typer.Option(By.time, help="Rank by time per sample (throughput) or by cost per sample."),
-    where: Optional[list[str]] = typer.Option(None, help="Filter DIM=VALUE[,VALUE...] (repeatable)."),
-    job: Optional[list[str]] = typer.Option(None, help="Only this job (repeatable)."),
+    where: list[str] | None = typer.Option(None, help="Filter DIM=VALUE[,VALUE...] (repeatable)."),
+    job: list[str] | None = typer.Option(None, help="Only this job (repeatable)."),
     top: int = typer.Option(1, help="Best K configurations per job."),
-    calibration: Optional[Path] = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
+    calibration: Path | None = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
     """Answer a question from a cube: --best-arch gives one row per job (K with --top), --pareto
     each job's fastest-to-cheapest front."""
-    from paigrid.output import emit
     from paigrid.cube import check_calibration, open_cube, reading
+    from paigrid.output import emit
     from paigrid.query import QUERY_UNITS, best_configurations, parse_where, result_columns
 
     fmt = output_format(json_out, csv_out)
@@ -96,14 +113,15 @@ def predict(
     workload: str = typer.Option(..., help="Workload catalogue name or alias."),
     arch: str = typer.Option(..., help="1w1g, 1wng, allreduce-local, ps-worker or allreduce-cluster."),
     gpu: str = typer.Option(..., help="GPU catalogue name or alias."),
-    n_gpu: int = typer.Option(..., "--n-gpu", min=1, help="GPUs in the job."),
+    n_gpu: int = typer.Option(..., "--n-gpu", min=1, max=2**31 - 1, help="GPUs in the job."),
     intra: str = typer.Option(..., help="Intra-server link (pcie3, nvlink2-hcm, ...)."),
     network: str = typer.Option(..., help="Network (eth-25g, ib-hdr-200g, none, ...)."),
     precision: str = typer.Option(..., help="fp32, tf32, amp-fp16, amp-bf16 or fp8."),
-    batch: Optional[float] = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
-    calibration: Optional[Path] = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
-    option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
-    catalogue: Optional[list[str]] = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
+    batch: float | None = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
+    calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
+    option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
+    catalogue: list[str] | None = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ):
     """The full time breakdown of one configuration."""
@@ -112,16 +130,20 @@ def predict(
     from paigrid.predict import predict_one
 
     result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
-                         parse_option_items(option), parse_catalogue_items(catalogue))
+                         {**parse_option_items(option), **({"model": model} if model is not None else {})},
+                         parse_catalogue_items(catalogue))
     if json_out:
         from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
     units = {"step_time": "s", "t_data": "s", "t_flop": "s", "t_mem": "s", "t_comm": "s", "throughput": "samples/s",
-             "throughput_tokens": "tokens/s", "cost": "USD/1e6 samples", "energy": "J/sample", "batch": "samples"}
+             "throughput_tokens": "tokens/s", "cost": "USD/1e6 samples", "energy": "J/sample", "batch": "samples",
+             "band": "+- fraction"}
     for key, value in result.items():
         label = f"{key} [{units[key]}]" if key in units else key
+        if key == "band" and value != value:  # NaN: no measurement of this group was held out
+            value = "unknown (no held-out measurement of this group)"
         typer.echo(f"{label:<28} {value:.6g}" if isinstance(value, float) else f"{label:<28} {value}")
 
 
@@ -140,7 +162,8 @@ def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH
 @app.command()
 @guarded
 def datasets(
-    name: Optional[str] = typer.Argument(None, help="gpus, links, workloads, optimizers or precisions: print that catalogue."),
+    name: str | None = typer.Argument(
+        None, help="gpus, links, workloads, optimizers or precisions: print that catalogue."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
     """The built-in catalogues (with their sources)."""

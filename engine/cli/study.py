@@ -11,7 +11,6 @@ The study pipeline (README):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -98,7 +97,7 @@ def study_spec_text() -> str:
 @app.command("study-spec")
 @guarded
 def study_spec(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="TOML file to write (default: print it)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="TOML file to write (default: print it)."),
 ):
     """Write the built-in sweep spec of the PAI study (n_gpu = "current", every arch, the study's GPUs and links)."""
     text = study_spec_text()
@@ -123,7 +122,10 @@ The cube must come from a population swept with the study spec (n_gpu = "current
 
 {SWEEP_COMMAND}
 
-The report holds the mean time breakdown, communication-share CDF and bottleneck counts per architecture, the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU generations P100 -> V100 -> A100 -> H100 and fp32 -> mixed precision, and paigrid's headline numbers next to the paper's."""
+The report holds the mean time breakdown, communication-share CDF and bottleneck counts per
+architecture, the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU
+generations P100 -> V100 -> A100 -> H100 and fp32 -> mixed precision, and paigrid's headline
+numbers next to the paper's."""
 
 
 @app.command(help=REPORT_HELP)
@@ -133,9 +135,8 @@ def report(
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write report.md and the PNG figures into."),
     block_jobs: int = typer.Option(1024, "--block-jobs", min=1, help="Jobs read from the cube at a time."),
 ):
-    from paigrid.study.report import write_report
-
     from paigrid.cube import reading
+    from paigrid.study.report import write_report
 
     with reading(path):
         written = write_report(path, out, block_jobs)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import io
 import math
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,7 +18,7 @@ ROWS_WHERE_HELP = ("Use only rows where COLUMN=PATTERN[,PATTERN...] (shell wildc
 UNITS = {"predicted": "samples/s", "measured": "samples/s"}
 
 
-class FlopPer(str, Enum):
+class FlopPer(StrEnum):
     gpu_precision = "gpu-precision"
     precision = "precision"
 
@@ -38,7 +37,9 @@ def _rate(value: float) -> str:
 
 
 def _se(value: float) -> str:
-    return f"{value:.3f}" if math.isfinite(value) else "undetermined (no degrees of freedom)" if math.isnan(value) else "inf"
+    if math.isfinite(value):
+        return f"{value:.3f}"
+    return "undetermined (no degrees of freedom)" if math.isnan(value) else "inf"
 
 
 def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> str:
@@ -49,16 +50,21 @@ def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> s
     return stream.getvalue().rstrip("\n")
 
 
-def _model(calibration: Optional[Path], option: Optional[list[str]]):
-    """Efficiency factors (defaults with a calibration on top) and model options."""
+MODEL_HELP = "Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); default: pai-v1."
+
+
+def _model(calibration: Path | None, option: list[str] | None, model: str | None = None):
+    """Efficiency factors (defaults with a calibration on top) and model options (``--model``
+    last)."""
     from paigrid.inputs.efficiency import with_calibration
     from paigrid.inputs.spec import Options
 
     efficiency, options = with_calibration(Options(), calibration)
-    return efficiency, options.with_overrides(parse_option_items(option), "--option")
+    options = options.with_overrides(parse_option_items(option), "--option")
+    return efficiency, options if model is None else options.with_overrides({"model": model}, "--model")
 
 
-def _rows(measurements: Path, rows_where: Optional[list[str]], cats):
+def _rows(measurements: Path, rows_where: list[str] | None, cats):
     from paigrid.trust.measurements import load_measurements, select
 
     return select(load_measurements(measurements, cats), rows_where, cats)
@@ -67,27 +73,43 @@ def _rows(measurements: Path, rows_where: Optional[list[str]], cats):
 @app.command()
 @guarded
 def calibrate(
-    measurements: Path = typer.Argument(..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
+    measurements: Path = typer.Argument(
+        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
     out: Path = typer.Option(..., "--out", "-o", help="Calibration TOML to write."),
-    rows_where: Optional[list[str]] = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
-    fit_groups: str = typer.Option("flop,link", "--fit", help="Parameter groups to fit, comma-separated: flop, link, memory, overlap."),
-    flop_per: FlopPer = typer.Option(FlopPer.gpu_precision, "--flop-per", help="One FLOP efficiency per GPU and precision, or per precision for all GPUs."),
-    option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
+    rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
+    fit_groups: str | None = typer.Option(
+        None, "--fit", help="Parameter groups to fit, comma-separated: flop, link, memory, overlap (pai-v1); "
+                            "class, hbm, launch, link (pai-v2). Default: flop,link under pai-v1, "
+                            "class,hbm,launch,link under pai-v2."),
+    share: str = typer.Option(
+        "generation", "--share", help="pai-v2: one parameter per GPU generation (generation) or one for all "
+                                      "generations (all), which transfers to generations without rows."),
+    allow_bounds: bool = typer.Option(
+        False, "--allow-bounds", help="Keep a fit that puts a parameter on a bound of "
+                                      "datasets/parameter_bounds.csv (otherwise an error)."),
+    flop_per: FlopPer = typer.Option(
+        FlopPer.gpu_precision, "--flop-per",
+        help="One FLOP efficiency per GPU and precision, or per precision for all GPUs."),
+    option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
 ):
     """Fit efficiency parameters to measurements by robust least squares on log throughput."""
-    from paigrid.trust.calibrate import fit, write_calibration
     from paigrid.inputs.catalog import Catalogues
+    from paigrid.trust.calibrate import fit, write_calibration
 
     cats = Catalogues.load()
-    efficiency, options = _model(None, option)
+    efficiency, options = _model(None, option, model)
     rows = _rows(measurements, rows_where, cats)
-    groups = [g.strip() for g in fit_groups.split(",") if g.strip()]
-    result = fit(rows, efficiency, options, groups, flop_per.value, cats)
+    groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
+    result = fit(rows, efficiency, options, groups, flop_per.value, cats, allow_bounds=allow_bounds, share=share)
     write_calibration(result, out, {"measurements": str(measurements), "rows_where": list(rows_where or [])})
     params = [{"parameter": p.name, "start": f"{p.start:.3f}", "fitted ± s.e.": f"{p.value:.3f} ± {_se(p.stderr)}",
                "note": "at a bound" if p.at_bound else ""} for p in result.parameters]
-    typer.echo(f"fitted {len(params)} parameter(s) to {len(rows)} row(s) ({result.degrees_of_freedom} degrees of "
-               f"freedom; soft-l1 least squares on log throughput; ± is one standard error)")
+    params += [{"parameter": name, "start": f"{value:.3f}", "fitted ± s.e.": "-", "note": "kept at its default"}
+               for name, value in zip(result.notes.get("at_default", []), result.notes.get("default_values", []))]
+    typer.echo(f"fitted {len(result.parameters)} parameter(s) to {len(rows)} row(s) ({result.degrees_of_freedom} "
+               f"degrees of freedom; model {options.model}; soft-l1 least squares on log throughput; ± is one "
+               f"standard error; start = default)")
     typer.echo(_table(params, ["parameter", "start", "fitted ± s.e.", "note"]))
     residual_rows = [{"id": r.id, "model": r.model, "gpu": r.gpu, "precision": r.precision, "n_gpu": r.n_gpu,
                       "measured": _rate(r.measured), "predicted": _rate(p), "error": _percent(p / r.measured - 1.0),
@@ -103,10 +125,12 @@ def calibrate(
 @app.command()
 @guarded
 def validate(
-    measurements: Path = typer.Argument(..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
-    calibration: Optional[Path] = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
-    rows_where: Optional[list[str]] = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
-    option: Optional[list[str]] = typer.Option(None, "--option", help=OPTION_HELP),
+    measurements: Path = typer.Argument(
+        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
+    calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
+    rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
+    option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout: {rows, series, summary}."),
 ):
     """Predicted against measured throughput per row, scaling efficiency per series, and a summary."""
@@ -116,7 +140,7 @@ def validate(
     from paigrid.trust.validate import validate as run_validation
 
     cats = Catalogues.load()
-    efficiency, options = _model(calibration, option)
+    efficiency, options = _model(calibration, option, model)
     rows = _rows(measurements, rows_where, cats)
     result = run_validation(rows, efficiency, options, cats)
     if json_out:

@@ -69,8 +69,12 @@ class Catalogue:
         return self.rows[self._index[self.resolve(name).casefold()]]
 
     def number(self, name: str, column: str) -> float:
-        """Numeric cell of ``name``'s row; NaN when empty."""
-        return to_float(self.row(name)[column], self.origin, column)
+        """Numeric cell of ``name``'s row; NaN when empty, or when the column is an optional one
+        (``COLUMN_RULES``) that this catalogue's file does not have."""
+        row = self.row(name)
+        if column not in row and not COLUMN_RULES.get(self.kind, {}).get(column, Rule()).required:
+            return float("nan")
+        return to_float(row[column], self.origin, column)
 
     def column(self, column: str, names: list[str] | None = None) -> np.ndarray:
         """Numeric column as float64 over ``names`` (default: all rows in file order)."""
@@ -203,6 +207,7 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
         "nvlink_GB_per_s": Rule(low=0.0, required=False, empty=True),
         "pcie_gen": Rule(low=1.0, high=99.0, whole=True),
         "tdp_W": _POSITIVE, "price_USD_per_gpu_hour": _POSITIVE,
+        "generation": _NOTE,
     },
     "links": {
         "name": _TEXT, "aliases": _NOTE,
@@ -294,7 +299,7 @@ class Catalogues:
     precisions: Catalogue
 
     @classmethod
-    def load(cls, overrides: dict[str, str | Path] | None = None) -> "Catalogues":
+    def load(cls, overrides: dict[str, str | Path] | None = None) -> Catalogues:
         """Built-in catalogues, with any of them replaced by a user file."""
         overrides = overrides or {}
         unknown = set(overrides) - set(BUILTIN)

@@ -12,6 +12,12 @@ efficiency) and the ``efficiency`` column of ``links.csv``.  A calibration file 
     [link_efficiency]          # per link kind (pcie, nvlink-hcm, nvswitch, ethernet, rdma, infiniband) or per link name
     nvswitch = 0.7
     [options]                  # model options, e.g. overlap = 0.4
+    [class_efficiency]         # compute model pai-v2: "CLASS/GENERATION/PRECISION" (each may be *)
+    "gemm_conv/Hopper/amp" = 0.6   # fractions of peak; hbm: of HBM bandwidth; launch_*: us per launch
+
+Compute model pai-v2 reads ``datasets/class_efficiency.csv`` (one row per class, GPU generation
+and precision, ``*`` for any; precision ``amp`` stands for amp-fp16 and amp-bf16) and its
+calibrations; the most specific row applies (``Efficiency.class_for``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class Efficiency:
     link: dict[str, float] = field(default_factory=dict)     # per link kind or link name
     options: dict[str, object] = field(default_factory=dict)  # model options set by a calibration
     origin: str = "defaults"
+    classes: dict[str, float] = field(default_factory=dict)  # pai-v2: "class/generation/precision"
 
     def flop_for(self, gpu: str, precision: str) -> float:
         """FLOP efficiency of ``gpu`` at ``precision``: per-GPU value if calibrated, else per precision."""
@@ -49,11 +56,41 @@ class Efficiency:
         """Efficiency of a link: per-name override, else per-kind override, else the catalogue's."""
         return self.link.get(name, self.link.get(kind, catalogue_value))
 
-    def overridden(self, calibration: "Efficiency") -> "Efficiency":
+    def class_for(self, cls: str, generation: str, precision: str) -> float:
+        """pai-v2 value of operator class ``cls`` (a fraction of peak; ``hbm``: of HBM bandwidth;
+        ``launch_eager`` / ``launch_graphs``: us per launch) on a GPU ``generation`` at
+        ``precision``: the most specific key, in the order generation before precision, exact
+        precision before its family (``amp`` for amp-*) before ``*``."""
+        return self.classes[class_key(self.classes, cls, generation, precision)]
+
+    def overridden(self, calibration: Efficiency) -> Efficiency:
         """A copy of these factors with ``calibration``'s values on top."""
         return Efficiency({**self.flop, **calibration.flop}, {**self.memory, **calibration.memory},
                           {**self.link, **calibration.link}, {**self.options, **calibration.options},
-                          calibration.origin)
+                          calibration.origin, {**self.classes, **calibration.classes})
+
+
+#: pai-v2 classes in ``class_efficiency.csv`` that are not fractions of a peak (us per launch)
+LAUNCH_CLASSES = ("launch_eager", "launch_graphs")
+#: every class name ``class_efficiency.csv`` may use
+CLASS_KEYS = ("gemm_conv", "small_conv", "recurrent", "attention_eager", "attention_fused", "hbm", *LAUNCH_CLASSES)
+
+
+def precision_family(precision: str) -> str:
+    """The family a precision shares tensor-core rates with: ``amp`` for amp-fp16 / amp-bf16."""
+    return "amp" if precision.startswith("amp-") else precision
+
+
+def class_key(table: dict, cls: str, generation: str, precision: str) -> str:
+    """The most specific ``class/generation/precision`` key of ``table`` for the arguments
+    (``*`` matches any generation or precision); one sentence when none applies."""
+    for gen in (generation, "*"):
+        for prec in dict.fromkeys((precision, precision_family(precision), "*")):
+            key = f"{cls}/{gen}/{prec}"
+            if key in table:
+                return key
+    raise PaigridError(f"class_efficiency has no value for class {cls} on generation {generation} at {precision} "
+                       f"(not even {cls}/*/*).")
 
 
 def _fractions(table: dict, origin: str, section: str) -> dict[str, float]:
@@ -73,11 +110,70 @@ def _model_defaults() -> dict:
     return tomllib.loads(text)
 
 
+@functools.cache
+def _class_defaults() -> dict[str, float]:
+    from paigrid.inputs.catalog import csv_table
+
+    origin = "the built-in class_efficiency.csv"
+    text = resources.files("paigrid.datasets").joinpath("class_efficiency.csv").read_text(encoding="utf-8")
+    _, rows = csv_table(text, origin, "the class efficiency table",
+                        ("class", "generation", "precision", "value", "unit", "source"))
+    return _class_values({f"{r['class']}/{r['generation']}/{r['precision']}": float(r["value"]) for _, r in rows},
+                         origin)
+
+
+def _class_values(values: dict, origin: str) -> dict[str, float]:
+    """Check ``class/generation/precision`` keys and their values (fractions; launch: positive us)."""
+    out = {}
+    for key, value in values.items():
+        parts = key.split("/")
+        if len(parts) != 3 or parts[0] not in CLASS_KEYS or not all(p.strip() for p in parts):
+            raise PaigridError(f"{origin}: [class_efficiency] key {key!r} must be CLASS/GENERATION/PRECISION with "
+                               f"CLASS one of {', '.join(CLASS_KEYS)}.")
+        launch = parts[0] in LAUNCH_CLASSES
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or not (value > 0 if launch else 0 < value <= 1)):
+            what = "a positive number of microseconds" if launch else "a fraction in (0, 1]"
+            raise PaigridError(f"{origin}: [class_efficiency] {key} must be {what}, not {value!r}.")
+        out[key] = float(value)
+    return out
+
+
+def band_group(n_gpu: float, gpus_per_node: float) -> str:
+    """The accuracy group of a configuration: ``single_gpu``, ``multi_gpu_one_server`` or
+    ``multi_server`` (n GPUs, k per server)."""
+    if n_gpu == 1:
+        return "single_gpu"
+    return "multi_gpu_one_server" if n_gpu <= gpus_per_node else "multi_server"
+
+
+@functools.cache
+def _bands() -> dict[tuple[str, str, str], float]:
+    from paigrid.inputs.catalog import csv_table
+
+    origin = "the built-in prediction_bands.csv"
+    text = resources.files("paigrid.datasets").joinpath("prediction_bands.csv").read_text(encoding="utf-8")
+    _, rows = csv_table(text, origin, "the prediction bands table",
+                        ("model", "calibration", "group", "band", "predictions", "source"))
+    return {(r["model"], r["calibration"], r["group"]): float(r["band"]) if r["band"].strip() else math.nan
+            for _, r in rows}
+
+
+def prediction_band(model: str, calibrated: bool, group: str) -> float:
+    """Relative uncertainty of a prediction (a fraction of the predicted time or throughput: the
+    68th percentile of the cross-validated |predicted / measured - 1| of its ``group``, from
+    ``datasets/prediction_bands.csv``, which ``bench/accuracy.py`` writes); NaN where no
+    measurement of the group was held out."""
+    return _bands().get((model, "calibrated" if calibrated else "uncalibrated", group), math.nan)
+
+
 def defaults() -> Efficiency:
-    """The version-1 efficiency factors shipped in ``datasets/model_defaults.toml``."""
+    """The efficiency factors shipped in ``datasets/model_defaults.toml`` (pai-v1) and
+    ``datasets/class_efficiency.csv`` (pai-v2)."""
     data = _model_defaults()
     return Efficiency(_fractions(data["flop_efficiency"], "model_defaults.toml", "flop_efficiency"),
-                      _fractions(data["memory_efficiency"], "model_defaults.toml", "memory_efficiency"))
+                      _fractions(data["memory_efficiency"], "model_defaults.toml", "memory_efficiency"),
+                      classes=dict(_class_defaults()))
 
 
 def workspace_bytes() -> float:
@@ -103,7 +199,7 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
     the close matches, never silently ignored."""
     path = Path(path)
     data = read_toml(path, "the calibration file")
-    known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "options", "fit"}
+    known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "class_efficiency", "options", "fit"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -125,7 +221,26 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
                       _canonical(tables["memory_efficiency"], origin, "memory_efficiency",
                                  lambda k: "default" if k.strip().casefold() == "default" else cats.gpus.resolve(k)),
                       _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
-                      options, origin=origin)
+                      options, origin=origin,
+                      classes=_canonical(_class_values(dict(data.get("class_efficiency", {})), origin), origin,
+                                         "class_efficiency", lambda k: _class_key(k, cats)))
+
+
+def _class_key(key: str, cats) -> str:
+    """A class-efficiency key CLASS/GENERATION/PRECISION: the generation one of the GPU
+    catalogue's (or *), the precision a catalogue precision, ``amp`` or * (checked by
+    ``_class_values`` for its shape and class)."""
+    import difflib
+
+    cls, generation, precision = (part.strip() for part in key.split("/"))
+    generations = sorted({(row.get("generation") or "").strip() for row in cats.gpus.rows} - {""})
+    if generation != "*" and generation not in generations:
+        close = difflib.get_close_matches(generation, generations, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(generations) or 'none'}, or *."
+        raise PaigridError(f"no GPU of {cats.gpus.origin} is of generation {generation!r}; {hint}")
+    if precision not in ("*", "amp"):
+        precision = cats.precisions.resolve(precision)
+    return f"{cls}/{generation}/{precision}"
 
 
 def _canonical(values: dict[str, float], origin: str, section: str, resolve) -> dict[str, float]:

@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paigrid.kernels.layout import ARCH_NAMES
-
-from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
 from paigrid.errors import PaigridError
-from paigrid.userfiles import read_text
+from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
 from paigrid.inputs.spec import JOB_OPTIONS, MAX_N_GPU, Options, SweepSpec, coerce_options
+from paigrid.kernels.layout import ARCH_NAMES
+from paigrid.userfiles import read_text
 
 CURRENT_COLUMNS = ("current_arch", "current_gpu", "current_n_gpu", "current_intra",
                    "current_network", "current_precision")
@@ -35,6 +34,9 @@ class Job:
     options: dict[str, float]
     current: dict[str, object] | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: pai-v2 choices of this job that override the sweep's: ``optimizer`` (an optimizers.csv
+    #: name), ``attention`` (eager | fused), ``execution`` (eager | graphs)
+    variant: dict[str, str] = field(default_factory=dict)
 
 
 def _row_options(row: dict[str, str], base: Options, origin: str) -> dict[str, float]:
@@ -54,7 +56,8 @@ def _row_current(row: dict[str, str], cats: Catalogues, origin: str) -> dict[str
         return None
     empty = [c for c, v in cells.items() if not v]
     if empty:
-        raise PaigridError(f"{origin}: the current configuration needs every current_* column; {', '.join(empty)} is empty.")
+        raise PaigridError(f"{origin}: the current configuration needs every current_* column; "
+                           f"{', '.join(empty)} is empty.")
     arch = cells["current_arch"]
     if arch not in ARCH_NAMES:
         raise PaigridError(f"{origin}: unknown current_arch {arch!r}; known: {', '.join(ARCH_NAMES)}.")

@@ -3,6 +3,7 @@
 A spec is TOML (read with the standard library's ``tomllib``); every key is optional and the
 empty spec sweeps the built-in workloads over the whole hardware catalogue:
 
+    model = "pai-v2"                                # compute model: pai-v1 | pai-v2 (default: DEFAULT_MODEL)
     workloads = ["resnet50", "bert-large-seq384"]   # names, or a CSV path; default: all built-in
     jobs_per_block = 4                              # jobs per unit of work
 
@@ -24,6 +25,8 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     pcie_roots = 2
     ps_count = 0                                    # 0: one parameter server per worker server
     input_rate_samples_per_s = inf                  # per server; inf: no input-pipeline bound
+    attention = "eager"                             # pai-v2: eager | fused attention kernels
+    execution = "eager"                             # pai-v2: eager | graphs kernel launches
 
     [catalogues]                                    # replace a built-in catalogue by a CSV
     gpus = "my_gpus.csv"
@@ -36,9 +39,8 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES
-
 from paigrid.errors import PaigridError
+from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES, MODEL_NAMES
 from paigrid.userfiles import read_text
 
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
@@ -47,6 +49,12 @@ DEFAULT_N_GPU = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CURRENT = "current"
 #: the largest GPU count (the cube stores GPU counts as 32-bit integers)
 MAX_N_GPU = 2**31 - 1
+
+
+#: the compute model of a sweep, predict, validate or calibrate that names none
+DEFAULT_MODEL = "pai-v1"
+#: options whose values are words, and the words each accepts
+TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs")}
 
 
 @dataclass(frozen=True)
@@ -62,18 +70,25 @@ class Options:
     pcie_roots: int = 2
     ps_count: int = 0
     input_rate_samples_per_s: float = math.inf
+    model: str = DEFAULT_MODEL          # compute model: pai-v1 | pai-v2 (``kernels.layout.MODEL_NAMES``)
+    attention: str = "eager"            # pai-v2: eager | fused attention kernels
+    execution: str = "eager"            # pai-v2: eager | graphs (CUDA graphs / compiled) kernel launches
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVE_NAMES:
             raise PaigridError(f"collective must be one of {', '.join(COLLECTIVE_NAMES)}, not {self.collective!r}.")
+        for key, choices in TEXT_OPTIONS.items():
+            if getattr(self, key) not in choices:
+                raise PaigridError(f"{key} must be one of {', '.join(choices)}, not {getattr(self, key)!r}.")
         check_options(asdict(self), "options")
 
-    def with_overrides(self, values: dict, origin: str) -> "Options":
+    def with_overrides(self, values: dict, origin: str) -> Options:
         """A copy with ``values`` (from a spec, a calibration or the command line) applied."""
         names = {f.name for f in fields(self)}
         unknown = set(values) - names
         if unknown:
-            raise PaigridError(f"{origin}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}.")
+            raise PaigridError(f"{origin}: unknown option(s) {', '.join(sorted(unknown))}; "
+                               f"known: {', '.join(sorted(names))}.")
         return replace(self, **coerce_options(values, origin))
 
 
@@ -87,7 +102,11 @@ def coerce_options(values: dict, origin: str) -> dict:
     """Convert option values to their types, with one clear sentence for a bad one."""
     out = {}
     for key, value in values.items():
-        if key == "collective":
+        if key == "collective" or key in TEXT_OPTIONS:
+            if not isinstance(value, str):
+                raise PaigridError(f"{origin}: {key} must be a word, not {value!r}.")
+            if key in TEXT_OPTIONS and value not in TEXT_OPTIONS[key]:
+                raise PaigridError(f"{origin}: {key} must be one of {', '.join(TEXT_OPTIONS[key])}, not {value!r}.")
             out[key] = str(value)
         elif key == "topology_aware":
             if not isinstance(value, bool):
@@ -167,7 +186,7 @@ def _n_gpu_list(value, origin: str) -> list[int] | str:
 
 def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> SweepSpec:
     """Validate parsed TOML into a ``SweepSpec``; relative paths are taken from ``base_dir``."""
-    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block"}
+    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block", "model"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{origin}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -183,7 +202,8 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
         raise PaigridError(f"{origin}: [grid] must be a table.")
     unknown = set(grid) - set(DIMS[1:])
     if unknown:
-        raise PaigridError(f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; known: {', '.join(DIMS[1:])}.")
+        raise PaigridError(f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; "
+                           f"known: {', '.join(DIMS[1:])}.")
     for dim in ("arch", "gpu", "intra", "network", "precision"):
         if dim in grid:
             setattr(spec, dim, _string_list(grid[dim], f"grid.{dim}", origin))
@@ -198,6 +218,10 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
     options = data.get("options", {})
     if not isinstance(options, dict):
         raise PaigridError(f"{origin}: [options] must be a table.")
+    if "model" in data:
+        if "model" in options:
+            raise PaigridError(f"{origin}: model is given twice (at the top and in [options]).")
+        options = {**options, "model": data["model"]}
     spec.options = Options().with_overrides(options, origin)
     catalogues = data.get("catalogues", {})
     if not isinstance(catalogues, dict):

@@ -7,6 +7,7 @@ grid of millions of jobs is never held as one array.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ class Grid:
     options: np.ndarray         # (N_OPTIONS,)
     cats: Catalogues
     efficiency: Efficiency
+    class_peak: np.ndarray | None = None  # (G, P, N_CLASSES) achievable FLOP/s per operator class (pai-v2)
+    model_options: Options | None = None  # the sweep's options (the jobs' pai-v2 defaults)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -61,7 +64,7 @@ class Grid:
     def job_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Job table (J, N_JOB_FIELDS) and GPU-count table (J, N) of jobs[start:stop]."""
         jobs = self.jobs[start:stop]
-        table = np.stack([job_vector(job, self.cats) for job in jobs])
+        table = np.stack([job_vector(job, self.cats, self.model_options) for job in jobs])
         if self.n_gpu == [0]:
             counts = np.array([[job.current["n_gpu"]] for job in jobs], dtype=np.float64)
         else:
@@ -69,8 +72,61 @@ class Grid:
         return table, counts
 
 
-def job_vector(job: Job, cats: Catalogues) -> np.ndarray:
-    """One row of the job table: per-micro-batch FLOPs and bytes of one GPU, and the job's options."""
+@functools.cache
+def _workload_classes() -> dict[str, dict[str, str]]:
+    """Rows of the built-in ``workload_classes.csv`` by workload name."""
+    from paigrid.inputs.catalog import load
+
+    return {row["name"]: row for row in load("workload_classes").rows}
+
+
+def class_fields(job: Job, cats: Catalogues, options: Options | None = None) -> dict[int, float]:
+    """The pai-v2 fields of a job-table row (``layout.J_CLASS_FLOP`` ... ``J_GRAPHS``), SI units.
+
+    From ``datasets/workload_classes.csv`` (a built-in workload): per class, FLOPs = 3 x forward
+    (backward = 2 x forward for GEMMs, convolutions, recurrent and attention GEMMs; the
+    element-wise and embedding classes are timed by their bytes only), bytes = forward +
+    backward activation traffic x batch + 3 x the weight traffic of a forward pass (read
+    forward, read backward, write the gradient), launches = 3 x the forward launches; the
+    attention class and the kept activations of the job's attention variant (``eager`` or
+    ``fused``); the optimizer update 8 + 2 x state bytes per parameter (+12 for LAMB) beyond the
+    precision's gradient and working-copy bytes.  A workload not in that file (a user catalogue)
+    is one GEMM class of 3 x ``fwd_GFLOP_per_sample`` plus its memory-bound bytes, no launches.
+    """
+    from paigrid.inputs.zoo import LAMB_EXTRA_BYTES
+
+    options = options or Options()
+    w = cats.workloads
+    b = job.batch
+    attention = job.variant.get("attention", options.attention)
+    optimizer = cats.optimizers.resolve(job.variant.get("optimizer", w.row(job.model)["optimizer"]))
+    state = cats.optimizers.number(optimizer, "state_bytes_per_param")
+    out = {L.J_CLASS_FLOP + c: 0.0 for c in range(L.N_CLASSES)}
+    out.update({L.J_CLASS_BYTES + c: 0.0 for c in range(L.N_CLASSES)})
+    row = _workload_classes().get(job.model) if w.origin == "the built-in workloads.csv" else None
+    if row is None:
+        out[L.J_CLASS_FLOP + L.CLASS_GEMM_CONV] = 3.0 * w.number(job.model, "fwd_GFLOP_per_sample") * 1e9 * b
+        out[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE] = w.number(job.model, "membound_MB_per_sample") * 1e6 * b
+        out[L.J_LAUNCHES] = 0.0
+        out[L.J_ACTIVATION_V2] = w.number(job.model, "activation_MB_per_sample") * 1e6 * b
+    else:
+        for c, name in enumerate(L.CLASS_NAMES):
+            if name.startswith("attention_") and name != f"attention_{attention}":
+                continue
+            out[L.J_CLASS_FLOP + c] = 3.0 * float(row[f"{name}_GFLOP_per_sample"]) * 1e9 * b
+            out[L.J_CLASS_BYTES + c] = (float(row[f"{name}_train_MB_per_sample"]) * 1e6 * b
+                                        + 3.0 * float(row[f"{name}_weight_MB_per_step"]) * 1e6)
+        out[L.J_LAUNCHES] = 3.0 * float(row[f"launches_{attention}_per_step"])
+        out[L.J_ACTIVATION_V2] = float(row[f"activation_{attention}_MB_per_sample"]) * 1e6 * b
+    out[L.J_UPDATE_BYTES] = 8.0 + 2.0 * state + (LAMB_EXTRA_BYTES if optimizer == "lamb" else 0.0)
+    out[L.J_GRAPHS] = 1.0 if job.variant.get("execution", options.execution) == "graphs" else 0.0
+    return out
+
+
+def job_vector(job: Job, cats: Catalogues, options: Options | None = None) -> np.ndarray:
+    """One row of the job table: per-micro-batch FLOPs and bytes of one GPU, and the job's options
+    (``options``: the sweep's, for the pai-v2 fields; under pai-v2 a job's own optimizer sets
+    its optimizer state too)."""
     w = cats.workloads
     row = np.zeros(L.N_JOB_FIELDS)
     b = job.batch
@@ -89,6 +145,10 @@ def job_vector(job: Job, cats: Catalogues) -> np.ndarray:
     row[L.J_PS_COUNT] = o["ps_count"]
     row[L.J_OVERLAP] = o["overlap"]
     row[L.J_INPUT_RATE] = o["input_rate_samples_per_s"]
+    for field_index, value in class_fields(job, cats, options).items():
+        row[field_index] = value
+    if (options or Options()).model == "pai-v2" and "optimizer" in job.variant:
+        row[L.J_OPT_STATE] = cats.optimizers.number(job.variant["optimizer"], "state_bytes_per_param")
     return row
 
 
@@ -103,8 +163,38 @@ def _pcie_bandwidth(cats: Catalogues, gen: float, eff: Efficiency) -> float:
     return nominal * eff.link_for(name, row["kind"], float(row["efficiency"]))
 
 
+def generation(cats: Catalogues, gpu: str) -> str:
+    """The GPU's architecture generation (``generation`` column of the GPU catalogue; ``*``, the
+    generation-independent pai-v2 defaults, when a user catalogue has none)."""
+    return (cats.gpus.row(gpu).get("generation") or "").strip() or "*"
+
+
+def class_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Efficiency,
+                 table: np.ndarray) -> np.ndarray:
+    """Fill the pai-v2 fields of the GPU ``table`` (achievable HBM bytes/s, seconds per launch)
+    and return ``class_peak`` (G, P, N_CLASSES): achievable FLOP/s of each operator class,
+    class efficiency of the GPU's generation and precision x datasheet peak (NaN where the GPU
+    lacks the precision; the memory-bound classes, which no peak limits, NaN too)."""
+    g = cats.gpus
+    class_peak = np.full((len(gpus), len(precisions), L.N_CLASSES), np.nan)
+    for i, name in enumerate(gpus):
+        gen = generation(cats, name)
+        table[i, L.G_CLASS_MEM_BW] = g.number(name, "hbm_GB_per_s") * 1e9 * eff.class_for("hbm", gen, "*")
+        table[i, L.G_LAUNCH_EAGER] = eff.class_for("launch_eager", gen, "*") * 1e-6
+        table[i, L.G_LAUNCH_GRAPHS] = eff.class_for("launch_graphs", gen, "*") * 1e-6
+        for k, precision in enumerate(precisions):
+            tflops = g.number(name, cats.precisions.row(precision)["peak_column"])
+            if not tflops > 0:
+                continue
+            for c, cls in enumerate(L.CLASS_NAMES):
+                if c not in (L.CLASS_ELEMENTWISE, L.CLASS_EMBEDDING):
+                    class_peak[i, k, c] = tflops * 1e12 * eff.class_for(cls, gen, precision)
+    return class_peak
+
+
 def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Efficiency):
-    """GPU table (G, N_GPU_FIELDS), achievable peak (G, P) and precision table (P, N_PREC_FIELDS)."""
+    """GPU table (G, N_GPU_FIELDS), achievable peak (G, P) and precision table (P, N_PREC_FIELDS);
+    ``class_tables`` fills the table's pai-v2 fields."""
     g = cats.gpus
     table = np.zeros((len(gpus), L.N_GPU_FIELDS))
     for i, name in enumerate(gpus):
@@ -113,7 +203,7 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
         table[i, L.G_MEMORY] = g.number(name, "memory_GB") * 1e9
         table[i, L.G_PRICE] = g.number(name, "price_USD_per_gpu_hour")
         table[i, L.G_POWER] = g.number(name, "tdp_W")
-    bad = ~np.isfinite(table) | (table <= 0)
+    bad = ~np.isfinite(table[:, :L.G_CLASS_MEM_BW]) | (table[:, :L.G_CLASS_MEM_BW] <= 0)
     if bad.any():
         i, f = np.argwhere(bad)[0]
         raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive value needed by the model (table field {f}).")
@@ -164,6 +254,7 @@ def option_vector(options: Options) -> np.ndarray:
     vec[L.O_COLLECTIVE] = COLLECTIVE_CODES[options.collective]
     vec[L.O_TOPOLOGY] = 1.0 if options.topology_aware else 0.0
     vec[L.O_WORKSPACE] = workspace_bytes()
+    vec[L.O_MODEL] = L.MODEL_NAMES.index(options.model)
     return vec
 
 
@@ -193,7 +284,8 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
     else:
         n_gpu = list(spec.n_gpu or DEFAULT_N_GPU)
     gpu_table, peak, prec = gpu_tables(cats, gpus, precision, eff)
+    class_peak = class_tables(cats, gpus, precision, eff, gpu_table) if spec.options.model == "pai-v2" else None
     return Grid(jobs, arch, gpus, n_gpu, intra, network, precision,
                 np.array([L.ARCH_NAMES.index(a) for a in arch], dtype=np.int64),
                 gpu_table, peak, prec, link_table(cats, intra, eff), fits_matrix(cats, gpus, intra),
-                link_table(cats, network, eff), option_vector(spec.options), cats, eff)
+                link_table(cats, network, eff), option_vector(spec.options), cats, eff, class_peak, spec.options)

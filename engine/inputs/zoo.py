@@ -67,7 +67,11 @@ Activation traffic (``<class>_MB_per_sample``: elements read + written by the fo
   backward, in terms of the input and output elements: batchnorm/layernorm 3 forward + 5
   backward, frozen norm 2 + 2, ReLU 2 + 3, residual add 3 + 3, bias 2 + 1, scale/mask 2 + 2,
   softmax 2 + 4, dropout 2.25 + 2.25, GELU 2 + 3, concat/copy 2 + 2, as ``datasets/README.md``'s
-  per-op count).  ``in_elements`` gives the input size of a pool, mean or copy that changes it.
+  per-op count).  ``gelu_tanh`` is the unfused tanh-approximation GELU of Hugging Face GPT-2
+  (``NewGELUActivation``: 8 forward kernels pow, 3 scalar multiplies, 2 adds, tanh, multiply):
+  forward 18 accesses per element (10 reads, 8 writes), backward 28 (the two products' gradients
+  6, tanh backward 3, two scalar multiplies 4, pow backward 7, the 0.5 x multiply 2, summing the
+  three gradients of x 6), kept x, 0.5 x, tanh and 1 + tanh (4 per element), 8 launches.  ``in_elements`` gives the input size of a pool, mean or copy that changes it.
 - embedding: read the rows and write the output (2 lookups x dim); backward reads the output
   gradient and, for a trainable table, reads and writes the gradient rows.
 - ``backward = false`` marks a layer no backward pass reaches (frozen layers at the start of a
@@ -88,8 +92,8 @@ elements) where a tensor is shared; ``log_softmax`` keeps its input logits too (
 fused cross-entropy).
 
 Kernel launches per forward step (``<class>_launches_per_step``), independent of the batch: 1 per
-conv, linear, matmul, norm, eltwise op, bias add and embedding table; an rnn 1 + 2 x steps per
-direction (cuDNN: input GEMM, then a recurrent GEMM and a pointwise kernel per step); eager
+conv, linear, matmul, norm, eltwise op (8 for ``gelu_tanh``), bias add and embedding table; an rnn
+1 + 2 x steps per direction (cuDNN: input GEMM, then a recurrent GEMM and a pointwise kernel per step); eager
 attention 8 (+1 with dropout: 4 transposes, 2 batched GEMMs, scale/mask, softmax), fused 1;
 ``launches = EXPR`` overrides (TensorFlow's unfused LSTM cells, decoder loops).
 
@@ -138,6 +142,7 @@ ELTWISE = {
     "tanh": (1, 1, 1, 2, 0, 1, 1),
     "sigmoid": (1, 1, 1, 2, 0, 1, 1),
     "gelu": (1, 1, 2, 1, 1, 0, 8),
+    "gelu_tanh": (10, 8, 20, 8, 1, 3, 9),
     "add": (2, 1, 2, 1, 0, 0, 1),
     "mul": (2, 1, 4, 1, 0, 0, 1),
     "bias": (1, 1, 0, 1, 0, 0, 1),
@@ -151,6 +156,11 @@ ELTWISE = {
     "avgpool": (1, 1, 1, 1, 0, 1, 0),
     "mean": (1, 1, 1, 1, 0, 0, 0),
 }
+#: forward kernels of an element-wise kind that is not one kernel (default 1): ``gelu_tanh`` is
+#: the tanh-approximation GELU written as eight PyTorch tensor operations (Hugging Face
+#: transformers ``NewGELUActivation``, ``gelu_new``: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+#: x^3))), each its own kernel in eager mode)
+ELTWISE_LAUNCHES = {"gelu_tanh": 8.0}
 #: norms: (forward reads per element, forward writes, backward accesses, kept, forward FLOPs)
 NORMS = {"batchnorm": (2, 1, 5, 1, 6), "layernorm": (2, 1, 5, 1, 6), "groupnorm": (2, 1, 5, 1, 6)}
 FROZEN_NORM = (1, 1, 2, 0, 2)
@@ -504,7 +514,7 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
         act = fin * n_in + fout * elements
         train = act + bin_ * n_in + bout * elements
         kept, flops = kin * n_in + kout * elements, per * elements
-        launches, cls = 1.0, "elementwise_norm"
+        launches, cls = ELTWISE_LAUNCHES.get(kind, 1.0), "elementwise_norm"
     elif op == "embedding":
         rows, dim = num("rows", integer=True), num("dim", integer=True)
         lookups = num("lookups", strict=False)

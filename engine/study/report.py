@@ -32,7 +32,7 @@ import numpy as np
 from paigrid.cube import Cube, open_cube
 from paigrid.errors import PaigridError
 from paigrid.kernels import layout as L
-from paigrid.schema import decode_strings, is_valid, str_attr, validity_variable
+from paigrid.schema import cube_model, decode_strings, is_valid, str_attr, validity_variable
 from paigrid.study.common import (
     ARCHS,
     BOTTLENECKS,
@@ -70,7 +70,7 @@ def _check_cube(cube: Cube) -> None:
         raise PaigridError(f"{cube.path} lacks the variable(s) {', '.join(missing)} that the report needs; "
                            f"sweep it again with the study spec: {SWEEP_COMMAND}.")
     if list(cube.labels["n_gpu"]) != [0]:
-        raise PaigridError(f"{cube.path} was swept over n_gpu = {cube.labels['n_gpu']}, not n_gpu = \"current\": "
+        raise PaigridError(f"{cube.path} was swept over n_gpu = [{', '.join(map(str, cube.labels['n_gpu']))}], not n_gpu = \"current\": "
                            f"the report needs each job at its own GPU count; sweep it with the study spec: "
                            f"{SWEEP_COMMAND}.")
     if f["step_time"].ndim != 7:
@@ -247,7 +247,8 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     }
     result = {
         "cube": {"path": str(cube.path), "jobs": n, "labels": {d: list(map(str, labels[d])) for d in COORDS},
-                 "created": str_attr(f.attrs, "created"), "paigrid_version": str_attr(f.attrs, "paigrid_version")},
+                 "created": str_attr(f.attrs, "created"), "paigrid_version": str_attr(f.attrs, "paigrid_version"),
+                 "model": cube_model(f.attrs)},
         "current": {"arch": cur["arch"], "gpu": cur["gpu"], "n_gpu": n_gpu, **{c: current[c] for c in COMPONENTS},
                     "step_time": current["step_time"], "bottleneck": current["bottleneck"]},
         "analysed": analysed, "excluded": excluded,

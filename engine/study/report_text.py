@@ -111,7 +111,9 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
              f"current configuration is not in the cube, {ex['current_invalid']:,} whose current configuration is "
              f"invalid. {numbers['current_not_fitting']:,} analysed job(s) run today in a configuration that the "
              "model's memory estimate says does not fit in GPU memory; they are kept (they do run).", "",
-             "Times are per optimizer step of one data-parallel replica, from the model's version 1 (no overlap): "
+             "Times are per optimizer step of one data-parallel replica, from "
+             + ("the model's version 1" if c.get("model", "pai-v1") == "pai-v1" else f"compute model {c['model']}")
+             + " (no overlap): "
              "step time = input I/O + FLOP-bound compute + memory-bound ops + communication. A speedup is the "
              "current step time over the projected one [x] (same GPU count and batch, so also the throughput "
              "ratio); a job is *faster* when its speedup is above 1.", ""]

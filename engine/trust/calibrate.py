@@ -38,11 +38,16 @@ from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.spec import Options
-from paigrid.trust.measurements import Measurement, predict_rows
+from paigrid.trust.measurements import Measurement
 from paigrid.userfiles import write_text_atomically
 
-GROUPS = ("flop", "link", "memory", "overlap")
+GROUPS = ("flop", "link", "memory", "overlap", "class", "hbm", "launch")
 DEFAULT_PARAMETERS = ("flop", "link")
+#: the default groups of compute model pai-v2: operator-class efficiencies per GPU generation
+#: and precision family, HBM efficiency per generation, the eager launch time, link kinds
+DEFAULT_PARAMETERS_V2 = ("class", "hbm", "launch", "link")
+#: pai-v2 fits at most one parameter per this many rows (the most informative ones; see ``fit``)
+ROWS_PER_PARAMETER = 3
 LOWER, UPPER = 0.05, 1.0
 LOSS, F_SCALE = "soft_l1", 0.1
 STEP = 1e-3            # finite-difference step in log p (predictions are float32)
@@ -55,11 +60,13 @@ MAX_RELATIVE_SE = 1.0  # refuse when a parameter's standard error of log p would
 class Parameter:
     """One fitted efficiency: its calibration table and key, start value and result."""
 
-    section: str        # flop_efficiency, memory_efficiency, link_efficiency or options
+    section: str        # flop_efficiency, memory_efficiency, link_efficiency, class_efficiency or options
     key: str
     start: float
     value: float = math.nan
     stderr: float = math.nan
+    lower: float = LOWER   # bounds from datasets/parameter_bounds.csv (``bounds_for``)
+    upper: float = UPPER
 
     @property
     def name(self) -> str:
@@ -69,7 +76,8 @@ class Parameter:
     @property
     def at_bound(self) -> bool:
         """True when the fitted value sits on a bound (its standard error then means little)."""
-        return math.isclose(self.value, LOWER, rel_tol=1e-4) or math.isclose(self.value, UPPER, rel_tol=1e-4)
+        return (math.isclose(self.value, self.lower, rel_tol=1e-4)
+                or math.isclose(self.value, self.upper, rel_tol=1e-4))
 
 
 @dataclass
@@ -114,22 +122,89 @@ def _link_kinds(row: Measurement, cats: Catalogues) -> list[str]:
     return ([intra] if row.gpus_per_node > 1 else []) + ([network] if row.nodes > 1 else [])
 
 
+def _bounds() -> dict[str, tuple[float, float]]:
+    """(lower, upper) per parameter kind, from ``datasets/parameter_bounds.csv``."""
+    from importlib import resources
+
+    from paigrid.inputs.catalog import csv_table
+
+    text = resources.files("paigrid.datasets").joinpath("parameter_bounds.csv").read_text(encoding="utf-8")
+    _, rows = csv_table(text, "the built-in parameter_bounds.csv", "the parameter bounds table",
+                        ("parameter", "lower", "upper", "unit", "source"))
+    return {r["parameter"]: (float(r["lower"]), float(r["upper"])) for _, r in rows}
+
+
+def bounds_for(section: str, key: str) -> tuple[float, float]:
+    """Physical (lower, upper) bounds of a parameter (``datasets/parameter_bounds.csv``): by its
+    section (flop_efficiency, link_efficiency, ...), for class_efficiency by its class (``hbm``,
+    ``launch_eager``, ``launch_graphs``, else any FLOP class)."""
+    table = _bounds()
+    name = key.split("/")[0] if section == "class_efficiency" else section
+    if section == "options":
+        name = key
+    if name not in table:
+        name = "class_efficiency" if section == "class_efficiency" else section
+    return table.get(name, (LOWER, UPPER))
+
+
+#: how pai-v2 parameters are shared across GPUs: one per GPU generation, or one for all generations
+SHARES = ("generation", "all")
+
+
+def _class_candidates(row: Measurement, base: Efficiency, options: Options, groups, cats: Catalogues,
+                      share: str = "generation"):
+    """(key, start) of the pai-v2 parameters a row depends on: the operator classes with FLOPs in
+    its workload (per generation and precision family for GEMM/convolution, per generation for
+    the others), the HBM efficiency of its generation and the launch time of its execution mode.
+    With ``share="all"`` the generation of every key is ``*`` (one value for all generations,
+    so it transfers to a generation the rows do not have)."""
+    from paigrid.inputs.efficiency import class_key, precision_family
+    from paigrid.inputs.tables import class_fields, generation
+    from paigrid.kernels import layout as L
+
+    gen = generation(cats, row.gpu)
+    key_gen = gen if share == "generation" else "*"
+    fields = class_fields(row.job(options), cats, options)
+    out = []
+    if "class" in groups:
+        for c, cls in enumerate(L.CLASS_NAMES):
+            if c in (L.CLASS_ELEMENTWISE, L.CLASS_EMBEDDING) or fields[L.J_CLASS_FLOP + c] <= 0:
+                continue
+            family = precision_family(row.precision) if c == L.CLASS_GEMM_CONV else "*"
+            start = base.classes[class_key(base.classes, cls, gen, row.precision)]
+            out.append((f"{cls}/{key_gen}/{family}", start))
+    if "hbm" in groups:
+        out.append((f"hbm/{key_gen}/*", base.class_for("hbm", gen, "*")))
+    if "launch" in groups:
+        mode = "launch_graphs" if fields[L.J_GRAPHS] == 1.0 else "launch_eager"
+        out.append((f"{mode}/*/*", base.class_for(mode, "*", "*")))
+    return out
+
+
 def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, groups=DEFAULT_PARAMETERS,
-                   flop_per: str = "gpu-precision", cats: Catalogues | None = None) -> list[Parameter]:
-    """The parameters of ``groups`` that the rows touch, each with its start value (from ``base``)."""
+                   flop_per: str = "gpu-precision", cats: Catalogues | None = None,
+                   share: str = "generation") -> list[Parameter]:
+    """The parameters of ``groups`` that the rows touch, each with its start value (from ``base``)
+    and its bounds (``bounds_for``)."""
     cats = cats or Catalogues.load()
     unknown = [g for g in groups if g not in GROUPS]
     if unknown or not groups:
         raise PaigridError(f"unknown parameter group(s) {', '.join(unknown) or '(none)'}; known: {', '.join(GROUPS)}.")
+    if share not in SHARES:
+        raise PaigridError(f"pai-v2 parameters are shared per {' or '.join(SHARES)}, not {share!r}.")
     if flop_per not in ("gpu-precision", "precision"):
         raise PaigridError(f"flop efficiency is fitted per gpu-precision or per precision, not {flop_per!r}.")
     params: dict[str, Parameter] = {}
 
     def add(section, key, start):
         if f"{section}.{key}" not in params:
-            params[f"{section}.{key}"] = Parameter(section, key, min(max(start, LOWER * 1.2), UPPER * 0.99))
+            lower, upper = bounds_for(section, key)
+            params[f"{section}.{key}"] = Parameter(section, key, min(max(start, lower * 1.2), upper * 0.99),
+                                                   lower=lower, upper=upper)
 
     for row in rows:
+        for key, start in _class_candidates(row, base, options, groups, cats, share):
+            add("class_efficiency", key, start)
         if "flop" in groups:
             key = f"{row.gpu}/{row.precision}" if flop_per == "gpu-precision" else row.precision
             add("flop_efficiency", key, base.flop_for(row.gpu, row.precision))
@@ -142,16 +217,17 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
                 add("link_efficiency", kind, float(np.mean(starts)))
     if "overlap" in groups and any(r.n_gpu > 1 for r in rows):
         add("options", "overlap", options.overlap if options.overlap >= LOWER else 0.5)
-    order = ("flop_efficiency", "memory_efficiency", "link_efficiency", "options")
+    order = ("flop_efficiency", "memory_efficiency", "class_efficiency", "link_efficiency", "options")
     return sorted(params.values(), key=lambda p: (order.index(p.section), p.key))
 
 
 def _overrides(params: list[Parameter], values, origin: str) -> Efficiency:
-    tables = {"flop_efficiency": {}, "memory_efficiency": {}, "link_efficiency": {}}
+    tables = {"flop_efficiency": {}, "memory_efficiency": {}, "link_efficiency": {}, "class_efficiency": {}}
     for p, v in zip(params, values):
         if p.section in tables:
             tables[p.section][p.key] = float(v)
-    return Efficiency(tables["flop_efficiency"], tables["memory_efficiency"], tables["link_efficiency"], {}, origin)
+    return Efficiency(tables["flop_efficiency"], tables["memory_efficiency"], tables["link_efficiency"], {}, origin,
+                      tables["class_efficiency"])
 
 
 def _with_overlap(options: Options, params: list[Parameter], values) -> Options:
@@ -168,12 +244,15 @@ class _Model:
     def __init__(self, rows, base: Efficiency, options: Options, params, cats):
         self.rows, self.base, self.options, self.params, self.cats = rows, base, options, params, cats
         self.log_measured = np.log([r.measured for r in rows])
+        self.lower = np.log([p.lower for p in params])
+        self.upper = np.log([p.upper for p in params])
 
     def predict(self, x: np.ndarray) -> np.ndarray:
+        from paigrid.trust.rowkinds import predict_observed
+
         values = np.exp(x)
         eff = self.base.overridden(_overrides(self.params, values, self.base.origin))
-        out = predict_rows(self.rows, self.cats, eff, _with_overlap(self.options, self.params, values))
-        throughput = np.array([o["throughput"] for o in out], dtype=np.float64)
+        throughput = predict_observed(self.rows, self.cats, eff, _with_overlap(self.options, self.params, values))
         if not np.all(np.isfinite(throughput) & (throughput > 0)):
             bad = self.rows[int(np.argmin(np.isfinite(throughput) & (throughput > 0)))].id
             raise PaigridError(f"the model gives no throughput for row {bad!r}; it cannot be fitted.")
@@ -184,12 +263,11 @@ class _Model:
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         """d residual / d log p by central differences (one-sided at a bound)."""
-        lo, hi = math.log(LOWER), math.log(UPPER)
         jac = np.empty((len(self.rows), len(x)))
         for j in range(len(x)):
             up, down = x.copy(), x.copy()
-            up[j] = min(x[j] + STEP, hi)
-            down[j] = max(x[j] - STEP, lo)
+            up[j] = min(x[j] + STEP, self.upper[j])
+            down[j] = max(x[j] - STEP, self.lower[j])
             jac[:, j] = (self.residuals(up) - self.residuals(down)) / (up[j] - down[j])
         return jac
 
@@ -228,13 +306,42 @@ def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list
                            f"fit fewer parameter groups or add rows that vary it.")
 
 
-def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, parameters=DEFAULT_PARAMETERS,
-        flop_per: str = "gpu-precision", cats: Catalogues | None = None) -> Fit:
-    """Fit the efficiency ``parameters`` (groups, see the module docstring) to ``rows``.
+def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, limit: int):
+    """The pai-v2 selection: at most ``limit`` parameters, most informative first (summed
+    |d log prediction / d log p| over the rows), each kept only if the rows still determine
+    every kept one (``_refuse_if_undetermined`` passes); the others keep their defaults.
+    Returns the kept parameters, their start vector and the candidates left at their defaults."""
+    jac = model.jacobian(x0)
+    order = sorted(range(len(params)), key=lambda j: (-float(np.abs(jac[:, j]).sum()), params[j].name))
+    kept: list[int] = []
+    for j in order:
+        if len(kept) >= limit:
+            break
+        trial = sorted(kept + [j])
+        try:
+            _refuse_if_undetermined(jac[:, trial], [params[i] for i in trial], model.rows)
+        except PaigridError:
+            continue
+        kept = trial
+    left = [params[i] for i in range(len(params)) if i not in kept]
+    return [params[i] for i in kept], x0[kept], left
+
+
+def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, parameters=None,
+        flop_per: str = "gpu-precision", cats: Catalogues | None = None, allow_bounds: bool = True,
+        share: str = "generation") -> Fit:
+    """Fit the efficiency ``parameters`` (groups, see the module docstring; ``None``: the
+    model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2)
+    to ``rows``.
 
     ``base_efficiency`` gives the start values and everything not fitted; ``options`` the model
-    options.  Returns a ``Fit`` with each value and standard error (fractions, 0.05..1) and the
-    predicted throughput [samples/s] per row.  Needs scipy (``pip install paigrid[calibrate]``).
+    options.  Under pai-v2 at most one parameter per ``ROWS_PER_PARAMETER`` rows is fitted, the
+    most informative ones the rows can determine (``_most_informative``); the others keep their
+    defaults (``Fit.notes["at_default"]``); ``share`` (``SHARES``) shares them per GPU
+    generation (default) or across all generations.  Returns a ``Fit`` with each value and standard
+    error (within the bounds of ``datasets/parameter_bounds.csv``: fractions, or us per launch)
+    and the predicted throughput [samples/s] per row.  With ``allow_bounds`` False a value on a
+    bound is an error naming the parameter.  Needs scipy (``pip install paigrid[calibrate]``).
     """
     try:
         from scipy.optimize import least_squares
@@ -242,16 +349,26 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
         raise PaigridError("paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' "
                            "(or pip install scipy).") from None
     cats = cats or Catalogues.load()
-    params = parameters_for(rows, base_efficiency, options, tuple(parameters), flop_per, cats)
+    v2 = options.model == "pai-v2"
+    if parameters is None:
+        parameters = DEFAULT_PARAMETERS_V2 if v2 else DEFAULT_PARAMETERS
+    params = parameters_for(rows, base_efficiency, options, tuple(parameters), flop_per, cats, share)
     if not params:
         raise PaigridError("the selected rows touch none of the parameters to fit.")
     model = _Model(rows, base_efficiency, options, params, cats)
     x0 = np.log([p.start for p in params])
     start_predicted = model.predict(x0)
+    left: list[Parameter] = []
+    if v2:
+        limit = max(1, len(rows) // ROWS_PER_PARAMETER)
+        params, x0, left = _most_informative(model, params, x0, limit)
+        if not params:
+            raise PaigridError("the selected rows cannot determine any parameter of the fit.")
+        model = _Model(rows, base_efficiency, options, params, cats)
     _refuse_if_undetermined(model.jacobian(x0), params, rows)
-    result = least_squares(model.residuals, x0, bounds=(math.log(LOWER), math.log(UPPER)), loss=LOSS,
+    result = least_squares(model.residuals, x0, bounds=(model.lower, model.upper), loss=LOSS,
                            f_scale=F_SCALE, diff_step=STEP, x_scale=1.0, max_nfev=200 * len(params))
-    x = np.clip(result.x, math.log(LOWER), math.log(UPPER))
+    x = np.clip(result.x, model.lower, model.upper)
     residuals = model.residuals(x)
     dof = len(rows) - len(params)
     jac = model.jacobian(x)
@@ -264,9 +381,19 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     for p, xi, se in zip(params, x, se_log):
         p.value = float(math.exp(xi))
         p.stderr = float(p.value * se)
+    bound = [p for p in params if p.at_bound]
+    if bound and not allow_bounds:
+        p = bound[0]
+        raise PaigridError(f"the fit put {p.name} on its bound ({p.value:.4g}, bounds {p.lower:g} to {p.upper:g} "
+                           f"in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
+                           f"values; pass --allow-bounds to keep such a fit.")
+    notes = {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "share": share, "groups": list(parameters),
+             "optimizer_status": int(result.status), "model": options.model}
+    if v2:
+        notes["at_default"] = [p.name for p in left]
+        notes["default_values"] = [float(p.start) for p in left]
     return Fit(params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof,
-               {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "groups": list(parameters),
-                "optimizer_status": int(result.status)})
+               notes)
 
 
 # --- writing ------------------------------------------------------------------------------------
@@ -297,7 +424,7 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
 
     lines = ["# paigrid calibration: efficiencies fitted by `paigrid calibrate` (robust least squares on",
              "# log throughput); each value is a fraction of a datasheet peak, +- one standard error.", ""]
-    for section in ("flop_efficiency", "memory_efficiency", "link_efficiency"):
+    for section in ("flop_efficiency", "memory_efficiency", "class_efficiency", "link_efficiency"):
         chosen = [p for p in result.parameters if p.section == section]
         if chosen:
             lines.append(f"[{section}]")

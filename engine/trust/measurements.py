@@ -4,8 +4,11 @@ A measurements CSV has the schema of ``datasets/measurements_public.csv`` (one r
 run).  Required columns: ``id``, ``model``, ``gpu``, ``gpus_per_node``, ``nodes``, ``arch``,
 ``intra_link``, ``network``, ``precision``, ``batch_per_gpu``, ``throughput``,
 ``throughput_unit``.  Optional: ``framework``, ``nics_per_node``, ``grad_accum_steps`` (default
-1), ``seq_len_or_image_size``, ``data_pipeline``, ``source``, and any per-job model option
-column (``overlap``, ``pcie_roots``, ``ps_count``, ``input_rate_samples_per_s``).
+1), ``seq_len_or_image_size``, ``data_pipeline``, ``source``, any per-job model option
+column (``overlap``, ``pcie_roots``, ``ps_count``, ``input_rate_samples_per_s``), and the
+pai-v2 columns ``optimizer`` (an optimizers.csv name or alias, instead of the workload's),
+``attention`` (``eager``; ``sdpa``, ``flash`` or ``fused`` for a fused kernel; ``none``) and
+``execution`` (``eager`` or ``graphs``).
 
 Each row becomes
 
@@ -76,6 +79,9 @@ class Measurement:
     source: str = ""
     job_options: dict[str, float] = field(default_factory=dict)   # per-job options the row sets
     cells: dict[str, str] = field(default_factory=dict)           # the raw CSV row
+    variant: dict[str, str] = field(default_factory=dict)         # optimizer, attention, execution the row sets
+    kind: str = "throughput"    # what was measured: a ``trust.rowkinds`` name
+    generation: str = ""        # the GPU's architecture generation (GPU catalogue), for selections
 
     @property
     def n_gpu(self) -> int:
@@ -93,7 +99,7 @@ class Measurement:
         """The paigrid job of this row: per-job options from ``options``, overridden by the row's."""
         merged = {key: getattr(options, key) for key in JOB_OPTIONS}
         merged.update(self.job_options)
-        return Job(self.id, self.workload, float(self.batch), merged)
+        return Job(self.id, self.workload, float(self.batch), merged, variant=dict(self.variant))
 
     def config(self) -> dict:
         """The configuration of this row for ``predict.predict_configs``."""
@@ -224,8 +230,45 @@ def _measurement(cells: dict[str, str], aliases, cats: Catalogues, origin: str) 
         grad_accum_steps=options["grad_accum_steps"], size=size,
         measured=_samples_per_s(cells, workload, cats, origin),
         data_pipeline=(cells.get("data_pipeline") or "").strip(), source=(cells.get("source") or "").strip(),
-        job_options=options, cells=cells)
+        job_options=options, cells=cells, variant=_variant(cells, cats, origin),
+        kind=_kind(cells, origin), generation=(cats.gpus.row(gpu).get("generation") or "").strip())
     return row
+
+
+#: words of the optional ``attention`` column and the pai-v2 attention variant each means
+#: (``none``: the model has no attention, so the variant does not matter)
+ATTENTION_WORDS = {"eager": "eager", "none": "", "sdpa": "fused", "flash": "fused", "fused": "fused"}
+
+
+def _variant(cells: dict[str, str], cats: Catalogues, origin: str) -> dict[str, str]:
+    """The optional ``optimizer``, ``attention`` and ``execution`` columns of a row (pai-v2 uses
+    them; pai-v1 ignores them), checked: an empty cell keeps the workload's or the sweep's."""
+    out = {}
+    optimizer = (cells.get("optimizer") or "").strip()
+    if optimizer:
+        out["optimizer"] = cats.optimizers.resolve(optimizer)
+    attention = (cells.get("attention") or "").strip().casefold()
+    if attention:
+        if attention not in ATTENTION_WORDS:
+            raise PaigridError(f"{origin}: attention must be one of {', '.join(ATTENTION_WORDS)}, not {attention!r}.")
+        if ATTENTION_WORDS[attention]:
+            out["attention"] = ATTENTION_WORDS[attention]
+    execution = (cells.get("execution") or "").strip().casefold()
+    if execution:
+        if execution not in ("eager", "graphs"):
+            raise PaigridError(f"{origin}: execution must be eager or graphs, not {execution!r}.")
+        out["execution"] = execution
+    return out
+
+
+def _kind(cells: dict[str, str], origin: str) -> str:
+    """The row's kind (optional ``kind`` column, a ``trust.rowkinds`` name; empty: throughput)."""
+    from paigrid.trust.rowkinds import row_kind
+
+    try:
+        return row_kind(cells.get("kind") or "").name
+    except PaigridError as exc:
+        raise PaigridError(f"{origin}: {exc}") from None
 
 
 def _check_valid(rows: list[Measurement], origins: list[str], cats: Catalogues) -> None:
@@ -277,6 +320,8 @@ def _values(row: Measurement, column: str) -> set[str]:
         values.add(resolved[column])
     if column == "n_gpu":
         values = {str(row.n_gpu)}
+    if column == "generation":
+        values = {row.generation}
     return {v.casefold() for v in values}
 
 
@@ -298,12 +343,13 @@ def select(rows: list[Measurement], items: list[str] | None, cats: Catalogues | 
     Patterns are shell wildcards (``V100*``), case-insensitive, matched against the raw cell
     and, for ``model``, ``gpu``, ``precision``, ``intra_link`` and ``network``, against the
     canonical name too (a plain catalogue alias such as ``gpu=A100-80GB`` is resolved first);
-    ``workload`` and ``n_gpu`` are also accepted as columns.
+    ``workload``, ``n_gpu`` and ``generation`` (the GPU's, from the GPU catalogue) are also
+    accepted as columns.
     """
     if not items:
         return rows
     cats = cats or Catalogues.load()
-    columns = set(rows[0].cells) | {"workload", "n_gpu"}
+    columns = set(rows[0].cells) | {"workload", "n_gpu", "generation"}
     for item in items:
         negate = "!=" in item
         column, sep, text = item.partition("!=" if negate else "=")

@@ -1,0 +1,124 @@
+"""Cross-validated accuracy: the model judged only on rows its calibration never saw.
+
+Two fold kinds: leave-one-workload-out (each catalogue workload in turn is held out, the rest
+calibrate) and leave-one-generation-out (each GPU generation in turn).  Every held-out row is
+predicted by the calibration fitted on the other folds, so pooling the folds gives one honest
+prediction per row.  Uncalibrated rows are the defaults (nothing fitted, so nothing to hold
+out).  The metric is |predicted / measured - 1|, summarised per group (one GPU, several GPUs in
+one server, several servers) by its median and mean.
+
+The fit is ``calibrate.fit`` (what ``paigrid calibrate`` runs) with the model's default
+parameter groups, except that pai-v1 fits only its FLOP efficiencies (its link efficiencies
+are often undetermined by a fold's rows, and ``fit`` refuses those); a fold whose fit is
+refused is predicted with the defaults and says so (``refused``).  Bounds are allowed (the
+protocol reports what a fit does, and counts the parameters it put on a bound).
+
+``bands`` turns the pooled calibrated residuals into the uncertainty of a prediction: per group,
+the 68th percentile of |predicted / measured - 1| (about one standard deviation).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+from paigrid.errors import PaigridError
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import defaults
+from paigrid.inputs.spec import Options
+from paigrid.trust.calibrate import fit
+from paigrid.trust.measurements import GROUPS, Measurement
+from paigrid.trust.validate import validate
+
+#: fold kind -> the row attribute whose values are the folds
+FOLDS = {"workload": "leave-one-workload-out", "generation": "leave-one-generation-out"}
+#: parameter groups of the fits, per model (None: the model's defaults)
+FIT_GROUPS = {"pai-v1": ("flop",), "pai-v2": None}
+#: how pai-v2 parameters are shared per fold kind: a held-out generation can only use values
+#: shared across generations, a held-out workload those of its own generation
+SHARE = {"workload": "generation", "generation": "all"}
+#: the quantile of |error| that ``bands`` reports (about one standard deviation)
+BAND_QUANTILE = 0.68
+
+
+def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_by: str,
+             calibrated: bool = True) -> tuple[list[dict], list[dict]]:
+    """Each row's validate result (``validate.validate`` row dict plus ``fold``) predicted by a
+    calibration fitted on the rows of the other ``fold_by`` values (``workload`` or
+    ``generation``), or by the defaults when not ``calibrated``; and one entry per fold with
+    its value, training and test row counts, the fitted parameters ({name: value}), those on a
+    bound and, when the fit was refused, the reason (that fold then uses the defaults)."""
+    if fold_by not in FOLDS:
+        raise PaigridError(f"folds are by {' or '.join(FOLDS)}, not {fold_by!r}.")
+    base = defaults()
+    values = sorted({getattr(r, fold_by) for r in rows})
+    out, folds = [], []
+    for value in values:
+        test = [r for r in rows if getattr(r, fold_by) == value]
+        train = [r for r in rows if getattr(r, fold_by) != value]
+        eff, fold_options = base, options
+        entry = {"fold": value, "train_rows": len(train), "test_rows": len(test), "parameters": {},
+                 "at_bound": [], "refused": ""}
+        if calibrated and train:
+            try:
+                result = fit(train, base, options, FIT_GROUPS[options.model], cats=cats, allow_bounds=True,
+                             share=SHARE[fold_by])
+            except PaigridError as exc:
+                entry["refused"] = str(exc)
+            else:
+                eff = base.overridden(result.calibration())
+                fold_options = result.fitted_options(options)
+                entry["parameters"] = {p.name: p.value for p in result.parameters}
+                entry["at_bound"] = [p.name for p in result.parameters if p.at_bound]
+        for row in validate(test, eff, fold_options, cats)["rows"]:
+            out.append({**row, "fold": value})
+        folds.append(entry)
+    return out, folds
+
+
+def group_summary(results: list[dict]) -> dict[str, dict]:
+    """Per group of ``measurements.GROUPS``: count, median and mean of |error| (None when empty)."""
+    out = {}
+    for group in GROUPS:
+        errors = [abs(r["error"]) for r in results if r["group"] == group and math.isfinite(r["error"])]
+        out[group] = {"count": len(errors),
+                      "median_abs_error": statistics.median(errors) if errors else None,
+                      "mean_abs_error": statistics.fmean(errors) if errors else None}
+    return out
+
+
+def protocol(rows: list[Measurement], cats: Catalogues | None = None,
+             models=("pai-v1", "pai-v2"), options: Options | None = None) -> dict:
+    """The whole protocol: for each model, each fold kind, uncalibrated and calibrated, the
+    held-out rows, the folds and the per-group summary.  Returns
+    ``{model: {fold_by: {"uncalibrated": {...}, "calibrated": {...}}}}``, each holding
+    ``rows``, ``folds`` and ``summary`` (``group_summary``)."""
+    cats = cats or Catalogues.load()
+    options = options or Options()
+    out: dict = {}
+    for model in models:
+        model_options = replace(options, model=model)
+        out[model] = {}
+        for fold_by in FOLDS:
+            out[model][fold_by] = {}
+            for label, calibrated in (("uncalibrated", False), ("calibrated", True)):
+                results, folds = held_out(rows, cats, model_options, fold_by, calibrated)
+                out[model][fold_by][label] = {"rows": results, "folds": folds, "summary": group_summary(results)}
+    return out
+
+
+def bands(results: list[dict]) -> dict[str, float]:
+    """Per group: the ``BAND_QUANTILE`` quantile of |predicted / measured - 1| of held-out rows
+    (NaN for a group without rows): the relative uncertainty of a prediction in that group."""
+    out = {}
+    for group in GROUPS:
+        errors = sorted(abs(r["error"]) for r in results if r["group"] == group and math.isfinite(r["error"]))
+        if not errors:
+            out[group] = math.nan
+            continue
+        position = BAND_QUANTILE * (len(errors) - 1)
+        low = int(math.floor(position))
+        high = min(low + 1, len(errors) - 1)
+        out[group] = errors[low] + (errors[high] - errors[low]) * (position - low)
+    return out
