@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from paigrid.inputs.tables import Grid
+from paigrid.inputs.tables import Grid, KernelTables
 from paigrid.kernels import layout as L
 from paigrid.schema import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, decode_best
 
@@ -33,30 +33,6 @@ def kernel_for(configs: int):
 
 
 @dataclass
-class Tables:
-    """The per-dimension kernel tables of one kernel call (SI units, layouts in
-    ``kernels.layout``), as ``Grid`` holds them for a sweep: ``run_kernel`` and ``allocate``
-    accept either."""
-
-    arch_codes: np.ndarray      # (A,) int64
-    gpu_table: np.ndarray       # (G, N_GPU_FIELDS)
-    peak: np.ndarray            # (G, P) achievable FLOP/s, NaN where unsupported
-    prec_table: np.ndarray      # (P, N_PREC_FIELDS)
-    intra_table: np.ndarray     # (I, N_LINK_FIELDS)
-    intra_fits: np.ndarray      # (G, I) uint8
-    network_table: np.ndarray   # (W, N_LINK_FIELDS)
-    options: np.ndarray         # (N_OPTIONS,)
-    n_counts: int = 1           # GPU counts per job
-    class_peak: np.ndarray | None = None  # (G, P, N_CLASSES) achievable FLOP/s per operator class (pai-v2)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Sizes of (job, arch, gpu, n_gpu, intra, network, precision); the job size is 0 (set per call)."""
-        return (0, len(self.arch_codes), len(self.gpu_table), self.n_counts, len(self.intra_table),
-                len(self.network_table), len(self.prec_table))
-
-
-@dataclass
 class Block:
     """The outputs of jobs[start:stop]: reductions and small variables as arrays, and the cube
     variables either as arrays or, once encoded, as one compressed chunk (bytes) per job."""
@@ -68,7 +44,7 @@ class Block:
     chunks: dict[str, list[bytes]] = field(default_factory=dict)
 
 
-def allocate(grid: Grid | Tables, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]:
+def allocate(grid: Grid | KernelTables, n_jobs: int, write_cube: bool) -> dict[str, np.ndarray]:
     """Output arrays for ``n_jobs`` jobs (cube arrays are 1-element dummies in reduce-only mode)."""
     _, a, g, n, i, w, p = grid.shape
     full = (n_jobs, a, g, n, i, w, p) if write_cube else (1,) * 7
@@ -81,7 +57,7 @@ def allocate(grid: Grid | Tables, n_jobs: int, write_cube: bool) -> dict[str, np
     return out
 
 
-def run_kernel(kernel, grid: Grid | Tables, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool,
+def run_kernel(kernel, grid: Grid | KernelTables, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool,
                out: dict[str, np.ndarray]) -> None:
     """Call ``kernel`` (``model.evaluate_block``, ``model.evaluate_block_serial`` or
     ``reference.evaluate_block``) on the job table ``jobs`` (J, N_JOB_FIELDS) and GPU counts

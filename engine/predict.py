@@ -7,10 +7,10 @@ import math
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import Tables, allocate, kernel_for, run_kernel
+from paigrid.evaluate import allocate, kernel_for, run_kernel
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import job_vector
+from paigrid.inputs.tables import KernelTables, job_vector
 from paigrid.kernels.layout import REASON_VALID
 from paigrid.schema import bottleneck_name, reason_sentence
 
@@ -60,10 +60,11 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
         groups.setdefault(key, []).append(i)
     results: list[dict] = [{} for _ in jobs]
     for (a, g, i, w, p), members in groups.items():
-        tables = Tables(np.array([a], dtype=np.int64), gpu_table[g:g + 1], np.ascontiguousarray(peak[g:g + 1, p:p + 1]),
-                        prec_table[p:p + 1], intra_table[i:i + 1], np.ascontiguousarray(fits[g:g + 1, i:i + 1]),
-                        network_table[w:w + 1], option_row, 1,
-                        None if class_peak is None else np.ascontiguousarray(class_peak[g:g + 1, p:p + 1]))
+        tables = KernelTables(
+            np.array([a], dtype=np.int64), gpu_table[g:g + 1], np.ascontiguousarray(peak[g:g + 1, p:p + 1]),
+            prec_table[p:p + 1], intra_table[i:i + 1], np.ascontiguousarray(fits[g:g + 1, i:i + 1]),
+            network_table[w:w + 1], option_row, 1,
+            None if class_peak is None else np.ascontiguousarray(class_peak[g:g + 1, p:p + 1]))
         rows = np.array(members)
         out = allocate(tables, len(members), True)
         run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)

@@ -36,7 +36,8 @@ J_LAUNCHES = 28     # kernel launches per micro-batch (forward + backward)
 J_UPDATE_BYTES = 29  # optimizer-update bytes per parameter that do not depend on the precision
 J_ACTIVATION_V2 = 30  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
 J_GRAPHS = 31       # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
-N_JOB_FIELDS = 32
+J_AMP_FP32_BYTES = 32  # part of the element-wise/norm class bytes whose tensors stay FP32 under mixed precision
+N_JOB_FIELDS = 33
 
 # --- GPU table ------------------------------------------------------------------------------
 G_MEM_BW = 0        # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
@@ -86,7 +87,12 @@ O_COLLECTIVE = 0    # COLLECTIVE_* code for the all-reduce algorithm
 O_TOPOLOGY = 1      # 0: every intra link gives full bandwidth (version 1); 1: topology-aware
 O_WORKSPACE = 2     # framework workspace per GPU, bytes (memory feasibility)
 O_MODEL = 3         # MODEL_* code of the compute model (``model.compute_terms``)
-N_OPTIONS = 4
+# communication v2 (each 0 in version 1): gradients travel in buckets of O_BUCKET_BYTES
+# (ceil(S / bucket) all-reduces per step, at least 1)
+O_SYNC_LATENCY = 4  # 1: the latency hops of the exchange are paid once per gradient bucket (0: once per step)
+O_BUCKET_BYTES = 5  # gradient bucket size, bytes (read only when O_SYNC_LATENCY or O_BUCKET_OVERLAP is 1)
+O_BUCKET_OVERLAP = 6  # 1: all but the last bucket may hide behind the backward pass (replaces J_OVERLAP)
+N_OPTIONS = 7
 
 # --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
 MODEL_PAI_V1 = 0    # the PAI additive model: whole-step FLOPs and memory-bound bytes

@@ -18,8 +18,11 @@ options and one micro-batch per step this is exactly version 1 of the model:
 
 Options (each off by default): gradient accumulation (``J_ACCUM`` micro-batches per exchange),
 overlap (``J_OVERLAP``: a fraction of the exchange hides behind the last backward pass), the
-collective algorithm, topology-aware intra-server bandwidth, NICs per server and an input
-pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time).
+collective algorithm, topology-aware intra-server bandwidth, NICs per server, an input
+pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time) and, for
+communication v2, gradient buckets of ``O_BUCKET_BYTES``: the latency hops paid once per bucket
+(``O_SYNC_LATENCY``, ``latency_multiplier``) and all buckets but the last hidden behind the
+backward pass (``O_BUCKET_OVERLAP``, ``overlap_fraction``).
 
 Validity is decided here and nowhere else: the kernel writes, per configuration, the code of the
 first rule (``layout.INVALID_REASONS``, in code order) that makes it impossible, 0 when none
@@ -61,6 +64,7 @@ from .layout import (
     J_ACCUM,
     J_ACTIVATION,
     J_ACTIVATION_V2,
+    J_AMP_FP32_BYTES,
     J_BATCH,
     J_CLASS_BYTES,
     J_CLASS_FLOP,
@@ -86,8 +90,11 @@ from .layout import (
     LINK_PCIE,
     MODEL_PAI_V2,
     N_CLASSES,
+    O_BUCKET_BYTES,
+    O_BUCKET_OVERLAP,
     O_COLLECTIVE,
     O_MODEL,
+    O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
     P_ACT_RATIO,
@@ -201,6 +208,32 @@ def exposed_comm_seconds(raw, overlap, backward):
 
 
 @jit
+def bucket_count(nbytes, bucket_bytes):
+    """Gradient buckets of one exchange: ceil(``nbytes`` / ``bucket_bytes``), at least 1 (NaN
+    bytes give NaN)."""
+    count = np.ceil(nbytes / bucket_bytes)
+    return count if count > 1.0 else (count if count != count else 1.0)
+
+
+@jit
+def latency_multiplier(nbytes, sync_latency, bucket_bytes):
+    """How many times a step pays its exchange's latency hops: once per gradient bucket with
+    ``sync_latency`` (communication v2), once per step otherwise (version 1)."""
+    return bucket_count(nbytes, bucket_bytes) if sync_latency != 0.0 else 1.0
+
+
+@jit
+def overlap_fraction(nbytes, job_overlap, bucket_overlap, bucket_bytes):
+    """Fraction of the exchange that may hide behind the backward pass: (b - 1) / b for b
+    gradient buckets with ``bucket_overlap`` (every bucket but the last is all-reduced while the
+    backward pass goes on), the job's ``overlap`` option otherwise (version 1)."""
+    if bucket_overlap == 0.0:
+        return job_overlap
+    count = bucket_count(nbytes, bucket_bytes)
+    return (count - 1.0) / count
+
+
+@jit
 def bottleneck_code(t_data, t_flop, t_mem, t_comm, input_bound):
     """Flag of the largest time component (the first one on ties)."""
     if input_bound:
@@ -250,10 +283,12 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
     a B_c / bw), a = activation bytes of the precision / 4 and bw the achievable HBM bandwidth
     (``G_CLASS_MEM_BW``); the time goes to ``t_flop`` when the FLOP side is the larger, to
     ``t_mem`` otherwise (element-wise/norm and embedding classes are memory-bound by
-    definition).  ``t_mem`` also holds the kernel launches x the per-launch time (eager or
-    graphs) and, once per optimizer step, the update traffic params x (update bytes + gradient
-    bytes + weight bytes - 4) / bw.  ``class_peak`` (P, N_CLASSES) holds achievable FLOP/s;
-    NaN ``peak[p]`` means the GPU lacks the precision (outputs NaN, fits 255).
+    definition; the element-wise bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed
+    precision move 4 bytes per element at every precision: + B32 (1 - a) / bw).  ``t_mem`` also
+    holds the kernel launches x the per-launch time (eager or graphs) and, once per optimizer
+    step, the update traffic params x (update bytes + gradient bytes + weight bytes - 4) / bw.
+    ``class_peak`` (P, N_CLASSES) holds achievable FLOP/s; NaN ``peak[p]`` means the GPU lacks
+    the precision (outputs NaN, fits 255).
     """
     accum = job[J_ACCUM]
     bw = gpu[G_CLASS_MEM_BW]
@@ -273,6 +308,8 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
             flops = job[J_CLASS_FLOP + c]
             if c >= CLASS_ELEMENTWISE:  # element-wise/norm and embedding, the last classes: bytes only
                 mem_side += t_bytes
+                if c == CLASS_ELEMENTWISE:  # the tensors that stay FP32 under mixed precision
+                    mem_side += job[J_AMP_FP32_BYTES] * (1.0 - ratio) / bw
                 continue
             t_compute = flops / class_peak[p, c] if flops != 0.0 else 0.0
             if t_compute >= t_bytes or t_compute != t_compute:
@@ -345,8 +382,10 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     row = n_net * n_prec  # one contiguous row of the cube: every (network, precision)
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]
+    sync_latency, bucket_bytes, bucket_overlap = options[O_SYNC_LATENCY], options[O_BUCKET_BYTES], \
+        options[O_BUCKET_OVERLAP]
     # rows over (network, precision) per (job, gpu): allocated once, before the parallel loop
-    scratch = np.empty((n_jobs * n_gpus, 8, row))
+    scratch = np.empty((n_jobs * n_gpus, 10, row))
     step_rows = np.empty((n_jobs * n_gpus, row), np.float32)
     reason_rows = np.empty((2 * n_jobs * n_gpus, row), np.uint8)
     zero_code = np.uint8(REASON_VALID)  # typed once: the store below stays a uint8 select
@@ -369,6 +408,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         rows = scratch[jg]
         r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
         r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
+        r_hops, r_overlap = rows[8], rows[9]  # latency multiplier and overlap fraction (communication v2)
         r_step = step_rows[jg]
         r_reason = reason_rows[jg]  # the reason code of the configuration if its step is NaN
         r_valid_shape = reason_rows[n_jobs * n_gpus + jg]  # the same when rules 1-4 pass
@@ -379,6 +419,8 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 r_base[q] = tdv[p] + tfv[p] + tmv[p]
                 r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
                 r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
+                r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
+                r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
                 # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
                 r_valid_shape[q] = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
@@ -421,8 +463,8 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                                 r_reason[q] = shape if shape != REASON_VALID else r_valid_shape[q]
                     o = ((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * row
                     for q in range(row):  # branch-free: vectorised
-                        raw = r_bytes[q] * r_per_byte[q] + r_latency[q]
-                        tc = exposed_comm_seconds(raw, overlap, r_backward[q])
+                        raw = r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q]
+                        tc = exposed_comm_seconds(raw, r_overlap[q], r_backward[q])
                         step = r_base[q] + tc
                         input_bound = floor > step
                         step = floor if input_bound else step
@@ -443,8 +485,8 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             if r_step[q] < bsv[ni, p] and fitv[p] == 1:
                                 bsv[ni, p] = r_step[q]
                                 biv[ni, p] = (a * n_intra + i) * n_net + w
-                                tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_latency[q], overlap,
-                                                          r_backward[q])
+                                tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q],
+                                                          r_overlap[q], r_backward[q])
                                 bbv[ni, p] = bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc,
                                                              floor > r_base[q] + tc)
         for ni in range(n_counts):

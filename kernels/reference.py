@@ -37,6 +37,7 @@ from .layout import (
     J_ACCUM,
     J_ACTIVATION,
     J_ACTIVATION_V2,
+    J_AMP_FP32_BYTES,
     J_BATCH,
     J_CLASS_BYTES,
     J_CLASS_FLOP,
@@ -61,8 +62,11 @@ from .layout import (
     LINK_NVLINK_HCM,
     LINK_PCIE,
     MODEL_PAI_V2,
+    O_BUCKET_BYTES,
+    O_BUCKET_OVERLAP,
     O_COLLECTIVE,
     O_MODEL,
+    O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
     P_ACT_RATIO,
@@ -180,7 +184,9 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
 
     Over (J, G, P, C): roofline time of each operator class, max(F / R, a B / bw) with F the
     class FLOPs, R its achievable FLOP/s, B its FP32 bytes, a the precision's activation ratio
-    and bw the achievable HBM bandwidth; element-wise/norm and embedding are bytes only.  Each
+    and bw the achievable HBM bandwidth; element-wise/norm and embedding are bytes only (the
+    element-wise bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed precision add
+    B32 (1 - a) / bw).  Each
     class adds to ``t_flop`` when F / R is the larger, else to ``t_mem``; ``t_mem`` adds
     launches x per-launch seconds (eager or graphs) and, once per step, the optimizer update
     params x (update + gradient + weight - 4 bytes) / bw.  Returns ``t_data, t_flop, t_mem,
@@ -202,8 +208,9 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     update_bytes = jobs[:, J_PARAMS][:, None, None] * (jobs[:, J_UPDATE_BYTES][:, None, None]
                                                         + prec[:, P_GRAD_BYTES] + prec[:, P_WEIGHT_BYTES] - 4.0)
     t_flop = accum * np.where(compute_wins, t_compute, 0.0).sum(axis=3)
-    t_mem = (accum * (np.where(compute_wins, 0.0, t_bytes).sum(axis=3) + jobs[:, J_LAUNCHES][:, None, None] * launch)
-             + update_bytes / bw[..., 0])
+    t_fp32 = jobs[:, J_AMP_FP32_BYTES][:, None, None] * (1.0 - ratio[..., 0]) / bw[..., 0]
+    t_mem = (accum * (np.where(compute_wins, 0.0, t_bytes).sum(axis=3) + jobs[:, J_LAUNCHES][:, None, None] * launch
+                      + t_fp32) + update_bytes / bw[..., 0])
     t_data = accum * jobs[:, J_INPUT][:, None, None] / gpus[:, G_PCIE_BW][None, :, None] + 0.0 * ratio[..., 0]
     state = jobs[:, J_PARAMS][:, None, None] * (prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES]
                                                 + jobs[:, J_OPT_STATE][:, None, None])
@@ -247,15 +254,23 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     kind = _axis(intra[:, L_KIND], 4)
     intra_bw = _axis(intra[:, L_BW], 4) * intra_fraction(kind, n, k, job_col(J_PCIE_ROOTS), topology)
     S = job_col(J_PARAMS) * _axis(prec[:, P_COMM_BYTES], 6)   # gradient bytes on the wire
+    # communication v2: b = max(1, ceil(S / bucket)) gradient buckets, each an all-reduce of its
+    # own; every latency term is linear in a per-hop latency, so paying the hops once per bucket
+    # is the version-1 formula with every alpha multiplied by b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        buckets = np.maximum(np.ceil(S / options[O_BUCKET_BYTES]), 1.0)
+    per_hop = buckets if options[O_SYNC_LATENCY] == 1.0 else 1.0
     raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S,
-                       _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4),
-                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5), collective)
+                       _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4) * per_hop,
+                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective)
 
     grid_td = td[:, None, :, None, None, None, :]
     grid_tf = tf[:, None, :, None, None, None, :]
     grid_tm = tm[:, None, :, None, None, None, :]
     backward = 2.0 / 3.0 * (grid_tf + grid_tm) / job_col(J_ACCUM)
     overlap = job_col(J_OVERLAP)
+    if options[O_BUCKET_OVERLAP] == 1.0:  # all buckets but the last may hide behind the backward pass
+        overlap = 1.0 - 1.0 / buckets
     with np.errstate(invalid="ignore"):
         tc = np.where(overlap <= 0.0, raw, raw - np.minimum(overlap * raw, backward))
         step = grid_td + grid_tf + grid_tm + tc

@@ -40,7 +40,7 @@ class Tables:
 
     def __init__(self, jobs, n_gpu, arch, gpus, peak, prec, intra, fits, network,
                  collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB, compute_model=L.MODEL_PAI_V1,
-                 class_peak=None):
+                 class_peak=None, sync_latency=0, bucket_bytes=25 * 2**20, bucket_overlap=0):
         self.jobs = np.atleast_2d(np.asarray(jobs, dtype=np.float64))
         self.n_gpu = np.atleast_2d(np.asarray(n_gpu, dtype=np.float64))
         if self.n_gpu.shape[0] == 1 and self.jobs.shape[0] > 1:
@@ -52,7 +52,9 @@ class Tables:
         self.intra = np.atleast_2d(np.asarray(intra, dtype=np.float64))
         self.fits = np.atleast_2d(np.asarray(fits, dtype=np.uint8))
         self.network = np.atleast_2d(np.asarray(network, dtype=np.float64))
-        self.options = np.array([collective, topology, workspace, compute_model], dtype=np.float64)
+        self.options = np.array([collective, topology, workspace, compute_model, sync_latency, bucket_bytes,
+                                 bucket_overlap], dtype=np.float64)
+        assert self.options.shape == (L.N_OPTIONS,)
         shape = (*self.peak.shape, L.N_CLASSES)
         self.class_peak = np.full(shape, np.nan) if class_peak is None else np.broadcast_to(
             np.asarray(class_peak, dtype=np.float64), shape).copy()

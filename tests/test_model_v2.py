@@ -90,6 +90,34 @@ def test_v2_graphs_shorten_launch_time_and_amp_halves_bytes():
     assert eager["t_mem"][0, 0, 0] - eager["t_mem"][0, 0, 1] == pytest.approx(element_fp32 / 2, rel=1e-9)
 
 
+def test_v2_bytes_that_stay_fp32_under_amp_are_not_halved():
+    """J_AMP_FP32_BYTES (part of the element-wise bytes) moves 4 bytes per element at AMP too: it
+    adds B32 x (1 - 0.5) / bw to t_mem under AMP and nothing under FP32."""
+    class_peak = np.full((1, 2, L.N_CLASSES), 1e14)
+    plain = v2_tables([v2_job()], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    row = v2_job()
+    row[L.J_AMP_FP32_BYTES] = 3e9
+    kept = v2_tables([row], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    assert kept["t_mem"][0, 0, 0] == plain["t_mem"][0, 0, 0]
+    assert kept["t_mem"][0, 0, 1] - plain["t_mem"][0, 0, 1] == pytest.approx(3e9 * 0.5 / 2e12, rel=1e-9)
+    assert kept["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
+
+
+def test_class_fields_carry_the_amp_fp32_bytes(cats):
+    options = {key: getattr(Options(), key) for key in JOB_OPTIONS}
+    with DATASETS.joinpath("workload_classes.csv").open(encoding="utf-8") as handle:
+        rows = {r["name"]: r for r in csv.DictReader(handle)}
+    for name in ("gpt2-small", "resnet50-v1.5"):
+        fields = class_fields(Job("j", name, 8.0, options), cats, Options())
+        expected = float(rows[name]["elementwise_norm_amp_fp32_train_MB_per_sample"]) * 1e6 * 8
+        assert fields[L.J_AMP_FP32_BYTES] == pytest.approx(expected)
+        assert fields[L.J_AMP_FP32_BYTES] <= fields[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE]
+    # batchnorm + ReLU networks keep nothing in FP32; HF GPT-2 (LayerNorm, gelu_new, FP32 residual stream) most
+    assert class_fields(Job("j", "resnet50-v1.5", 8.0, options), cats, Options())[L.J_AMP_FP32_BYTES] == 0.0
+    gpt2 = class_fields(Job("j", "gpt2-small", 8.0, options), cats, Options())
+    assert gpt2[L.J_AMP_FP32_BYTES] > 0.8 * gpt2[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE]
+
+
 def random_v2_tables(seed, nan_field=None):
     rng = np.random.default_rng(seed)
     jobs = []
@@ -100,6 +128,7 @@ def random_v2_tables(seed, nan_field=None):
                            update=float(rng.choice([8.0, 16.0, 24.0])), activation=rng.uniform(1e8, 1e11),
                            graphs=float(rng.integers(0, 2)), params=rng.uniform(1e6, 2e9),
                            accum=float(rng.integers(1, 4)), batch=float(rng.integers(1, 256))))
+        jobs[-1][L.J_AMP_FP32_BYTES] = rng.uniform(0, 1) * nbytes[L.CLASS_ELEMENTWISE]
     if nan_field is not None:
         jobs[int(rng.integers(0, 3))][nan_field] = np.nan
     gpus = [v2_gpu(mem_bw=rng.uniform(3e11, 5e12), launch=rng.uniform(1e-6, 2e-5), graphs=rng.uniform(3e-7, 5e-6),
@@ -112,7 +141,7 @@ def random_v2_tables(seed, nan_field=None):
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("nan_field", [None, L.J_CLASS_FLOP + 1, L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE,
-                                       L.J_LAUNCHES, L.J_ACTIVATION_V2])
+                                       L.J_LAUNCHES, L.J_ACTIVATION_V2, L.J_AMP_FP32_BYTES])
 def test_v2_kernel_matches_its_reference_nan_positions_included(seed, nan_field):
     tables = random_v2_tables(seed, nan_field)
     expected = tables.run("reference")
@@ -289,9 +318,9 @@ def test_bad_class_calibration_keys_are_one_sentence(tmp_path):
 
 # --- row kinds and the cross-validated protocol -------------------------------------------------
 def test_row_kinds_are_a_registry(tmp_path, cats):
-    assert set(ROW_KINDS) == {"throughput"} and row_kind("").name == "throughput"
-    with pytest.raises(PaigridError, match="unknown row kind 'scaling'; known: throughput"):
-        row_kind("scaling")
+    assert set(ROW_KINDS) == {"throughput", "scaling", "collective"} and row_kind("").name == "throughput"
+    with pytest.raises(PaigridError, match="unknown row kind 'bandwidth'; known: collective, scaling, throughput"):
+        row_kind("bandwidth")
     with open(PUBLIC, newline="", encoding="utf-8") as handle:
         lines = list(csv.DictReader(handle))[:2]
     for line in lines:

@@ -318,3 +318,36 @@ def test_docs_example_prints_what_the_page_shows(tmp_path, capsys):
     layer = 2 * 12 * h * h * s + 4 * s * s * h     # projections and FFN, QK^T and AV
     assert math.isclose(model.flops(), patches + 2 * layer + 2 * h * 10)
 
+
+# ---------------------------------------------------------------------------------------------
+# the unfused tanh GELU and the tensors that stay FP32 under autocast
+
+GELU_AMP = """
+[models.m]
+source = "a test model"
+layers = [
+  { op = "eltwise", kind = "gelu_tanh", elements = 100 },
+  { op = "eltwise", kind = "gelu", elements = 100 },
+  { op = "norm", kind = "layernorm", channels = 10, elements = 100 },
+  { op = "norm", kind = "batchnorm", channels = 10, elements = 100 },
+  { op = "eltwise", kind = "add", elements = 100, amp_fp32 = true },
+  { op = "eltwise", kind = "add", elements = 100 },
+  { op = "eltwise", kind = "log_softmax", elements = 100, amp_fp32 = false },
+]
+"""
+
+
+def test_gelu_tanh_counts_eight_kernels_and_autocast_fp32_tensors():
+    (model,) = zoo.parse_zoo(GELU_AMP, "gelu.toml")
+    gelu_tanh, gelu, layernorm, batchnorm, add32, add, log_softmax = model.layers
+    # HF gelu_new: 8 forward kernels, 10 reads + 8 writes forward, 28 accesses backward, 4 kept
+    assert gelu_tanh.launches["eager"] == 8 and gelu.launches["eager"] == 1
+    assert gelu_tanh.act["eager"] == 18 * 100 and gelu_tanh.train["eager"] == (18 + 28) * 100
+    assert gelu_tanh.kept["eager"] == 4 * 100
+    # autocast float32 ops (layer_norm, pow in gelu_tanh, log_softmax) and the marked add stay FP32
+    assert gelu_tanh.amp_fp32 == gelu_tanh.train and layernorm.amp_fp32 == layernorm.train
+    assert add32.amp_fp32 == add32.train
+    for layer in (gelu, batchnorm, add, log_softmax):
+        assert layer.amp_fp32 == {"eager": 0.0, "fused": 0.0}, layer.path
+    expected = 4 * (gelu_tanh.train["eager"] + layernorm.train["eager"] + add32.train["eager"])
+    assert model.amp_fp32_bytes("elementwise_norm") == expected

@@ -74,7 +74,9 @@ def _rows(measurements: Path, rows_where: list[str] | None, cats):
 @guarded
 def calibrate(
     measurements: Path = typer.Argument(
-        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
+        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv) "
+                                              "or collective bus bandwidths (datasets/collectives_public.csv: fits "
+                                              "the link efficiencies)."),
     out: Path = typer.Option(..., "--out", "-o", help="Calibration TOML to write."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     fit_groups: str | None = typer.Option(
@@ -107,6 +109,10 @@ def calibrate(
                "note": "at a bound" if p.at_bound else ""} for p in result.parameters]
     params += [{"parameter": name, "start": f"{value:.3f}", "fitted ± s.e.": "-", "note": "kept at its default"}
                for name, value in zip(result.notes.get("at_default", []), result.notes.get("default_values", []))]
+    if result.notes.get("left_out"):
+        typer.echo(f"left out (the model has no term for their algorithm): {', '.join(result.notes['left_out'])}",
+                   err=True)
+    rows = result.rows
     typer.echo(f"fitted {len(result.parameters)} parameter(s) to {len(rows)} row(s) ({result.degrees_of_freedom} "
                f"degrees of freedom; model {options.model}; soft-l1 least squares on log throughput; ± is one "
                f"standard error; start = default)")
@@ -117,23 +123,63 @@ def calibrate(
                       "error_before": _percent(s / r.measured - 1.0)}
                      for r, p, s in zip(rows, result.predicted, result.start_predicted)]
     typer.echo("\nresiduals (error = predicted / measured - 1; error_before: with the start values)")
+    from paigrid.trust.rowkinds import row_kind
+
+    unit = row_kind(rows[0].kind).unit
     typer.echo(_table(residual_rows, ["id", "model", "gpu", "precision", "n_gpu", "measured", "predicted", "error",
-                                      "log_residual", "error_before"], UNITS))
+                                      "log_residual", "error_before"], {"measured": unit, "predicted": unit}))
     typer.echo(f"wrote {out}", err=True)
+
+
+def _validate_observed(rows, efficiency, options, cats, json_out: bool) -> None:
+    """Print (or write as JSON) the validation of scaling or collective rows."""
+    import json
+
+    from paigrid.trust.validate import validate_observed
+
+    result = validate_observed(rows, efficiency, options, cats)
+    if json_out:
+        from paigrid.output import json_safe
+
+        typer.echo(json.dumps(json_safe(result), indent=1))
+        return
+    points = result["error_kind"] == "points"
+
+    def value(v: float) -> str:
+        return _plain_percent(v) if points else f"{v:.1f}"
+
+    def error(e: float) -> str:
+        return f"{100 * e:+.1f} pt" if points else _percent(e)
+
+    what = ("scaling efficiency = throughput(n) / (n x throughput(1)); error = predicted - measured, in points"
+            if points else "all-reduce bus bandwidth [GB/s]; error = predicted / measured - 1")
+    typer.echo(f"{result['kind']} rows ({what}; model {options.model}: {efficiency.origin})")
+    table = [{"id": r["id"], "model": r["model"], "gpu": r["gpu"], "n_gpu": r["n_gpu"], "nodes": r["nodes"],
+              "intra": r["intra"], "network": r["network"], "predicted": value(r["predicted"]),
+              "measured": value(r["measured"]), "error": error(r["error"]), "note": r["note"]} for r in result["rows"]]
+    typer.echo(_table(table, ["id", "model", "gpu", "n_gpu", "nodes", "intra", "network", "predicted", "measured",
+                              "error", "note"]))
+    s = result["summary"]["overall"]
+    median = "-" if s["median_abs_error"] is None else (
+        f"{100 * s['median_abs_error']:.1f} pt" if points else _plain_percent(s["median_abs_error"]))
+    typer.echo(f"\nsummary: {s['count']} modelled row(s), median |error| {median}")
 
 
 @app.command()
 @guarded
 def validate(
     measurements: Path = typer.Argument(
-        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv)."),
+        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
+                                              "scaling efficiencies (datasets/scaling_public.csv) or collective bus "
+                                              "bandwidths (datasets/collectives_public.csv); the columns say which."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout: {rows, series, summary}."),
 ):
-    """Predicted against measured throughput per row, scaling efficiency per series, and a summary."""
+    """Predicted against measured throughput per row, scaling efficiency per series, and a summary
+    (scaling and collective files: predicted against measured per row, in points or percent)."""
     import json
 
     from paigrid.inputs.catalog import Catalogues
@@ -142,6 +188,9 @@ def validate(
     cats = Catalogues.load()
     efficiency, options = _model(calibration, option, model)
     rows = _rows(measurements, rows_where, cats)
+    if rows[0].kind != "throughput":
+        _validate_observed(rows, efficiency, options, cats, json_out)
+        return
     result = run_validation(rows, efficiency, options, cats)
     if json_out:
         from paigrid.output import json_safe

@@ -39,6 +39,7 @@ class Catalogue:
     rows: list[dict[str, str]]
     sha256: str
     _index: dict[str, int] = field(default_factory=dict, repr=False)
+    _numbers: dict[tuple[int, str], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for i, row in enumerate(self.rows):
@@ -56,25 +57,33 @@ class Catalogue:
 
     def resolve(self, name: str) -> str:
         """Canonical name for ``name`` or an alias of it (case-insensitive)."""
+        return self.rows[self._position(name)]["name"]
+
+    def row(self, name: str) -> dict[str, str]:
+        """The row of ``name`` (canonical or alias)."""
+        return self.rows[self._position(name)]
+
+    def _position(self, name: str) -> int:
+        """Index of ``name``'s row; an unknown name is an error that lists the close matches."""
         i = self._index.get(str(name).strip().casefold())
         if i is None:
             close = difflib.get_close_matches(str(name), self.names + list(self._aliases()), n=4, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names)}."
             raise PaigridError(f"unknown {self.kind[:-1] if self.kind.endswith('s') else self.kind} "
                                f"{name!r} in {self.origin}{hint}")
-        return self.rows[i]["name"]
-
-    def row(self, name: str) -> dict[str, str]:
-        """The row of ``name`` (canonical or alias)."""
-        return self.rows[self._index[self.resolve(name).casefold()]]
+        return i
 
     def number(self, name: str, column: str) -> float:
         """Numeric cell of ``name``'s row; NaN when empty, or when the column is an optional one
         (``COLUMN_RULES``) that this catalogue's file does not have."""
-        row = self.row(name)
-        if column not in row and not COLUMN_RULES.get(self.kind, {}).get(column, Rule()).required:
-            return float("nan")
-        return to_float(row[column], self.origin, column)
+        key = (self._position(name), column)
+        if key not in self._numbers:  # parsed once: predictions read the same cells again and again
+            row = self.rows[key[0]]
+            if column not in row and not COLUMN_RULES.get(self.kind, {}).get(column, Rule()).required:
+                self._numbers[key] = float("nan")
+            else:
+                self._numbers[key] = to_float(row[column], self.origin, column)
+        return self._numbers[key]
 
     def column(self, column: str, names: list[str] | None = None) -> np.ndarray:
         """Numeric column as float64 over ``names`` (default: all rows in file order)."""

@@ -25,6 +25,9 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     pcie_roots = 2
     ps_count = 0                                    # 0: one parameter server per worker server
     input_rate_samples_per_s = inf                  # per server; inf: no input-pipeline bound
+    sync_latency = true                             # latency hops once per gradient bucket (unset: pai-v2 only)
+    bucket_mb = 25.0                                # gradient bucket size, MiB
+    bucket_overlap = false                          # all buckets but the last hide behind backward
     attention = "eager"                             # pai-v2: eager | fused attention kernels
     execution = "eager"                             # pai-v2: eager | graphs kernel launches
 
@@ -73,6 +76,13 @@ class Options:
     model: str = DEFAULT_MODEL          # compute model: pai-v1 | pai-v2 (``kernels.layout.MODEL_NAMES``)
     attention: str = "eager"            # pai-v2: eager | fused attention kernels
     execution: str = "eager"            # pai-v2: eager | graphs (CUDA graphs / compiled) kernel launches
+    # communication v2 (docs/model.md): gradients in buckets of ``bucket_mb`` MiB (PyTorch DDP's
+    # bucket_cap_mb default, 25); ``sync_latency`` pays the exchange's latency hops once per
+    # bucket (None: on under pai-v2, off under pai-v1), ``bucket_overlap`` hides all buckets but
+    # the last behind the backward pass
+    sync_latency: bool | None = None
+    bucket_mb: float = 25.0
+    bucket_overlap: bool = False
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVE_NAMES:
@@ -81,6 +91,12 @@ class Options:
             if getattr(self, key) not in choices:
                 raise PaigridError(f"{key} must be one of {', '.join(choices)}, not {getattr(self, key)!r}.")
         check_options(asdict(self), "options")
+
+    @property
+    def sync_latency_on(self) -> bool:
+        """Whether the exchange's latency hops are paid once per gradient bucket: ``sync_latency``
+        when set, else on under compute model pai-v2 and off under pai-v1 (version 1)."""
+        return self.model == "pai-v2" if self.sync_latency is None else self.sync_latency
 
     def with_overrides(self, values: dict, origin: str) -> Options:
         """A copy with ``values`` (from a spec, a calibration or the command line) applied."""
@@ -98,6 +114,10 @@ JOB_OPTIONS = ("grad_accum_steps", "overlap", "gpus_per_node", "nics_per_node", 
 _INTEGER_OPTIONS = {"grad_accum_steps": 1, "gpus_per_node": 1, "nics_per_node": 1, "pcie_roots": 1, "ps_count": 0}
 
 
+#: options whose values are true or false
+BOOL_OPTIONS = ("topology_aware", "sync_latency", "bucket_overlap")
+
+
 def coerce_options(values: dict, origin: str) -> dict:
     """Convert option values to their types, with one clear sentence for a bad one."""
     out = {}
@@ -108,9 +128,9 @@ def coerce_options(values: dict, origin: str) -> dict:
             if key in TEXT_OPTIONS and value not in TEXT_OPTIONS[key]:
                 raise PaigridError(f"{origin}: {key} must be one of {', '.join(TEXT_OPTIONS[key])}, not {value!r}.")
             out[key] = str(value)
-        elif key == "topology_aware":
+        elif key in BOOL_OPTIONS:
             if not isinstance(value, bool):
-                raise PaigridError(f"{origin}: topology_aware must be true or false, not {value!r}.")
+                raise PaigridError(f"{origin}: {key} must be true or false, not {value!r}.")
             out[key] = value
         elif key in _INTEGER_OPTIONS:
             if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
@@ -132,6 +152,9 @@ def check_options(values: dict, origin: str) -> None:
             raise PaigridError(f"{origin}: {key} must be at least {minimum}, not {values[key]}.")
     if "overlap" in values and not 0.0 <= values["overlap"] <= 1.0:
         raise PaigridError(f"{origin}: overlap must be a fraction between 0 and 1, not {values['overlap']}.")
+    bucket = values.get("bucket_mb")
+    if bucket is not None and not 0 < bucket < math.inf:
+        raise PaigridError(f"{origin}: bucket_mb must be a positive number of MiB, not {bucket}.")
     rate = values.get("input_rate_samples_per_s")
     if rate is not None and not rate > 0:
         raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from paigrid.kernels import layout as L
-
+from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, workspace_bytes
-from paigrid.errors import PaigridError
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
+from paigrid.kernels import layout as L
 
 LINK_KIND_CODES = {"pcie": L.LINK_PCIE, "nvlink-hcm": L.LINK_NVLINK_HCM, "nvswitch": L.LINK_NVSWITCH,
                    "nvlink": L.LINK_NVSWITCH, "none": L.LINK_NONE}
@@ -27,7 +26,32 @@ COLLECTIVE_CODES = {name: code for code, name in enumerate(L.COLLECTIVE_NAMES)}
 
 
 @dataclass
-class Grid:
+class KernelTables:
+    """The per-dimension kernel tables of one kernel call (SI units, layouts in
+    ``kernels.layout``): what ``evaluate.run_kernel`` and ``evaluate.allocate`` read.  A
+    ``Grid`` is one, with the labels and jobs of a sweep beside the tables; ``predict`` builds
+    bare ones for single configurations."""
+
+    arch_codes: np.ndarray      # (A,) int64
+    gpu_table: np.ndarray       # (G, N_GPU_FIELDS)
+    peak: np.ndarray            # (G, P) achievable FLOP/s, NaN where unsupported
+    prec_table: np.ndarray      # (P, N_PREC_FIELDS)
+    intra_table: np.ndarray     # (I, N_LINK_FIELDS)
+    intra_fits: np.ndarray      # (G, I) uint8
+    network_table: np.ndarray   # (W, N_LINK_FIELDS)
+    options: np.ndarray         # (N_OPTIONS,)
+    n_counts: int = 1           # GPU counts per job
+    class_peak: np.ndarray | None = None  # (G, P, N_CLASSES) achievable FLOP/s per operator class (pai-v2)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Sizes of (job, arch, gpu, n_gpu, intra, network, precision); the job size is 0 (set per call)."""
+        return (0, len(self.arch_codes), len(self.gpu_table), self.n_counts, len(self.intra_table),
+                len(self.network_table), len(self.prec_table))
+
+
+@dataclass(kw_only=True)
+class Grid(KernelTables):
     """Coordinates of every dimension and the kernel tables that describe them."""
 
     jobs: list[Job]
@@ -37,17 +61,8 @@ class Grid:
     intra: list[str]
     network: list[str]
     precision: list[str]
-    arch_codes: np.ndarray
-    gpu_table: np.ndarray       # (G, N_GPU_FIELDS)
-    peak: np.ndarray            # (G, P) achievable FLOP/s, NaN where unsupported
-    prec_table: np.ndarray      # (P, N_PREC_FIELDS)
-    intra_table: np.ndarray     # (I, N_LINK_FIELDS)
-    intra_fits: np.ndarray      # (G, I) uint8
-    network_table: np.ndarray   # (W, N_LINK_FIELDS)
-    options: np.ndarray         # (N_OPTIONS,)
     cats: Catalogues
     efficiency: Efficiency
-    class_peak: np.ndarray | None = None  # (G, P, N_CLASSES) achievable FLOP/s per operator class (pai-v2)
     model_options: Options | None = None  # the sweep's options (the jobs' pai-v2 defaults)
 
     @property
@@ -89,7 +104,8 @@ def class_fields(job: Job, cats: Catalogues, options: Options | None = None) -> 
     backward activation traffic x batch + 3 x the weight traffic of a forward pass (read
     forward, read backward, write the gradient), launches = 3 x the forward launches; the
     attention class and the kept activations of the job's attention variant (``eager`` or
-    ``fused``); the optimizer update 8 + 2 x state bytes per parameter (+12 for LAMB) beyond the
+    ``fused``); the element-wise bytes that stay FP32 under mixed precision; the optimizer update
+    8 + 2 x state bytes per parameter (+12 for LAMB) beyond the
     precision's gradient and working-copy bytes.  A workload not in that file (a user catalogue)
     is one GEMM class of 3 x ``fwd_GFLOP_per_sample`` plus its memory-bound bytes, no launches.
     """
@@ -117,7 +133,9 @@ def class_fields(job: Job, cats: Catalogues, options: Options | None = None) -> 
             out[L.J_CLASS_BYTES + c] = (float(row[f"{name}_train_MB_per_sample"]) * 1e6 * b
                                         + 3.0 * float(row[f"{name}_weight_MB_per_step"]) * 1e6)
         out[L.J_LAUNCHES] = 3.0 * float(row[f"launches_{attention}_per_step"])
+        out[L.J_AMP_FP32_BYTES] = float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]) * 1e6 * b
         out[L.J_ACTIVATION_V2] = float(row[f"activation_{attention}_MB_per_sample"]) * 1e6 * b
+    out.setdefault(L.J_AMP_FP32_BYTES, 0.0)
     out[L.J_UPDATE_BYTES] = 8.0 + 2.0 * state + (LAMB_EXTRA_BYTES if optimizer == "lamb" else 0.0)
     out[L.J_GRAPHS] = 1.0 if job.variant.get("execution", options.execution) == "graphs" else 0.0
     return out
@@ -158,7 +176,8 @@ def _pcie_bandwidth(cats: Catalogues, gen: float, eff: Efficiency) -> float:
     try:
         row = cats.links.row(name)
     except PaigridError:
-        raise PaigridError(f"the links catalogue has no {name} row, which a GPU with PCIe gen {int(gen)} needs.") from None
+        raise PaigridError(f"the links catalogue has no {name} row, which a GPU with PCIe gen {int(gen)} "
+                           "needs.") from None
     nominal = float(row["nominal_GB_per_s"]) * 1e9
     return nominal * eff.link_for(name, row["kind"], float(row["efficiency"]))
 
@@ -206,7 +225,8 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
     bad = ~np.isfinite(table[:, :L.G_CLASS_MEM_BW]) | (table[:, :L.G_CLASS_MEM_BW] <= 0)
     if bad.any():
         i, f = np.argwhere(bad)[0]
-        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive value needed by the model (table field {f}).")
+        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive value needed by the model "
+                           f"(table field {f}).")
     p = cats.precisions
     prec = np.zeros((len(precisions), L.N_PREC_FIELDS))
     peak = np.full((len(gpus), len(precisions)), np.nan)
@@ -255,6 +275,9 @@ def option_vector(options: Options) -> np.ndarray:
     vec[L.O_TOPOLOGY] = 1.0 if options.topology_aware else 0.0
     vec[L.O_WORKSPACE] = workspace_bytes()
     vec[L.O_MODEL] = L.MODEL_NAMES.index(options.model)
+    vec[L.O_SYNC_LATENCY] = 1.0 if options.sync_latency_on else 0.0
+    vec[L.O_BUCKET_BYTES] = options.bucket_mb * 2.0**20
+    vec[L.O_BUCKET_OVERLAP] = 1.0 if options.bucket_overlap else 0.0
     return vec
 
 
@@ -279,13 +302,16 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
     if spec.n_gpu == CURRENT:
         missing = [j.name for j in jobs if j.current is None]
         if missing:
-            raise PaigridError(f"n_gpu = \"current\" needs a current configuration for every job; {missing[0]!r} has none.")
+            raise PaigridError(f"n_gpu = \"current\" needs a current configuration for every job; "
+                               f"{missing[0]!r} has none.")
         n_gpu = [0]
     else:
         n_gpu = list(spec.n_gpu or DEFAULT_N_GPU)
     gpu_table, peak, prec = gpu_tables(cats, gpus, precision, eff)
     class_peak = class_tables(cats, gpus, precision, eff, gpu_table) if spec.options.model == "pai-v2" else None
-    return Grid(jobs, arch, gpus, n_gpu, intra, network, precision,
-                np.array([L.ARCH_NAMES.index(a) for a in arch], dtype=np.int64),
-                gpu_table, peak, prec, link_table(cats, intra, eff), fits_matrix(cats, gpus, intra),
-                link_table(cats, network, eff), option_vector(spec.options), cats, eff, class_peak, spec.options)
+    return Grid(jobs=jobs, arch=arch, gpu=gpus, n_gpu=n_gpu, intra=intra, network=network, precision=precision,
+                arch_codes=np.array([L.ARCH_NAMES.index(a) for a in arch], dtype=np.int64),
+                gpu_table=gpu_table, peak=peak, prec_table=prec, intra_table=link_table(cats, intra, eff),
+                intra_fits=fits_matrix(cats, gpus, intra), network_table=link_table(cats, network, eff),
+                options=option_vector(spec.options), cats=cats, efficiency=eff, class_peak=class_peak,
+                model_options=spec.options, n_counts=len(n_gpu))

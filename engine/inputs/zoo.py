@@ -71,11 +71,19 @@ Activation traffic (``<class>_MB_per_sample``: elements read + written by the fo
   (``NewGELUActivation``: 8 forward kernels pow, 3 scalar multiplies, 2 adds, tanh, multiply):
   forward 18 accesses per element (10 reads, 8 writes), backward 28 (the two products' gradients
   6, tanh backward 3, two scalar multiplies 4, pow backward 7, the 0.5 x multiply 2, summing the
-  three gradients of x 6), kept x, 0.5 x, tanh and 1 + tanh (4 per element), 8 launches.  ``in_elements`` gives the input size of a pool, mean or copy that changes it.
+  three gradients of x 6), kept x, 0.5 x, tanh and 1 + tanh (4 per element), 8 launches.
+  ``in_elements`` gives the input size of a pool, mean or copy that changes it.
 - embedding: read the rows and write the output (2 lookups x dim); backward reads the output
   gradient and, for a trainable table, reads and writes the gradient rows.
 - ``backward = false`` marks a layer no backward pass reaches (frozen layers at the start of a
   network): its train traffic is its forward traffic.
+Mixed precision (``elementwise_norm_amp_fp32_train_MB_per_sample``): the part of the
+element-wise/norm train traffic whose tensors stay FP32 under PyTorch autocast, counted at 4
+bytes under AMP too (the rest of the traffic moves the precision's activation bytes): layer and
+group norms, softmax, log-softmax and ``gelu_tanh`` (they autocast to float32, table
+``AUTOCAST_FP32``), and the layers marked ``amp_fp32 = true``: ops autocast does not list run in
+the widest input type, so an add or dropout on an FP32 residual stream (which starts at an FP32
+embedding or a LayerNorm output) stays FP32; ``amp_fp32 = false`` turns the rule off for a layer.
 Weight traffic (``<class>_weight_MB_per_step``): the parameters each forward pass of a batch
 reads once (tied weights included); an rnn reads its recurrent matrix at every step; embedding
 rows are per sample, in the activation traffic.  Backward reads the weights again and writes
@@ -161,6 +169,11 @@ ELTWISE = {
 #: transformers ``NewGELUActivation``, ``gelu_new``: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
 #: x^3))), each its own kernel in eager mode)
 ELTWISE_LAUNCHES = {"gelu_tanh": 8.0}
+#: kinds whose traffic stays FP32 under PyTorch autocast (mixed precision): layer_norm,
+#: group_norm, softmax and log_softmax autocast to float32, and gelu_tanh's pow does too, so the
+#: rest of that composition widens to float32 (PyTorch documentation, "Automatic Mixed Precision
+#: package - torch.amp", CUDA ops that can autocast to float32)
+AUTOCAST_FP32 = ("layernorm", "groupnorm", "softmax", "log_softmax", "gelu_tanh")
 #: norms: (forward reads per element, forward writes, backward accesses, kept, forward FLOPs)
 NORMS = {"batchnorm": (2, 1, 5, 1, 6), "layernorm": (2, 1, 5, 1, 6), "groupnorm": (2, 1, 5, 1, 6)}
 FROZEN_NORM = (1, 1, 2, 0, 2)
@@ -177,8 +190,8 @@ FIELDS = {
     "matmul": ({"m", "n", "k"}, {"count", "class"}),
     "rnn": ({"cell", "input", "hidden", "steps"}, {"directions", "biases", "trainable"}),
     "attention": ({"heads", "head_dim", "q_len"}, {"kv_len", "causal", "dropout"}),
-    "norm": ({"kind", "channels", "elements"}, {"affine", "frozen", "trainable"}),
-    "eltwise": ({"kind", "elements"}, {"in_elements"}),
+    "norm": ({"kind", "channels", "elements"}, {"affine", "frozen", "trainable", "amp_fp32"}),
+    "eltwise": ({"kind", "elements"}, {"in_elements", "amp_fp32"}),
     "embedding": ({"rows", "dim", "lookups"}, {"trainable", "shared"}),
 }
 USE_KEYS = {"use", "name", "times", "instances", "note"}
@@ -209,6 +222,7 @@ class Layer:
     train: dict = field(default_factory=dict)
     kept: dict = field(default_factory=dict)
     launches: dict = field(default_factory=dict)
+    amp_fp32: dict = field(default_factory=lambda: {v: 0.0 for v in VARIANTS})
 
 
 @dataclass
@@ -255,6 +269,11 @@ class Model:
     def weight_bytes(self, cls: str | None = None) -> float:
         """Weight bytes read by one forward step (batch-independent)."""
         return BYTES_PER_ELEMENT * self._sum("weight", cls, "eager", False)
+
+    def amp_fp32_bytes(self, cls: str | None = None, variant: str = "eager") -> float:
+        """Forward + backward activation bytes per sample (at FP32, part of ``act_bytes(train=True)``)
+        of the layers whose tensors stay FP32 under mixed precision (autocast)."""
+        return BYTES_PER_ELEMENT * self._sum("amp_fp32", cls, variant, True)
 
     def kept_bytes(self, variant: str = "eager") -> float:
         """Activation bytes kept for backward per sample."""
@@ -542,6 +561,10 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
     backward = _flag(spec, "backward", scope, where, True)
     if not backward:
         layer.train = dict(layer.act)
+    if op in ("norm", "eltwise"):
+        automatic = spec["kind"] in AUTOCAST_FP32 and not (op == "norm" and _flag(spec, "frozen", scope, where, False))
+        if _flag(spec, "amp_fp32", scope, where, automatic):
+            layer.amp_fp32 = dict(layer.train)
     if not bias_elements:
         return [layer]
     bias = Layer(f"{path} bias", "eltwise", "elementwise_norm", times, instances)
@@ -751,7 +774,8 @@ def columns() -> list[str]:
     for metric in ("GFLOP_per_sample", "MB_per_sample", "train_MB_per_sample", "weight_MB_per_step",
                    "launches_per_step"):
         cols += [f"{p}_{metric}" for p in parts]
-    cols += ["activation_eager_MB_per_sample", "activation_fused_MB_per_sample",
+    cols += ["elementwise_norm_amp_fp32_train_MB_per_sample", "activation_eager_MB_per_sample",
+             "activation_fused_MB_per_sample",
              "launches_eager_per_step", "launches_fused_per_step", "optimizer",
              "optimizer_update_fp32_B_per_param", "optimizer_update_amp_B_per_param",
              "optimizer_update_fp32_MB_per_step", "source", "derived_from"]
@@ -771,6 +795,7 @@ def row(model: Model, workload: str, optimizer: str, optimizers: Catalogue, prec
         out[f"{label}_train_MB_per_sample"] = _g(model.act_bytes(cls, variant, train=True) / 1e6)
         out[f"{label}_weight_MB_per_step"] = _g(model.weight_bytes(cls) / 1e6)
         out[f"{label}_launches_per_step"] = _g(model.launches(cls, variant))
+    out["elementwise_norm_amp_fp32_train_MB_per_sample"] = _g(model.amp_fp32_bytes("elementwise_norm") / 1e6)
     for variant in VARIANTS:
         out[f"activation_{variant}_MB_per_sample"] = _g(model.kept_bytes(variant) / 1e6)
         out[f"launches_{variant}_per_step"] = _g(model.launches(None, variant))

@@ -70,7 +70,8 @@ def _check_cube(cube: Cube) -> None:
         raise PaigridError(f"{cube.path} lacks the variable(s) {', '.join(missing)} that the report needs; "
                            f"sweep it again with the study spec: {SWEEP_COMMAND}.")
     if list(cube.labels["n_gpu"]) != [0]:
-        raise PaigridError(f"{cube.path} was swept over n_gpu = [{', '.join(map(str, cube.labels['n_gpu']))}], not n_gpu = \"current\": "
+        swept = ", ".join(map(str, cube.labels["n_gpu"]))
+        raise PaigridError(f"{cube.path} was swept over n_gpu = [{swept}], not n_gpu = \"current\": "
                            f"the report needs each job at its own GPU count; sweep it with the study spec: "
                            f"{SWEEP_COMMAND}.")
     if f["step_time"].ndim != 7:

@@ -86,8 +86,8 @@ class Fit:
 
     parameters: list[Parameter]
     rows: list[Measurement]
-    predicted: list[float]          # samples/s with the fitted values
-    start_predicted: list[float]    # samples/s with the starting (default) values
+    predicted: list[float]          # the rows' observed quantity (samples/s, ...) with the fitted values
+    start_predicted: list[float]    # the same with the starting (default) values
     options: Options
     degrees_of_freedom: int
     notes: dict = field(default_factory=dict)   # provenance written to the [fit] table
@@ -203,14 +203,18 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
                                                    lower=lower, upper=upper)
 
     for row in rows:
-        for key, start in _class_candidates(row, base, options, groups, cats, share):
-            add("class_efficiency", key, start)
-        if "flop" in groups:
+        if row.kind == "collective":  # a collective has no workload: only its links
+            groups_of_row = [g for g in groups if g == "link"]
+        else:
+            groups_of_row = groups
+            for key, start in _class_candidates(row, base, options, groups, cats, share):
+                add("class_efficiency", key, start)
+        if "flop" in groups_of_row:
             key = f"{row.gpu}/{row.precision}" if flop_per == "gpu-precision" else row.precision
             add("flop_efficiency", key, base.flop_for(row.gpu, row.precision))
-        if "memory" in groups:
+        if "memory" in groups_of_row:
             add("memory_efficiency", row.gpu, base.memory_for(row.gpu))
-        if "link" in groups:
+        if "link" in groups_of_row:
             for kind in _link_kinds(row, cats):
                 starts = [base.link_for(r["name"], kind, float(r["efficiency"])) for r in cats.links.rows
                           if r["kind"] == kind]
@@ -331,8 +335,11 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
         flop_per: str = "gpu-precision", cats: Catalogues | None = None, allow_bounds: bool = True,
         share: str = "generation") -> Fit:
     """Fit the efficiency ``parameters`` (groups, see the module docstring; ``None``: the
-    model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2)
-    to ``rows``.
+    model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2,
+    ``link`` alone when every row is a collective row) to ``rows`` (of any row kind: the
+    residual is log(predicted / measured) of what the row observed).  Collective rows whose
+    algorithm the model has no term for (``measurements.modelled``: NVLS) are left out
+    (``Fit.rows`` holds the rows fitted, ``Fit.notes["left_out"]`` the others).
 
     ``base_efficiency`` gives the start values and everything not fitted; ``options`` the model
     options.  Under pai-v2 at most one parameter per ``ROWS_PER_PARAMETER`` rows is fitted, the
@@ -348,10 +355,17 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     except ImportError:
         raise PaigridError("paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' "
                            "(or pip install scipy).") from None
+    from paigrid.trust.measurements import modelled
+
     cats = cats or Catalogues.load()
     v2 = options.model == "pai-v2"
+    left_out = [r.id for r in rows if not modelled(r)]
+    rows = [r for r in rows if modelled(r)]
+    if not rows:
+        raise PaigridError("the selected rows are all of a kind the model has no term for; nothing to fit.")
     if parameters is None:
-        parameters = DEFAULT_PARAMETERS_V2 if v2 else DEFAULT_PARAMETERS
+        collectives = all(r.kind == "collective" for r in rows)
+        parameters = ("link",) if collectives else DEFAULT_PARAMETERS_V2 if v2 else DEFAULT_PARAMETERS
     params = parameters_for(rows, base_efficiency, options, tuple(parameters), flop_per, cats, share)
     if not params:
         raise PaigridError("the selected rows touch none of the parameters to fit.")
@@ -389,6 +403,8 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
                            f"values; pass --allow-bounds to keep such a fit.")
     notes = {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "share": share, "groups": list(parameters),
              "optimizer_status": int(result.status), "model": options.model}
+    if left_out:
+        notes["left_out"] = left_out   # rows the model has no term for (``measurements.NOT_MODELLED``)
     if v2:
         notes["at_default"] = [p.name for p in left]
         notes["default_values"] = [float(p.start) for p in left]

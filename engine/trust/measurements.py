@@ -284,18 +284,122 @@ def _check_valid(rows: list[Measurement], origins: list[str], cats: Catalogues) 
             raise PaigridError(f"{origin} ({row.id}): {reason_text(result, job, cats)}")
 
 
+#: the column holding the observed value of each file schema -> the row kind it measures
+KIND_COLUMNS = {"throughput": "throughput", "scaling_efficiency": "scaling", "bus_bandwidth_GB_per_s": "collective"}
+#: required columns of a scaling-efficiency file (``datasets/scaling_public.csv``)
+SCALING_REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
+                    "batch_per_gpu", "scaling_efficiency")
+#: required columns of a collective-bandwidth file (``datasets/collectives_public.csv``)
+COLLECTIVE_REQUIRED = ("id", "collective", "algorithm", "gpu", "gpus_per_node", "nodes", "intra_link", "network",
+                       "nics_per_node", "message_size_bytes", "bus_bandwidth_GB_per_s")
+#: collective algorithms the model has no term for, with the reason (kept out of fits and summaries)
+NOT_MODELLED = {"nvls": "NVLink SHARP reduces inside the NVSwitch, so its bus bandwidth is not a link's "
+                        "bandwidth; the model has no in-switch reduction"}
+
+
+def file_kind(header: list[str], origin: str) -> str:
+    """The row kind a measurements file holds, from its columns (the observed-value column,
+    ``KIND_COLUMNS``; a file with ``throughput_unit`` is a throughput file, whose required
+    columns are then checked); one sentence when it has none or several of them."""
+    found = [kind for column, kind in KIND_COLUMNS.items() if column in header]
+    if not found and "throughput_unit" in header:  # a throughput file that lacks its value column
+        return "throughput"
+    if len(found) != 1:
+        raise PaigridError(f"{origin} is not a measurements file paigrid knows: it needs exactly one of the columns "
+                           f"{', '.join(KIND_COLUMNS)} (throughput, scaling efficiency or collective bus bandwidth).")
+    return found[0]
+
+
+def _scaling(cells: dict[str, str], aliases, cats: Catalogues, origin: str) -> Measurement:
+    """A scaling-efficiency row: a throughput row whose observed value is throughput(n) /
+    (n x throughput(1)), a fraction."""
+    value = _positive(cells["scaling_efficiency"], origin, "scaling_efficiency")
+    if value > 1.5:
+        raise PaigridError(f"{origin}: scaling_efficiency is a fraction (throughput(n) / (n x throughput(1))), "
+                           f"not {cells['scaling_efficiency']!r}.")
+    row = _measurement({**cells, "throughput": cells["scaling_efficiency"], "throughput_unit": "samples/s",
+                        "kind": ""}, aliases, cats, origin)
+    if row.n_gpu < 2:
+        raise PaigridError(f"{origin}: a scaling row needs at least 2 GPUs, not {row.n_gpu}.")
+    row.cells = cells
+    row.kind = "scaling"
+    return row
+
+
+def _collective(cells: dict[str, str], cats: Catalogues, origin: str) -> Measurement:
+    """A collective row: the bus bandwidth [GB/s] of an all-reduce of ``message_size_bytes``
+    among gpus_per_node x nodes GPUs (``arch`` allreduce-local on one server, else
+    allreduce-cluster)."""
+    ident = cells["id"].strip()
+    if not ident:
+        raise PaigridError(f"{origin}: id is empty.")
+    collective = cells["collective"].strip().casefold()
+    if collective != "all_reduce" and cells["algorithm"].strip().casefold() != "ring":
+        raise PaigridError(f"{origin}: collective must be all_reduce (or a ring-algorithm collective), "
+                           f"not {cells['collective']!r}.")
+    gpu = cats.gpus.resolve(cells["gpu"])
+    nodes = _whole(cells["nodes"], origin, "nodes", 1)
+    options = _row_options(cells, nodes, origin)
+    n_gpu = options["gpus_per_node"] * nodes
+    if n_gpu < 2:
+        raise PaigridError(f"{origin}: a collective needs at least 2 GPUs, not {n_gpu}.")
+    network = resolve_link(cats, cells["network"].strip(), "network")
+    if nodes > 1 and cats.links.row(network)["kind"] == "none":
+        raise PaigridError(f"{origin}: a collective on {nodes} servers needs a network, not 'none'.")
+    intra = _intra(cells, gpu, n_gpu, cats, origin)
+    _positive(cells["message_size_bytes"], origin, "message_size_bytes")
+    rule = cats.links.row(intra)["fits_gpus"].strip()
+    from paigrid.inputs.tables import fits_matrix
+
+    if not fits_matrix(cats, [gpu], [intra])[0, 0]:
+        raise PaigridError(f"{origin}: the intra link {intra} does not connect a {gpu} (it fits {rule}).")
+    return Measurement(
+        id=ident, model=f"{cells['collective'].strip()}/{cells['algorithm'].strip()}", workload="", framework="",
+        gpu=gpu, precision="fp32", arch="allreduce-local" if nodes == 1 else "allreduce-cluster", intra=intra,
+        network=network, gpus_per_node=options["gpus_per_node"], nodes=nodes, batch=1.0, grad_accum_steps=1,
+        size=cells["message_size_bytes"].strip(),
+        measured=_positive(cells["bus_bandwidth_GB_per_s"], origin, "bus_bandwidth_GB_per_s"),
+        source=(cells.get("source") or "").strip(), job_options=options, cells=cells, kind="collective",
+        generation=(cats.gpus.row(gpu).get("generation") or "").strip())
+
+
+def modelled(row: Measurement) -> bool:
+    """False for a collective row whose algorithm the model has no term for (``NOT_MODELLED``)."""
+    return not (row.kind == "collective" and row.cells.get("algorithm", "").strip().casefold() in NOT_MODELLED)
+
+
 def load_measurements(path: str | Path, cats: Catalogues | None = None,
                       aliases: list[dict[str, str]] | None = None) -> list[Measurement]:
-    """Read and check every row of a measurements CSV (one clear error for the first problem)."""
+    """Read and check every row of a measurements CSV (one clear error for the first problem).
+
+    The file's schema decides its rows' kind (``file_kind``): ``throughput`` (the schema of
+    ``datasets/measurements_public.csv``; a ``kind`` column may name another kind per row),
+    ``scaling`` (``datasets/scaling_public.csv``: ``scaling_efficiency``, a fraction) or
+    ``collective`` (``datasets/collectives_public.csv``: ``bus_bandwidth_GB_per_s`` of an
+    all-reduce of ``message_size_bytes``).
+    """
     path = Path(path)
     cats = cats or Catalogues.load()
     aliases = load_aliases() if aliases is None else aliases
-    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a measurements file", REQUIRED)
+    text = read_text(path, "the measurements file")
+    header, _ = csv_table(text, str(path), "a measurements file")
+    kind = file_kind(header, str(path))
+    required = {"throughput": REQUIRED, "scaling": SCALING_REQUIRED, "collective": COLLECTIVE_REQUIRED}[kind]
+    _, table = csv_table(text, str(path), f"a {kind} measurements file", required)
     rows, origins, seen = [], [], set()
     for line_no, cells in table:
         origin = f"{path} line {line_no}"
         try:
-            row = _measurement(cells, aliases, cats, origin)
+            if kind == "scaling":
+                row = _scaling(cells, aliases, cats, origin)
+            elif kind == "collective":
+                row = _collective(cells, cats, origin)
+            else:
+                row = _measurement(cells, aliases, cats, origin)
+                if row.kind != "throughput":
+                    raise PaigridError(f"{origin}: kind {row.kind} rows have their own file schema "
+                                       f"(see datasets/{'scaling' if row.kind == 'scaling' else 'collectives'}"
+                                       f"_public.csv), not a throughput column.")
         except PaigridError as exc:
             if str(exc).startswith(origin):
                 raise
@@ -305,8 +409,9 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
         seen.add(row.id)
         rows.append(row)
         origins.append(origin)
-    if rows:
-        _check_valid(rows, origins, cats)
+    checked = [(r, o) for r, o in zip(rows, origins) if r.kind != "collective"]
+    if checked:
+        _check_valid([r for r, _ in checked], [o for _, o in checked], cats)
     return rows
 
 

@@ -7,9 +7,12 @@ groups the rows by kind, so a new kind of measurement (scaling efficiency, a col
 bandwidth, an LLM's tokens/s) is one more ``register`` call with its predict function, and the
 fit and the accuracy protocol take it unchanged.
 
-Today there is one kind, ``throughput``: samples/s of the whole job (``predict.predict_configs``
-at the row's configuration).  A measurements CSV names a row's kind in an optional ``kind``
-column; empty means ``throughput``.
+Three kinds: ``throughput``, samples/s of the whole job (``predict.predict_configs`` at the
+row's configuration); ``scaling``, the scaling efficiency throughput(n) / (n x throughput(1))
+of a multi-GPU configuration (a fraction); ``collective``, the bus bandwidth [GB/s] of an
+all-reduce of a given message size among the row's GPUs, from the model's link terms.  A
+measurements file's schema names its rows' kind (``measurements.file_kind``); a throughput file
+may also name ``throughput`` in an optional ``kind`` column.
 """
 
 from __future__ import annotations
@@ -59,6 +62,69 @@ def _throughput(rows, cats, efficiency, options) -> list[float]:
 
 
 register(RowKind("throughput", "samples/s", _throughput))
+
+
+def _one_gpu(row):
+    """The one-GPU run of a multi-GPU row: the same job on one GPU (1w1g), its intra link if it
+    is a PCIe link, else the host PCIe link of the GPU's generation (a 1w1g run sends nothing
+    between GPUs, so the link is unused), and no network."""
+    return {**row.config(), "arch": "1w1g", "n_gpu": 1, "network": "none"}
+
+
+def _scaling(rows, cats, efficiency, options) -> list[float]:
+    """Scaling efficiency throughput(n) / (n x throughput(1)) of each row's configuration
+    [fraction]: the same job, GPU, precision, batch and links, on n GPUs and on one."""
+    from paigrid.inputs.jobs import resolve_link
+    from paigrid.predict import predict_configs
+
+    jobs = [r.job(options) for r in rows]
+    singles = []
+    for r in rows:
+        single = _one_gpu(r)
+        if cats.links.row(r.intra)["kind"] != "pcie":
+            single["intra"] = resolve_link(cats, f"pcie{int(cats.gpus.number(r.gpu, 'pcie_gen'))}", "intra")
+        singles.append(single)
+    many = predict_configs(jobs, [r.config() for r in rows], cats, efficiency, options)
+    one = predict_configs(jobs, singles, cats, efficiency, options)
+    return [float(m["throughput"]) / (r.n_gpu * float(o["throughput"])) for r, m, o in zip(rows, many, one)]
+
+
+register(RowKind("scaling", "fraction", _scaling))
+
+
+def allreduce_seconds(row, cats, efficiency, options, nbytes: float) -> float:
+    """The model's all-reduce time [s] of ``nbytes`` among a row's n GPUs (its architecture,
+    links, GPUs and NICs per server, the options' collective algorithm and topology), latency
+    terms included: ``kernels.model.comm_seconds``, the function the sweep kernel uses."""
+    from paigrid.inputs.tables import COLLECTIVE_CODES, link_table
+    from paigrid.kernels import layout as L
+    from paigrid.kernels.model import comm_seconds, intra_fraction
+
+    intra = link_table(cats, [row.intra], efficiency)[0]
+    network = link_table(cats, [row.network], efficiency)[0]
+    from paigrid.inputs.spec import JOB_OPTIONS
+
+    job = {key: getattr(options, key) for key in JOB_OPTIONS} | row.job_options
+    n, k = float(row.n_gpu), float(job["gpus_per_node"])
+    roots = float(job["pcie_roots"])
+    intra_bw = intra[L.L_BW] * intra_fraction(intra[L.L_KIND], n, k, roots, 1.0 if options.topology_aware else 0.0)
+    return float(comm_seconds(float(L.ARCH_NAMES.index(row.arch)), n, k, float(job["nics_per_node"]), roots,
+                              float(job["ps_count"]), nbytes, 1.0, intra_bw, intra[L.L_LATENCY], network[L.L_BW],
+                              network[L.L_LATENCY], float(COLLECTIVE_CODES[options.collective])))
+
+
+def _collective(rows, cats, efficiency, options) -> list[float]:
+    """Bus bandwidth [GB/s] of each row's all-reduce: algorithm bandwidth (message bytes /
+    ``allreduce_seconds``) x 2(n-1)/n, the nccl-tests convention."""
+    out = []
+    for r in rows:
+        nbytes = float(r.cells["message_size_bytes"])  # checked positive when the row was read
+        seconds = allreduce_seconds(r, cats, efficiency, options, nbytes)
+        out.append(nbytes / seconds * 2.0 * (r.n_gpu - 1) / r.n_gpu / 1e9 if seconds > 0 else float("nan"))
+    return out
+
+
+register(RowKind("collective", "GB/s", _collective))
 
 
 def predict_observed(rows, cats, efficiency, options) -> np.ndarray:

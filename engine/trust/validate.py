@@ -16,9 +16,10 @@ import math
 import statistics
 from collections import defaultdict
 
+from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.spec import Options
-from paigrid.trust.measurements import GROUPS, Measurement, predict_rows
+from paigrid.trust.measurements import GROUPS, NOT_MODELLED, Measurement, modelled, predict_rows
 
 
 def error_summary(errors: list[float]) -> dict:
@@ -103,3 +104,46 @@ def validate(rows: list[Measurement], efficiency, options: Options, cats: Catalo
                         "error": predicted / row.measured - 1.0, "bottleneck": p["bottleneck"],
                         "fits_memory": p["fits_memory"], "data_pipeline": row.data_pipeline})
     return {"rows": results, "series": scaling_series(rows, results), "summary": summarise(results)}
+
+
+#: how a row kind's error is measured: ``points`` (predicted - measured, for fractions) or
+#: ``relative`` (predicted / measured - 1)
+ERROR_KINDS = {"throughput": "relative", "scaling": "points", "collective": "relative"}
+
+
+def row_error(kind: str, predicted: float, measured: float) -> float:
+    """The error of a row of ``kind``: predicted - measured for ``scaling`` (efficiency points as
+    a fraction: 0.05 = 5 points), predicted / measured - 1 otherwise."""
+    return predicted - measured if ERROR_KINDS.get(kind) == "points" else predicted / measured - 1.0
+
+
+def validate_observed(rows: list[Measurement], efficiency, options: Options, cats: Catalogues | None = None) -> dict:
+    """Compare the model with scaling or collective rows (``rowkinds.predict_observed``).
+
+    Returns ``{"kind", "unit", "error_kind", "rows", "summary"}``.  Each row: ``id``, ``model``
+    (a scaling row's model; a collective row's ``collective/algorithm``), ``gpu``, ``arch``,
+    ``n_gpu``, ``nodes``, ``intra``, ``network``, ``predicted`` and ``measured`` (the kind's
+    unit: a fraction for scaling, GB/s bus bandwidth for collective), ``error``
+    (``row_error``) and ``note``.  A collective row whose algorithm the model has no term for
+    (``measurements.NOT_MODELLED``, e.g. NVLS) is listed with its prediction by the model's
+    algorithm, its note says why, and it is left out of ``summary`` (``error_summary`` of
+    the others: |error| in points for scaling, relative for collective).
+    """
+    from paigrid.trust.rowkinds import predict_observed, row_kind
+
+    cats = cats or Catalogues.load()
+    kinds = {r.kind for r in rows}
+    if len(kinds) != 1:
+        raise PaigridError(f"validate takes rows of one kind at a time, not {', '.join(sorted(kinds))}.")
+    kind = kinds.pop()
+    predicted = predict_observed(rows, cats, efficiency, options)
+    out = []
+    for row, value in zip(rows, predicted):
+        algorithm = row.cells.get("algorithm", "").strip().casefold()
+        note = "" if modelled(row) else f"not modelled ({NOT_MODELLED[algorithm]}); left out of the summary"
+        out.append({"id": row.id, "model": row.model, "gpu": row.gpu, "arch": row.arch, "n_gpu": row.n_gpu,
+                    "nodes": row.nodes, "intra": row.intra, "network": row.network, "predicted": float(value),
+                    "measured": row.measured, "error": row_error(kind, float(value), row.measured),
+                    "modelled": modelled(row), "note": note})
+    return {"kind": kind, "unit": row_kind(kind).unit, "error_kind": ERROR_KINDS[kind], "rows": out,
+            "summary": {"overall": error_summary([r["error"] for r in out if r["modelled"]])}}
