@@ -1,7 +1,6 @@
 """Communication model v2, first part: scaling-efficiency and collective-bandwidth rows (their
 files, row kinds, ``paigrid validate`` and ``paigrid calibrate`` on them)."""
 
-import csv
 import json
 import math
 from importlib import resources
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import assert_clean_error, run
+from csv_rows import read_rows, write_rows
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
@@ -28,22 +28,9 @@ def cats():
     return Catalogues.load()
 
 
-def lines(path):
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def write_rows(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 # --- the shipped data ---------------------------------------------------------------------------
 def test_public_files_have_their_sources():
-    scaling, collectives = lines(SCALING), lines(COLLECTIVES)
+    scaling, collectives = read_rows(SCALING), read_rows(COLLECTIVES)
     assert len(scaling) == 6 and len(collectives) == 3
     assert all(r["source"].startswith("horovod/horovod@") for r in scaling)
     assert all(r["source"].startswith("https://github.com/NVIDIA/nccl-tests/issues/") for r in collectives)
@@ -65,14 +52,14 @@ def test_unknown_schema_is_one_sentence(tmp_path):
 
 
 def test_a_scaling_kind_in_a_throughput_file_is_refused(tmp_path, cats):
-    public = lines(str(resources.files("paigrid.datasets").joinpath("measurements_public.csv")))
+    public = read_rows(str(resources.files("paigrid.datasets").joinpath("measurements_public.csv")))
     row = {**public[0], "kind": "scaling"}
     with pytest.raises(PaigridError, match="their own file schema"):
         load_measurements(write_rows(tmp_path / "m.csv", [row]), cats)
 
 
 def test_a_one_gpu_scaling_row_is_refused(tmp_path):
-    row = {**lines(SCALING)[0], "gpus_per_node": "1", "nodes": "1", "network": "none", "nics_per_node": "0",
+    row = {**read_rows(SCALING)[0], "gpus_per_node": "1", "nodes": "1", "network": "none", "nics_per_node": "0",
            "arch": "1w1g"}
     assert_clean_error(run("validate", write_rows(tmp_path / "s.csv", [row])), "at least 2 GPUs")
 

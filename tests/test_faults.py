@@ -27,6 +27,7 @@ import h5py
 import numpy as np
 import pytest
 
+from cube_compare import assert_same_cube
 from hostile_helpers import assert_one_sentence, invoke
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
@@ -54,18 +55,6 @@ N_BIG_BLOCKS = 8
 N_BLOCKS = 6
 POINTS = ["lock-taken", "creating", "skeleton-written", "after-create", "after-block-1", "after-block-4",
           "before-finish"]
-
-
-def read_all(path):
-    with h5py.File(path, "r") as f:
-        return {name: f[name][()] for name in f if isinstance(f[name], h5py.Dataset)}
-
-
-def assert_same_cube(a, b):
-    x, y = read_all(a), read_all(b)
-    assert x.keys() == y.keys()
-    for name in x:
-        np.testing.assert_array_equal(x[name], y[name], err_msg=name)
 
 
 def command(*args, env=None, **popen):

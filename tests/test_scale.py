@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
+from cube_compare import assert_same_cube, read_all
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
 from paigrid.schema import FORMAT_VERSION, int_attr, partial_path
@@ -27,19 +28,6 @@ intra = ["pcie3", "nvlink2-hcm", "nvswitch-nvlink3", "nvswitch-nvlink4"]
 network = ["none", "eth-25g", "eth-100g", "ib-hdr-200g"]
 precision = ["fp32", "amp-fp16", "fp8"]
 """
-
-
-def read_all(path):
-    """Every dataset of a cube file as numpy arrays (attributes that change run to run left out)."""
-    with h5py.File(path, "r") as f:
-        return {name: f[name][()] for name in f if isinstance(f[name], h5py.Dataset)}
-
-
-def assert_same_cube(a, b):
-    x, y = read_all(a), read_all(b)
-    assert x.keys() == y.keys()
-    for name in x:
-        np.testing.assert_array_equal(x[name], y[name], err_msg=name)
 
 
 @pytest.fixture(scope="module")

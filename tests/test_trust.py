@@ -4,7 +4,6 @@ The real correctness test of the fit is ``test_fit_recovers_known_efficiencies``
 generated from the model itself with known efficiencies must give those efficiencies back.
 """
 
-import csv
 import json
 import math
 import sys
@@ -13,6 +12,7 @@ from importlib import resources
 import pytest
 
 from cli_helpers import assert_clean_error, run
+from csv_rows import read_rows, write_rows
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, defaults, load_calibration
@@ -40,16 +40,7 @@ def public_rows(cats):
 
 
 def public_lines():
-    with open(PUBLIC, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def write_rows(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    return read_rows(PUBLIC)
 
 
 # --- the shipped data ---------------------------------------------------------------------------
