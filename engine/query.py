@@ -18,7 +18,17 @@ import numpy as np
 from paigrid.cube import Cube
 from paigrid.errors import PaigridError
 from paigrid.kernels import layout as L
-from paigrid.schema import LABEL_DIMS, REDUCED_DIMS, cube_model, decode_best, decode_strings, str_attr
+from paigrid.schema import (
+    ANY,
+    ARCH_IGNORES,
+    LABEL_DIMS,
+    REDUCED_DIMS,
+    cube_model,
+    decode_best,
+    decode_strings,
+    first_of_equivalents,
+    str_attr,
+)
 
 
 def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
@@ -146,7 +156,9 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto) -> tu
     if math.isnan(band) or cube.mode == "reduce-only" or pareto:
         return band, float("nan")
     block = cube.file["step_time"][j][np.ix_(sel["arch"], [g], [ni], sel["intra"], sel["network"], [p])]
-    within = np.sum(block.astype(np.float64) <= step[k] * (1.0 + band))
+    arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
+    distinct = first_of_equivalents(block[:, 0, 0, :, :, 0], arch_names)
+    within = np.sum(distinct <= step[k] * (1.0 + band))
     return band, float(max(int(within) - 1, 0))
 
 
@@ -250,7 +262,8 @@ def _scan_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
     step = np.where(fits[None, :, None, None, None, :], step, np.nan)
     # to (gpu, n_gpu, precision, arch, intra, network) order, the order of the reductions
     order = (1, 2, 5, 0, 3, 4)
-    step = step.transpose(order).reshape(-1)
+    # each distinct configuration once: a dimension the architecture ignores is listed once
+    step = first_of_equivalents(step.transpose(order), [cube.labels["arch"][a] for a in sel["arch"]]).reshape(-1)
     code = code.transpose(order).reshape(-1)
     grids = np.meshgrid(*axes, indexing="ij")
     a, g, n, i, w, p = (x.transpose(order).reshape(-1) for x in grids)
@@ -265,6 +278,8 @@ def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:
     row = {"job": labels["job"][j], "model": meta["model"][pos]}
     for dim, key in (("arch", "a"), ("intra", "i"), ("network", "w"), ("gpu", "g"), ("precision", "p")):
         row[dim] = labels[dim][cfg[key][k]] if feasible else None
+    for dim in ARCH_IGNORES.get(row["arch"], ()):
+        row[dim] = ANY
     row["n_gpu"] = int(n[k]) if feasible else None
     row.update(step_time=float(step[k]), throughput=float(throughput),
                throughput_tokens=float(throughput * meta["tokens_per_sample"][pos]),

@@ -121,6 +121,48 @@ REASON_SENTENCES = {
 }
 
 
+#: dimensions an architecture's step time does not depend on (every valid value gives the same
+#: numbers, by the kernel's formulas; tests/test_sweep.py checks it on swept cubes): one GPU and
+#: one worker with n GPUs exchange nothing over the intra link or the network (1wng goes through
+#: the host's PCIe), a single-server all-reduce uses no network, and a parameter server talks to
+#: its workers over the network and PCIe only.  Queries show such a dimension once, as ``ANY``.
+ARCH_IGNORES = {"1w1g": ("intra", "network"), "1wng": ("intra", "network"), "allreduce-local": ("network",),
+                "ps-worker": ("intra",)}
+#: the label a query shows for a dimension the configuration's architecture does not depend on
+ANY = "any"
+
+
+def first_of_equivalents(values: np.ndarray, arch_names) -> np.ndarray:
+    """``values`` over (..., arch, intra, network) with NaN in every cell that repeats an earlier
+    finite cell of the same architecture along the dimensions it ignores (``ARCH_IGNORES``), so
+    that each distinct configuration is counted and listed once."""
+    out = np.array(values, dtype=np.float64)
+    for a, name in enumerate(arch_names):
+        ignored = ARCH_IGNORES.get(str(name), ())
+        if not ignored:
+            continue
+        block = out[..., a, :, :]
+        shape = block.shape
+        if "intra" in ignored and "network" in ignored:
+            flat = block.reshape(*shape[:-2], -1)
+        elif "network" in ignored:
+            flat = block
+        else:  # intra ignored: look along the intra axis
+            flat = np.swapaxes(block, -1, -2)
+        finite = np.isfinite(flat)
+        first = np.argmax(finite, axis=-1)
+        keep = np.zeros_like(finite)
+        np.put_along_axis(keep, first[..., None], True, axis=-1)
+        flat = np.where(keep & finite, flat, np.nan)
+        if "intra" in ignored and "network" in ignored:
+            out[..., a, :, :] = flat.reshape(shape)
+        elif "network" in ignored:
+            out[..., a, :, :] = flat
+        else:
+            out[..., a, :, :] = np.swapaxes(flat, -1, -2)
+    return out
+
+
 def reason_sentence(code: int, fields: dict) -> str:
     """The sentence of an ``invalid_reason`` code (empty for 0, valid) for one configuration.
 

@@ -7,11 +7,11 @@ import xarray as xr
 
 from paigrid.cube import open_cube
 from paigrid.errors import PaigridError
-from paigrid.inputs.spec import load_spec
+from paigrid.inputs.spec import load_spec, spec_from_dict
 from paigrid.kernels import layout as L
 from paigrid.predict import predict_one
 from paigrid.query import best_configurations, parse_where
-from paigrid.schema import FORMAT_VERSION, partial_path
+from paigrid.schema import ANY, ARCH_IGNORES, FORMAT_VERSION, partial_path
 from paigrid.sweeping import run_sweep
 
 SPEC = """
@@ -187,8 +187,10 @@ def test_best_arch_equals_brute_force_argmin(cube_path, ds, by, where):
     assert [r["job"] for r in rows] == list(ds.job.values)
     for row in rows:
         want = expected[row["job"]]
+        arch = want.get("arch", where.get("arch"))
         for dim in ("arch", "gpu", "n_gpu", "intra", "network", "precision"):
-            assert row[dim] == (want[dim] if dim in want else where[dim]), (row["job"], dim)
+            label = ANY if dim in ARCH_IGNORES.get(arch, ()) else want[dim] if dim in want else where[dim]
+            assert row[dim] == label, (row["job"], dim)
         if row["arch"] is None:
             assert np.isnan(row["step_time"]) and np.isnan(want["metric"])
             continue
@@ -212,6 +214,41 @@ def test_top_k_is_sorted_and_starts_with_the_best(cube_path, ds):
         assert top[0][key] == value or (value != value and top[0][key] != top[0][key]), key
     per_sample = [r["step_time"] / (r["n_gpu"] * samples) for r in top]
     assert per_sample == sorted(per_sample)
+
+
+def test_top_k_lists_each_distinct_configuration_once(cube_path):
+    """A dimension the architecture does not depend on is shown once, as "any": --top K gives K
+    distinct configurations, not one repeated over every network."""
+    cube = open_cube(cube_path)
+    try:
+        top = best_configurations(cube, "time", parse_where(["gpu=V100", "n_gpu=8"], cube), ["resnet50"], top=6)
+    finally:
+        cube.close()
+    labels = [tuple(r[d] for d in ("arch", "intra", "network", "precision")) for r in top]
+    assert len(set(labels)) == len(labels) == 6
+    assert any(r["arch"] == "allreduce-local" and r["network"] == ANY for r in top)
+
+
+@pytest.mark.parametrize("options", [{}, {"model": "pai-v2", "sync_latency": True, "bucket_overlap": True,
+                                          "topology_aware": True, "collective": "tree"}])
+def test_architectures_do_not_depend_on_the_dimensions_they_ignore(tmp_path, options):
+    """``schema.ARCH_IGNORES`` is true of the kernel: every valid value of an ignored dimension
+    gives the same step time, whatever the options."""
+    spec = spec_from_dict({"workloads": ["resnet50", "bert-large-seq384"],
+                           "grid": {"gpu": ["V100", "A100-SXM4-80GB"], "n_gpu": [1, 4, 16],
+                                    "intra": ["pcie3", "nvlink2-hcm", "nvswitch-nvlink3"],
+                                    "network": ["none", "eth-25g", "ib-hdr-200g"], "precision": ["fp32"]},
+                           "options": options}, "test")
+    run_sweep(spec, tmp_path / "c.h5", progress=False)
+    with xr.open_dataset(tmp_path / "c.h5", engine="h5netcdf") as data:
+        step = data.step_time.where(data.invalid_reason == L.REASON_VALID).load()
+    checked = 0
+    for arch, ignored in ARCH_IGNORES.items():
+        values = step.sel(arch=arch)
+        spread = values.max(list(ignored)) - values.min(list(ignored))
+        assert float(spread.max()) == 0.0, arch
+        checked += int(values.count())
+    assert checked > 0
 
 
 def test_unfinished_cube_is_refused(tmp_path):
@@ -242,8 +279,9 @@ def test_stored_overall_best_equals_the_query(cube_path, ds, by):
         if row["arch"] is None:
             assert (index == -1).all()
             continue
-        for dim, k in zip(ds.dimension.values, index):
-            assert ds[dim].values[k].item() == row[dim], (row["job"], dim)
+        for dim, k in zip(ds.dimension.values, index):   # the stored index names one representative
+            label = ANY if dim in ARCH_IGNORES.get(row["arch"], ()) else ds[dim].values[k].item()
+            assert label == row[dim], (row["job"], dim)
         assert float(ds.overall_step_time.sel(job=row["job"], criterion=by)) == row["step_time"]
 
 
@@ -292,7 +330,8 @@ def brute_force_front(ds, job, **where):
         if not dominated and not duplicate_before:
             index = np.unravel_index(k, time.shape)
             points.append({d: time[d].values[i].item() for d, i in zip(order, index)})
-    return sorted(points, key=lambda p: (float(time.sel(p)), float(cost.sel(p))))
+    points.sort(key=lambda p: (float(time.sel(p)), float(cost.sel(p))))
+    return [{d: ANY if d in ARCH_IGNORES.get(p["arch"], ()) else v for d, v in p.items()} for p in points]
 
 
 @pytest.mark.parametrize("where", [{}, {"network": "eth-25g"}])
