@@ -22,7 +22,7 @@ from paigrid.inputs.spec import JOB_OPTIONS, Options, spec_from_dict
 from paigrid.inputs.tables import class_fields, job_vector
 from paigrid.kernels import layout as L
 from paigrid.predict import predict_configs
-from paigrid.schema import cube_model
+from paigrid.schema import ARCH_IGNORES, cube_model
 from paigrid.trust.calibrate import ROWS_PER_PARAMETER, fit
 from paigrid.trust.crossval import bands, held_out
 from paigrid.trust.measurements import load_measurements, select
@@ -398,10 +398,18 @@ def test_best_arch_counts_the_configurations_within_the_band_as_ties(tmp_path):
                  "precision": label_indices(cube, "precision", ["amp-fp16"])}
         row = best_configurations(cube, "time", where, ["resnet50"])[0]
         step = cube.file["step_time"][0][:, where["gpu"][0], where["n_gpu"][0], :, :, where["precision"][0]]
+        labels = cube.labels
     finally:
         cube.close()
     assert row["band"] == pytest.approx(band)
-    by_hand = int(np.sum(step.astype(np.float64) <= row["step_time"] * (1 + band))) - 1
+    # distinct configurations within the band: one per value of the dimensions the arch depends on
+    within = set()
+    for a, i, w in zip(*np.nonzero(step.astype(np.float64) <= row["step_time"] * (1 + band))):
+        arch = labels["arch"][a]
+        ignored = ARCH_IGNORES.get(arch, ())
+        within.add((arch, "any" if "intra" in ignored else labels["intra"][i],
+                    "any" if "network" in ignored else labels["network"][w]))
+    by_hand = len(within) - 1
     assert row["ties"] == by_hand > 0
     table = run("query", out, "--best-arch", "--where", "gpu=A100-SXM4-80GB", "--where", "n_gpu=8",
                 "--where", "precision=amp-fp16").stdout
