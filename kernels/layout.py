@@ -103,7 +103,9 @@ COLLECTIVE_DEFAULT = 0       # version 1: ring inside a server, hierarchical rin
 COLLECTIVE_RING = 1          # one flat ring over all n GPUs
 COLLECTIVE_TREE = 2          # double binary tree: latency grows with log2 n
 COLLECTIVE_HIERARCHICAL = 3  # same as the default across servers; ring inside one
-COLLECTIVE_NAMES = ("default", "ring", "tree", "hierarchical")
+COLLECTIVE_PIPELINED = 4     # hierarchical with its intra- and inter-server phases pipelined (NCCL):
+#                              the slower phase's volume time, not the sum; the default within one server
+COLLECTIVE_NAMES = ("default", "ring", "tree", "hierarchical", "pipelined")
 
 # --- bottleneck flag ------------------------------------------------------------------------
 BOTTLENECK_INPUT = 0

@@ -50,6 +50,7 @@ from .layout import (
     BOTTLENECK_INPUT,
     BOTTLENECK_MEM,
     CLASS_ELEMENTWISE,
+    COLLECTIVE_PIPELINED,
     COLLECTIVE_RING,
     COLLECTIVE_TREE,
     FLAG_FILL,
@@ -196,6 +197,12 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
     if servers <= 1.0:
         return intra
     inter = 2.0 * (servers - 1.0) / servers * nbytes / (nics * net_bw)
+    if collective == COLLECTIVE_PIPELINED:
+        # the phases overlap chunk by chunk: the slower phase's volume time plus every latency hop
+        intra_volume = ring_or_tree_seconds(nbytes, per_server, intra_bw, 0.0, collective)
+        intra_hops = ring_or_tree_seconds(0.0, per_server, intra_bw, intra_lat, collective)
+        slower = inter if (inter > intra_volume or inter != inter) else intra_volume  # NaN stays NaN
+        return slower + intra_hops + 2.0 * (servers - 1.0) * net_lat
     return intra + inter + 2.0 * (servers - 1.0) * net_lat
 
 

@@ -23,6 +23,7 @@ from .layout import (
     CLASS_ELEMENTWISE,
     CLASS_EMBEDDING,
     CLASS_NAMES,
+    COLLECTIVE_PIPELINED,
     COLLECTIVE_RING,
     COLLECTIVE_TREE,
     FLAG_FILL,
@@ -119,6 +120,10 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
     * allreduce-cluster, default and hierarchical collectives, k' = min(n, k):
       2 (k'-1)/k' S / B_intra + H(k') alpha_intra + 2 (s-1)/s S / (m B_net) + 2 (s-1) alpha_net,
       the last two terms only across servers (s > 1)
+    * allreduce-cluster, pipelined collective (NCCL overlaps the phases chunk by chunk): the
+      slower phase's volume time instead of the sum, the same latency terms,
+      max(2 (k'-1)/k' S / B_intra, 2 (s-1)/s S / (m B_net)) + H(k') alpha_intra + 2 (s-1) alpha_net
+      across servers (s > 1); on one server as the default
     * allreduce-cluster, ring and tree: on one server as allreduce-local; across servers one
       flat all-reduce over n GPUs on the slowest hop:
       2 (n-1)/n S / min(B_intra, m B_net) + H(n) max(alpha_intra, alpha_net)
@@ -129,7 +134,7 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
     kk = np.minimum(n, k)
     with np.errstate(divide="ignore", invalid="ignore"):
         hops_n = 2.0 * np.ceil(np.log2(n)) if tree else 2.0 * (n - 1.0)
-        hops_kk = 2.0 * (kk - 1.0)  # the default and hierarchical collectives ring inside a server
+        hops_kk = 2.0 * (kk - 1.0)  # the default, hierarchical and pipelined collectives ring inside a server
         one_wng = 2.0 * S * n / (np.minimum(pcie_roots, n) * pcie_bw)
         local = 2.0 * (n - 1.0) / n * S / intra_bw + hops_n * intra_lat
         p = np.where(ps_count > 0.0, ps_count, s)
@@ -142,6 +147,11 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
             inside = 2.0 * (kk - 1.0) / kk * S / intra_bw + hops_kk * intra_lat
             across = 2.0 * (s - 1.0) / s * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
             cluster = np.where(s > 1.0, inside + across, inside)
+            if collective == COLLECTIVE_PIPELINED:
+                intra_volume = 2.0 * (kk - 1.0) / kk * S / intra_bw
+                inter_volume = 2.0 * (s - 1.0) / s * S / (nics * net_bw)
+                overlapped = np.maximum(intra_volume, inter_volume) + hops_kk * intra_lat + 2.0 * (s - 1.0) * net_lat
+                cluster = np.where(s > 1.0, overlapped, inside)
     return np.select(
         [arch == ARCH_1W1G, arch == ARCH_1WNG, arch == ARCH_ALLREDUCE_LOCAL, arch == ARCH_PS_WORKER],
         [np.zeros(np.shape(S)), one_wng, local, ps_worker], cluster)

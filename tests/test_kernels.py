@@ -166,6 +166,64 @@ def test_tree_latency_grows_with_log2_n_and_ring_with_n():
     assert tree == pytest.approx(bandwidth + 2 * 8 * 1e-3, rel=1e-6)
 
 
+def test_pipelined_collective_by_hand():
+    """32 GPUs, 8 per server, 4 servers: the slower phase's volume time plus every latency hop."""
+    intra_volume = 2 * 7 / 8 * S / (100 * GB)         # 0.00175 s inside a server (NVSwitch)
+    inter_volume = 2 * 3 / 4 * S / (1 * 3 * GB)        # 0.05 s across servers (one 3 GB/s NIC)
+    hops = 2 * 7 * 5e-6 + 2 * 3 * 20e-6
+    pipelined = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32, collective=L.COLLECTIVE_PIPELINED)
+    assert pipelined == pytest.approx(max(intra_volume, inter_volume) + hops, rel=1e-6)
+    assert pipelined == pytest.approx(0.05 + hops, rel=1e-6)
+    default = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32)
+    assert default - pipelined == pytest.approx(intra_volume, rel=1e-6)   # the sum less the hidden phase
+    # a slow intra link and a fast network: the intra-server phase is the slower one
+    slow_intra, fast_net = link(10 * GB, 5e-6, L.LINK_PCIE), link(100 * GB, 20e-6, L.LINK_NETWORK)
+    pipelined = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32, intra_row=slow_intra, net_row=fast_net,
+                        collective=L.COLLECTIVE_PIPELINED)
+    assert pipelined == pytest.approx(2 * 7 / 8 * S / (10 * GB) + hops, rel=1e-6)   # 0.0175 s > 0.0015 s
+    # within one server it is the default collective, value for value
+    for arch, n in ((L.ARCH_ALLREDUCE_CLUSTER, 8), (L.ARCH_ALLREDUCE_CLUSTER, 3), (L.ARCH_ALLREDUCE_LOCAL, 8)):
+        assert comm_of(arch, n, collective=L.COLLECTIVE_PIPELINED) == comm_of(arch, n)
+
+
+@pytest.mark.parametrize("collective", range(len(L.COLLECTIVE_NAMES)))
+def test_kernel_matches_reference_for_every_collective(collective):
+    tables = random_tables(7)
+    tables.options[L.O_COLLECTIVE] = collective
+    expected = tables.run("reference")
+    assert_same(tables.run("kernel"), expected)
+    assert_same(tables.run("serial"), expected)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("sync_latency", [0, 1])
+def test_pipelined_is_never_slower_and_the_default_on_one_server(seed, sync_latency):
+    """Pipelining the phases never makes the exchange slower than running them one after the
+    other (default, hierarchical), and changes nothing where there is one server or no
+    hierarchical all-reduce."""
+    def run(collective):
+        tables = random_tables(seed)
+        tables.options[L.O_COLLECTIVE] = collective
+        tables.options[L.O_SYNC_LATENCY] = sync_latency
+        return tables, tables.run()
+
+    tables, default = run(L.COLLECTIVE_DEFAULT)
+    _, hierarchical = run(L.COLLECTIVE_HIERARCHICAL)
+    _, pipelined = run(L.COLLECTIVE_PIPELINED)
+    ok = finite_valid(default)
+    for name in ("t_comm", "step_time"):
+        assert (pipelined[name][ok] <= default[name][ok]).all(), name
+        assert (pipelined[name][ok] <= hierarchical[name][ok]).all(), name
+    n = tables.n_gpu[:, None, None, :, None, None, None]
+    k = tables.jobs[:, L.J_GPUS_PER_NODE][:, None, None, None, None, None, None]
+    cluster = (tables.arch == L.ARCH_ALLREDUCE_CLUSTER)[None, :, None, None, None, None, None]
+    same = np.broadcast_to(~cluster | (n <= k), default["t_comm"].shape)
+    for name in ("t_comm", "step_time"):
+        np.testing.assert_array_equal(pipelined[name][same], default[name][same], err_msg=name)
+    across = ok & ~same
+    assert across.any() and (pipelined["t_comm"][across] < default["t_comm"][across]).any()
+
+
 def test_topology_aware_hybrid_cube_mesh_is_slower_for_pairs_not_for_eight():
     hcm = link(100 * GB, 5e-6, L.LINK_NVLINK_HCM)
     for n, fraction in ((2, 1 / 3), (4, 2 / 3), (6, 1 / 2), (8, 1.0)):
@@ -222,7 +280,7 @@ def random_tables(seed, nan_peak=True, nan_job_field=None):
     if nan_job_field is not None:           # a missing input number in one job
         jobs[int(rng.integers(0, n_jobs))][nan_job_field] = np.nan
     return Tables(jobs, [n_gpu], range(5), gpus, peak, prec, intra, fits, net,
-                  collective=int(rng.integers(0, 4)), topology=int(rng.integers(0, 2)))
+                  collective=int(rng.integers(0, len(L.COLLECTIVE_NAMES))), topology=int(rng.integers(0, 2)))
 
 
 def assert_same(a, b):
@@ -345,8 +403,8 @@ def test_more_flops_is_never_faster(seed):
 
 
 # --- the kernels as plain Python (coverage) --------------------------------------------------
-#: the kernel-vs-reference tests on the small random grids (every collective and both topology
-#: settings among the seeds) and the invalid-configuration cases, run again with the JIT off
+#: the kernel-vs-reference tests on the small random grids (every collective, one test each, and
+#: both topology settings among the seeds) and the invalid-configuration cases, run again with the JIT off
 PLAIN_PYTHON_SUBSET = "matches_reference and not property or says_why or reason_zero or jit_is_what"
 
 

@@ -16,7 +16,7 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     precision = ["fp32", "amp-fp16"]
 
     [options]                                       # the model's named options (README)
-    collective = "default"                          # default | ring | tree | hierarchical
+    collective = "default"                          # default | ring | tree | hierarchical | pipelined
     topology_aware = false
     grad_accum_steps = 1
     overlap = 0.0
