@@ -257,6 +257,23 @@ def bottleneck_code(t_data, t_flop, t_mem, t_comm, input_bound):
 
 
 @jit
+def mark_unsupported(p, out_data, out_flop, out_mem, out_fits):
+    """Outputs of precision ``p`` on a GPU that lacks it: NaN times, fits flag 255."""
+    out_data[p] = np.nan
+    out_flop[p] = np.nan
+    out_mem[p] = np.nan
+    out_fits[p] = FLAG_FILL
+
+
+@jit
+def fits_memory_flag(job, gpu, prec_row, activation_bytes, workspace):
+    """1 when weights, gradients and optimizer state (per parameter, from ``prec_row`` and the
+    job), the kept ``activation_bytes`` and ``workspace`` [bytes] fit in the GPU's memory, else 0."""
+    state = job[J_PARAMS] * (prec_row[P_WEIGHT_BYTES] + prec_row[P_GRAD_BYTES] + job[J_OPT_STATE])
+    return 1 if state + activation_bytes + workspace <= gpu[G_MEMORY] else 0
+
+
+@jit
 def job_gpu_terms(job, gpu, peak, prec, workspace, out_data, out_flop, out_mem, out_fits):
     """Per-step times [s] that depend only on (job, gpu, precision), and memory feasibility.
 
@@ -267,18 +284,13 @@ def job_gpu_terms(job, gpu, peak, prec, workspace, out_data, out_flop, out_mem, 
     accum = job[J_ACCUM]
     for p in range(prec.shape[0]):
         if np.isnan(peak[p]):
-            out_data[p] = np.nan
-            out_flop[p] = np.nan
-            out_mem[p] = np.nan
-            out_fits[p] = FLAG_FILL
+            mark_unsupported(p, out_data, out_flop, out_mem, out_fits)
             continue
         ratio = prec[p, P_ACT_RATIO]
         out_data[p] = accum * job[J_INPUT] / gpu[G_PCIE_BW]
         out_flop[p] = accum * job[J_FLOP] / peak[p]
         out_mem[p] = accum * job[J_MEMBOUND] * ratio / gpu[G_MEM_BW]
-        state = job[J_PARAMS] * (prec[p, P_WEIGHT_BYTES] + prec[p, P_GRAD_BYTES] + job[J_OPT_STATE])
-        needed = state + job[J_ACTIVATION] * ratio + workspace
-        out_fits[p] = 1 if needed <= gpu[G_MEMORY] else 0
+        out_fits[p] = fits_memory_flag(job, gpu, prec[p], job[J_ACTIVATION] * ratio, workspace)
 
 
 @jit
@@ -302,10 +314,7 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
     launch = gpu[G_LAUNCH_GRAPHS] if job[J_GRAPHS] == 1.0 else gpu[G_LAUNCH_EAGER]
     for p in range(prec.shape[0]):
         if np.isnan(peak[p]):
-            out_data[p] = np.nan
-            out_flop[p] = np.nan
-            out_mem[p] = np.nan
-            out_fits[p] = FLAG_FILL
+            mark_unsupported(p, out_data, out_flop, out_mem, out_fits)
             continue
         ratio = prec[p, P_ACT_RATIO]
         flop_side = 0.0
@@ -328,9 +337,7 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
         out_data[p] = accum * job[J_INPUT] / gpu[G_PCIE_BW]
         out_flop[p] = accum * flop_side
         out_mem[p] = accum * mem_side + update
-        state = job[J_PARAMS] * (prec[p, P_WEIGHT_BYTES] + prec[p, P_GRAD_BYTES] + job[J_OPT_STATE])
-        needed = state + job[J_ACTIVATION_V2] * ratio + workspace
-        out_fits[p] = 1 if needed <= gpu[G_MEMORY] else 0
+        out_fits[p] = fits_memory_flag(job, gpu, prec[p], job[J_ACTIVATION_V2] * ratio, workspace)
 
 
 def _compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t_mem, fits_memory):
