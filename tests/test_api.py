@@ -30,9 +30,12 @@ LABELS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
 
 @pytest.fixture(scope="module")
 def cube_path(tmp_path_factory):
-    """The format-1 fixture's spec, swept now (the current format)."""
+    """The format-1 fixture's spec, swept now (the current format) with the model it was made with,
+    pai-v1 (the default since is pai-v2)."""
     path = tmp_path_factory.mktemp("api") / "cube.h5"
-    run_sweep(load_spec(FORMAT1 / "spec.toml"), path, progress=False)
+    spec = load_spec(FORMAT1 / "spec.toml")
+    spec.options = spec.options.with_overrides({"model": "pai-v1"}, "test")
+    run_sweep(spec, path, progress=False)
     return path
 
 

@@ -114,7 +114,7 @@ def test_bad_where_and_missing_cube(cube, tmp_path):
 
 def test_query_checks_the_calibration_of_the_cube(cube, tmp_path):
     calibration = tmp_path / "calib.toml"
-    calibration.write_text("[flop_efficiency]\namp-fp16 = 0.4\n")
+    calibration.write_text('[class_efficiency]\n"gemm_conv/*/amp" = 0.4\n')
     assert_clean_error(run("query", cube, "--best-arch", "--calibration", calibration), "default efficiencies")
     folder = cube.parent
     result = run("sweep", folder / "spec.toml", "--out", tmp_path / "calibrated.h5", "--calibration", calibration,

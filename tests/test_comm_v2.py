@@ -243,9 +243,9 @@ def test_bucket_option_is_checked():
 def test_sync_latency_is_on_in_pai_v2_and_off_in_pai_v1_unless_set():
     from paigrid.inputs.tables import option_vector
 
-    assert not Options().sync_latency_on and Options(model="pai-v2").sync_latency_on
+    assert not Options(model="pai-v1").sync_latency_on and Options().sync_latency_on  # pai-v2 is the default
     assert not Options(model="pai-v2", sync_latency=False).sync_latency_on
     assert Options(sync_latency=True).sync_latency_on
-    assert option_vector(Options())[L.O_SYNC_LATENCY] == 0.0
-    assert option_vector(Options(model="pai-v2"))[L.O_SYNC_LATENCY] == 1.0
+    assert option_vector(Options(model="pai-v1"))[L.O_SYNC_LATENCY] == 0.0
+    assert option_vector(Options())[L.O_SYNC_LATENCY] == 1.0
     assert option_vector(Options())[L.O_BUCKET_BYTES] == 25 * MIB

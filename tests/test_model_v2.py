@@ -156,9 +156,9 @@ def test_v2_kernel_matches_its_reference_nan_positions_included(seed, nan_field)
 
 # --- model selection ------------------------------------------------------------------------------
 def test_model_is_an_option_a_spec_key_and_checked():
-    assert Options().model == "pai-v1"
-    assert spec_from_dict({"model": "pai-v2"}, "spec").options.model == "pai-v2"
-    assert spec_from_dict({"options": {"model": "pai-v2"}}, "spec").options.model == "pai-v2"
+    assert Options().model == "pai-v2"
+    assert spec_from_dict({"model": "pai-v1"}, "spec").options.model == "pai-v1"
+    assert spec_from_dict({"options": {"model": "pai-v1"}}, "spec").options.model == "pai-v1"
     with pytest.raises(PaigridError, match="model is given twice"):
         spec_from_dict({"model": "pai-v2", "options": {"model": "pai-v1"}}, "spec")
     with pytest.raises(PaigridError, match="model must be one of pai-v1, pai-v2, not 'pai-v3'"):
@@ -173,7 +173,7 @@ def test_predict_under_each_model(tmp_path):
     v1 = json.loads(run(*args, "--model", "pai-v1").stdout)
     default = json.loads(run(*args).stdout)
     v2 = json.loads(run(*args, "--model", "pai-v2").stdout)
-    assert v1 == default                                    # pai-v1 is the default
+    assert v2 == default                                    # pai-v2 is the default
     assert v2["step_time"] != v1["step_time"] and v2["valid"]
     assert v2["bottleneck"] in L.BOTTLENECK_NAMES
     assert_clean_error(run(*args, "--model", "pai-v9"), "model must be one of pai-v1, pai-v2")

@@ -229,7 +229,9 @@ def test_gather_reads_validity_of_every_cube_format(tmp_path):
     from paigrid.cube import open_cube
 
     format1 = Path(__file__).parent / "data" / "format1"
-    run_sweep(load_spec(format1 / "spec.toml"), tmp_path / "now.h5", progress=False)
+    spec = load_spec(format1 / "spec.toml")
+    spec.options = spec.options.with_overrides({"model": "pai-v1"}, "test")  # the model of paigrid 0.1.0
+    run_sweep(spec, tmp_path / "now.h5", progress=False)
     old, new = open_cube(format1 / "cube.h5"), open_cube(tmp_path / "now.h5")
     try:
         assert (old.format, new.format) == (1, FORMAT_VERSION)

@@ -135,6 +135,8 @@ def test_validate_text_output():
 TRUTH_FLOP = {"A100-SXM4-80GB/tf32": 0.42, "A100-SXM4-80GB/amp-fp16": 0.33,
               "V100-SXM2-16GB/fp32": 0.66, "V100-SXM2-16GB/amp-fp16": 0.48}
 TRUTH_LINK = {"nvswitch": 0.60, "nvlink-hcm": 0.70, "infiniband": 0.50}
+#: the pai-v1 calibration tests below fit its FLOP, link and overlap parameters
+V1 = Options(model="pai-v1")
 SHAPES = {"A100-SXM4-80GB": ("nvswitch-nvlink3", "ib-hdr-200g", 4), "V100-SXM2-16GB": ("nvlink2-hcm", "ib-edr-100g", 2)}
 WORKLOADS = {"ResNet-50 v1.5": ("224", 128), "BERT-large (SQuAD fine-tune)": ("384", 8), "VGG-16": ("224", 32)}
 
@@ -158,8 +160,8 @@ def synthetic_lines():
     return lines
 
 
-def synthetic_file(tmp_path, cats, flop=TRUTH_FLOP, link=TRUTH_LINK, options=Options(), noise=0.0):
-    """A measurements CSV whose throughputs are the model's own with known efficiencies."""
+def synthetic_file(tmp_path, cats, flop=TRUTH_FLOP, link=TRUTH_LINK, options=V1, noise=0.0):
+    """A measurements CSV whose throughputs are pai-v1's own with known FLOP and link efficiencies."""
     lines = synthetic_lines()
     path = write_rows(tmp_path / "synthetic.csv", lines)
     truth = defaults().overridden(Efficiency(dict(flop), {}, dict(link), {}, "truth"))
@@ -173,7 +175,7 @@ def synthetic_file(tmp_path, cats, flop=TRUTH_FLOP, link=TRUTH_LINK, options=Opt
 def test_fit_recovers_known_efficiencies(tmp_path, cats):
     path = synthetic_file(tmp_path, cats)
     out = tmp_path / "calib.toml"
-    result = run("calibrate", path, "--out", out)
+    result = run("calibrate", path, "--out", out, "--model", "pai-v1")
     assert result.exit_code == 0, result.output
     calib = load_calibration(out)
     assert set(calib.flop) == set(TRUTH_FLOP) and set(calib.link) == set(TRUTH_LINK)
@@ -183,13 +185,13 @@ def test_fit_recovers_known_efficiencies(tmp_path, cats):
         assert calib.link[key] == pytest.approx(value, rel=0.02), key
     assert "±" in result.stdout and "flop_efficiency.A100-SXM4-80GB/tf32" in result.stdout
     # and the calibrated model reproduces the data
-    rows = json.loads(run("validate", path, "--calibration", out, "--json").stdout)["rows"]
+    rows = json.loads(run("validate", path, "--calibration", out, "--model", "pai-v1", "--json").stdout)["rows"]
     assert max(abs(r["error"]) for r in rows) < 1e-3
 
 
 def test_fit_with_noise_stays_close_and_reports_uncertainty(tmp_path, cats):
     rows = load_measurements(synthetic_file(tmp_path, cats, noise=0.01), cats)
-    result = fit(rows, defaults(), Options(), cats=cats)
+    result = fit(rows, defaults(), V1, cats=cats)
     for p in result.parameters:
         truth = {**TRUTH_FLOP, **TRUTH_LINK}[p.key]
         assert p.stderr > 0 and math.isfinite(p.stderr)
@@ -197,9 +199,9 @@ def test_fit_with_noise_stays_close_and_reports_uncertainty(tmp_path, cats):
 
 
 def test_fit_recovers_overlap_when_links_are_fixed(tmp_path, cats):
-    path = synthetic_file(tmp_path, cats, link={}, options=Options(overlap=0.4))
+    path = synthetic_file(tmp_path, cats, link={}, options=Options(model="pai-v1", overlap=0.4))
     rows = load_measurements(path, cats)
-    result = fit(rows, defaults(), Options(), parameters=("flop", "overlap"), cats=cats)
+    result = fit(rows, defaults(), V1, parameters=("flop", "overlap"), cats=cats)
     values = {p.name: p.value for p in result.parameters}
     assert values["options.overlap"] == pytest.approx(0.4, abs=0.02)
     assert values["flop_efficiency.V100-SXM2-16GB/fp32"] == pytest.approx(0.66, rel=0.01)
@@ -209,7 +211,7 @@ def test_flop_per_precision_shares_one_value_across_gpus(tmp_path, cats):
     flop = {"A100-SXM4-80GB/amp-fp16": 0.4, "V100-SXM2-16GB/amp-fp16": 0.4,
             "A100-SXM4-80GB/tf32": 0.5, "V100-SXM2-16GB/fp32": 0.6}
     rows = load_measurements(synthetic_file(tmp_path, cats, flop=flop), cats)
-    result = fit(rows, defaults(), Options(), flop_per="precision", cats=cats)
+    result = fit(rows, defaults(), V1, flop_per="precision", cats=cats)
     values = {p.name: p.value for p in result.parameters}
     assert values["flop_efficiency.amp-fp16"] == pytest.approx(0.4, rel=0.01)
     assert values["flop_efficiency.tf32"] == pytest.approx(0.5, rel=0.01)
@@ -217,7 +219,8 @@ def test_flop_per_precision_shares_one_value_across_gpus(tmp_path, cats):
 
 # --- calibrate: refusals, round trip, held-out split --------------------------------------------
 def test_fewer_rows_than_parameters_is_refused(tmp_path):
-    result = run("calibrate", PUBLIC, "--out", tmp_path / "c.toml", "--rows-where", "id=pt-squad-02")
+    result = run("calibrate", PUBLIC, "--out", tmp_path / "c.toml", "--rows-where", "id=pt-squad-02",
+                 "--model", "pai-v1")
     assert_clean_error(result, "2 parameters", "only 1 row")
     assert not (tmp_path / "c.toml").exists()
 
@@ -225,17 +228,17 @@ def test_fewer_rows_than_parameters_is_refused(tmp_path):
 def test_a_parameter_no_row_depends_on_is_refused(tmp_path):
     # ResNet-50 exchanges so little over NVSwitch that its rows cannot determine the link
     result = run("calibrate", PUBLIC, "--out", tmp_path / "c.toml", "--rows-where", "model=ResNet*",
-                 "--rows-where", "gpu=A100*")
+                 "--rows-where", "gpu=A100*", "--model", "pai-v1")
     assert_clean_error(result, "cannot determine link_efficiency.nvswitch")
     ok = run("calibrate", PUBLIC, "--out", tmp_path / "c.toml", "--rows-where", "model=ResNet*",
-             "--rows-where", "gpu=A100*", "--fit", "flop")
+             "--rows-where", "gpu=A100*", "--fit", "flop", "--model", "pai-v1")
     assert ok.exit_code == 0, ok.output
 
 
 def test_confounded_parameters_are_refused(tmp_path, cats):
     rows = load_measurements(synthetic_file(tmp_path, cats), cats)
     with pytest.raises(PaigridError, match="cannot determine .*confounded with"):
-        fit(rows, defaults(), Options(), parameters=("link", "overlap"), cats=cats)
+        fit(rows, defaults(), V1, parameters=("link", "overlap"), cats=cats)
 
 
 def test_calibration_round_trip(tmp_path, public_rows, cats):
@@ -255,18 +258,21 @@ def test_calibration_round_trip(tmp_path, public_rows, cats):
 
 def test_held_out_split(tmp_path):
     out = tmp_path / "a100.toml"
-    result = run("calibrate", PUBLIC, "--out", out, "--rows-where", "gpu=A100-SXM4-80GB", "--flop-per", "precision")
+    result = run("calibrate", PUBLIC, "--out", out, "--rows-where", "gpu=A100-SXM4-80GB", "--flop-per", "precision",
+                 "--model", "pai-v1")
     assert result.exit_code == 0, result.output
     import tomllib
 
     fitted_on = set(tomllib.loads(out.read_text())["fit"]["rows"])
     assert len(fitted_on) == 9 and all(i.startswith(("pt-rn50-0", "pt-bert-03", "pt-squad-0")) for i in fitted_on)
-    data = json.loads(run("validate", PUBLIC, "--calibration", out, "--rows-where", "gpu=V100*", "--json").stdout)
+    data = json.loads(run("validate", PUBLIC, "--calibration", out, "--rows-where", "gpu=V100*", "--model", "pai-v1",
+                          "--json").stdout)
     validated_on = {r["id"] for r in data["rows"]}
     assert len(validated_on) == 11 and not validated_on & fitted_on
     assert {r["gpu"] for r in data["rows"]} == {"V100-SXM2-16GB", "V100-SXM2-32GB"}
     # the per-precision amp-fp16 value, fitted on the A100, changes the V100 AMP predictions
-    plain = json.loads(run("validate", PUBLIC, "--rows-where", "gpu=V100*", "--json").stdout)["rows"]
+    plain = json.loads(run("validate", PUBLIC, "--rows-where", "gpu=V100*", "--model", "pai-v1",
+                           "--json").stdout)["rows"]
     changed = {a["id"] for a, b in zip(data["rows"], plain) if a["predicted"] != pytest.approx(b["predicted"])}
     assert "pt-squad-05" in changed and "pt-rn50-05" not in changed      # amp-fp16 yes, fp32 no
 

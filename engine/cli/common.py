@@ -21,11 +21,16 @@ except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions
 
 from paigrid.errors import PaigridError
+from paigrid.inputs.spec import DEFAULT_MODEL
 
 EXIT_ERROR = 2
 _EXITS = (typer.Exit, typer.Abort, getattr(click_exceptions, "Exit", typer.Exit))
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe
+
+#: help of every --model option
+MODEL_HELP = ("Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); "
+              f"default: {DEFAULT_MODEL}.")
 
 
 def fail(sentence: str, code: int = EXIT_ERROR):

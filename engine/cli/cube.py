@@ -8,6 +8,7 @@ import typer
 
 from paigrid.cli.common import (
     CATALOGUE_HELP,
+    MODEL_HELP,
     OPTION_HELP,
     By,
     Compression,
@@ -22,7 +23,6 @@ from paigrid.errors import PaigridError
 app = typer.Typer()
 
 
-MODEL_HELP = "Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); default: pai-v1."
 
 
 @app.command()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.common import OPTION_HELP, guarded, parse_option_items
+from paigrid.cli.common import MODEL_HELP, OPTION_HELP, guarded, parse_option_items
 
 app = typer.Typer()
 
@@ -50,7 +50,6 @@ def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> s
     return stream.getvalue().rstrip("\n")
 
 
-MODEL_HELP = "Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); default: pai-v1."
 
 
 def _model(calibration: Path | None, option: list[str] | None, model: str | None = None):

@@ -55,14 +55,15 @@ MAX_N_GPU = 2**31 - 1
 
 
 #: the compute model of a sweep, predict, validate or calibrate that names none
-DEFAULT_MODEL = "pai-v1"
+DEFAULT_MODEL = "pai-v2"
 #: options whose values are words, and the words each accepts
 TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs")}
 
 
 @dataclass(frozen=True)
 class Options:
-    """The model's named options; the defaults are version 1 of the model, value for value."""
+    """The model's named options; with ``model="pai-v1"`` and every other option at its default they
+    are version 1 of the model, value for value."""
 
     collective: str = "default"
     topology_aware: bool = False
