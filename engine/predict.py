@@ -50,7 +50,7 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
     fits = fits_matrix(cats, names["gpu"], names["intra"])
     option_row = option_vector(options)
-    job_table = np.stack([job_vector(job, cats, options) for job in jobs])
+    job_table = np.stack([job_vector(job, cats, options, eff) for job in jobs])
     n_gpu = np.array([[float(config["n_gpu"])] for config in configs])
 
     groups: dict[tuple, list[int]] = {}

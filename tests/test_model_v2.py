@@ -295,6 +295,63 @@ def test_v2_fit_recovers_a_known_gemm_efficiency(tmp_path, cats):
     assert "kept at its default" in result.stdout or len(calib.classes) <= len(rows) // ROWS_PER_PARAMETER
 
 
+def test_a_workload_correction_is_fitted_and_applies_to_its_workload_only(tmp_path, cats):
+    """Rows generated with a known per-workload factor give it back (``--fit workload``); the
+    factor divides that workload's class FLOPs and bytes and touches no other workload."""
+    from paigrid.inputs.efficiency import Efficiency
+    from paigrid.trust.measurements import predict_rows
+
+    with open(PUBLIC, newline="", encoding="utf-8") as handle:
+        lines = [line for line in csv.DictReader(handle) if line["gpu"] == "H200"]
+    truth = defaults().overridden(Efficiency({}, {}, {}, {}, "truth", workloads={"gpt2-small": 0.7,
+                                                                                 "resnet50-v1.5": 1.3}))
+    options = Options(model="pai-v2")
+    path = tmp_path / "syn.csv"
+    for _ in range(2):  # write, then rewrite with the generated throughputs
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(lines[0]))
+            writer.writeheader()
+            writer.writerows(lines)
+        for line, predicted in zip(lines, predict_rows(load_measurements(path, cats), cats, truth, options)):
+            line["throughput"], line["throughput_unit"] = repr(predicted["throughput"]), "samples/s"
+    out = tmp_path / "calib.toml"
+    result = run("calibrate", path, "--fit", "workload", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "this workload only" in result.stdout
+    calib = load_calibration(out)
+    assert calib.workloads["gpt2-small"] == pytest.approx(0.7, rel=0.01)
+    assert calib.workloads["resnet50-v1.5"] == pytest.approx(1.3, rel=0.01)
+    assert calib.workloads.get("bert-large-seq128", 1.0) == pytest.approx(1.0, rel=0.01)
+    # applied: the class FLOPs and bytes of that workload only, divided by the factor
+    gpt2 = Job("a", "gpt2-small", 16.0, {k: getattr(Options(), k) for k in JOB_OPTIONS})
+    plain = class_fields(gpt2, cats, options)
+    corrected = class_fields(gpt2, cats, options, calib)
+    for field in (*range(L.J_CLASS_FLOP, L.J_CLASS_FLOP + L.N_CLASSES), L.J_AMP_FP32_BYTES):
+        assert corrected[field] == pytest.approx(plain[field] / calib.workloads["gpt2-small"])
+    assert corrected[L.J_LAUNCHES] == plain[L.J_LAUNCHES] and corrected[L.J_UPDATE_BYTES] == plain[L.J_UPDATE_BYTES]
+    bert = Job("b", "bert-large-seq128", 64.0, gpt2.options)
+    assert class_fields(bert, cats, options, calib) == class_fields(bert, cats, options)
+
+
+def test_the_default_calibration_of_the_public_rows_is_accepted(tmp_path):
+    """What a user runs first: ``paigrid calibrate`` on the shipped rows with the defaults fits
+    without a parameter on a bound (a bound would make it exit non-zero)."""
+    result = run("calibrate", PUBLIC, "--out", tmp_path / "c.toml")
+    assert result.exit_code == 0, result.output
+    assert "at a bound" not in result.stdout and load_calibration(tmp_path / "c.toml").classes
+
+
+def test_workload_corrections_are_pai_v2_and_checked(tmp_path):
+    refused = run("calibrate", PUBLIC, "--model", "pai-v1", "--fit", "workload", "--out", tmp_path / "c.toml")
+    assert_clean_error(refused, "parameters of compute model pai-v2")
+    path = tmp_path / "c.toml"
+    for text, fragment in (("[workload_efficiency]\ngpt2-small = 0\n", "must be a positive number"),
+                           ("[workload_efficiency]\nalexnet-9000 = 0.5\n", "names nothing known")):
+        path.write_text(text)
+        with pytest.raises(PaigridError, match=fragment):
+            load_calibration(path)
+
+
 def test_a_fit_on_a_bound_exits_non_zero_unless_allowed(tmp_path):
     # the ResNet-50 rows alone push the Volta HBM efficiency onto its upper bound (0.95)
     where = ("--rows-where", "workload=resnet50-v1.5")

@@ -80,7 +80,8 @@ def calibrate(
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     fit_groups: str | None = typer.Option(
         None, "--fit", help="Parameter groups to fit, comma-separated: flop, link, memory, overlap (pai-v1); "
-                            "class, hbm, launch, link (pai-v2). Default: flop,link under pai-v1, "
+                            "class, hbm, launch, link, workload (pai-v2; workload: one correction per "
+                            "workload of the rows). Default: flop,link under pai-v1, "
                             "class,hbm,launch,link under pai-v2."),
     share: str = typer.Option(
         "generation", "--share", help="pai-v2: one parameter per GPU generation (generation) or one for all "
@@ -97,7 +98,9 @@ def calibrate(
     """Fit efficiency parameters to measurements by robust least squares on log throughput."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.trust.calibrate import fit, write_calibration
+    from paigrid.userfiles import check_writable_file
 
+    check_writable_file(out)  # before the fit, which takes seconds
     cats = Catalogues.load()
     efficiency, options = _model(None, option, model)
     rows = _rows(measurements, rows_where, cats)
@@ -105,7 +108,9 @@ def calibrate(
     result = fit(rows, efficiency, options, groups, flop_per.value, cats, allow_bounds=allow_bounds, share=share)
     write_calibration(result, out, {"measurements": str(measurements), "rows_where": list(rows_where or [])})
     params = [{"parameter": p.name, "start": f"{p.start:.3f}", "fitted ± s.e.": f"{p.value:.3f} ± {_se(p.stderr)}",
-               "note": "at a bound" if p.at_bound else ""} for p in result.parameters]
+               "note": "; ".join(n for n, on in (("at a bound", p.at_bound),
+                                                 ("this workload only", p.section == "workload_efficiency")) if on)}
+              for p in result.parameters]
     params += [{"parameter": name, "start": f"{value:.3f}", "fitted ± s.e.": "-", "note": "kept at its default"}
                for name, value in zip(result.notes.get("at_default", []), result.notes.get("default_values", []))]
     if result.notes.get("left_out"):

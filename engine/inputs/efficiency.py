@@ -14,6 +14,8 @@ efficiency) and the ``efficiency`` column of ``links.csv``.  A calibration file 
     [options]                  # model options, e.g. overlap = 0.4
     [class_efficiency]         # compute model pai-v2: "CLASS/GENERATION/PRECISION" (each may be *)
     "gemm_conv/Hopper/amp" = 0.6   # fractions of peak; hbm: of HBM bandwidth; launch_*: us per launch
+    [workload_efficiency]      # compute model pai-v2, per workload (catalogue name or alias)
+    gpt2-small = 0.8           # its operator classes run at 0.8 x their default rates
 
 Compute model pai-v2 reads ``datasets/class_efficiency.csv`` (one row per class, GPU generation
 and precision, ``*`` for any; precision ``amp`` stands for amp-fp16 and amp-bf16) and its
@@ -43,6 +45,7 @@ class Efficiency:
     options: dict[str, object] = field(default_factory=dict)  # model options set by a calibration
     origin: str = "defaults"
     classes: dict[str, float] = field(default_factory=dict)  # pai-v2: "class/generation/precision"
+    workloads: dict[str, float] = field(default_factory=dict)  # pai-v2: per-workload correction factor
 
     def flop_for(self, gpu: str, precision: str) -> float:
         """FLOP efficiency of ``gpu`` at ``precision``: per-GPU value if calibrated, else per precision."""
@@ -67,7 +70,13 @@ class Efficiency:
         """A copy of these factors with ``calibration``'s values on top."""
         return Efficiency({**self.flop, **calibration.flop}, {**self.memory, **calibration.memory},
                           {**self.link, **calibration.link}, {**self.options, **calibration.options},
-                          calibration.origin, {**self.classes, **calibration.classes})
+                          calibration.origin, {**self.classes, **calibration.classes},
+                          {**self.workloads, **calibration.workloads})
+
+    def workload_factor(self, workload: str) -> float:
+        """pai-v2 correction of ``workload`` (a calibration's ``[workload_efficiency]``): its
+        operator classes run at this multiple of their default rates (1 when not calibrated)."""
+        return self.workloads.get(workload, 1.0)
 
 
 #: pai-v2 classes in ``class_efficiency.csv`` that are not fractions of a peak (us per launch)
@@ -199,7 +208,8 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
     the close matches, never silently ignored."""
     path = Path(path)
     data = read_toml(path, "the calibration file")
-    known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "class_efficiency", "options", "fit"}
+    known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "class_efficiency", "workload_efficiency",
+             "options", "fit"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -223,7 +233,20 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
                       _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
                       options, origin=origin,
                       classes=_canonical(_class_values(dict(data.get("class_efficiency", {})), origin), origin,
-                                         "class_efficiency", lambda k: _class_key(k, cats)))
+                                         "class_efficiency", lambda k: _class_key(k, cats)),
+                      workloads=_canonical(_factors(dict(data.get("workload_efficiency", {})), origin,
+                                                    "workload_efficiency"), origin, "workload_efficiency",
+                                           cats.workloads.resolve))
+
+
+def _factors(table: dict, origin: str, section: str) -> dict[str, float]:
+    """Positive finite factors (per-workload corrections may exceed 1)."""
+    values = {}
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise PaigridError(f"{origin}: [{section}] {key} must be a positive number, not {value!r}.")
+        values[key] = float(value)
+    return values
 
 
 def _class_key(key: str, cats) -> str:

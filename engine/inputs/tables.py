@@ -79,7 +79,7 @@ class Grid(KernelTables):
     def job_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Job table (J, N_JOB_FIELDS) and GPU-count table (J, N) of jobs[start:stop]."""
         jobs = self.jobs[start:stop]
-        table = np.stack([job_vector(job, self.cats, self.model_options) for job in jobs])
+        table = np.stack([job_vector(job, self.cats, self.model_options, self.efficiency) for job in jobs])
         if self.n_gpu == [0]:
             counts = np.array([[job.current["n_gpu"]] for job in jobs], dtype=np.float64)
         else:
@@ -95,7 +95,8 @@ def _workload_classes() -> dict[str, dict[str, str]]:
     return {row["name"]: row for row in load("workload_classes").rows}
 
 
-def class_fields(job: Job, cats: Catalogues, options: Options | None = None) -> dict[int, float]:
+def class_fields(job: Job, cats: Catalogues, options: Options | None = None,
+                 efficiency: Efficiency | None = None) -> dict[int, float]:
     """The pai-v2 fields of a job-table row (``layout.J_CLASS_FLOP`` ... ``J_GRAPHS``), SI units.
 
     From ``datasets/workload_classes.csv`` (a built-in workload): per class, FLOPs = 3 x forward
@@ -108,6 +109,9 @@ def class_fields(job: Job, cats: Catalogues, options: Options | None = None) -> 
     8 + 2 x state bytes per parameter (+12 for LAMB) beyond the
     precision's gradient and working-copy bytes.  A workload not in that file (a user catalogue)
     is one GEMM class of 3 x ``fwd_GFLOP_per_sample`` plus its memory-bound bytes, no launches.
+    A per-workload correction f of ``efficiency`` (``Efficiency.workload_factor``, fitted by
+    ``paigrid calibrate --fit workload``) divides the class FLOPs and bytes by f: its classes run
+    at f x their default rates (launches and the optimizer update are unchanged).
     """
     from paigrid.inputs.zoo import LAMB_EXTRA_BYTES
 
@@ -136,15 +140,21 @@ def class_fields(job: Job, cats: Catalogues, options: Options | None = None) -> 
         out[L.J_AMP_FP32_BYTES] = float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]) * 1e6 * b
         out[L.J_ACTIVATION_V2] = float(row[f"activation_{attention}_MB_per_sample"]) * 1e6 * b
     out.setdefault(L.J_AMP_FP32_BYTES, 0.0)
+    factor = efficiency.workload_factor(job.model) if efficiency is not None else 1.0
+    if factor != 1.0:
+        for field_index in (*range(L.J_CLASS_FLOP, L.J_CLASS_FLOP + L.N_CLASSES),
+                            *range(L.J_CLASS_BYTES, L.J_CLASS_BYTES + L.N_CLASSES), L.J_AMP_FP32_BYTES):
+            out[field_index] /= factor
     out[L.J_UPDATE_BYTES] = 8.0 + 2.0 * state + (LAMB_EXTRA_BYTES if optimizer == "lamb" else 0.0)
     out[L.J_GRAPHS] = 1.0 if job.variant.get("execution", options.execution) == "graphs" else 0.0
     return out
 
 
-def job_vector(job: Job, cats: Catalogues, options: Options | None = None) -> np.ndarray:
+def job_vector(job: Job, cats: Catalogues, options: Options | None = None,
+               efficiency: Efficiency | None = None) -> np.ndarray:
     """One row of the job table: per-micro-batch FLOPs and bytes of one GPU, and the job's options
     (``options``: the sweep's, for the pai-v2 fields; under pai-v2 a job's own optimizer sets
-    its optimizer state too)."""
+    its optimizer state too; ``efficiency``: its per-workload corrections, see ``class_fields``)."""
     w = cats.workloads
     row = np.zeros(L.N_JOB_FIELDS)
     b = job.batch
@@ -163,7 +173,7 @@ def job_vector(job: Job, cats: Catalogues, options: Options | None = None) -> np
     row[L.J_PS_COUNT] = o["ps_count"]
     row[L.J_OVERLAP] = o["overlap"]
     row[L.J_INPUT_RATE] = o["input_rate_samples_per_s"]
-    for field_index, value in class_fields(job, cats, options).items():
+    for field_index, value in class_fields(job, cats, options, efficiency).items():
         row[field_index] = value
     if (options or Options()).model == "pai-v2" and "optimizer" in job.variant:
         row[L.J_OPT_STATE] = cats.optimizers.number(job.variant["optimizer"], "state_bytes_per_param")

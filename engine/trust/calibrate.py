@@ -12,9 +12,15 @@ peaks by.  Parameter groups (``parameters=``):
 * ``memory`` (not by default): HBM efficiency per GPU;
 * ``overlap`` (not by default): one global fraction of communication hidden behind the
   backward pass.  Throughput alone can rarely tell overlap from link efficiency (both scale the
-  exposed communication), so fitting both is usually refused as under-determined.
+  exposed communication), so fitting both is usually refused as under-determined;
+* ``class``, ``hbm``, ``launch`` (pai-v2, by default with ``link``): operator-class efficiencies,
+  HBM efficiency and launch time (``_class_candidates``);
+* ``workload`` (pai-v2, not by default): one correction factor per workload of the rows,
+  ``[workload_efficiency]``: its operator classes run at that multiple of their default rates.
+  It applies only to that workload (a prediction of a workload without measurements keeps 1),
+  so the fit reports it as a per-workload correction, not as a property of the GPU.
 
-Every parameter is bounded to [0.05, 1] and fitted as log p.  Residuals are
+Every parameter is bounded (``datasets/parameter_bounds.csv``) and fitted as log p.  Residuals are
 r = log(predicted) - log(measured); the loss is ``soft_l1`` with scale 0.1 (residuals beyond
 about 10 % count linearly, not quadratically).  The standard error of log p comes from the
 Jacobian at the solution, cov = s^2 (J^T J)^-1 with s^2 = sum(r^2) / (rows - parameters);
@@ -41,10 +47,12 @@ from paigrid.inputs.spec import Options
 from paigrid.trust.measurements import Measurement
 from paigrid.userfiles import write_text_atomically
 
-GROUPS = ("flop", "link", "memory", "overlap", "class", "hbm", "launch")
+GROUPS = ("flop", "link", "memory", "overlap", "class", "hbm", "launch", "workload")
 DEFAULT_PARAMETERS = ("flop", "link")
 #: the default groups of compute model pai-v2: operator-class efficiencies per GPU generation
-#: and precision family, HBM efficiency per generation, the eager launch time, link kinds
+#: and precision family, HBM efficiency per generation, the eager launch time, link kinds (the
+#: per-workload corrections are not among them: on the public rows they put the Volta HBM
+#: efficiency on its bound, so a default calibration would be refused; docs/accuracy.md)
 DEFAULT_PARAMETERS_V2 = ("class", "hbm", "launch", "link")
 #: pai-v2 fits at most one parameter per this many rows (the most informative ones; see ``fit``)
 ROWS_PER_PARAMETER = 3
@@ -60,7 +68,8 @@ MAX_RELATIVE_SE = 1.0  # refuse when a parameter's standard error of log p would
 class Parameter:
     """One fitted efficiency: its calibration table and key, start value and result."""
 
-    section: str        # flop_efficiency, memory_efficiency, link_efficiency, class_efficiency or options
+    section: str        # flop_efficiency, memory_efficiency, link_efficiency, class_efficiency,
+    #                     workload_efficiency or options
     key: str
     start: float
     value: float = math.nan
@@ -209,6 +218,8 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
             groups_of_row = groups
             for key, start in _class_candidates(row, base, options, groups, cats, share):
                 add("class_efficiency", key, start)
+        if "workload" in groups_of_row:
+            add("workload_efficiency", row.workload, base.workload_factor(row.workload))
         if "flop" in groups_of_row:
             key = f"{row.gpu}/{row.precision}" if flop_per == "gpu-precision" else row.precision
             add("flop_efficiency", key, base.flop_for(row.gpu, row.precision))
@@ -221,17 +232,19 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
                 add("link_efficiency", kind, float(np.mean(starts)))
     if "overlap" in groups and any(r.n_gpu > 1 for r in rows):
         add("options", "overlap", options.overlap if options.overlap >= LOWER else 0.5)
-    order = ("flop_efficiency", "memory_efficiency", "class_efficiency", "link_efficiency", "options")
+    order = ("flop_efficiency", "memory_efficiency", "class_efficiency", "workload_efficiency", "link_efficiency",
+             "options")
     return sorted(params.values(), key=lambda p: (order.index(p.section), p.key))
 
 
 def _overrides(params: list[Parameter], values, origin: str) -> Efficiency:
-    tables = {"flop_efficiency": {}, "memory_efficiency": {}, "link_efficiency": {}, "class_efficiency": {}}
+    tables = {"flop_efficiency": {}, "memory_efficiency": {}, "link_efficiency": {}, "class_efficiency": {},
+              "workload_efficiency": {}}
     for p, v in zip(params, values):
         if p.section in tables:
             tables[p.section][p.key] = float(v)
     return Efficiency(tables["flop_efficiency"], tables["memory_efficiency"], tables["link_efficiency"], {}, origin,
-                      tables["class_efficiency"])
+                      tables["class_efficiency"], tables["workload_efficiency"])
 
 
 def _with_overlap(options: Options, params: list[Parameter], values) -> Options:
@@ -265,14 +278,22 @@ class _Model:
     def residuals(self, x: np.ndarray) -> np.ndarray:
         return np.log(self.predict(x)) - self.log_measured
 
-    def jacobian(self, x: np.ndarray) -> np.ndarray:
-        """d residual / d log p by central differences (one-sided at a bound)."""
+    def jacobian(self, x: np.ndarray, central: bool = True) -> np.ndarray:
+        """d residual / d log p by central differences of STEP (one-sided at a bound), or forward
+        differences (backward at the upper bound) when not ``central``: one evaluation per
+        parameter instead of two."""
         jac = np.empty((len(self.rows), len(x)))
+        here = None if central else self.residuals(x)
         for j in range(len(x)):
             up, down = x.copy(), x.copy()
             up[j] = min(x[j] + STEP, self.upper[j])
             down[j] = max(x[j] - STEP, self.lower[j])
-            jac[:, j] = (self.residuals(up) - self.residuals(down)) / (up[j] - down[j])
+            if central:
+                jac[:, j] = (self.residuals(up) - self.residuals(down)) / (up[j] - down[j])
+            elif up[j] > x[j]:
+                jac[:, j] = (self.residuals(up) - here) / (up[j] - x[j])
+            else:
+                jac[:, j] = (here - self.residuals(down)) / (x[j] - down[j])
         return jac
 
 
@@ -363,6 +384,9 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     rows = [r for r in rows if modelled(r)]
     if not rows:
         raise PaigridError("the selected rows are all of a kind the model has no term for; nothing to fit.")
+    if "workload" in (parameters or ()) and not v2:
+        raise PaigridError("per-workload corrections (--fit workload) are parameters of compute model pai-v2; "
+                           "pass --model pai-v2.")
     if parameters is None:
         collectives = all(r.kind == "collective" for r in rows)
         parameters = ("link",) if collectives else DEFAULT_PARAMETERS_V2 if v2 else DEFAULT_PARAMETERS
@@ -380,8 +404,11 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
             raise PaigridError("the selected rows cannot determine any parameter of the fit.")
         model = _Model(rows, base_efficiency, options, params, cats)
     _refuse_if_undetermined(model.jacobian(x0), params, rows)
-    result = least_squares(model.residuals, x0, bounds=(model.lower, model.upper), loss=LOSS,
-                           f_scale=F_SCALE, diff_step=STEP, x_scale=1.0, max_nfev=200 * len(params))
+    # our own differences, STEP in log p: scipy's relative step is ~1e-8 at log p = 0 (a start of
+    # 1, as every per-workload factor has), below the float32 resolution of a prediction
+    result = least_squares(model.residuals, x0, jac=lambda x: model.jacobian(x, central=False),
+                           bounds=(model.lower, model.upper), loss=LOSS, f_scale=F_SCALE, x_scale=1.0,
+                           max_nfev=200 * len(params))
     x = np.clip(result.x, model.lower, model.upper)
     residuals = model.residuals(x)
     dof = len(rows) - len(params)
@@ -440,10 +467,12 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
 
     lines = ["# paigrid calibration: efficiencies fitted by `paigrid calibrate` (robust least squares on",
              "# log throughput); each value is a fraction of a datasheet peak, +- one standard error.", ""]
-    for section in ("flop_efficiency", "memory_efficiency", "class_efficiency", "link_efficiency"):
+    for section in ("flop_efficiency", "memory_efficiency", "class_efficiency", "workload_efficiency",
+                    "link_efficiency"):
         chosen = [p for p in result.parameters if p.section == section]
         if chosen:
-            lines.append(f"[{section}]")
+            lines.append(f"[{section}]" + ("   # per-workload corrections: each applies to its workload only"
+                                            if section == "workload_efficiency" else ""))
             lines += [f"{_key(p.key)} = {_toml_value(p.value)}  # +- {p.stderr:.3g}"
                       f"{' (at a bound)' if p.at_bound else ''}" for p in chosen]
             lines.append("")

@@ -38,6 +38,12 @@ from paigrid.trust.validate import validate
 FOLDS = {"workload": "leave-one-workload-out", "generation": "leave-one-generation-out"}
 #: parameter groups of the fits, per model (None: the model's defaults)
 FIT_GROUPS = {"pai-v1": ("flop",), "pai-v2": None}
+#: pai-v2 also judged with one correction per workload on top of its default groups
+#: (``calibrate --fit class,hbm,launch,link,workload``): a held-out workload has none, so
+#: leave-one-workload-out shows what the shared groups transfer to a new workload and
+#: leave-one-generation-out what a workload's correction carries to a GPU generation it was not
+#: fitted on
+WITH_WORKLOAD = ("class", "hbm", "launch", "link", "workload")
 #: parameter groups whose shipped defaults were fitted to the public rows, per model: refitted per
 #: fold in the uncalibrated protocol
 FITTED_DEFAULTS = {"pai-v1": (), "pai-v2": ("launch",)}
@@ -49,11 +55,12 @@ BAND_QUANTILE = 0.68
 
 
 def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_by: str,
-             calibrated: bool = True) -> tuple[list[dict], list[dict]]:
+             calibrated: bool = True, groups: tuple[str, ...] | None = None) -> tuple[list[dict], list[dict]]:
     """Each row's validate result (``validate.validate`` row dict plus ``fold``) predicted by a
     calibration fitted on the rows of the other ``fold_by`` values (``workload`` or
     ``generation``), or by the defaults when not ``calibrated`` (the ``FITTED_DEFAULTS`` of the
-    model refitted on those rows); and one entry per fold with
+    model refitted on those rows; ``groups``: other parameter groups of the calibrated fit than
+    the model's ``FIT_GROUPS``); and one entry per fold with
     its value, training and test row counts, the fitted parameters ({name: value}), those on a
     bound and, when the fit was refused, the reason (that fold then uses the defaults)."""
     if fold_by not in FOLDS:
@@ -67,10 +74,10 @@ def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_b
         eff, fold_options = base, options
         entry = {"fold": value, "train_rows": len(train), "test_rows": len(test), "parameters": {},
                  "at_bound": [], "refused": ""}
-        groups = FIT_GROUPS[options.model] if calibrated else FITTED_DEFAULTS[options.model]
-        if train and (calibrated or groups):
+        fitted = (groups or FIT_GROUPS[options.model]) if calibrated else FITTED_DEFAULTS[options.model]
+        if train and (calibrated or fitted):
             try:
-                result = fit(train, base, options, groups, cats=cats, allow_bounds=True, share=SHARE[fold_by])
+                result = fit(train, base, options, fitted, cats=cats, allow_bounds=True, share=SHARE[fold_by])
             except PaigridError as exc:
                 entry["refused"] = str(exc)
             else:
@@ -97,9 +104,10 @@ def group_summary(results: list[dict]) -> dict[str, dict]:
 
 def protocol(rows: list[Measurement], cats: Catalogues | None = None,
              models=("pai-v1", "pai-v2"), options: Options | None = None) -> dict:
-    """The whole protocol: for each model, each fold kind, uncalibrated and calibrated, the
-    held-out rows, the folds and the per-group summary.  Returns
-    ``{model: {fold_by: {"uncalibrated": {...}, "calibrated": {...}}}}``, each holding
+    """The whole protocol: for each model, each fold kind, uncalibrated and calibrated (pai-v2
+    also "calibrated + workload", ``WITH_WORKLOAD``), the held-out rows, the folds and the
+    per-group summary.  Returns
+    ``{model: {fold_by: {"uncalibrated": {...}, "calibrated": {...}, ...}}}``, each holding
     ``rows``, ``folds`` and ``summary`` (``group_summary``)."""
     cats = cats or Catalogues.load()
     options = options or Options()
@@ -109,8 +117,11 @@ def protocol(rows: list[Measurement], cats: Catalogues | None = None,
         out[model] = {}
         for fold_by in FOLDS:
             out[model][fold_by] = {}
-            for label, calibrated in (("uncalibrated", False), ("calibrated", True)):
-                results, folds = held_out(rows, cats, model_options, fold_by, calibrated)
+            variants = [("uncalibrated", False, None), ("calibrated", True, None)]
+            if model == "pai-v2":
+                variants.append(("calibrated + workload", True, WITH_WORKLOAD))
+            for label, calibrated, groups in variants:
+                results, folds = held_out(rows, cats, model_options, fold_by, calibrated, groups)
                 out[model][fold_by][label] = {"rows": results, "folds": folds, "summary": group_summary(results)}
     return out
 
