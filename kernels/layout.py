@@ -103,7 +103,9 @@ O_PS_LATENCY = 10       # 1: per-message latency, 2 max(p, W) alpha_net per step
 O_PS_HOST_BW = 11       # parameter server host's achievable memory bandwidth, bytes/s; 0: no update time
 O_PS_SPARSE = 12        # 1: a PS moves (and a PS GPU holds) only the embedding rows a step touches
 O_PS_MEMORY = 13        # 1: a PS GPU holds no optimizer state (memory check per architecture)
-N_OPTIONS = 14
+O_INTER_VOLUME = 14     # 1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross
+#                         every server), 0: 2(s-1)/s S (an ideal hierarchical all-reduce, version 1)
+N_OPTIONS = 15
 
 # --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
 MODEL_PAI_V1 = 0    # the PAI additive model: whole-step FLOPs and memory-bound bytes

@@ -43,6 +43,7 @@ from .jit import jit, parallel_jit, serial_twin
 from .layout import (
     ARCH_1W1G,
     ARCH_1WNG,
+    ARCH_ALLREDUCE_CLUSTER,
     ARCH_ALLREDUCE_LOCAL,
     ARCH_PS_WORKER,
     BOTTLENECK_COMM,
@@ -94,6 +95,7 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_INTER_VOLUME,
     O_MODEL,
     O_PS_COLOCATED,
     O_PS_HOST_BW,
@@ -215,10 +217,35 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
 
 
 @jit
+def ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective):
+    """``allreduce-cluster`` with the default, hierarchical or pipelined collective when the
+    inter-server phase moves 2(n-1)/n S through a server's NICs (NCCL's rings cross every server)
+    instead of the hierarchical 2(s-1)/s S; the intra-server phase and every latency term as in
+    ``comm_seconds``."""
+    servers = np.ceil(n / k)
+    per_server = min(n, k)
+    intra = ring_or_tree_seconds(nbytes, per_server, intra_bw, intra_lat, collective)
+    if servers <= 1.0:
+        return intra
+    inter = 2.0 * (n - 1.0) / n * nbytes / (nics * net_bw)
+    if collective == COLLECTIVE_PIPELINED:
+        intra_volume = ring_or_tree_seconds(nbytes, per_server, intra_bw, 0.0, collective)
+        intra_hops = ring_or_tree_seconds(0.0, per_server, intra_bw, intra_lat, collective)
+        slower = inter if (inter > intra_volume or inter != inter) else intra_volume  # NaN stays NaN
+        return slower + intra_hops + 2.0 * (servers - 1.0) * net_lat
+    return intra + inter + 2.0 * (servers - 1.0) * net_lat
+
+
+@jit
 def exchange_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat,
                      collective, options):
     """``comm_seconds`` with the parameter-server options of ``options`` (``layout.O_PS_*``,
-    ``kernels.ps``) applied to ``ps-worker``; exactly ``comm_seconds`` with them all off."""
+    ``kernels.ps``) applied to ``ps-worker`` and the ring inter-server volume
+    (``O_INTER_VOLUME``, ``ring_volume_cluster_seconds``) to ``allreduce-cluster``; exactly
+    ``comm_seconds`` with them all off."""
+    if (arch == ARCH_ALLREDUCE_CLUSTER and options[O_INTER_VOLUME] != 0.0 and collective != COLLECTIVE_RING
+            and collective != COLLECTIVE_TREE):
+        return ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective)
     if arch == ARCH_PS_WORKER:
         return ps_seconds(n, k, nics, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective,
                           options[O_PS_LOCAL_REDUCE], options[O_PS_NIC_PER_WORKER], options[O_PS_COLOCATED],

@@ -68,6 +68,7 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_INTER_VOLUME,
     O_MODEL,
     O_PS_COLOCATED,
     O_PS_HOST_BW,
@@ -113,7 +114,7 @@ def intra_fraction(kind, n, k, pcie_roots, topology_aware):
 
 
 def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
-                 intra_bw, intra_lat, net_bw, net_lat, collective):
+                 intra_bw, intra_lat, net_bw, net_lat, collective, ring_volume=False):
     """t_comm [s] of one optimizer step before overlap, the README's table written out per
     architecture (every argument but ``collective`` broadcasts).
 
@@ -133,6 +134,9 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
       slower phase's volume time instead of the sum, the same latency terms,
       max(2 (k'-1)/k' S / B_intra, 2 (s-1)/s S / (m B_net)) + H(k') alpha_intra + 2 (s-1) alpha_net
       across servers (s > 1); on one server as the default
+    * ``ring_volume`` (option ``inter_volume = "ring"``): in the default, hierarchical and pipelined
+      collectives the inter-server volume 2 (s-1)/s S becomes 2 (n-1)/n S (NCCL's rings cross every
+      server)
     * allreduce-cluster, ring and tree: on one server as allreduce-local; across servers one
       flat all-reduce over n GPUs on the slowest hop:
       2 (n-1)/n S / min(B_intra, m B_net) + H(n) max(alpha_intra, alpha_net)
@@ -154,11 +158,12 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
             cluster = np.where(s > 1.0, flat, local)
         else:
             inside = 2.0 * (kk - 1.0) / kk * S / intra_bw + hops_kk * intra_lat
-            across = 2.0 * (s - 1.0) / s * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
+            share = (n - 1.0) / n if ring_volume else (s - 1.0) / s   # of S through a server's NICs, each way
+            across = 2.0 * share * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
             cluster = np.where(s > 1.0, inside + across, inside)
             if collective == COLLECTIVE_PIPELINED:
                 intra_volume = 2.0 * (kk - 1.0) / kk * S / intra_bw
-                inter_volume = 2.0 * (s - 1.0) / s * S / (nics * net_bw)
+                inter_volume = 2.0 * share * S / (nics * net_bw)
                 overlapped = np.maximum(intra_volume, inter_volume) + hops_kk * intra_lat + 2.0 * (s - 1.0) * net_lat
                 cluster = np.where(s > 1.0, overlapped, inside)
     return np.select(
@@ -330,7 +335,8 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     per_hop = buckets if options[O_SYNC_LATENCY] == 1.0 else 1.0
     raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S,
                        _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4) * per_hop,
-                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective)
+                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective,
+                       options[O_INTER_VOLUME] == 1.0)
     # the parameter server with its options (all off: the version-1 row of comm_seconds, the same
     # formula written again)
     sparse = options[O_PS_SPARSE] == 1.0

@@ -35,6 +35,7 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     ps_update = false                               # update time on the parameter server hosts
     ps_sparse = false                               # only the touched embedding rows travel
     ps_memory = false                               # optimizer state on the parameter server hosts
+    inter_volume = "hierarchical"                   # hierarchical | ring: all-reduce volume across servers
     attention = "eager"                             # pai-v2: eager | fused attention kernels
     execution = "eager"                             # pai-v2: eager | graphs kernel launches
 
@@ -65,7 +66,8 @@ MAX_N_GPU = 2**31 - 1
 DEFAULT_MODEL = "pai-v1"
 #: options whose values are words, and the words each accepts
 TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs"),
-                "ps_nic": ("shared", "per-worker"), "ps_placement": ("separate", "colocated")}
+                "ps_nic": ("shared", "per-worker"), "ps_placement": ("separate", "colocated"),
+                "inter_volume": ("hierarchical", "ring")}
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class Options:
     ps_update: bool = False             # the update on the PS hosts' memory (model_defaults.toml [ps_host])
     ps_sparse: bool = False             # a PS moves only the embedding rows a step touches
     ps_memory: bool = False             # a PS GPU holds no optimizer state (memory check per architecture)
+    # all-reduce across servers: the volume through a server's NICs, hierarchical 2(s-1)/s S
+    # (version 1) or ring 2(n-1)/n S (NCCL's rings cross every server)
+    inter_volume: str = "hierarchical"
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVE_NAMES:

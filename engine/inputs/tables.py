@@ -289,6 +289,7 @@ def option_vector(options: Options) -> np.ndarray:
     vec[L.O_PS_HOST_BW] = ps_host_bandwidth() if options.ps_update else 0.0
     vec[L.O_PS_SPARSE] = 1.0 if options.ps_sparse else 0.0
     vec[L.O_PS_MEMORY] = 1.0 if options.ps_memory else 0.0
+    vec[L.O_INTER_VOLUME] = 1.0 if options.inter_volume == "ring" else 0.0
     return vec
 
 
