@@ -70,6 +70,8 @@ def test_projections_change_one_thing_at_a_time(numbers, pop):
     for key in ("same_pcie_local", "same_pcie_cluster", "both_local", "both_cluster"):
         assert proj[key]["jobs"] <= proj[key]["in_scope"]
     assert proj["both"]["jobs"] == proj["both_local"]["jobs"] + proj["both_cluster"]["jobs"]
+    # counting the targets that do not fit as not faster can only lower the share
+    assert proj["both"]["faster_all"][0] <= proj["both"]["faster"][0]
 
 
 def test_sensitivity_and_fusion_directions(numbers):

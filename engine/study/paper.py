@@ -51,7 +51,7 @@ VARIANTS = {
 #: the paper's figures (Wang et al., IISWC 2019: abstract; the last four from secondary notes of it)
 PAPER_FIGURES = {
     "ps_comm_share": 0.62, "ps_comm_over_80": 0.40, "single_io_over_50": 0.05, "multi_io_share": 0.03,
-    "ps_nvlink_faster": 0.60, "eth_speedup": 1.7,
+    "ps_nvlink_faster": 0.60, "ps_nvlink_faster_all": 0.60, "eth_speedup": 1.7,
 }
 FIGURE_TEXT = {
     "ps_comm_share": ("PS/Worker communication share of step time, mean", "~62%"),
@@ -59,6 +59,7 @@ FIGURE_TEXT = {
     "single_io_over_50": ("1w1g jobs with more than 50% input I/O", "5%"),
     "multi_io_share": ("input-I/O share of multi-GPU jobs, mean", "~3%"),
     "ps_nvlink_faster": ("PS/Worker jobs faster on AllReduce over NVLink", "60%"),
+    "ps_nvlink_faster_all": ("the same, a target that does not fit in GPU memory counted as not faster", "60%"),
     "eth_speedup": ("speedup of network jobs from 25 to 100 Gb/s Ethernet, mean", "1.7x"),
 }
 
@@ -161,6 +162,7 @@ def _figures(pop: Population, options: Options) -> dict:
     projections = _projections(pop, options, current, ps)
     out["projections"] = projections
     out["ps_nvlink_faster"] = projections["both"]["faster"]
+    out["ps_nvlink_faster_all"] = projections["both"]["faster_all"]
     network_jobs = ok & np.isin(pop.arch, ("ps-worker", "allreduce-cluster")) & (pop.network == ETHERNET[0])
     eth = pop.predict(options, {"network": ETHERNET[1]}, network_jobs)
     eth_summary = _summary(current, eth, _speedups(current, eth, network_jobs, must_fit=False), gpus)
@@ -196,6 +198,10 @@ def _projections(pop: Population, options: Options, current: dict, ps: np.ndarra
             ("both", both, ps & has_nvlink)):
         used = _speedups(current, target, scope, must_fit=key != "hardware")
         out[key] = {**_summary(current, target, used, gpus), "in_scope": int(scope.sum())}
+        # over every job in scope whose target is valid: one that does not fit counts as not faster
+        valid = scope & target["valid"] & current["valid"]
+        faster = used & (current["step_time"] / target["step_time"] > 1.0)
+        out[key]["faster_all"] = _means(faster[valid].astype(float), gpus[valid])
     out["no_nvlink"] = int(np.sum(ps & ~has_nvlink))
     return out
 
@@ -241,7 +247,10 @@ def compute_paper(population: str, variants: tuple[str, ...] = tuple(VARIANTS)) 
     figures = {}
     for name in variants:
         figures[name] = _figures(pop, replace(Options(), **VARIANTS[name][1]))
-    out = {"jobs": len(pop.jobs), "gpus": float(pop.n_gpu.sum()), "figures": figures}
+    ps = pop.arch == "ps-worker"
+    declared = np.array([pop.cats.workloads.number(m, "embedding_params_M") > 0 for m in pop.model])
+    out = {"jobs": len(pop.jobs), "gpus": float(pop.n_gpu.sum()), "figures": figures,
+           "ps_embedding_share": float(np.mean(declared[ps])) if ps.any() else math.nan}
     if "nic" in figures:
         out["bracket"] = {k: (figures["v1"][k], figures["nic"][k]) for k in ("ps_comm_share", "eth_speedup")}
     out["sensitivity"], out["memory"] = {}, {}
@@ -291,6 +300,18 @@ def render_paper(numbers: dict) -> str:
         moved = [f"{FIGURE_TEXT[k][0]} {fmts[k](v1[k][0])} -> {fmts[k](figs[name][k][0])}"
                  for k in FIGURE_TEXT if fmts[k](v1[k][0]) != fmts[k](figs[name][k][0])]
         lines.append(f"- `{name}`: " + ("; ".join(moved) if moved else "no figure moves") + ".")
+    lowest = min(figs, key=lambda n: figs[n]["ps_nvlink_faster_all"][0])
+    lines += ["", f"PS/Worker -> AllReduce over NVLink: under version 1 {pct(v1['ps_nvlink_faster'][0])} of the jobs "
+              "with a usable target are faster, because nothing in its formulas can make an all-reduce step slower "
+              "than the PS/Worker one (the PS pushes every GPU's gradients through a shared NIC). The mechanisms that "
+              "can are switchable: sparse traffic (a PS moves the touched embedding rows, all-reduce the dense "
+              "gradients), a PS that reduces inside each server or gives each worker its own NIC share, and parameters whose all-reduce target does not fit in GPU memory (counted as not "
+              f"faster in the second row). The lowest share is `{lowest}`'s, "
+              f"{_pair(figs[lowest]['ps_nvlink_faster_all'])}; the paper's 60% is "
+              + ("reached" if figs[lowest]["ps_nvlink_faster_all"][0] <= PAPER_FIGURES["ps_nvlink_faster"]
+                 else "not reached, and the rest of the gap is not explained by a mechanism of the model")
+              + f" (the population is synthetic: its PS/Worker jobs on models that declare embedding tables, "
+              f"{pct(numbers['ps_embedding_share'])} of them, set how far sparse traffic can go)."]
     lines += ["", "`ps_memory` changes no time (only which configurations fit), so it moves no figure here. Input I/O "
               "(the two input-I/O rows) is the host-to-GPU copy over PCIe in every variant, and no mechanism with "
               "sourced numbers moves it: the CPU input-pipeline bound (`input_rate_samples_per_s`) would, but no "
