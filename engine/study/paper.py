@@ -305,7 +305,8 @@ def render_paper(numbers: dict) -> str:
               "with a usable target are faster, because nothing in its formulas can make an all-reduce step slower "
               "than the PS/Worker one (the PS pushes every GPU's gradients through a shared NIC). The mechanisms that "
               "can are switchable: sparse traffic (a PS moves the touched embedding rows, all-reduce the dense "
-              "gradients), a PS that reduces inside each server or gives each worker its own NIC share, and parameters whose all-reduce target does not fit in GPU memory (counted as not "
+              "gradients), a PS that reduces inside each server or gives each worker its own NIC share, and "
+              "parameters whose all-reduce target does not fit in GPU memory (counted as not "
               f"faster in the second row). The lowest share is `{lowest}`'s, "
               f"{_pair(figs[lowest]['ps_nvlink_faster_all'])}; the paper's 60% is "
               + ("reached" if figs[lowest]["ps_nvlink_faster_all"][0] <= PAPER_FIGURES["ps_nvlink_faster"]
