@@ -115,7 +115,7 @@ def _result(job: Job, config: dict, first: dict, cats) -> dict:
     valid = reason == REASON_VALID
     result = {
         "job": job.name, "model": job.model, **{d: config[d] for d in config},
-        "batch": job.batch, "valid": valid, "invalid_reason": reason, "fits_memory": int(first["fits_memory"]) == 1,
+        "batch": job.batch, "valid": valid, "invalid_reason": reason, "fits_memory": _fits(first, valid),
         **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
                                                      "throughput", "cost", "energy")},
         "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
@@ -125,6 +125,15 @@ def _result(job: Job, config: dict, first: dict, cats) -> dict:
         for name in ("t_data", "t_flop", "t_mem"):
             result[name] = float("nan")
     return result
+
+
+def _fits(first: dict, valid: bool) -> bool:
+    """Whether the configuration fits in GPU memory by the check of its architecture: for a valid
+    one, whether the kernel's best-configuration reduction kept it (``ps_memory`` makes a
+    ``ps-worker`` GPU hold no optimizer state); otherwise the (job, gpu, precision) flag."""
+    if valid:
+        return bool(np.isfinite(first["best_step_time"]))
+    return int(first["fits_memory"]) == 1
 
 
 def _shortest(value) -> float:

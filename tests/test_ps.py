@@ -211,3 +211,24 @@ def test_sparse_prediction_of_multi_interests():
     assert out[True][0] == pytest.approx(out[False][0] * moved, rel=1e-5)
     assert out[True][1] == out[False][1]
     assert out[True][0] < out[True][1] < out[False][0]
+
+
+def test_predict_fits_memory_follows_the_architecture():
+    """multi-interests on 12 GB K80s: 775M parameters x (4 + 4 + 8 Adam) bytes do not fit; with the
+    optimizer state on the parameter servers a ps-worker GPU holds 6.2 GB and fits, while
+    allreduce-cluster still does not."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.inputs.jobs import Job
+    from paigrid.inputs.spec import JOB_OPTIONS, Options
+    from paigrid.predict import predict_configs
+
+    cats = Catalogues.load()
+    job_ = Job("m", "multi-interests", 1024.0, {key: getattr(Options(), key) for key in JOB_OPTIONS})
+    config = {"gpu": "K80", "n_gpu": 16, "intra": "pcie3", "network": "eth-25g", "precision": "fp32"}
+    configs = [{**config, "arch": "ps-worker"}, {**config, "arch": "allreduce-cluster"}]
+    off = predict_configs([job_, job_], configs, cats, defaults(), Options())
+    on = predict_configs([job_, job_], configs, cats, defaults(), Options(ps_memory=True))
+    assert [r["fits_memory"] for r in off] == [False, False]
+    assert [r["fits_memory"] for r in on] == [True, False]
+    assert on[0]["step_time"] == off[0]["step_time"]   # the memory check changes no time
