@@ -40,10 +40,13 @@ this page.
 |---|---:|---:|---|
 {commands}
 
-The rest of this page is the `report.md` that the last command wrote, unchanged but for its
-headings, one level down, and the place of its figures (`docs/figures/study/`).
+Then the `report.md` that the last command wrote, unchanged but for its headings, one level
+down, and the place of its figures (`docs/figures/study/`); and last the paper's figures beside
+ours, one mechanism at a time (`paigrid.study.paper` on the same population, {paper_seconds:.1f} s).
 
 {report}
+
+{paper}
 """
 
 
@@ -102,6 +105,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"paigrid {' '.join(step)}: {wall:.1f} s, {memory:.0f} MB; {said}")
             rows.append(f"| `paigrid {' '.join(step)}` | {wall:.1f} s | {memory:.0f} MB | {said.replace('|', '/')} |")
         report = (folder / "report" / "report.md").read_text(encoding="utf-8")
+        from paigrid.study.paper import compute_paper, render_paper
+
+        start = time.perf_counter()
+        paper = render_paper(compute_paper(str(folder / "pop.csv")))
+        paper_seconds = time.perf_counter() - start
+        print(f"paper section: {paper_seconds:.1f} s")
         if args.no_page:
             return
         if FIGURES.exists():
@@ -111,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
             shutil.copy2(figure, FIGURES / figure.name)
     PAGE.write_text(PAGE_TEMPLATE.format(jobs=args.jobs, seed=args.seed, machine=_machine(),
                                          date=time.strftime("%Y-%m-%d"), commands="\n".join(rows),
-                                         report=report_section(report)), encoding="utf-8")
+                                         report=report_section(report), paper=paper.strip(),
+                                         paper_seconds=paper_seconds), encoding="utf-8")
     print(f"wrote {PAGE} and {len(list(FIGURES.glob('*.png')))} figures in {FIGURES}")
 
 

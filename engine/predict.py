@@ -14,8 +14,40 @@ from paigrid.inputs.tables import KernelTables, job_vector
 from paigrid.kernels.layout import REASON_VALID
 from paigrid.schema import bottleneck_name, reason_sentence
 
+#: resources ``predict_configs`` can scale (the study's sensitivity analysis and fusion factor)
+SCALABLE = ("flop", "hbm", "pcie", "nvlink", "network", "membound_bytes")
 
-def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) -> list[dict]:
+
+def scale_tables(scale: dict[str, float], gpu_table, peak, class_peak, intra_table, network_table, job_table) -> None:
+    """Scale, in place, the kernel tables' resources named in ``scale`` (keys of :data:`SCALABLE`,
+    factors [x]): ``flop`` every achievable FLOP/s, ``hbm`` the memory bandwidth, ``pcie`` the
+    host PCIe link and the PCIe intra links, ``nvlink`` the NVLink/NVSwitch intra links,
+    ``network`` the networks, ``membound_bytes`` the memory-bound bytes of every job (an
+    operator-fusion factor: 0.5 = fusion removes half of them)."""
+    from paigrid.kernels import layout as L
+
+    unknown = set(scale) - set(SCALABLE)
+    if unknown:
+        raise PaigridError(f"cannot scale {', '.join(sorted(unknown))}; known: {', '.join(SCALABLE)}.")
+    flop, hbm, pcie = scale.get("flop", 1.0), scale.get("hbm", 1.0), scale.get("pcie", 1.0)
+    peak *= flop
+    if class_peak is not None:
+        class_peak *= flop
+    gpu_table[:, L.G_MEM_BW] *= hbm
+    gpu_table[:, L.G_CLASS_MEM_BW] *= hbm
+    gpu_table[:, L.G_PCIE_BW] *= pcie
+    is_pcie = intra_table[:, L.L_KIND] == L.LINK_PCIE
+    intra_table[is_pcie, L.L_BW] *= pcie
+    intra_table[~is_pcie, L.L_BW] *= scale.get("nvlink", 1.0)
+    network_table[:, L.L_BW] *= scale.get("network", 1.0)
+    fused = scale.get("membound_bytes", 1.0)
+    for field in (L.J_MEMBOUND, L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE, L.J_CLASS_BYTES + L.CLASS_EMBEDDING,
+                  L.J_AMP_FP32_BYTES):
+        job_table[:, field] *= fused
+
+
+def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
+                    scale: dict[str, float] | None = None) -> list[dict]:
     """Breakdown of ``jobs[i]`` at ``configs[i]`` (keys arch, gpu, n_gpu, intra, network, precision).
 
     Each result holds ``valid`` (bool), ``invalid_reason`` (the kernel's code, 0 when valid;
@@ -26,7 +58,7 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     False.  The kernel tables of every GPU, link and precision named are built once per call;
     jobs that share a configuration (all but the GPU count) then go through the kernel together,
     one job per row with its own GPU count, in the serial compilation of the kernel unless the
-    group is large (``evaluate.kernel_for``).
+    group is large (``evaluate.kernel_for``).  ``scale`` multiplies resources (``scale_tables``).
     """
     from paigrid.inputs.jobs import resolve_link
     from paigrid.inputs.tables import class_tables, fits_matrix, gpu_tables, link_table, option_vector
@@ -52,6 +84,8 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) ->
     option_row = option_vector(options)
     job_table = np.stack([job_vector(job, cats, options, eff) for job in jobs])
     n_gpu = np.array([[float(config["n_gpu"])] for config in configs])
+    if scale:
+        scale_tables(scale, gpu_table, peak, class_peak, intra_table, network_table, job_table)
 
     groups: dict[tuple, list[int]] = {}
     for i, config in enumerate(configs):
@@ -81,7 +115,7 @@ def _result(job: Job, config: dict, first: dict, cats) -> dict:
     valid = reason == REASON_VALID
     result = {
         "job": job.name, "model": job.model, **{d: config[d] for d in config},
-        "batch": job.batch, "valid": valid, "invalid_reason": reason, "fits_memory": int(first["fits_memory"]) == 1,
+        "batch": job.batch, "valid": valid, "invalid_reason": reason, "fits_memory": _fits(first, valid),
         **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
                                                      "throughput", "cost", "energy")},
         "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
@@ -91,6 +125,15 @@ def _result(job: Job, config: dict, first: dict, cats) -> dict:
         for name in ("t_data", "t_flop", "t_mem"):
             result[name] = float("nan")
     return result
+
+
+def _fits(first: dict, valid: bool) -> bool:
+    """Whether the configuration fits in GPU memory by the check of its architecture: for a valid
+    one, whether the kernel's best-configuration reduction kept it (``ps_memory`` makes a
+    ``ps-worker`` GPU hold no optimizer state); otherwise the (job, gpu, precision) flag."""
+    if valid:
+        return bool(np.isfinite(first["best_step_time"]))
+    return int(first["fits_memory"]) == 1
 
 
 def _shortest(value) -> float:

@@ -37,7 +37,10 @@ J_UPDATE_BYTES = 29  # optimizer-update bytes per parameter that do not depend o
 J_ACTIVATION_V2 = 30  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
 J_GRAPHS = 31       # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
 J_AMP_FP32_BYTES = 32  # part of the element-wise/norm class bytes whose tensors stay FP32 under mixed precision
-N_JOB_FIELDS = 33
+# sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
+J_EMB_PARAMS = 33   # parameters in embedding tables (part of J_PARAMS); 0 when none are declared
+J_EMB_TOUCHED = 34  # embedding parameters one micro-batch touches (rows x dim, at most batch x per sample)
+N_JOB_FIELDS = 35
 
 # --- GPU table ------------------------------------------------------------------------------
 G_MEM_BW = 0        # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
@@ -92,7 +95,17 @@ O_MODEL = 3         # MODEL_* code of the compute model (``model.compute_terms``
 O_SYNC_LATENCY = 4  # 1: the latency hops of the exchange are paid once per gradient bucket (0: once per step)
 O_BUCKET_BYTES = 5  # gradient bucket size, bytes (read only when O_SYNC_LATENCY or O_BUCKET_OVERLAP is 1)
 O_BUCKET_OVERLAP = 6  # 1: all but the last bucket may hide behind the backward pass (replaces J_OVERLAP)
-N_OPTIONS = 7
+# parameter server done properly (``kernels.ps``; each 0 in version 1)
+O_PS_LOCAL_REDUCE = 7   # 1: each server all-reduces its GPUs' gradients before one push per server
+O_PS_NIC_PER_WORKER = 8  # 1: every pushing worker and parameter server has a NIC share of its own (0: shared NIC)
+O_PS_COLOCATED = 9      # 1: parameter servers on the worker servers, one NIC carries both (sum, not max)
+O_PS_LATENCY = 10       # 1: per-message latency, 2 max(p, W) alpha_net per step
+O_PS_HOST_BW = 11       # parameter server host's achievable memory bandwidth, bytes/s; 0: no update time
+O_PS_SPARSE = 12        # 1: a PS moves (and a PS GPU holds) only the embedding rows a step touches
+O_PS_MEMORY = 13        # 1: a PS GPU holds no optimizer state (memory check per architecture)
+O_INTER_VOLUME = 14     # 1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross
+#                         every server), 0: 2(s-1)/s S (an ideal hierarchical all-reduce, version 1)
+N_OPTIONS = 15
 
 # --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
 MODEL_PAI_V1 = 0    # the PAI additive model: whole-step FLOPs and memory-bound bytes

@@ -43,6 +43,7 @@ from .jit import jit, parallel_jit, serial_twin
 from .layout import (
     ARCH_1W1G,
     ARCH_1WNG,
+    ARCH_ALLREDUCE_CLUSTER,
     ARCH_ALLREDUCE_LOCAL,
     ARCH_PS_WORKER,
     BOTTLENECK_COMM,
@@ -94,7 +95,15 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_INTER_VOLUME,
     O_MODEL,
+    O_PS_COLOCATED,
+    O_PS_HOST_BW,
+    O_PS_LATENCY,
+    O_PS_LOCAL_REDUCE,
+    O_PS_MEMORY,
+    O_PS_NIC_PER_WORKER,
+    O_PS_SPARSE,
     O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
@@ -110,6 +119,7 @@ from .layout import (
     REASON_SINGLE_GPU_ARCH,
     REASON_VALID,
 )
+from .ps import ps_fits_memory_flag, ps_seconds, ps_update_fixed_seconds, ps_wire_fraction
 
 
 @jit
@@ -204,6 +214,44 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
         slower = inter if (inter > intra_volume or inter != inter) else intra_volume  # NaN stays NaN
         return slower + intra_hops + 2.0 * (servers - 1.0) * net_lat
     return intra + inter + 2.0 * (servers - 1.0) * net_lat
+
+
+@jit
+def ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective):
+    """``allreduce-cluster`` with the default, hierarchical or pipelined collective when the
+    inter-server phase moves 2(n-1)/n S through a server's NICs (NCCL's rings cross every server)
+    instead of the hierarchical 2(s-1)/s S; the intra-server phase and every latency term as in
+    ``comm_seconds``."""
+    servers = np.ceil(n / k)
+    per_server = min(n, k)
+    intra = ring_or_tree_seconds(nbytes, per_server, intra_bw, intra_lat, collective)
+    if servers <= 1.0:
+        return intra
+    inter = 2.0 * (n - 1.0) / n * nbytes / (nics * net_bw)
+    if collective == COLLECTIVE_PIPELINED:
+        intra_volume = ring_or_tree_seconds(nbytes, per_server, intra_bw, 0.0, collective)
+        intra_hops = ring_or_tree_seconds(0.0, per_server, intra_bw, intra_lat, collective)
+        slower = inter if (inter > intra_volume or inter != inter) else intra_volume  # NaN stays NaN
+        return slower + intra_hops + 2.0 * (servers - 1.0) * net_lat
+    return intra + inter + 2.0 * (servers - 1.0) * net_lat
+
+
+@jit
+def exchange_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat,
+                     collective, options):
+    """``comm_seconds`` with the parameter-server options of ``options`` (``layout.O_PS_*``,
+    ``kernels.ps``) applied to ``ps-worker`` and the ring inter-server volume
+    (``O_INTER_VOLUME``, ``ring_volume_cluster_seconds``) to ``allreduce-cluster``; exactly
+    ``comm_seconds`` with them all off."""
+    if (arch == ARCH_ALLREDUCE_CLUSTER and options[O_INTER_VOLUME] != 0.0 and collective != COLLECTIVE_RING
+            and collective != COLLECTIVE_TREE):
+        return ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective)
+    if arch == ARCH_PS_WORKER:
+        return ps_seconds(n, k, nics, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective,
+                          options[O_PS_LOCAL_REDUCE], options[O_PS_NIC_PER_WORKER], options[O_PS_COLOCATED],
+                          options[O_PS_LATENCY], options[O_PS_HOST_BW])
+    return comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw,
+                        net_lat, collective)
 
 
 @jit
@@ -399,7 +447,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     sync_latency, bucket_bytes, bucket_overlap = options[O_SYNC_LATENCY], options[O_BUCKET_BYTES], \
         options[O_BUCKET_OVERLAP]
     # rows over (network, precision) per (job, gpu): allocated once, before the parallel loop
-    scratch = np.empty((n_jobs * n_gpus, 10, row))
+    scratch = np.empty((n_jobs * n_gpus, 11, row))
     step_rows = np.empty((n_jobs * n_gpus, row), np.float32)
     reason_rows = np.empty((2 * n_jobs * n_gpus, row), np.uint8)
     zero_code = np.uint8(REASON_VALID)  # typed once: the store below stays a uint8 select
@@ -417,12 +465,18 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         # a NaN here would make throughput, cost or energy NaN for a numeric step: a missing input
         scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
         overlap = job[J_OVERLAP]
+        # parameter server (kernels.ps): the share of S a push moves (sparse traffic) and the
+        # optimizer-update bytes on its hosts
+        ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])
+        ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
+        ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
         # Rows over (network, precision), filled once per (job, gpu) or per (arch, n, intra), so
         # that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
         rows = scratch[jg]
         r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
         r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
         r_hops, r_overlap = rows[8], rows[9]  # latency multiplier and overlap fraction (communication v2)
+        r_fit_ps = rows[10]  # fits_memory of a ps-worker GPU (the memory check per architecture)
         r_step = step_rows[jg]
         r_reason = reason_rows[jg]  # the reason code of the configuration if its step is NaN
         r_valid_shape = reason_rows[n_jobs * n_gpus + jg]  # the same when rules 1-4 pass
@@ -435,6 +489,9 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
                 r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
                 r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
+                r_fit_ps[q] = fitv[p] if options[O_PS_MEMORY] == 0.0 or fitv[p] == FLAG_FILL else ps_fits_memory_flag(
+                    job, gpu, prec[p], ps_activation * prec[p, P_ACT_RATIO], options[O_WORKSPACE],
+                    options[O_PS_SPARSE])
                 # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
                 r_valid_shape[q] = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
@@ -453,18 +510,23 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
                 floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
                 samples_per_s = n * samples_per_step
+                is_ps = arch[a] == ARCH_PS_WORKER
+                update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
+                                                 options[O_PS_NIC_PER_WORKER], ps_update_bytes,
+                                                 options[O_PS_HOST_BW]) if is_ps else 0.0
+                unit = ps_fraction if is_ps else 1.0  # bytes moved per byte of S
                 for i in range(n_intra):
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
                     for w in range(n_net):
                         shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
                         if shape == REASON_VALID and not scale_missing:
-                            per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                    job[J_PS_COUNT], 1.0, gpu[G_PCIE_BW], intra_bw, 0.0,
-                                                    network[w, L_BW], 0.0, collective)
-                            latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                   job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
-                                                   intra[i, L_LATENCY], network[w, L_BW],
-                                                   network[w, L_LATENCY], collective)
+                            per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                        job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
+                                                        network[w, L_BW], 0.0, collective, options)
+                            latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                       job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
+                                                       intra[i, L_LATENCY], network[w, L_BW],
+                                                       network[w, L_LATENCY], collective, options)
                         else:  # NaN makes every output of the configuration NaN: invalid
                             per_byte = np.nan
                             latency = np.nan
@@ -477,7 +539,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                                 r_reason[q] = shape if shape != REASON_VALID else r_valid_shape[q]
                     o = ((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * row
                     for q in range(row):  # branch-free: vectorised
-                        raw = r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q]
+                        raw = r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q] + update
                         tc = exposed_comm_seconds(raw, r_overlap[q], r_backward[q])
                         step = r_base[q] + tc
                         input_bound = floor > step
@@ -496,11 +558,12 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                     for w in range(n_net):  # fold the row into the bests of (n_gpu, precision)
                         for p in range(n_prec):
                             q = w * n_prec + p
-                            if r_step[q] < bsv[ni, p] and fitv[p] == 1:
+                            fits = r_fit_ps[q] == 1.0 if is_ps else fitv[p] == 1
+                            if r_step[q] < bsv[ni, p] and fits:
                                 bsv[ni, p] = r_step[q]
                                 biv[ni, p] = (a * n_intra + i) * n_net + w
-                                tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q],
-                                                          r_overlap[q], r_backward[q])
+                                tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q]
+                                                          + update, r_overlap[q], r_backward[q])
                                 bbv[ni, p] = bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc,
                                                              floor > r_base[q] + tc)
         for ni in range(n_counts):

@@ -42,6 +42,8 @@ from .layout import (
     J_BATCH,
     J_CLASS_BYTES,
     J_CLASS_FLOP,
+    J_EMB_PARAMS,
+    J_EMB_TOUCHED,
     J_FLOP,
     J_GPUS_PER_NODE,
     J_GRAPHS,
@@ -66,7 +68,15 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_INTER_VOLUME,
     O_MODEL,
+    O_PS_COLOCATED,
+    O_PS_HOST_BW,
+    O_PS_LATENCY,
+    O_PS_LOCAL_REDUCE,
+    O_PS_MEMORY,
+    O_PS_NIC_PER_WORKER,
+    O_PS_SPARSE,
     O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
@@ -104,7 +114,7 @@ def intra_fraction(kind, n, k, pcie_roots, topology_aware):
 
 
 def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
-                 intra_bw, intra_lat, net_bw, net_lat, collective):
+                 intra_bw, intra_lat, net_bw, net_lat, collective, ring_volume=False):
     """t_comm [s] of one optimizer step before overlap, the README's table written out per
     architecture (every argument but ``collective`` broadcasts).
 
@@ -124,6 +134,9 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
       slower phase's volume time instead of the sum, the same latency terms,
       max(2 (k'-1)/k' S / B_intra, 2 (s-1)/s S / (m B_net)) + H(k') alpha_intra + 2 (s-1) alpha_net
       across servers (s > 1); on one server as the default
+    * ``ring_volume`` (option ``inter_volume = "ring"``): in the default, hierarchical and pipelined
+      collectives the inter-server volume 2 (s-1)/s S becomes 2 (n-1)/n S (NCCL's rings cross every
+      server)
     * allreduce-cluster, ring and tree: on one server as allreduce-local; across servers one
       flat all-reduce over n GPUs on the slowest hop:
       2 (n-1)/n S / min(B_intra, m B_net) + H(n) max(alpha_intra, alpha_net)
@@ -145,16 +158,66 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
             cluster = np.where(s > 1.0, flat, local)
         else:
             inside = 2.0 * (kk - 1.0) / kk * S / intra_bw + hops_kk * intra_lat
-            across = 2.0 * (s - 1.0) / s * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
+            share = (n - 1.0) / n if ring_volume else (s - 1.0) / s   # of S through a server's NICs, each way
+            across = 2.0 * share * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
             cluster = np.where(s > 1.0, inside + across, inside)
             if collective == COLLECTIVE_PIPELINED:
                 intra_volume = 2.0 * (kk - 1.0) / kk * S / intra_bw
-                inter_volume = 2.0 * (s - 1.0) / s * S / (nics * net_bw)
+                inter_volume = 2.0 * share * S / (nics * net_bw)
                 overlapped = np.maximum(intra_volume, inter_volume) + hops_kk * intra_lat + 2.0 * (s - 1.0) * net_lat
                 cluster = np.where(s > 1.0, overlapped, inside)
     return np.select(
         [arch == ARCH_1W1G, arch == ARCH_1WNG, arch == ARCH_ALLREDUCE_LOCAL, arch == ARCH_PS_WORKER],
         [np.zeros(np.shape(S)), one_wng, local, ps_worker], cluster)
+
+
+def ps_held_params(params, emb, touched_per_micro_batch, accum, sparse):
+    """Parameters a ps-worker step moves and its GPU holds: all, or with sparse traffic the dense
+    ones plus the touched embedding rows, params - E + min(E, accum x touched) (E > 0)."""
+    if not sparse:
+        return params + 0.0 * emb
+    return np.where(emb > 0.0, params - emb + np.minimum(emb, accum * touched_per_micro_batch), params)
+
+
+def ps_worker_seconds(n, k, nics, ps_count, S_ps, held_params, opt_state, pcie_bw, intra_bw, intra_lat, net_bw,
+                      net_lat, collective, options):
+    """t_comm [s] of a ps-worker step with the parameter-server options of ``options`` (docs/model.md,
+    "Parameter server"), the whole expression (broadcasting):
+
+    W = s = ceil(n/k) pushing workers with local reduce, else n; p = ``ps_count``, else W with a
+    NIC per worker, else s; k' = min(n, k); S_ps the bytes a worker pushes.
+
+      network = worker (+ if co-located, else max) server,  server = 2 S_ps W / (p B_net),
+      worker  = 2 S_ps / B_net (NIC per worker) | 2 S_ps / (m B_net) (local reduce) | 2 S_ps k' / (m B_net)
+      t = network + 2 S_ps / B_pcie
+          + [local reduce]  2 (k'-1)/k' S_ps / B_intra + H(k') alpha_intra      (k' > 1)
+          + [latency]       2 max(p, W) alpha_net
+          + [host update]   (W S_ps + held_params (8 + 2 x state bytes)) / (p B_host)
+    """
+    local = options[O_PS_LOCAL_REDUCE] == 1.0
+    per_worker = options[O_PS_NIC_PER_WORKER] == 1.0
+    s = np.ceil(n / k)
+    kk = np.minimum(n, k)
+    W = s if local else n
+    p = np.where(ps_count > 0.0, ps_count, W if per_worker else s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if per_worker:
+            worker = 2.0 * S_ps / net_bw
+        elif local:
+            worker = 2.0 * S_ps / (nics * net_bw)
+        else:
+            worker = 2.0 * S_ps * kk / (nics * net_bw)
+        server = 2.0 * S_ps * W / (p * net_bw)
+        t = (worker + server if options[O_PS_COLOCATED] == 1.0 else np.maximum(worker, server)) + 2.0 * S_ps / pcie_bw
+        if local:
+            hops = 2.0 * np.ceil(np.log2(kk)) if collective == COLLECTIVE_TREE else 2.0 * (kk - 1.0)
+            t = t + np.where(kk > 1.0, 2.0 * (kk - 1.0) / kk * S_ps / intra_bw + hops * intra_lat, 0.0)
+        if options[O_PS_LATENCY] == 1.0:
+            t = t + 2.0 * np.maximum(p, W) * net_lat
+        host = options[O_PS_HOST_BW]
+        if host > 0.0:
+            t = t + (W * S_ps + held_params * (8.0 + 2.0 * opt_state)) / (p * host)
+    return t
 
 
 def configuration_reason(arch, n, k, intra_fits, network_kind):
@@ -272,7 +335,18 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     per_hop = buckets if options[O_SYNC_LATENCY] == 1.0 else 1.0
     raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S,
                        _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4) * per_hop,
-                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective)
+                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective,
+                       options[O_INTER_VOLUME] == 1.0)
+    # the parameter server with its options (all off: the version-1 row of comm_seconds, the same
+    # formula written again)
+    sparse = options[O_PS_SPARSE] == 1.0
+    held = ps_held_params(job_col(J_PARAMS), job_col(J_EMB_PARAMS), job_col(J_EMB_TOUCHED), job_col(J_ACCUM), sparse)
+    S_ps = held * _axis(prec[:, P_COMM_BYTES], 6)
+    ps_raw = ps_worker_seconds(n, k, job_col(J_NICS_PER_NODE), job_col(J_PS_COUNT), S_ps, held,
+                               job_col(J_OPT_STATE), _axis(gpus[:, G_PCIE_BW], 2), intra_bw,
+                               _axis(intra[:, L_LATENCY], 4) * per_hop, _axis(network[:, L_BW], 5),
+                               _axis(network[:, L_LATENCY], 5) * per_hop, collective, options)
+    raw = np.where(a == ARCH_PS_WORKER, ps_raw, raw)
 
     grid_td = td[:, None, :, None, None, None, :]
     grid_tf = tf[:, None, :, None, None, None, :]
@@ -305,7 +379,16 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     step32 = np.where(ok, step, np.nan).astype(np.float32)
 
     # per (j, g, n, p): first minimum over (arch, intra, network) among feasible configurations
-    feasible = ok & (fits[:, None, :, None, None, None, :] == 1)
+    fits_grid = np.broadcast_to(fits[:, None, :, None, None, None, :], shape)
+    if options[O_PS_MEMORY] == 1.0:  # a PS GPU holds weights and gradients only (state on the PS hosts)
+        activation = jobs[:, J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else jobs[:, J_ACTIVATION]
+        held_jp = ps_held_params(jobs[:, J_PARAMS], jobs[:, J_EMB_PARAMS], jobs[:, J_EMB_TOUCHED], jobs[:, J_ACCUM],
+                                 sparse)[:, None, None]
+        need = (held_jp * (prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES]) + activation[:, None, None]
+                * prec[:, P_ACT_RATIO] + options[O_WORKSPACE])
+        ps_fits = np.where(fits == FLAG_FILL, FLAG_FILL, (need <= gpus[:, G_MEMORY][None, :, None]).astype(np.uint8))
+        fits_grid = np.where(a == ARCH_PS_WORKER, ps_fits[:, None, :, None, None, None, :], fits_grid)
+    feasible = ok & (fits_grid == 1)
     candidates = np.where(feasible, step32, np.inf).transpose(0, 2, 3, 6, 1, 4, 5)
     candidates = candidates.reshape(n_jobs, n_gpus, n_gpu.shape[1], n_prec, -1)
     index = np.argmin(candidates, axis=-1)

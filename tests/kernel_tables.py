@@ -9,13 +9,15 @@ GB = 1e9
 
 
 def job(flop=3e12, membound=2e9, input_bytes=1e7, params=25e6, activation=5e9, opt_state=4.0, batch=32,
-        accum=1, gpus_per_node=8, nics=1, roots=2, ps_count=0, overlap=0.0, input_rate=np.inf):
+        accum=1, gpus_per_node=8, nics=1, roots=2, ps_count=0, overlap=0.0, input_rate=np.inf, emb_params=0.0,
+        emb_touched=0.0):
     """One job-table row (per micro-batch quantities, SI units)."""
     row = np.zeros(L.N_JOB_FIELDS)
     row[[L.J_FLOP, L.J_MEMBOUND, L.J_INPUT, L.J_PARAMS, L.J_ACTIVATION, L.J_OPT_STATE, L.J_BATCH, L.J_ACCUM,
          L.J_GPUS_PER_NODE, L.J_NICS_PER_NODE, L.J_PCIE_ROOTS, L.J_PS_COUNT, L.J_OVERLAP, L.J_INPUT_RATE]] = [
         flop, membound, input_bytes, params, activation, opt_state, batch, accum, gpus_per_node, nics, roots,
         ps_count, overlap, input_rate]
+    row[[L.J_EMB_PARAMS, L.J_EMB_TOUCHED]] = [emb_params, emb_touched]
     return row
 
 
@@ -40,7 +42,9 @@ class Tables:
 
     def __init__(self, jobs, n_gpu, arch, gpus, peak, prec, intra, fits, network,
                  collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB, compute_model=L.MODEL_PAI_V1,
-                 class_peak=None, sync_latency=0, bucket_bytes=25 * 2**20, bucket_overlap=0):
+                 class_peak=None, sync_latency=0, bucket_bytes=25 * 2**20, bucket_overlap=0, ps_local_reduce=0,
+                 ps_nic_per_worker=0, ps_colocated=0, ps_latency=0, ps_host_bw=0.0, ps_sparse=0, ps_memory=0,
+                 inter_volume=0):
         self.jobs = np.atleast_2d(np.asarray(jobs, dtype=np.float64))
         self.n_gpu = np.atleast_2d(np.asarray(n_gpu, dtype=np.float64))
         if self.n_gpu.shape[0] == 1 and self.jobs.shape[0] > 1:
@@ -53,7 +57,8 @@ class Tables:
         self.fits = np.atleast_2d(np.asarray(fits, dtype=np.uint8))
         self.network = np.atleast_2d(np.asarray(network, dtype=np.float64))
         self.options = np.array([collective, topology, workspace, compute_model, sync_latency, bucket_bytes,
-                                 bucket_overlap], dtype=np.float64)
+                                 bucket_overlap, ps_local_reduce, ps_nic_per_worker, ps_colocated, ps_latency,
+                                 ps_host_bw, ps_sparse, ps_memory, inter_volume], dtype=np.float64)
         assert self.options.shape == (L.N_OPTIONS,)
         shape = (*self.peak.shape, L.N_CLASSES)
         self.class_peak = np.full(shape, np.nan) if class_peak is None else np.broadcast_to(

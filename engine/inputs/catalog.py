@@ -233,6 +233,8 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
         "activation_MB_per_sample": _NON_NEGATIVE,
         "default_batch": Rule(low=1.0), "optimizer": _TEXT,
         "tokens_per_sample": Rule(low=0.0, low_open=True, required=False, empty=True),
+        "embedding_params_M": Rule(low=0.0, required=False, empty=True),
+        "embedding_params_per_sample": Rule(low=0.0, required=False, empty=True),
     },
     "optimizers": {"name": _TEXT, "state_bytes_per_param": Rule(low=0.0, high=64.0)},
     "precisions": {
@@ -258,6 +260,20 @@ def check_rows(kind: str, header: list[str], rows, origin: str) -> None:
                 rule.check(row[column], where, column)
         if kind == "links":
             _check_link(row, where)
+        if kind == "workloads":
+            _check_embedding(row, where)
+
+
+def _check_embedding(row: dict[str, str], where: str) -> None:
+    """Embedding tables are part of the parameters, and rows touched need tables."""
+    emb = (row.get("embedding_params_M") or "").strip()
+    touched = (row.get("embedding_params_per_sample") or "").strip()
+    if emb and float(emb) > float(row["params_M"]):
+        raise PaigridError(f"{where}: embedding_params_M ({emb}) is more than params_M ({row['params_M']}); "
+                           "the embedding tables are part of the parameters.")
+    if bool(emb) != bool(touched):
+        raise PaigridError(f"{where}: embedding_params_M and embedding_params_per_sample are given together "
+                           "or not at all.")
 
 
 def _check_link(row: dict[str, str], where: str) -> None:

@@ -185,6 +185,13 @@ def defaults() -> Efficiency:
                       classes=dict(_class_defaults()))
 
 
+def ps_host_bandwidth() -> float:
+    """Achievable memory bandwidth [bytes/s] of a parameter server host (option ``ps_update``):
+    nominal x efficiency of ``[ps_host]`` in ``datasets/model_defaults.toml``."""
+    host = _model_defaults()["ps_host"]
+    return host["memory_GB_per_s"] * 1e9 * host["efficiency"]
+
+
 def workspace_bytes() -> float:
     """Per-GPU framework workspace [bytes] of the memory-feasibility check."""
     return _model_defaults()["workspace"]["GB"] * 1e9

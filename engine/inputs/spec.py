@@ -28,6 +28,14 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     sync_latency = true                             # latency hops once per gradient bucket (unset: pai-v2 only)
     bucket_mb = 25.0                                # gradient bucket size, MiB
     bucket_overlap = false                          # all buckets but the last hide behind backward
+    ps_local_reduce = false                         # parameter server: reduce inside each server first
+    ps_nic = "shared"                               # shared | per-worker NIC share
+    ps_placement = "separate"                       # separate | colocated parameter servers
+    ps_latency = false                              # per-message latency of pushes and pulls
+    ps_update = false                               # update time on the parameter server hosts
+    ps_sparse = false                               # only the touched embedding rows travel
+    ps_memory = false                               # optimizer state on the parameter server hosts
+    inter_volume = "hierarchical"                   # hierarchical | ring: all-reduce volume across servers
     attention = "eager"                             # pai-v2: eager | fused attention kernels
     execution = "eager"                             # pai-v2: eager | graphs kernel launches
 
@@ -57,7 +65,9 @@ MAX_N_GPU = 2**31 - 1
 #: the compute model of a sweep, predict, validate or calibrate that names none
 DEFAULT_MODEL = "pai-v2"
 #: options whose values are words, and the words each accepts
-TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs")}
+TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs"),
+                "ps_nic": ("shared", "per-worker"), "ps_placement": ("separate", "colocated"),
+                "inter_volume": ("hierarchical", "ring")}
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,17 @@ class Options:
     sync_latency: bool | None = None
     bucket_mb: float = 25.0
     bucket_overlap: bool = False
+    # parameter server done properly (docs/model.md, "Parameter server"; each off by default)
+    ps_local_reduce: bool = False       # each server all-reduces its GPUs' gradients, then pushes once
+    ps_nic: str = "shared"              # shared: a server's workers share its NICs; per-worker: a NIC share each
+    ps_placement: str = "separate"      # separate: PS hosts of their own (max); colocated: on the worker servers (sum)
+    ps_latency: bool = False            # per-message latency, 2 max(p, W) alpha_net per step
+    ps_update: bool = False             # the update on the PS hosts' memory (model_defaults.toml [ps_host])
+    ps_sparse: bool = False             # a PS moves only the embedding rows a step touches
+    ps_memory: bool = False             # a PS GPU holds no optimizer state (memory check per architecture)
+    # all-reduce across servers: the volume through a server's NICs, hierarchical 2(s-1)/s S
+    # (version 1) or ring 2(n-1)/n S (NCCL's rings cross every server)
+    inter_volume: str = "hierarchical"
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVE_NAMES:
@@ -116,7 +137,8 @@ _INTEGER_OPTIONS = {"grad_accum_steps": 1, "gpus_per_node": 1, "nics_per_node": 
 
 
 #: options whose values are true or false
-BOOL_OPTIONS = ("topology_aware", "sync_latency", "bucket_overlap")
+BOOL_OPTIONS = ("topology_aware", "sync_latency", "bucket_overlap", "ps_local_reduce", "ps_latency", "ps_update",
+                "ps_sparse", "ps_memory")
 
 
 def coerce_options(values: dict, origin: str) -> dict:

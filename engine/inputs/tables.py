@@ -15,7 +15,7 @@ import numpy as np
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
-from paigrid.inputs.efficiency import Efficiency, workspace_bytes
+from paigrid.inputs.efficiency import Efficiency, ps_host_bandwidth, workspace_bytes
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
 from paigrid.kernels import layout as L
@@ -173,6 +173,10 @@ def job_vector(job: Job, cats: Catalogues, options: Options | None = None,
     row[L.J_PS_COUNT] = o["ps_count"]
     row[L.J_OVERLAP] = o["overlap"]
     row[L.J_INPUT_RATE] = o["input_rate_samples_per_s"]
+    emb = w.number(job.model, "embedding_params_M")  # optional columns: NaN (none declared) -> 0
+    touched = w.number(job.model, "embedding_params_per_sample")
+    row[L.J_EMB_PARAMS] = emb * 1e6 if emb > 0 else 0.0
+    row[L.J_EMB_TOUCHED] = touched * b if emb > 0 and touched >= 0 else 0.0
     for field_index, value in class_fields(job, cats, options, efficiency).items():
         row[field_index] = value
     if (options or Options()).model == "pai-v2" and "optimizer" in job.variant:
@@ -288,6 +292,14 @@ def option_vector(options: Options) -> np.ndarray:
     vec[L.O_SYNC_LATENCY] = 1.0 if options.sync_latency_on else 0.0
     vec[L.O_BUCKET_BYTES] = options.bucket_mb * 2.0**20
     vec[L.O_BUCKET_OVERLAP] = 1.0 if options.bucket_overlap else 0.0
+    vec[L.O_PS_LOCAL_REDUCE] = 1.0 if options.ps_local_reduce else 0.0
+    vec[L.O_PS_NIC_PER_WORKER] = 1.0 if options.ps_nic == "per-worker" else 0.0
+    vec[L.O_PS_COLOCATED] = 1.0 if options.ps_placement == "colocated" else 0.0
+    vec[L.O_PS_LATENCY] = 1.0 if options.ps_latency else 0.0
+    vec[L.O_PS_HOST_BW] = ps_host_bandwidth() if options.ps_update else 0.0
+    vec[L.O_PS_SPARSE] = 1.0 if options.ps_sparse else 0.0
+    vec[L.O_PS_MEMORY] = 1.0 if options.ps_memory else 0.0
+    vec[L.O_INTER_VOLUME] = 1.0 if options.inter_volume == "ring" else 0.0
     return vec
 
 
