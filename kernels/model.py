@@ -202,13 +202,23 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
             return ring_or_tree_seconds(nbytes, n, intra_bw, intra_lat, collective)
         slowest = min(intra_bw, nics * net_bw)
         return ring_or_tree_seconds(nbytes, n, slowest, max(intra_lat, net_lat), collective)
+    return hierarchical_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective, servers)
+
+
+@jit
+def hierarchical_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective, ring_size):
+    """``allreduce-cluster`` with the default (hierarchical) or pipelined collective: a ring
+    inside each server, then 2 (r - 1) / r x S through a server's ``nics`` NICs for an
+    inter-server ring of r = ``ring_size`` members (s servers, or every GPU), one
+    phase after the other (default) or overlapped chunk by chunk (pipelined: the slower phase's
+    volume time plus every latency hop); 2 (s - 1) network latency hops for s servers."""
+    servers = np.ceil(n / k)
     per_server = min(n, k)
     intra = ring_or_tree_seconds(nbytes, per_server, intra_bw, intra_lat, collective)
     if servers <= 1.0:
         return intra
-    inter = 2.0 * (servers - 1.0) / servers * nbytes / (nics * net_bw)
+    inter = 2.0 * (ring_size - 1.0) / ring_size * nbytes / (nics * net_bw)
     if collective == COLLECTIVE_PIPELINED:
-        # the phases overlap chunk by chunk: the slower phase's volume time plus every latency hop
         intra_volume = ring_or_tree_seconds(nbytes, per_server, intra_bw, 0.0, collective)
         intra_hops = ring_or_tree_seconds(0.0, per_server, intra_bw, intra_lat, collective)
         slower = inter if (inter > intra_volume or inter != inter) else intra_volume  # NaN stays NaN
@@ -220,20 +230,8 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
 def ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective):
     """``allreduce-cluster`` with the default, hierarchical or pipelined collective when the
     inter-server phase moves 2(n-1)/n S through a server's NICs (NCCL's rings cross every server)
-    instead of the hierarchical 2(s-1)/s S; the intra-server phase and every latency term as in
-    ``comm_seconds``."""
-    servers = np.ceil(n / k)
-    per_server = min(n, k)
-    intra = ring_or_tree_seconds(nbytes, per_server, intra_bw, intra_lat, collective)
-    if servers <= 1.0:
-        return intra
-    inter = 2.0 * (n - 1.0) / n * nbytes / (nics * net_bw)
-    if collective == COLLECTIVE_PIPELINED:
-        intra_volume = ring_or_tree_seconds(nbytes, per_server, intra_bw, 0.0, collective)
-        intra_hops = ring_or_tree_seconds(0.0, per_server, intra_bw, intra_lat, collective)
-        slower = inter if (inter > intra_volume or inter != inter) else intra_volume  # NaN stays NaN
-        return slower + intra_hops + 2.0 * (servers - 1.0) * net_lat
-    return intra + inter + 2.0 * (servers - 1.0) * net_lat
+    instead of the hierarchical 2(s-1)/s S (``hierarchical_seconds``)."""
+    return hierarchical_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective, n)
 
 
 @jit
