@@ -160,6 +160,14 @@ def activation_terms(model: Transformer, moe_layer: bool = False) -> dict[str, f
             "core": 5.0 * model.heads * model.seq_len}
 
 
+def ffn_activation_bytes(model: Transformer, moe_layer: bool = False) -> float:
+    """Bytes per token of the FFN activation function's input (2f, 4f gated; for each of a MoE
+    token's experts) [bytes/token]."""
+    ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
+    copies = (model.experts_per_token + model.shared_experts) if moe_layer else 1
+    return float(copies * (4 if model.ffn_gated else 2) * ffn)
+
+
 def activation_bytes_per_layer(model: Transformer, micro_batch: float, tensor: int, sequence_parallel: bool,
                                recompute: str, context: int = 1, moe_layer: bool = False) -> float:
     """Activation memory of one layer for one micro-batch [bytes] on one GPU (Korthikanti et
