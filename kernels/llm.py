@@ -13,13 +13,13 @@ the expert all-to-alls.  ``(p - 1) / v x t_mb`` is the 1F1B / interleaved bubble
 et al., SC 2021, sections 2.2.1-2.2.2).  docs/llm.md gives every term.
 """
 
-import math
+
 
 import numpy as np
 from numba import prange
 
-from paigrid.kernels import llm_layout as K
-from paigrid.kernels.jit import jit, parallel_jit
+from . import llm_layout as K
+from .jit import jit, parallel_jit
 
 
 @jit
@@ -39,7 +39,7 @@ def hierarchical_allreduce(nbytes, n, per_domain, intra_bw, intra_lat, net_bw, n
     k = min(n, per_domain)
     if k < 1.0:
         k = 1.0
-    domains = math.ceil(n / k)
+    domains = np.ceil(n / k)
     out = ring_allreduce(nbytes, k, intra_bw, intra_lat)
     if domains > 1.0:
         out += ring_allreduce(nbytes / k, domains, net_bw, net_lat)
@@ -89,7 +89,7 @@ def memory_bytes(lay, model, options, m):
     micro-batches in flight (Korthikanti et al. 2022) and the workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
-    layers = math.ceil(model[K.M_LAYERS] / (p * v)) * v
+    layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
     params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
     shards = d * c
     weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
@@ -138,7 +138,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     net_bw, net_lat = hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU], hw[K.HW_NET_LAT]
     act = options[K.OP_ACT_BYTES]
     h = model[K.M_HIDDEN]
-    layers = math.ceil(model[K.M_LAYERS] / (p * v)) * v
+    layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
     tokens = b * model[K.M_SEQ] / c
     # compute of one micro-batch on the busiest stage (the output layer counted on it)
     compute = layers * tokens * ct[K.CT_LAYER] + tokens * ct[K.CT_LOGITS]
@@ -174,7 +174,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     # data parallel over the d x c ranks (stride t): gradient reduce-scatter + parameter all-gather
     params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
     group = d * c
-    per_domain = math.floor(domain / t) if t <= domain else 1.0
+    per_domain = np.floor(domain / t) if t <= domain else 1.0
     dp = hierarchical_allreduce(params * options[K.OP_GRAD_COMM_BYTES], group, per_domain,
                                 intra_bw, intra_lat, net_bw, net_lat)
     window = compute

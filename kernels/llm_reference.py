@@ -4,7 +4,7 @@ layout is invalid, the same reason codes."""
 
 import numpy as np
 
-from paigrid.kernels import llm_layout as K
+from . import llm_layout as K
 
 
 def _ring(nbytes, n, bw, latency):
@@ -91,7 +91,8 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         k = np.maximum(np.minimum(group, per_domain), 1.0)
         domains = np.ceil(group / k)
         nbytes = params * options[K.OP_GRAD_COMM_BYTES]
-        dp = _ring(nbytes, k, intra_bw, intra_lat) + np.where(domains > 1, _ring(nbytes / k, domains, net, net_lat), 0.0)
+        across = np.where(domains > 1, _ring(nbytes / k, domains, net, net_lat), 0.0)
+        dp = _ring(nbytes, k, intra_bw, intra_lat) + across
         dp = np.where(zero >= 3, dp * 0.5 * (1.0 + 2.0 * m), dp)
         window = np.where(zero >= 3, m * compute, compute)
         exposed = np.maximum(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0 else dp

@@ -40,8 +40,8 @@ def test_megatron_parameter_formula():
     (the formula leaves out the final layer norm, 2h parameters)."""
     for name in ("megatron-gpt-146b", "megatron-gpt-1t", "gpt2-8.67b-megatron"):
         m = model(name)
-        l, h = m.layers, m.hidden
-        formula = 12 * l * h**2 * (1 + 13 / (12 * h) + (m.vocab + m.seq_len) / (12 * l * h))
+        n, h = m.layers, m.hidden
+        formula = 12 * n * h**2 * (1 + 13 / (12 * h) + (m.vocab + m.seq_len) / (12 * n * h))
         assert S.parameters(m) - 2 * h == pytest.approx(formula, rel=1e-12)
 
 
@@ -53,8 +53,8 @@ def test_hardware_flops_reproduce_megatron_eq3(name):
     assert per_iteration == pytest.approx(
         S.megatron_flops_per_iteration(batch, m.seq_len, m.layers, m.hidden, m.vocab), rel=1e-12)
     # without recomputation: 72 B s L h^2 (1 + s/6h + V/12 L h)
-    l, h, s, v = m.layers, m.hidden, m.seq_len, m.vocab
-    assert S.model_flops_per_token(m) * s == pytest.approx(72 * s * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)),
+    n, h, s, v = m.layers, m.hidden, m.seq_len, m.vocab
+    assert S.model_flops_per_token(m) * s == pytest.approx(72 * s * n * h**2 * (1 + s / (6 * h) + v / (12 * n * h)),
                                                             rel=1e-12)
 
 
@@ -66,7 +66,8 @@ def test_model_flops_are_six_times_active_parameters_plus_attention():
         attention = 12 * m.layers * m.seq_len * m.hidden
         weights = S.active_parameters(m) - m.vocab * m.hidden
         assert S.model_flops_per_token(m) - attention == pytest.approx(6 * weights, rel=1e-4)
-    assert S.hardware_flops_per_token(m, "selective") - S.model_flops_per_token(m) == 4 * m.layers * m.seq_len * m.hidden
+    selective = S.hardware_flops_per_token(m, "selective") - S.model_flops_per_token(m)
+    assert selective == 4 * m.layers * m.seq_len * m.hidden
 
 
 GPT = Transformer("gpt", layers=4, hidden=2048, heads=16, kv_heads=16, ffn_hidden=8192, vocab=1000, seq_len=2048)

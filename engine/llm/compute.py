@@ -5,13 +5,14 @@ options vector (``kernels.llm_layout`` names their columns).
 Compute per token and layer on one GPU of a tensor group of t, forward:
 ``gemm = 2 W / t / (peak x gemm efficiency)``, ``attention = 4 s h / t / (peak x attention
 efficiency)`` (half of it with causal flash attention), ``element-wise = bytes / (HBM x hbm
-efficiency)`` with bytes = 2 x the stored inputs of the layer's element-wise operations (norms,
-dropouts, residuals: the replicated 10h of ``shapes.activation_terms``, split by t only with
-sequence parallelism; the FFN activation function's input; the attention core's softmax and
-dropout, 5 a s, only with eager attention), each written once and read once.  Forward + backward = 3 x forward; full recomputation adds a forward,
-selective recomputation the attention core's forward.  Efficiencies are the engine's operator
-class values (``datasets/class_efficiency.csv``: gemm_conv, attention_eager or
-attention_fused, hbm) of the GPU's generation at the precision.
+efficiency)`` with bytes = 2 x the stored inputs of the layer's element-wise operations
+(norms, dropouts, residuals: the replicated 10h of ``shapes.activation_terms``, split by t only
+with sequence parallelism; the FFN activation function's input; the attention core's softmax
+and dropout, 5 a s, only with eager attention), each written once and read once.  Forward +
+backward = 3 x forward; full recomputation adds a forward, selective recomputation the
+attention core's forward.  Efficiencies are the engine's operator class values
+(``datasets/class_efficiency.csv``: gemm_conv, attention_eager or attention_fused, hbm) of the
+GPU's generation at the precision.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def model_vector(model: Transformer, global_batch: int | None = None) -> np.ndar
     vec[K.M_MOE_FFN] = model.moe_ffn_hidden if model.moe else 0
     vec[K.M_SEQ] = model.seq_len
     vec[K.M_EXPERTS] = model.experts
-    vec[K.M_TOPK] = model.experts_per_token + model.shared_experts if model.moe else 0
+    vec[K.M_TOPK] = model.experts_per_token if model.moe else 0  # routed copies (shared experts stay local)
     vec[K.M_GLOBAL_BATCH] = global_batch or model.global_batch
     vec[K.M_SHARED_PARAMS] = _mean_layer(model, lambda moe: S.layer_params(model, moe)["shared"])
     vec[K.M_EXPERT_PARAMS] = _mean_layer(model, lambda moe: S.layer_params(model, moe)["expert"])
@@ -143,36 +144,44 @@ def peak_flops(cats: Catalogues, gpu: str, precision: str) -> float:
     return value * 1e12 if value > 0 else math.nan
 
 
+def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tuple[float, float, float],
+                     attention: str) -> tuple[float, float]:
+    """Forward seconds per token of one layer on one GPU of t, and of its attention core alone;
+    ``rates`` = (GEMM FLOP/s, attention FLOP/s, HBM bytes/s)."""
+    gemm_rate, attn_rate, hbm = rates
+    flops = S.layer_forward_flops(model, moe)
+    terms = S.activation_terms(model, moe)
+    causal = 0.5 if attention == "flash" else 1.0
+    gemm = flops["gemm"] / t / gemm_rate
+    attn = causal * flops["attention"] / t / attn_rate
+    core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
+    elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
+    return gemm + attn + elementwise + core, attn + core
+
+
 def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: list[tuple[str, str]],
                   tensor: list[int], attention: str) -> np.ndarray:
     """(C, T, 3, 2, N_CT_FIELDS) seconds per token for each (gpu, precision) pair, tensor
     degree, recomputation (none, selective, full) and sequence parallelism (off, on); NaN for a
     GPU without the precision."""
     out = np.full((len(pairs), len(tensor), 3, 2, K.N_CT_FIELDS), np.nan)
-    causal = 0.5 if attention == "flash" else 1.0
     attention_class = "attention_fused" if attention == "flash" else "attention_eager"
     for ci, (gpu, precision) in enumerate(pairs):
         peak = peak_flops(cats, gpu, precision)
         if not peak > 0:
             continue
         gen = generation(cats, gpu)
-        gemm_rate = peak * eff.class_for("gemm_conv", gen, precision)
-        attn_rate = peak * eff.class_for(attention_class, gen, precision)
-        hbm = cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * eff.class_for("hbm", gen, "*")
+        rates = (peak * eff.class_for("gemm_conv", gen, precision),
+                 peak * eff.class_for(attention_class, gen, precision),
+                 cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * eff.class_for("hbm", gen, "*"))
         for ti, t in enumerate(tensor):
+            logits = 3.0 * (S.logits_forward_flops(model) / t / rates[0]
+                            + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / rates[2])
             for sp in (0, 1):
-                def forward(moe: bool, t=t, sp=sp) -> tuple[float, float, float]:
-                    flops = S.layer_forward_flops(model, moe)
-                    terms = S.activation_terms(model, moe)
-                    gemm = flops["gemm"] / t / gemm_rate
-                    attn = causal * flops["attention"] / t / attn_rate
-                    core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
-                    elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
-                    return gemm + attn + elementwise + core, attn + core, gemm
-                fwd = _mean_layer(model, lambda moe: forward(moe)[0])
-                core_fwd = _mean_layer(model, lambda moe: forward(moe)[1])
-                logits = 3.0 * (S.logits_forward_flops(model) / t / gemm_rate
-                                + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / hbm)
+                fwd = _mean_layer(model, lambda moe, t=t, sp=sp, r=rates: _forward_seconds(model, moe, t, sp, r,
+                                                                                   attention)[0])
+                core_fwd = _mean_layer(model, lambda moe, t=t, sp=sp, r=rates: _forward_seconds(model, moe, t, sp, r,
+                                                                                        attention)[1])
                 for rc, extra in enumerate((0.0, core_fwd, fwd)):
                     out[ci, ti, rc, sp, K.CT_LAYER] = 3.0 * fwd + extra
                     out[ci, ti, rc, sp, K.CT_ATTENTION] = 3.0 * core_fwd

@@ -152,7 +152,8 @@ def reason_text(code: int, layout: Layout, model: Transformer, domain: int = 0, 
         K.REASON_EP_GROUP: f"expert degree {lay['ep']} does not divide data x context degree {lay['dp'] * lay['cp']}",
         K.REASON_BATCH: (f"the global batch is not a multiple of data degree {lay['dp']} x micro-batch "
                          f"{lay['micro_batch']}"),
-        K.REASON_PP_LAYERS: f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the {model.layers} layers",
+        K.REASON_PP_LAYERS: (f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the "
+                             f"{model.layers} layers"),
         K.REASON_INTERLEAVE: "an interleaved schedule needs pipeline degree > 1 and micro-batches a multiple of it",
         K.REASON_NO_NETWORK: "the job spans several NVLink domains but the network is none",
         K.REASON_MEMORY: (f"the busiest pipeline stage needs {memory / 1e9:.1f} GB per GPU, more than the "
