@@ -178,8 +178,12 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     dp = hierarchical_allreduce(params * options[K.OP_GRAD_COMM_BYTES], group, per_domain,
                                 intra_bw, intra_lat, net_bw, net_lat)
     window = compute
-    if zero >= 3.0:  # FSDP: the parameters are gathered again for every micro-batch, forward and backward
-        dp = dp * 0.5 * (1.0 + 2.0 * m)
+    if zero >= 3.0:
+        # FSDP: every layer's parameters are gathered again for every micro-batch, forward and
+        # backward, and its gradients reduce-scattered once: 1 + 2 m half-all-reduces of the
+        # volume, and each of the layers' collectives pays its own latency
+        latency = hierarchical_allreduce(0.0, group, per_domain, intra_bw, intra_lat, net_bw, net_lat)
+        dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * layers
         window = m * compute
     exposed = max(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
     updated = params / (group if zero >= 1.0 else 1.0)

@@ -93,7 +93,9 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         nbytes = params * options[K.OP_GRAD_COMM_BYTES]
         across = np.where(domains > 1, _ring(nbytes / k, domains, net, net_lat), 0.0)
         dp = _ring(nbytes, k, intra_bw, intra_lat) + across
-        dp = np.where(zero >= 3, dp * 0.5 * (1.0 + 2.0 * m), dp)
+        lat = (2.0 * (k - 1.0) * intra_lat + np.where(domains > 1, 2.0 * (domains - 1.0) * net_lat, 0.0))
+        halves = 0.5 * (1.0 + 2.0 * m)
+        dp = np.where(zero >= 3, (dp - lat) * halves + lat * halves * layers, dp)
         window = np.where(zero >= 3, m * compute, compute)
         exposed = np.maximum(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0 else dp
         optimizer = params / np.where(zero >= 1, group, 1.0) * options[K.OP_UPDATE_BYTES] / H[K.HW_HBM]
