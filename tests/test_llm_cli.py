@@ -138,3 +138,14 @@ def test_models_lists_the_catalogue():
     assert result.exit_code == 0
     names = [r["model"] for r in json.loads(result.output)]
     assert "llama3-405b" in names and "mixtral-8x7b" in names
+
+
+def test_llm_page_is_current():
+    """docs/llm.md is what tools/llm_page.py writes now (its tables are computed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llm_page_under_test", ROOT / "tools" / "llm_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    assert page.render() == (ROOT / "docs" / "llm.md").read_text(encoding="utf-8"), \
+        "docs/llm.md is not current: run python tools/llm_page.py"
