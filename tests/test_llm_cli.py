@@ -124,8 +124,8 @@ def test_predict_breakdown_and_invalid_layouts():
     table = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64", "--tp", "8", "--pp", "4",
                 "--recompute", "full")
     assert table.exit_code == 0 and "bubble" in table.output
-    bad = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8")
-    assert bad.exit_code == 2 and "GB per GPU" in bad.output
+    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"),
+                       "invalid layout tp1 pp1 dp8", "GB per GPU")
     assert_clean_error(run("llm", "predict", "--model", "llama9", "--gpu", "H100", "--n-gpu", "8"), "unknown")
     assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "12",
                            "--tp", "8"), "not a multiple")

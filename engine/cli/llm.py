@@ -221,9 +221,9 @@ def predict(
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
-    typer.echo(f"{m.name} on {n_gpu} x {g} ({precision}, NVLink domain {domain}, {design.network}): {result['layout']}")
     if not result["valid"]:
-        raise PaigridError(f"invalid layout: {result['reason']}")
+        raise PaigridError(f"invalid layout {result['layout']}: {result['reason']}")
+    typer.echo(f"{m.name} on {n_gpu} x {g} ({precision}, NVLink domain {domain}, {design.network}): {result['layout']}")
     rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
     rows += [{"quantity": k, "value": result[k], "unit": u} for k, u in
              (("train_days", "days"), ("train_cost_USD", "USD"), ("train_energy_MWh", "MWh")) if k in result]
