@@ -419,9 +419,9 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
             else:
                 row = _measurement(cells, aliases, cats, origin)
                 if row.kind != "throughput":
+                    schema = {"scaling": "scaling", "collective": "collectives", "llm": "llm"}[row.kind]
                     raise PaigridError(f"{origin}: kind {row.kind} rows have their own file schema "
-                                       f"(see datasets/{'scaling' if row.kind == 'scaling' else 'collectives'}"
-                                       f"_public.csv), not a throughput column.")
+                                       f"(see datasets/{schema}_public.csv), not a throughput column.")
         except PaigridError as exc:
             if str(exc).startswith(origin):
                 raise
