@@ -125,10 +125,8 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     v, b, zero, rc = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE]
     n = t * p * d * c
     m = model[K.M_GLOBAL_BATCH] / (d * b)
-    reason = layout_reason(lay, hw, model, ctab, np.nan)
-    if reason == K.REASON_VALID:
-        mem = memory_bytes(lay, model, options, m)
-        reason = layout_reason(lay, hw, model, ctab, mem)
+    mem = memory_bytes(lay, model, options, m)  # finite for any degrees >= 1; checked last
+    reason = layout_reason(lay, hw, model, ctab, mem)
     if reason != K.REASON_VALID:
         res[K.R_REASON] = reason
         return
