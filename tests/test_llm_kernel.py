@@ -158,3 +158,22 @@ def test_enumerated_layouts_pass_every_shape_check():
     codes = set(res[:, 0, K.R_REASON].astype(int))
     assert codes <= {K.REASON_VALID, K.REASON_MEMORY}
     assert K.REASON_VALID in codes
+
+
+def test_capacity_factor_pads_expert_compute_and_all_to_all():
+    """A capacity factor of 1.25 sends 1.25 x the routed tokens in each all-to-all and computes
+    1.25 x the routed experts' GEMMs; the model FLOPs (useful work) do not change."""
+    from paigrid.llm import shapes as S
+
+    m = model("deepseek-moe-16b")
+    padded = dataclasses.replace(m, capacity_factor=1.25)
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, micro_batch=1, zero=1, recompute="full", sp=False)
+    b200 = dataclasses.replace(H100, gpu="B200", intra="nvlink5")
+    r1, r2 = _one(m, lay, b200), _one(padded, lay, b200)
+    link = CATS.links.row("nvlink5")
+    bw = float(link["nominal_GB_per_s"]) * 1e9 * float(link["efficiency"])
+    volume = r1["microbatches"] * m.moe_layers * 6 * m.seq_len * m.experts_per_token * m.hidden * 2 * 7 / 8 / bw
+    assert r2["ep_comm"] - r1["ep_comm"] == pytest.approx(0.25 * volume, rel=1e-9)
+    assert r2["compute"] > r1["compute"]
+    assert S.model_flops_per_token(padded) == S.model_flops_per_token(m)
+    assert S.padded_expert_flops(padded) == 2 * 0.25 * 6 * 3 * m.hidden * m.moe_ffn_hidden

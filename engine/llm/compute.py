@@ -122,7 +122,8 @@ def model_vector(model: Transformer, global_batch: int | None = None) -> np.ndar
     vec[K.M_MOE_FFN] = model.moe_ffn_hidden if model.moe else 0
     vec[K.M_SEQ] = model.seq_len
     vec[K.M_EXPERTS] = model.experts
-    vec[K.M_TOPK] = model.experts_per_token if model.moe else 0  # routed copies (shared experts stay local)
+    # routed copies sent by the all-to-all, capacity padding included (shared experts stay local)
+    vec[K.M_TOPK] = model.experts_per_token * model.capacity_factor if model.moe else 0
     vec[K.M_GLOBAL_BATCH] = global_batch or model.global_batch
     vec[K.M_SHARED_PARAMS] = _mean_layer(model, lambda moe: S.layer_params(model, moe)["shared"])
     vec[K.M_EXPERT_PARAMS] = _mean_layer(model, lambda moe: S.layer_params(model, moe)["expert"])
@@ -152,7 +153,7 @@ def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tupl
     flops = S.layer_forward_flops(model, moe)
     terms = S.activation_terms(model, moe)
     causal = 0.5 if attention == "flash" else 1.0
-    gemm = flops["gemm"] / t / gemm_rate
+    gemm = (flops["gemm"] + (S.padded_expert_flops(model) if moe else 0.0)) / t / gemm_rate
     attn = causal * flops["attention"] / t / attn_rate
     core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
     elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm

@@ -44,6 +44,7 @@ class Transformer:
     norm: str = "layernorm"
     learned_positions: bool = True
     global_batch: int = 512          # sequences per optimizer step (the training recipe's)
+    capacity_factor: float = 1.0     # MoE: expert buffer slots per routed token (1: dropless, balanced)
 
     @property
     def head_dim(self) -> int:
@@ -95,7 +96,9 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
     (default: heads), ``ffn_gated`` (false), ``experts``, ``experts_per_token``,
     ``moe_ffn_hidden`` (default: ffn_hidden), ``shared_experts``, ``dense_layers`` (0),
     ``tied_embeddings``, ``linear_bias``, ``learned_positions`` (true: GPT style), ``norm``
-    (layernorm) and ``global_batch_sequences``.  Every inconsistency is one sentence."""
+    (layernorm), ``global_batch_sequences`` and ``capacity_factor`` (1: dropless; a MoE
+    layer's expert buffers hold capacity_factor x the routed tokens, padding computed and sent).
+    Every inconsistency is one sentence."""
     g = cells.get
     heads = _whole(g("heads", ""), origin, "heads", 1)
     model = Transformer(
@@ -114,8 +117,22 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
         linear_bias=_flag(g("linear_bias", ""), origin, "linear_bias", True),
         norm=(g("norm") or "layernorm").strip().casefold(),
         learned_positions=_flag(g("learned_positions", ""), origin, "learned_positions", True),
-        global_batch=_whole(g("global_batch_sequences", ""), origin, "global_batch_sequences", 1, 512))
+        global_batch=_whole(g("global_batch_sequences", ""), origin, "global_batch_sequences", 1, 512),
+        capacity_factor=_capacity(g("capacity_factor", ""), origin))
     return check(model, origin)
+
+
+def _capacity(cell: str, origin: str) -> float:
+    text = (cell or "").strip()
+    if not text:
+        return 1.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1.0):
+        raise PaigridError(f"{origin}: capacity_factor must be a number >= 1 (1: dropless), not {cell!r}.")
+    return value
 
 
 def check(model: Transformer, origin: str) -> Transformer:

@@ -95,6 +95,13 @@ def _matmul_weights_per_token(model: Transformer, moe_layer: bool) -> int:
     return attention + h * model.experts + routed * width * h * model.moe_ffn_hidden
 
 
+def padded_expert_flops(model: Transformer) -> float:
+    """Forward FLOPs per token that a MoE layer's capacity padding adds: (capacity_factor - 1)
+    x the routed experts' GEMMs [FLOP/token] (executed, not counted as model FLOPs)."""
+    width = 3 if model.ffn_gated else 2
+    return 2.0 * (model.capacity_factor - 1.0) * model.experts_per_token * width * model.hidden * model.moe_ffn_hidden
+
+
 def layer_forward_flops(model: Transformer, moe_layer: bool) -> dict[str, float]:
     """Forward FLOPs per token of one layer: ``gemm`` (2 x weight multiply-adds) and
     ``attention`` (scores and context, 4 s h with the full s x s) [FLOP/token]."""
@@ -151,10 +158,11 @@ def activation_terms(model: Transformer, moe_layer: bool = False) -> dict[str, f
       FFN activation input 2f (4f gated) and the second FFN input 2f: 24h for GPT;
     * ``core`` per token (split by t, removed by selective recomputation): the softmax output,
       its dropout mask and output, 5 a s.
-    A MoE layer stores the FFN terms for each of the token's experts (routed + shared)."""
+    A MoE layer stores the FFN terms for each of the token's experts (routed, x the capacity
+    factor, + shared)."""
     h, kv = model.hidden, model.kv_heads * model.head_dim
     ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
-    copies = (model.experts_per_token + model.shared_experts) if moe_layer else 1
+    copies = (model.capacity_factor * model.experts_per_token + model.shared_experts) if moe_layer else 1
     ffn_bytes = copies * ((4 if model.ffn_gated else 2) * ffn + 2 * ffn)
     return {"replicated": 10.0 * h, "split": 2.0 * h + 2.0 * kv + 2.0 * kv + 2.0 * h + ffn_bytes,
             "core": 5.0 * model.heads * model.seq_len}
@@ -164,7 +172,7 @@ def ffn_activation_bytes(model: Transformer, moe_layer: bool = False) -> float:
     """Bytes per token of the FFN activation function's input (2f, 4f gated; for each of a MoE
     token's experts) [bytes/token]."""
     ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
-    copies = (model.experts_per_token + model.shared_experts) if moe_layer else 1
+    copies = (model.capacity_factor * model.experts_per_token + model.shared_experts) if moe_layer else 1
     return float(copies * (4 if model.ffn_gated else 2) * ffn)
 
 
