@@ -85,8 +85,9 @@ def layout_reason(lay, hw, model, ctab, mem_bytes):
 @jit
 def memory_bytes(lay, model, options, m):
     """Bytes per GPU on the busiest (first) pipeline stage: weights, gradients and optimizer
-    state (sharded by ZeRO stage over the d x c data-parallel ranks), the activations of the
-    micro-batches in flight (Korthikanti et al. 2022) and the workspace."""
+    state (sharded by ZeRO stage over the d x c data-parallel ranks; ZeRO-3 adds two layers'
+    gathered weights and one layer's gradients), the activations of the micro-batches in flight
+    (Korthikanti et al. 2022) and the workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
     layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
@@ -95,6 +96,10 @@ def memory_bytes(lay, model, options, m):
     weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
     grads = params * options[K.OP_GRAD_BYTES] / (shards if zero >= 2.0 else 1.0)
     state = params * options[K.OP_OPT_BYTES] / (shards if zero >= 1.0 else 1.0)
+    if zero >= 3.0:  # FSDP's unsharded working copies: this layer's and the prefetched layer's
+        # weights, and this layer's gradients before their reduce-scatter
+        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)
+        weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
     full_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t

@@ -35,6 +35,9 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     states = params * (options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
                        + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
                        + options[K.OP_OPT_BYTES] / np.where(zero >= 1, shards, 1.0))
+    gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) * (
+        2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
+    states = states + np.where(zero >= 3, gathered, 0.0)
     keep_repl = M[K.M_ACT_REPLICATED] / split_repl
     keep_split = M[K.M_ACT_SPLIT] / t
     keep_core = M[K.M_ACT_CORE] / t
