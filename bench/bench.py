@@ -258,6 +258,49 @@ def bench_default_sweep(folder: Path):
     return {"default_sweep_s": t_sweep, "default_configs": grid.configs, "default_jobs": len(grid.jobs)}
 
 
+def bench_llm(figures: dict):
+    """The LLM kernel (``kernels.llm.evaluate_llm``): Llama-3 70B and 405B, every valid layout at
+    8 .. 16,384 GPUs on every design of the default LLM sweep (GPUs x NVLink domains x networks),
+    outputs preallocated, best of 3; then the whole ``paigrid llm sweep`` of the same space
+    (enumeration, blocks, reduction and the HDF5 file), against the data-parallel kernel's rate
+    measured in the same run."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.kernels import llm_layout as K
+    from paigrid.kernels.llm import evaluate_llm
+    from paigrid.llm.compute import LlmOptions
+    from paigrid.llm.evaluate import tables
+    from paigrid.llm.layouts import enumerate_layouts
+    from paigrid.llm.models import model
+    from paigrid.llm.sweep import DEFAULT_N_GPU, Plan, run_sweep
+
+    cats, eff, options = Catalogues.load(), defaults(), LlmOptions.defaults()
+    plan = Plan([model("llama3-70b"), model("llama3-405b")])
+    designs = plan.designs(cats)
+    work = []
+    for m in plan.models:
+        layouts = [lay for n in DEFAULT_N_GPU for lay in enumerate_layouts(m, n)]
+        arrays = tables(m, layouts, designs, cats, eff, options)
+        work.append((arrays, np.empty((len(layouts) * len(designs), K.N_RESULT_FIELDS))))
+    evaluate_llm(*work[0][0], work[0][1])  # compile or load from the cache
+    configs = sum(out.shape[0] for _, out in work)
+    t_kernel = best_of(lambda: [evaluate_llm(*arrays, out) for arrays, out in work])
+    rate = configs / t_kernel
+    folder = Path(tempfile.mkdtemp(prefix="paigrid-llm-"))
+    try:
+        started = time.perf_counter()
+        run_sweep(plan, folder / "llm.h5", cats, eff, options)
+        t_sweep = time.perf_counter() - started
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    ratio = rate / figures["kernel_rate"] if "kernel_rate" in figures else float("nan")
+    print(f"LLM kernel        {rate / 1e6:9.2f} M configs/s  ({configs:,} layout x design configurations: Llama-3 70B "
+          f"and 405B, 8..16,384 GPUs, {len(designs)} designs)  -> LLM / data-parallel kernel = {ratio:.3f}")
+    print(f"  paigrid llm sweep {configs / t_sweep / 1e6:7.2f} M configs/s  ({t_sweep:.2f} s, enumeration, blocks, "
+          f"best-layout reduction and the HDF5 file included)")
+    return {"llm_rate": rate, "llm_configs": configs, "llm_sweep_rate": configs / t_sweep, "llm_designs": len(designs)}
+
+
 # --- the page -----------------------------------------------------------------------------------
 PAGE_TEMPLATE = """\
 # Speed
@@ -301,6 +344,12 @@ ratios compare with a baseline measured in the same run, so they move less than 
   non-temporal stores, so it sits below a `memset` on a machine whose memory keeps up. A full
   sweep is bound by compressing and writing, not by the kernel (below), and the reduce-only path
   writes almost nothing.
+- **LLM kernel**: `kernels.llm.evaluate_llm` on every valid layout of Llama-3 70B and 405B at
+  8 to 16,384 GPUs (powers of two) on the {llm_designs} designs of the default `paigrid llm sweep`
+  ({llm_configs:,} layout x design configurations, outputs preallocated), best of 3, beside the
+  data-parallel kernel above; then that whole sweep as `llm.sweep.run_sweep` (enumeration, blocks,
+  best-layout reduction, HDF5 file). An LLM configuration does more arithmetic than a
+  data-parallel one (five parallel degrees, memory, several collectives).
 - **Single configuration**: the median of 1,000 warm `predict_configs` calls of one configuration
   (what `predict`, `validate`, `calibrate` and the sweep's current-configuration predictions do),
   through the kernel the engine picks for a few configurations (the serial one), against the same
@@ -397,6 +446,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run (writes no page)")
     parser.add_argument("--page", type=Path, default=PAGE, help="where to write the page (default: docs/speed.md)")
     parser.add_argument("--no-page", action="store_true", help="only print the figures")
+    parser.add_argument("--llm-only", action="store_true", help="only the two kernels' lines (writes no page)")
     args = parser.parse_args()
     if args.quick:
         args.query_jobs, args.kernel_jobs, args.sweep_jobs = 40, 2, 8
@@ -408,6 +458,9 @@ def main():
             print(f"paigrid bench on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
             grid, _ = prepare(SweepSpec())
             figures.update(bench_kernel(grid, args.kernel_jobs))
+            figures.update(bench_llm(figures))
+            if args.llm_only:
+                return
             figures.update(bench_single())
             sweep_spec = population_spec(folder, args.sweep_jobs)
             figures.update(bench_sweep(sweep_spec, folder, args.compression))
@@ -416,7 +469,7 @@ def main():
             figures.update(bench_default_sweep(folder))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if not (args.quick or args.no_page):
+    if not (args.quick or args.no_page or args.llm_only):
         write_page(args.page, output.getvalue(), figures, load_start, time.perf_counter() - start)
         print(f"wrote {args.page}")
 

@@ -17,20 +17,21 @@ FOLDERS = {"paigrid": ROOT / "engine", "paigrid.kernels": ROOT / "kernels", "pai
 #: the layer order, lowest first: a module may import modules of its own layer or below
 LAYERS = [
     ("kernels", ["paigrid.kernels", "paigrid.kernels.*", "paigrid.datasets"]),
-    ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.output"]),
+    ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.output", "paigrid.llm"]),
     ("inputs", ["paigrid.inputs", "paigrid.inputs.catalog", "paigrid.inputs.spec", "paigrid.inputs.efficiency",
-                "paigrid.inputs.zoo"]),
-    ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables"]),
+                "paigrid.inputs.zoo", "paigrid.llm.models", "paigrid.llm.shapes"]),
+    ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables", "paigrid.llm.compute", "paigrid.llm.layouts",
+                         "paigrid.llm.evaluate", "paigrid.llm.rows"]),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),
     ("driver", ["paigrid.evaluate"]),
     ("writer and reader", ["paigrid.store", "paigrid.cube"]),
     ("operations", ["paigrid.sweeping", "paigrid.distributed", "paigrid.query", "paigrid.predict",
-                    "paigrid.info", "paigrid.dataset"]),
+                    "paigrid.info", "paigrid.dataset", "paigrid.llm.sweep", "paigrid.llm.query"]),
     ("trust and study", ["paigrid.trust", "paigrid.trust.*", "paigrid.study", "paigrid.study.*"]),
     ("cli", ["paigrid.cli", "paigrid.cli.*"]),
 ]
 #: modules that only read cubes, and the write side they must never reach, even indirectly
-READERS = ("paigrid.cube", "paigrid.query", "paigrid.info", "paigrid.dataset")
+READERS = ("paigrid.cube", "paigrid.query", "paigrid.info", "paigrid.dataset", "paigrid.llm.query")
 WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.sweeping", "paigrid.distributed")
 
 

@@ -271,6 +271,22 @@ case("measurements-rows-where-column", ["validate", f"{W}/measurements.csv", "--
      "colour")
 case("measurements-rows-where-none", ["validate", f"{W}/measurements.csv", "--rows-where", "gpu=Z80*"], {},
      "no measurement row")
+LLM_SWEEP = ["llm", "sweep", "--models", "llama3-8b", "--n-gpu", "8", "--gpu", "H100", "--domain", "8", "--network",
+             "ib-ndr-400g", "-q"]
+case("llm-sweep-out-folder", [*LLM_SWEEP, "-o", T], {}, "folder")
+case("llm-sweep-model-unknown", [*LLM_SWEEP[:2], "-o", f"{T}/l.h5", "--models", "llama9"], {}, "llama9")
+case("llm-sweep-n-gpu-word", [*LLM_SWEEP, "-o", f"{T}/l.h5", "--n-gpu", "8,x"], {}, "whole numbers")
+case("llm-sweep-network-intra", [*LLM_SWEEP, "-o", f"{T}/l.h5", "--network", "nvlink5"], {}, "not a network")
+case("llm-query-a-cube", ["llm", "query", f"{W}/cube.h5", "--model", "llama3-8b"], {}, "not an LLM sweep file")
+case("llm-query-missing", ["llm", "query", f"{T}/none.h5", "--model", "llama3-8b"], {}, "cannot read")
+case("llm-predict-recompute", ["llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8",
+                               "--recompute", "partial"], {}, "recompute must be one of")
+case("llm-predict-memory", ["llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"], {},
+     "GB per GPU")
+case("llm-predict-option", ["llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8", "--option",
+                            "weight_bytes=-1"], {}, "weight_bytes")
+case("llm-calibrate", ["calibrate", str(Path(__file__).resolve().parent.parent / "datasets" / "llm_public.csv"),
+                       "--out", f"{T}/c.toml"], {}, "no LLM rows")
 case("calibrate-fit-unknown", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml", "--fit", "warp"], {},
      "warp")
 case("calibrate-out-folder-missing", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/no/c.toml"], {},

@@ -375,8 +375,8 @@ def test_bad_class_calibration_keys_are_one_sentence(tmp_path):
 
 # --- row kinds and the cross-validated protocol -------------------------------------------------
 def test_row_kinds_are_a_registry(tmp_path, cats):
-    assert set(ROW_KINDS) == {"throughput", "scaling", "collective"} and row_kind("").name == "throughput"
-    with pytest.raises(PaigridError, match="unknown row kind 'bandwidth'; known: collective, scaling, throughput"):
+    assert set(ROW_KINDS) == {"throughput", "scaling", "collective", "llm"} and row_kind("").name == "throughput"
+    with pytest.raises(PaigridError, match="unknown row kind 'bandwidth'; known: collective, llm, scaling, throughput"):
         row_kind("bandwidth")
     with open(PUBLIC, newline="", encoding="utf-8") as handle:
         lines = list(csv.DictReader(handle))[:2]

@@ -1,6 +1,7 @@
 """The ``paigrid`` command line (typer): one app per command group (``cube``: sweep, query,
 predict, info, datasets; ``study``: population, trace import, study-spec, report; ``trust``:
-calibrate, validate), composed here.  Heavy modules are imported inside the commands so that
+calibrate, validate; ``llm``: models, sweep, query, predict of LLM-scale layouts), composed
+here.  Heavy modules are imported inside the commands so that
 ``paigrid --help`` starts fast.  Results go to stdout, progress and errors to stderr."""
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import sys
 
 import typer
 
-from paigrid.cli import cube, study, trust
+from paigrid.cli import cube, llm, study, trust
 from paigrid.cli.common import OneSentenceGroup
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=OneSentenceGroup,
                   help="Which training architecture and interconnect make each deep-learning job fastest or cheapest.")
 for group in (cube, study, trust):
     app.add_typer(group.app)
+app.add_typer(llm.app)
 
 
 def main() -> None:

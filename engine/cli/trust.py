@@ -157,7 +157,12 @@ def _validate_observed(rows, efficiency, options, cats, json_out: bool) -> None:
 
     what = ("scaling efficiency = throughput(n) / (n x throughput(1)); error = predicted - measured, in points"
             if points else "all-reduce bus bandwidth [GB/s]; error = predicted / measured - 1")
-    typer.echo(f"{result['kind']} rows ({what}; model {options.model}: {efficiency.origin})")
+    model_name = f"model {options.model}"
+    if result["kind"] == "llm":
+        what = ("tokens/s of the whole job, TFLOP/s rows converted with the FLOPs per token; error = predicted / "
+                "measured - 1")
+        model_name = "LLM step-time model, docs/llm.md"
+    typer.echo(f"{result['kind']} rows ({what}; {model_name}: {efficiency.origin})")
     table = [{"id": r["id"], "model": r["model"], "gpu": r["gpu"], "n_gpu": r["n_gpu"], "nodes": r["nodes"],
               "intra": r["intra"], "network": r["network"], "predicted": value(r["predicted"]),
               "measured": value(r["measured"]), "error": error(r["error"]), "note": r["note"]} for r in result["rows"]]
@@ -174,8 +179,9 @@ def _validate_observed(rows, efficiency, options, cats, json_out: bool) -> None:
 def validate(
     measurements: Path = typer.Argument(
         ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
-                                              "scaling efficiencies (datasets/scaling_public.csv) or collective bus "
-                                              "bandwidths (datasets/collectives_public.csv); the columns say which."),
+                                              "scaling efficiencies (datasets/scaling_public.csv), collective bus "
+                                              "bandwidths (datasets/collectives_public.csv) or LLM training runs "
+                                              "(datasets/llm_public.csv); the columns say which."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),

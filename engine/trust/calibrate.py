@@ -371,6 +371,9 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     and the predicted throughput [samples/s] per row.  With ``allow_bounds`` False a value on a
     bound is an error naming the parameter.  Needs scipy (``pip install paigrid[calibrate]``).
     """
+    if any(r.kind == "llm" for r in rows):
+        raise PaigridError("calibrate fits no LLM rows: the LLM step-time model has no fitted parameters "
+                           "(paigrid validate compares it with them).")
     try:
         from scipy.optimize import least_squares
     except ImportError:

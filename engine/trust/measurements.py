@@ -44,6 +44,7 @@ from paigrid.inputs.catalog import Catalogues, csv_table, to_float
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import JOB_OPTIONS, Options, coerce_options
 from paigrid.kernels.layout import ARCH_NAMES
+from paigrid.llm.rows import REQUIRED as LLM_REQUIRED
 from paigrid.userfiles import read_text
 
 REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
@@ -301,6 +302,8 @@ def file_kind(header: list[str], origin: str) -> str:
     """The row kind a measurements file holds, from its columns (the observed-value column,
     ``KIND_COLUMNS``; a file with ``throughput_unit`` is a throughput file, whose required
     columns are then checked); one sentence when it has none or several of them."""
+    if {"tensor_parallel", "hidden"} <= set(header):  # an LLM file; its required columns are checked next
+        return "llm"
     found = [kind for column, kind in KIND_COLUMNS.items() if column in header]
     if not found and "throughput_unit" in header:  # a throughput file that lacks its value column
         return "throughput"
@@ -363,6 +366,22 @@ def _collective(cells: dict[str, str], cats: Catalogues, origin: str) -> Measure
         generation=(cats.gpus.row(gpu).get("generation") or "").strip())
 
 
+def _llm(cells: dict[str, str], cats: Catalogues, origin: str) -> Measurement:
+    """An LLM training row (``datasets/llm_public.csv``, ``paigrid.llm.rows``): its measured
+    value is tokens/s of the whole job, converted from the row's ``throughput_unit``."""
+    from paigrid.llm.rows import parse_row
+
+    llm = parse_row(cells, origin, cats)
+    lay = llm.layout
+    return Measurement(
+        id=llm.id, model=cells["model"].strip(), workload="", framework="", gpu=llm.design.gpu,
+        precision=llm.design.precision, arch=f"tp{lay.tp} pp{lay.pp} dp{lay.dp}", intra=llm.design.intra,
+        network=llm.design.network, gpus_per_node=llm.gpus_per_node, nodes=llm.nodes, batch=float(lay.micro_batch),
+        grad_accum_steps=llm.model.global_batch // (lay.dp * lay.micro_batch), size=cells["seq_len"].strip(),
+        measured=llm.measured, source=(cells.get("source") or "").strip(), cells=cells, kind="llm",
+        generation=(cats.gpus.row(llm.design.gpu).get("generation") or "").strip())
+
+
 def modelled(row: Measurement) -> bool:
     """False for a collective row whose algorithm the model has no term for (``NOT_MODELLED``)."""
     return not (row.kind == "collective" and row.cells.get("algorithm", "").strip().casefold() in NOT_MODELLED)
@@ -384,22 +403,25 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
     text = read_text(path, "the measurements file")
     header, _ = csv_table(text, str(path), "a measurements file")
     kind = file_kind(header, str(path))
-    required = {"throughput": REQUIRED, "scaling": SCALING_REQUIRED, "collective": COLLECTIVE_REQUIRED}[kind]
+    required = {"throughput": REQUIRED, "scaling": SCALING_REQUIRED, "collective": COLLECTIVE_REQUIRED,
+                "llm": LLM_REQUIRED}[kind]
     _, table = csv_table(text, str(path), f"a {kind} measurements file", required)
     rows, origins, seen = [], [], set()
     for line_no, cells in table:
         origin = f"{path} line {line_no}"
         try:
-            if kind == "scaling":
+            if kind == "llm":
+                row = _llm(cells, cats, origin)
+            elif kind == "scaling":
                 row = _scaling(cells, aliases, cats, origin)
             elif kind == "collective":
                 row = _collective(cells, cats, origin)
             else:
                 row = _measurement(cells, aliases, cats, origin)
                 if row.kind != "throughput":
+                    schema = {"scaling": "scaling", "collective": "collectives", "llm": "llm"}[row.kind]
                     raise PaigridError(f"{origin}: kind {row.kind} rows have their own file schema "
-                                       f"(see datasets/{'scaling' if row.kind == 'scaling' else 'collectives'}"
-                                       f"_public.csv), not a throughput column.")
+                                       f"(see datasets/{schema}_public.csv), not a throughput column.")
         except PaigridError as exc:
             if str(exc).startswith(origin):
                 raise
@@ -409,7 +431,7 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
         seen.add(row.id)
         rows.append(row)
         origins.append(origin)
-    checked = [(r, o) for r, o in zip(rows, origins) if r.kind != "collective"]
+    checked = [(r, o) for r, o in zip(rows, origins) if r.kind not in ("collective", "llm")]
     if checked:
         _check_valid([r for r, _ in checked], [o for _, o in checked], cats)
     return rows

@@ -7,7 +7,8 @@ groups the rows by kind, so a new kind of measurement (scaling efficiency, a col
 bandwidth, an LLM's tokens/s) is one more ``register`` call with its predict function, and the
 fit and the accuracy protocol take it unchanged.
 
-Three kinds: ``throughput``, samples/s of the whole job (``predict.predict_configs`` at the
+Four kinds: ``llm``, tokens/s of a transformer training run at its parallel layout
+(``paigrid.llm.rows``); ``throughput``, samples/s of the whole job (``predict.predict_configs`` at the
 row's configuration); ``scaling``, the scaling efficiency throughput(n) / (n x throughput(1))
 of a multi-GPU configuration (a fraction); ``collective``, the bus bandwidth [GB/s] of an
 all-reduce of a given message size among the row's GPUs, from the model's link terms.  A
@@ -126,6 +127,21 @@ def _collective(rows, cats, efficiency, options) -> list[float]:
 
 
 register(RowKind("collective", "GB/s", _collective))
+
+
+def _llm(rows, cats, efficiency, options) -> list[float]:
+    """Tokens/s of the whole job at each LLM row's model, layout and cluster
+    (``paigrid.llm.rows``; the LLM model's own options, ``llm.rows.ROW_OPTIONS`` on top)."""
+    from paigrid.llm.rows import parse_row, predict_row
+
+    out = []
+    for r in rows:
+        prediction = predict_row(parse_row(r.cells, r.id, cats), cats, efficiency)
+        out.append(prediction["tokens_per_s"])
+    return out
+
+
+register(RowKind("llm", "tokens/s", _llm))
 
 
 def predict_observed(rows, cats, efficiency, options) -> np.ndarray:

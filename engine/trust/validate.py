@@ -108,7 +108,7 @@ def validate(rows: list[Measurement], efficiency, options: Options, cats: Catalo
 
 #: how a row kind's error is measured: ``points`` (predicted - measured, for fractions) or
 #: ``relative`` (predicted / measured - 1)
-ERROR_KINDS = {"throughput": "relative", "scaling": "points", "collective": "relative"}
+ERROR_KINDS = {"throughput": "relative", "scaling": "points", "collective": "relative", "llm": "relative"}
 
 
 def row_error(kind: str, predicted: float, measured: float) -> float:

@@ -1,0 +1,230 @@
+"""Commands of LLM-scale training (``paigrid llm ...``): the model catalogue, the layout sweep,
+the best layouts from a sweep file, and one layout's full breakdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from paigrid.cli.common import guarded, output_format
+from paigrid.errors import PaigridError
+
+app = typer.Typer(name="llm", no_args_is_help=True,
+                  help="LLM-scale training: tensor, pipeline, data, context and expert parallel layouts.")
+
+OPTION_HELP = ("LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_bytes, grad_bytes, optimizer_bytes, "
+               "logit_bytes, workspace_GB, grad_comm_bytes, activation_bytes, overlap_dp, update_bytes, attention). "
+               "Repeatable.")
+
+
+def _ints(text: str | None, what: str) -> list[int] | None:
+    if text is None:
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise PaigridError(f"{what} takes whole numbers separated by commas, not {part!r}.") from None
+        if value < 1:
+            raise PaigridError(f"{what} values must be >= 1, not {value}.")
+        out.append(value)
+    if not out:
+        raise PaigridError(f"{what} is empty.")
+    return out
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _options(items: list[str] | None):
+    from paigrid.llm.compute import LlmOptions
+
+    values = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
+        values[key.strip()] = value.strip()
+    return LlmOptions.defaults().with_items(values)
+
+
+def _model(name: str, seq_len: int | None):
+    from paigrid.llm.models import model
+
+    m = model(name)
+    return m.with_seq_len(seq_len) if seq_len else m
+
+
+def _emit(rows, columns, fmt, units=None):
+    from paigrid.output import emit
+
+    emit(rows, columns, fmt, units)
+
+
+@app.command("models")
+@guarded
+def models(json_out: bool = typer.Option(False, "--json"), csv_out: bool = typer.Option(False, "--csv")):
+    """The LLM model catalogue (datasets/llm_models.csv) with parameters and FLOPs per token."""
+    from paigrid.llm import shapes as S
+    from paigrid.llm.models import load_catalogue, model
+
+    catalogue = load_catalogue()
+    rows = []
+    for name in catalogue.names:
+        m = model(name, catalogue)
+        rows.append({"model": name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+                     "experts": m.experts, "seq_len": m.seq_len, "params_B": S.parameters(m) / 1e9,
+                     "active_params_B": S.active_parameters(m) / 1e9,
+                     "model_GFLOP_per_token": S.model_flops_per_token(m) / 1e9,
+                     "full_recompute_GFLOP_per_token": S.hardware_flops_per_token(m, "full") / 1e9})
+    _emit(rows, list(rows[0]), output_format(json_out, csv_out))
+
+
+@app.command("sweep")
+@guarded
+def sweep(
+    out: Path = typer.Option(..., "--out", "-o", help="HDF5 file to write (the best layout per model, GPU count "
+                                                      "and design)."),
+    models: str = typer.Option("llama3-70b,llama3-405b", help="Models of datasets/llm_models.csv, comma-separated."),
+    n_gpu: str | None = typer.Option(None, "--n-gpu", help="GPU counts, comma-separated; default 8,16,...,16384."),
+    gpu: str | None = typer.Option(None, help="GPUs, comma-separated; default A100-SXM4-80GB,H100-SXM5-80GB,H200,"
+                                              "B200."),
+    domain: str | None = typer.Option(None, help="NVLink domain sizes [GPUs], comma-separated; default 8,72."),
+    network: str | None = typer.Option(None, help="Networks, comma-separated; default rdma-100g,ib-hdr-200g,"
+                                                  "ib-ndr-400g,ib-xdr-800g."),
+    nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU (8 per HGX server: 1)."),
+    precision: str = typer.Option("amp-bf16", help="Precision of every design."),
+    seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Train at this sequence length [tokens]."),
+    max_tp: int = typer.Option(8, "--max-tp", min=1, help="Largest tensor degree tried (powers of two)."),
+    option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+):
+    """Evaluate every valid layout of each model at each GPU count on every design and keep the
+    best per (model, GPU count, gpu, domain, network) (reduce-only: the full layout x design
+    product is not stored)."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.layouts import Space
+    from paigrid.llm.sweep import Plan, run_sweep
+
+    cats = Catalogues.load()
+    plan = Plan([_model(name, seq_len) for name in _names(models) or []], space=Space(max_tp=max_tp),
+                nics_per_gpu=nics_per_gpu, precision=cats.precisions.resolve(precision))
+    plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
+    plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu) or plan.gpus)]
+    plan.domains = _ints(domain, "--domain") or plan.domains
+    plan.networks = [cats.links.resolve(n) for n in (_names(network) or plan.networks)]
+    progress = None if quiet else (lambda text: typer.echo(text, err=True))
+    done = run_sweep(plan, out, cats, defaults(), _options(option), progress)
+    typer.echo(f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
+               f"({done['pairs'] / max(done['seconds'], 1e-9):.3g} configurations/s)", err=True)
+
+
+QUERY_COLUMNS = ["n_gpu", "gpu", "domain", "network", "layout", "mfu", "step_time", "tokens_per_s",
+                 "memory_per_gpu_GB", "cost_per_hour"]
+TRAIN_COLUMNS = ["train_days", "train_cost", "train_energy_MWh"]
+UNITS = {"step_time": "s", "tokens_per_s": "tokens/s", "memory_per_gpu_GB": "GB", "cost_per_hour": "USD/h",
+         "train_days": "days", "train_cost": "USD", "train_energy_MWh": "MWh", "domain": "GPUs"}
+
+
+@app.command("query")
+@guarded
+def query(
+    cube: Path = typer.Argument(..., metavar="LLM.h5", help="File written by paigrid llm sweep."),
+    model: str = typer.Option(..., "--model", help="Model name in the file."),
+    n_gpu: str | None = typer.Option(None, "--n-gpu", help="GPU counts, comma-separated (default: all)."),
+    gpu: str | None = typer.Option(None, help="Only these GPUs, comma-separated."),
+    network: str | None = typer.Option(None, help="Only these networks, comma-separated."),
+    domain: str | None = typer.Option(None, help="Only these NVLink domain sizes, comma-separated."),
+    by: str = typer.Option("time", help="Rank by time, cost or energy per step."),
+    every_design: bool = typer.Option(False, "--every-design", help="One row per design instead of the best."),
+    tokens: float | None = typer.Option(None, "--tokens", min=1.0,
+                                        help="Token budget: add time, cost and energy to train it."),
+    json_out: bool = typer.Option(False, "--json"),
+    csv_out: bool = typer.Option(False, "--csv"),
+):
+    """The best layout and interconnect per GPU count: MFU, step time, tokens/s, memory per GPU,
+    cost, and for --tokens the time, cost and energy to train that many tokens."""
+    from paigrid.llm.query import query_best
+
+    where = {}
+    if gpu:
+        where["gpu"] = _names(gpu)
+    if network:
+        where["network"] = _names(network)
+    if domain:
+        where["domain"] = _ints(domain, "--domain")
+    rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else "n_gpu", tokens)
+    _emit(rows, QUERY_COLUMNS + (TRAIN_COLUMNS if tokens else []), output_format(json_out, csv_out), UNITS)
+
+
+@app.command("predict")
+@guarded
+def predict(
+    model: str = typer.Option(..., "--model", help="Model of datasets/llm_models.csv."),
+    gpu: str = typer.Option(..., help="GPU of datasets/gpus.csv."),
+    n_gpu: int = typer.Option(..., "--n-gpu", min=1, help="GPUs in the job."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel degree."),
+    pp: int = typer.Option(1, "--pp", min=1, help="Pipeline-parallel degree."),
+    cp: int = typer.Option(1, "--cp", min=1, help="Context-parallel degree."),
+    ep: int = typer.Option(1, "--ep", min=1, help="Expert-parallel degree."),
+    vpp: int = typer.Option(1, "--vpp", min=1, help="Virtual stages per pipeline rank (interleaved schedule > 1)."),
+    micro_batch: int = typer.Option(1, "--micro-batch", min=1, help="Micro-batch [sequences]."),
+    zero: int = typer.Option(1, "--zero", min=0, max=3, help="ZeRO stage (3 = FSDP)."),
+    recompute: str = typer.Option("selective", help="none, selective or full."),
+    sp: bool = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism in the tensor group."),
+    domain: int = typer.Option(8, "--domain", min=1, help="NVLink domain [GPUs]."),
+    network: str = typer.Option("ib-ndr-400g", help="Network between domains."),
+    nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU."),
+    precision: str = typer.Option("amp-bf16", help="Precision."),
+    global_batch: int | None = typer.Option(None, "--global-batch", min=1, help="Sequences per step (default: the "
+                                                                               "model's)."),
+    seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Sequence length [tokens]."),
+    tokens: float | None = typer.Option(None, "--tokens", min=1.0, help="Token budget to train."),
+    option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """One layout's full breakdown: compute, bubble, each communication (exposed), memory per
+    GPU, MFU, tokens/s, cost and energy; an invalid layout says why."""
+    import json
+
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.compute import Hardware, intra_link_for
+    from paigrid.llm.evaluate import RESULTS
+    from paigrid.llm.evaluate import predict as run
+    from paigrid.llm.layouts import Layout
+
+    cats = Catalogues.load()
+    m = _model(model, seq_len)
+    if n_gpu % (tp * pp * cp):
+        raise PaigridError(f"--n-gpu {n_gpu} is not a multiple of tp x pp x cp = {tp * pp * cp}.")
+    layout = Layout(tp, pp, n_gpu // (tp * pp * cp), cp, ep, vpp, micro_batch, zero, recompute.strip().casefold(), sp)
+    g = cats.gpus.resolve(gpu)
+    design = Hardware(g, cats.precisions.resolve(precision), domain, intra_link_for(cats, g),
+                      cats.links.resolve(network), nics_per_gpu)
+    result = run(m, layout, design, cats, defaults(), _options(option), global_batch)
+    result["layout"] = layout.describe()
+    batch_tokens = (global_batch or m.global_batch) * m.seq_len
+    if tokens and result["valid"]:
+        steps = tokens / batch_tokens
+        result.update(train_days=steps * result["step_time"] / 86400, train_cost_USD=steps * result["cost_per_step"],
+                      train_energy_MWh=steps * result["energy_per_step"] / 3.6e9)
+    if json_out:
+        from paigrid.output import json_safe
+
+        typer.echo(json.dumps(json_safe(result), indent=1))
+        return
+    if not result["valid"]:
+        raise PaigridError(f"invalid layout {result['layout']}: {result['reason']}")
+    typer.echo(f"{m.name} on {n_gpu} x {g} ({precision}, NVLink domain {domain}, {design.network}): {result['layout']}")
+    rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
+    rows += [{"quantity": k, "value": result[k], "unit": u} for k, u in
+             (("train_days", "days"), ("train_cost_USD", "USD"), ("train_energy_MWh", "MWh")) if k in result]
+    _emit(rows, ["quantity", "value", "unit"], "table")

@@ -1,0 +1,245 @@
+"""The tables the LLM kernel reads: the model vector, the compute table per (GPU at a
+precision, tensor degree, recomputation, sequence parallelism), the hardware rows and the
+options vector (``kernels.llm_layout`` names their columns).
+
+Compute per token and layer on one GPU of a tensor group of t, forward:
+``gemm = 2 W / t / (peak x gemm efficiency)``, ``attention = 4 s h / t / (peak x attention
+efficiency)`` (half of it with causal flash attention), ``element-wise = bytes / (HBM x hbm
+efficiency)`` with bytes = 2 x the stored inputs of the layer's element-wise operations
+(norms, dropouts, residuals: the replicated 10h of ``shapes.activation_terms``, split by t only
+with sequence parallelism; the FFN activation function's input; the attention core's softmax
+and dropout, 5 a s, only with eager attention), each written once and read once.  Forward +
+backward = 3 x forward; full recomputation adds a forward, selective recomputation the
+attention core's forward.  Efficiencies are the engine's operator class values
+(``datasets/class_efficiency.csv``: gemm_conv, attention_eager or attention_fused, hbm) of the
+GPU's generation at the precision.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from dataclasses import dataclass, fields, replace
+from importlib import resources
+
+import numpy as np
+
+from paigrid.errors import PaigridError
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import Efficiency
+from paigrid.inputs.tables import generation
+from paigrid.kernels import llm_layout as K
+from paigrid.llm import shapes as S
+from paigrid.llm.models import Transformer
+
+
+@functools.cache
+def _defaults() -> dict:
+    text = resources.files("paigrid.datasets").joinpath("llm_defaults.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@dataclass(frozen=True)
+class LlmOptions:
+    """Options of the LLM model (defaults: ``datasets/llm_defaults.toml``).  Bytes per
+    parameter or per value; ``workspace_GB`` in 1e9 bytes; ``attention`` flash or eager."""
+
+    weight_bytes: float
+    grad_bytes: float
+    optimizer_bytes: float
+    logit_bytes: float
+    workspace_GB: float
+    grad_comm_bytes: float
+    activation_bytes: float
+    overlap_dp: bool
+    update_bytes: float
+    attention: str
+
+    @classmethod
+    def defaults(cls) -> LlmOptions:
+        """The shipped defaults."""
+        d = _defaults()
+        values = {**d["memory"], **d["communication"], **d["compute"]}
+        return cls(**{f.name: values[f.name] for f in fields(cls)})
+
+    def with_items(self, items: dict[str, str]) -> LlmOptions:
+        """A copy with ``KEY=VALUE`` strings applied (one sentence for an unknown key or a bad value)."""
+        known = {f.name: f for f in fields(self)}
+        out = {}
+        for key, text in items.items():
+            if key not in known:
+                raise PaigridError(f"unknown LLM option {key!r}; known: {', '.join(known)}.")
+            current = getattr(self, key)
+            if isinstance(current, bool):
+                if text.strip().casefold() not in ("true", "false"):
+                    raise PaigridError(f"LLM option {key} must be true or false, not {text!r}.")
+                out[key] = text.strip().casefold() == "true"
+            elif isinstance(current, str):
+                if text.strip() not in ("flash", "eager"):
+                    raise PaigridError(f"LLM option {key} must be flash or eager, not {text!r}.")
+                out[key] = text.strip()
+            else:
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = math.nan
+                if not (math.isfinite(value) and value >= 0):
+                    raise PaigridError(f"LLM option {key} must be a number >= 0, not {text!r}.")
+                out[key] = value
+        return replace(self, **out)
+
+    def vector(self) -> np.ndarray:
+        """The kernel's options vector."""
+        vec = np.zeros(K.N_OPTION_FIELDS)
+        vec[K.OP_WEIGHT_BYTES] = self.weight_bytes
+        vec[K.OP_GRAD_BYTES] = self.grad_bytes
+        vec[K.OP_OPT_BYTES] = self.optimizer_bytes
+        vec[K.OP_GRAD_COMM_BYTES] = self.grad_comm_bytes
+        vec[K.OP_ACT_BYTES] = self.activation_bytes
+        vec[K.OP_DP_OVERLAP] = 1.0 if self.overlap_dp else 0.0
+        vec[K.OP_WORKSPACE] = self.workspace_GB * 1e9
+        vec[K.OP_UPDATE_BYTES] = self.update_bytes
+        vec[K.OP_LOGIT_BYTES] = self.logit_bytes
+        return vec
+
+
+def _mean_layer(model: Transformer, fn) -> float:
+    """Mean of ``fn(moe_layer)`` over the model's layers."""
+    dense = model.layers - model.moe_layers
+    return (dense * fn(False) + model.moe_layers * (fn(True) if model.moe else 0.0)) / model.layers
+
+
+def model_vector(model: Transformer, global_batch: int | None = None) -> np.ndarray:
+    """The kernel's model vector (``llm_layout.M_*``) of ``model`` at ``global_batch``
+    sequences per step (default: the model's)."""
+    vec = np.zeros(K.N_MODEL_FIELDS)
+    vec[K.M_LAYERS] = model.layers
+    vec[K.M_HIDDEN] = model.hidden
+    vec[K.M_HEADS] = model.heads
+    vec[K.M_KV_DIM] = model.kv_heads * model.head_dim
+    vec[K.M_FFN] = model.ffn_hidden
+    vec[K.M_MOE_FFN] = model.moe_ffn_hidden if model.moe else 0
+    vec[K.M_SEQ] = model.seq_len
+    vec[K.M_EXPERTS] = model.experts
+    # routed copies sent by the all-to-all, capacity padding included (shared experts stay local)
+    vec[K.M_TOPK] = model.experts_per_token * model.capacity_factor if model.moe else 0
+    vec[K.M_GLOBAL_BATCH] = global_batch or model.global_batch
+    vec[K.M_SHARED_PARAMS] = _mean_layer(model, lambda moe: S.layer_params(model, moe)["shared"])
+    vec[K.M_EXPERT_PARAMS] = _mean_layer(model, lambda moe: S.layer_params(model, moe)["expert"])
+    vec[K.M_EMBED_PARAMS] = S.embedding_params(model)
+    vec[K.M_ACT_REPLICATED] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["replicated"])
+    vec[K.M_ACT_SPLIT] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["split"])
+    vec[K.M_ACT_CORE] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["core"])
+    vec[K.M_MODEL_FLOPS] = S.model_flops_per_token(model)
+    for i, name in enumerate(S.RECOMPUTE):
+        vec[K.M_HW_FLOPS + i] = S.hardware_flops_per_token(model, name)
+    vec[K.M_MOE_FRACTION] = model.moe_layers / model.layers
+    vec[K.M_VOCAB] = model.vocab
+    return vec
+
+
+def peak_flops(cats: Catalogues, gpu: str, precision: str) -> float:
+    """Dense datasheet peak of ``gpu`` at ``precision`` [FLOP/s] (NaN when it has none)."""
+    value = cats.gpus.number(gpu, cats.precisions.row(precision)["peak_column"])
+    return value * 1e12 if value > 0 else math.nan
+
+
+def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tuple[float, float, float],
+                     attention: str) -> tuple[float, float]:
+    """Forward seconds per token of one layer on one GPU of t, and of its attention core alone;
+    ``rates`` = (GEMM FLOP/s, attention FLOP/s, HBM bytes/s)."""
+    gemm_rate, attn_rate, hbm = rates
+    flops = S.layer_forward_flops(model, moe)
+    terms = S.activation_terms(model, moe)
+    causal = 0.5 if attention == "flash" else 1.0
+    gemm = (flops["gemm"] + (S.padded_expert_flops(model) if moe else 0.0)) / t / gemm_rate
+    attn = causal * flops["attention"] / t / attn_rate
+    core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
+    elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
+    return gemm + attn + elementwise + core, attn + core
+
+
+def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: list[tuple[str, str]],
+                  tensor: list[int], attention: str) -> np.ndarray:
+    """(C, T, 3, 2, N_CT_FIELDS) seconds per token for each (gpu, precision) pair, tensor
+    degree, recomputation (none, selective, full) and sequence parallelism (off, on); NaN for a
+    GPU without the precision."""
+    out = np.full((len(pairs), len(tensor), 3, 2, K.N_CT_FIELDS), np.nan)
+    attention_class = "attention_fused" if attention == "flash" else "attention_eager"
+    for ci, (gpu, precision) in enumerate(pairs):
+        peak = peak_flops(cats, gpu, precision)
+        if not peak > 0:
+            continue
+        gen = generation(cats, gpu)
+        rates = (peak * eff.class_for("gemm_conv", gen, precision),
+                 peak * eff.class_for(attention_class, gen, precision),
+                 cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * eff.class_for("hbm", gen, "*"))
+        for ti, t in enumerate(tensor):
+            logits = 3.0 * (S.logits_forward_flops(model) / t / rates[0]
+                            + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / rates[2])
+            for sp in (0, 1):
+                fwd = _mean_layer(model, lambda moe, t=t, sp=sp, r=rates: _forward_seconds(model, moe, t, sp, r,
+                                                                                   attention)[0])
+                core_fwd = _mean_layer(model, lambda moe, t=t, sp=sp, r=rates: _forward_seconds(model, moe, t, sp, r,
+                                                                                        attention)[1])
+                for rc, extra in enumerate((0.0, core_fwd, fwd)):
+                    out[ci, ti, rc, sp, K.CT_LAYER] = 3.0 * fwd + extra
+                    out[ci, ti, rc, sp, K.CT_ATTENTION] = 3.0 * core_fwd
+                    out[ci, ti, rc, sp, K.CT_LOGITS] = logits
+    return out
+
+
+#: bytes per logit per pass of the loss (fp32 logits written, read by softmax and cross-entropy)
+S_LOGIT_PASS_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One cluster design: a GPU at a precision, its NVLink domain and intra link, the network
+    and NICs per GPU."""
+
+    gpu: str
+    precision: str
+    domain: int
+    intra: str
+    network: str
+    nics_per_gpu: float
+
+
+def intra_link_for(cats: Catalogues, gpu: str) -> str:
+    """The GPU's own NVLink/NVSwitch link (the first such row of links.csv that fits it), else
+    its host PCIe link."""
+    from paigrid.inputs.tables import fits_matrix
+
+    intra = cats.links_of_scope("intra")
+    fits = fits_matrix(cats, [gpu], intra)[0]
+    for name, ok in zip(intra, fits):
+        if ok and cats.links.row(name)["kind"] != "pcie":
+            return name
+    return f"pcie{int(cats.gpus.number(gpu, 'pcie_gen'))}"
+
+
+def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
+                   pairs: list[tuple[str, str]]) -> np.ndarray:
+    """(H, N_HW_FIELDS) rows of the hardware designs; ``pairs`` lists the compute table's
+    (gpu, precision) rows."""
+    table = np.zeros((len(designs), K.N_HW_FIELDS))
+    for i, hw in enumerate(designs):
+        intra, net = cats.links.row(hw.intra), cats.links.row(hw.network)
+        table[i, K.HW_CT] = pairs.index((hw.gpu, hw.precision))
+        table[i, K.HW_DOMAIN] = hw.domain
+        table[i, K.HW_INTRA_BW] = float(intra["nominal_GB_per_s"]) * 1e9 * eff.link_for(
+            hw.intra, intra["kind"], float(intra["efficiency"]))
+        table[i, K.HW_INTRA_LAT] = float(intra["latency_us"]) * 1e-6
+        table[i, K.HW_NET_BW] = float(net["nominal_GB_per_s"]) * 1e9 * eff.link_for(
+            hw.network, net["kind"], float(net["efficiency"]))
+        table[i, K.HW_NET_LAT] = float(net["latency_us"]) * 1e-6
+        table[i, K.HW_NICS_PER_GPU] = hw.nics_per_gpu
+        table[i, K.HW_MEMORY] = cats.gpus.number(hw.gpu, "memory_GB") * 1e9
+        table[i, K.HW_PRICE] = cats.gpus.number(hw.gpu, "price_USD_per_gpu_hour")
+        table[i, K.HW_POWER] = cats.gpus.number(hw.gpu, "tdp_W")
+        table[i, K.HW_PEAK] = peak_flops(cats, hw.gpu, hw.precision)
+        table[i, K.HW_HBM] = cats.gpus.number(hw.gpu, "hbm_GB_per_s") * 1e9 * eff.class_for(
+            "hbm", generation(cats, hw.gpu), "*")
+    return table

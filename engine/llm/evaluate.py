@@ -1,0 +1,69 @@
+"""Evaluate LLM layouts on cluster designs with the kernel, and one layout in full (predict)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from paigrid.errors import PaigridError
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import Efficiency
+from paigrid.kernels import llm_layout as K
+from paigrid.llm.compute import Hardware, LlmOptions, compute_table, hardware_table, model_vector
+from paigrid.llm.layouts import Layout, check_layout, layout_array, reason_text
+from paigrid.llm.models import Transformer
+
+#: result fields by name, with their units (the order of ``kernels.llm_layout.R_*``)
+RESULTS = {
+    "step_time": (K.R_STEP, "s"), "tokens_per_s": (K.R_TOKENS, "tokens/s"), "mfu": (K.R_MFU, "fraction"),
+    "model_tflops_per_gpu": (K.R_MODEL_TFLOPS, "TFLOP/s"), "hw_tflops_per_gpu": (K.R_HW_TFLOPS, "TFLOP/s"),
+    "memory_per_gpu": (K.R_MEMORY, "bytes"), "compute": (K.R_COMPUTE, "s"), "bubble": (K.R_BUBBLE, "s"),
+    "tp_comm": (K.R_TP, "s"), "cp_comm_exposed": (K.R_CP, "s"), "ep_comm": (K.R_EP, "s"), "pp_comm": (K.R_PP, "s"),
+    "dp_comm": (K.R_DP, "s"), "dp_comm_exposed": (K.R_DP_EXPOSED, "s"), "optimizer": (K.R_OPTIMIZER, "s"),
+    "cost_per_step": (K.R_COST, "USD"), "energy_per_step": (K.R_ENERGY, "J"),
+    "microbatches": (K.R_MICROBATCHES, "count"),
+}
+
+
+def tables(model: Transformer, layouts: list[Layout], designs: list[Hardware], cats: Catalogues, eff: Efficiency,
+           options: LlmOptions, global_batch: int | None = None):
+    """The kernel's inputs: (layouts, hardware, model, compute table, options) arrays."""
+    if not layouts or not designs:
+        raise PaigridError("there is no layout or no hardware design to evaluate.")
+    tensor = sorted({lay.tp for lay in layouts})
+    pairs = list(dict.fromkeys((hw.gpu, hw.precision) for hw in designs))
+    ctab = compute_table(model, cats, eff, pairs, tensor, options.attention)
+    return (layout_array(layouts, tensor), hardware_table(designs, cats, eff, pairs),
+            model_vector(model, global_batch), ctab, options.vector())
+
+
+def evaluate(model: Transformer, layouts: list[Layout], designs: list[Hardware], cats: Catalogues, eff: Efficiency,
+             options: LlmOptions, global_batch: int | None = None) -> np.ndarray:
+    """(len(layouts), len(designs), N_RESULT_FIELDS) results from the numba kernel."""
+    from paigrid.kernels.llm import evaluate_llm
+
+    arrays = tables(model, layouts, designs, cats, eff, options, global_batch)
+    out = np.empty((len(layouts) * len(designs), K.N_RESULT_FIELDS))
+    evaluate_llm(*arrays, out)
+    return out.reshape(len(layouts), len(designs), K.N_RESULT_FIELDS)
+
+
+def predict(model: Transformer, layout: Layout, design: Hardware, cats: Catalogues, eff: Efficiency,
+            options: LlmOptions, global_batch: int | None = None) -> dict:
+    """The full breakdown of one layout on one design: every ``RESULTS`` field, ``valid``,
+    ``reason`` (a sentence, empty when valid) and ``n_gpu``."""
+    check_layout(layout)
+    res = evaluate(model, [layout], [design], cats, eff, options, global_batch)[0, 0]
+    code = int(res[K.R_REASON])
+    out = {name: float(res[index]) for name, (index, _) in RESULTS.items()}
+    memory = np.nan
+    if code == K.REASON_MEMORY:
+        from paigrid.kernels.llm import memory_bytes
+
+        arrays = tables(model, [layout], [design], cats, eff, options, global_batch)
+        m = arrays[2][K.M_GLOBAL_BATCH] / (layout.dp * layout.micro_batch)
+        memory = float(memory_bytes(arrays[0][0], arrays[2], arrays[4], m))
+    capacity = cats.gpus.number(design.gpu, "memory_GB") * 1e9
+    out.update(valid=code == K.REASON_VALID, reason_code=code, n_gpu=layout.n_gpu,
+               reason="" if code == K.REASON_VALID else reason_text(code, layout, model, design.domain, memory,
+                                                                      capacity))
+    return out

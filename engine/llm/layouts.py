@@ -1,0 +1,167 @@
+"""Parallel layouts: the degrees of one layout, the enumeration of the valid ones per GPU count
+and the sentence of each invalid-layout reason code (``kernels.llm_layout.REASON_*``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from paigrid.errors import PaigridError
+from paigrid.kernels import llm_layout as K
+from paigrid.llm.models import Transformer
+from paigrid.llm.shapes import RECOMPUTE
+
+#: the layout coordinates, in the order of the HDF5 variables and the tables
+DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One parallel layout: tensor ``tp``, pipeline ``pp`` (with ``vpp`` virtual stages per
+    rank: 1 = 1F1B, more = interleaved), data ``dp``, context ``cp`` and expert ``ep`` degrees,
+    the ``micro_batch`` [sequences], the ZeRO stage 0-3 (3 = FSDP), recomputation (none,
+    selective, full) and sequence parallelism ``sp``.  GPUs = tp x pp x dp x cp."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
+    micro_batch: int = 1
+    zero: int = 1
+    recompute: str = "selective"
+    sp: bool = True
+
+    @property
+    def n_gpu(self) -> int:
+        """GPUs the layout occupies."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    def describe(self) -> str:
+        """A compact label: ``tp8 pp4 dp32 cp1 ep1 v1 mb1 zero1 selective sp``."""
+        return (f"tp{self.tp} pp{self.pp} dp{self.dp} cp{self.cp} ep{self.ep} v{self.vpp} mb{self.micro_batch} "
+                f"zero{self.zero} {self.recompute}{' sp' if self.sp and self.tp > 1 else ''}")
+
+
+def check_layout(layout: Layout) -> Layout:
+    """The layout once its degrees are in range (one sentence otherwise)."""
+    for name in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"):
+        value = getattr(layout, name)
+        if not isinstance(value, int) or value < 1:
+            raise PaigridError(f"the layout's {name} must be a whole number >= 1, not {value!r}.")
+    if layout.zero not in (0, 1, 2, 3):
+        raise PaigridError(f"the layout's zero stage must be 0, 1, 2 or 3, not {layout.zero!r}.")
+    if layout.recompute not in RECOMPUTE:
+        raise PaigridError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {layout.recompute!r}.")
+    return layout
+
+
+def layout_array(layouts: list[Layout], tensor: list[int]) -> np.ndarray:
+    """(N, N_LAYOUT_FIELDS) table of ``layouts``; ``tensor`` lists the compute table's degrees."""
+    table = np.zeros((len(layouts), K.N_LAYOUT_FIELDS))
+    for i, lay in enumerate(layouts):
+        table[i] = [lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
+                    RECOMPUTE.index(lay.recompute), 1.0 if (lay.sp and lay.tp > 1) else 0.0, tensor.index(lay.tp)]
+    return table
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, k = [], 1
+    while k <= limit:
+        out.append(k)
+        k *= 2
+    return out
+
+
+@dataclass(frozen=True)
+class Space:
+    """What the enumeration tries (each a tuple of values): tensor degrees up to ``max_tp``
+    (powers of two), context degrees, virtual stages, micro-batches, ZeRO stages,
+    recomputation; pipeline degrees are every divisor that fits the layers, expert degrees every
+    divisor of the experts."""
+
+    max_tp: int = 8
+    cp: tuple = (1, 2, 4, 8)
+    vpp: tuple = (1, 2, 4)
+    micro_batch: tuple = (1, 2, 4)
+    zero: tuple = (0, 1, 3)
+    recompute: tuple = RECOMPUTE
+    sequence_parallel: tuple = (True,)
+
+
+def enumerate_layouts(model: Transformer, n_gpu: int, space: Space = Space(), global_batch: int | None = None,
+                      ) -> list[Layout]:
+    """Every layout of ``n_gpu`` GPUs in ``space`` whose degrees suit the model's shape:
+    t divides the heads (and the key/value heads, or is a multiple of them) and the FFN sizes,
+    c divides the sequence, e divides the experts and d x c, the global batch is a multiple of
+    d x micro-batch, p x v <= layers, and interleaving has micro-batches a multiple of p.
+    Hardware-dependent validity (NVLink domain, memory) is the kernel's."""
+    batch = global_batch or model.global_batch
+    kv = model.kv_heads
+    out = []
+    for tp in _powers_of_two(min(space.max_tp, n_gpu)):
+        if n_gpu % tp or model.heads % tp or model.ffn_hidden % tp or (model.moe and model.moe_ffn_hidden % tp):
+            continue
+        if (tp < kv and kv % tp) or (tp > kv and tp % kv):
+            continue
+        for cp in space.cp:
+            if (n_gpu // tp) % cp or model.seq_len % cp:
+                continue
+            rest = n_gpu // (tp * cp)
+            for pp in _divisors(rest):
+                dp = rest // pp
+                if pp > model.layers or batch % dp:
+                    continue
+                experts = [e for e in _divisors(model.experts) if (dp * cp) % e == 0] if model.moe else [1]
+                for ep in experts:
+                    for vpp in (space.vpp if pp > 1 else (1,)):
+                        if pp * vpp > model.layers:
+                            continue
+                        for mb in space.micro_batch:
+                            if batch % (dp * mb):
+                                continue
+                            m = batch // (dp * mb)
+                            if vpp > 1 and m % pp:
+                                continue
+                            for zero in space.zero:
+                                for rc in space.recompute:
+                                    for sp in (space.sequence_parallel if tp > 1 else (False,)):
+                                        out.append(Layout(tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp))
+    return out
+
+
+def reason_text(code: int, layout: Layout, model: Transformer, domain: int = 0, memory: float = float("nan"),
+                capacity: float = float("nan")) -> str:
+    """The sentence of an invalid-layout reason code."""
+    lay = asdict(layout)
+    texts = {
+        K.REASON_PRECISION: "the GPU has no peak at this precision",
+        K.REASON_TP_HEADS: (f"tensor degree {lay['tp']} does not divide the {model.heads} attention heads into whole "
+                            f"heads with whole key/value groups ({model.kv_heads} key/value heads)"),
+        K.REASON_TP_FFN: f"tensor degree {lay['tp']} does not divide the FFN size",
+        K.REASON_TP_DOMAIN: f"tensor degree {lay['tp']} exceeds the NVLink domain of {domain} GPUs",
+        K.REASON_CP_SEQ: f"context degree {lay['cp']} does not divide the sequence of {model.seq_len} tokens",
+        K.REASON_EP_EXPERTS: (f"expert degree {lay['ep']} does not divide the {model.experts} experts"
+                              if model.moe else "expert parallelism needs a mixture-of-experts model"),
+        K.REASON_EP_GROUP: f"expert degree {lay['ep']} does not divide data x context degree {lay['dp'] * lay['cp']}",
+        K.REASON_BATCH: (f"the global batch is not a multiple of data degree {lay['dp']} x micro-batch "
+                         f"{lay['micro_batch']}"),
+        K.REASON_PP_LAYERS: (f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the "
+                             f"{model.layers} layers"),
+        K.REASON_INTERLEAVE: "an interleaved schedule needs pipeline degree > 1 and micro-batches a multiple of it",
+        K.REASON_NO_NETWORK: "the job spans several NVLink domains but the network is none",
+        K.REASON_MEMORY: (f"the busiest pipeline stage needs {memory / 1e9:.1f} GB per GPU, more than the "
+                          f"{capacity / 1e9:.0f} GB it has"),
+    }
+    return texts.get(code, f"invalid (reason code {code})") + "."
+
+
+#: short names of the reason codes (HDF5 attribute, tables)
+REASON_NAMES = ("valid", "precision", "tp-heads", "tp-ffn", "tp-domain", "cp-seq", "ep-experts", "ep-group",
+                "batch", "pp-layers", "interleave", "no-network", "memory")

@@ -1,0 +1,191 @@
+"""Parameters, FLOPs and activation memory of a transformer, from its shape.
+
+Notation: L layers, h hidden, a heads, g = kv_heads / heads, f FFN size, V vocabulary, s
+sequence length, b micro-batch [sequences], t tensor-parallel degree.
+
+* Parameters: attention ``2h^2 + 2h (g h)`` (Q and output h x h, K and V h x g h), FFN
+  ``(3 if gated else 2) h f``, biases and norms where the model has them, embeddings ``V h``
+  (twice when untied) and learned positions ``s h``.  A MoE layer holds ``experts +
+  shared_experts`` FFNs of ``moe_ffn_hidden`` and a router ``h x experts``.
+* FLOPs per token, forward: 2 per multiply-add of every weight matrix a token passes through
+  (``2 x matmul parameters``; a MoE token passes its ``experts_per_token`` + shared experts), the
+  attention scores and context ``4 s h`` per layer (the full s x s, Megatron's convention), and
+  the logits ``2 h V``.  Model FLOPs = 3 x forward (backward = 2 x forward).  Hardware FLOPs add
+  what recomputation runs again: a layer's forward (full) or the attention core ``4 s h``
+  (selective).  For a GPT shape with full recomputation this is Megatron-LM's
+  ``96 B s L h^2 (1 + s / 6h + V / 16 L h)`` per iteration exactly (Narayanan et al., SC 2021,
+  eq. 3).
+* Activation memory per layer: Korthikanti et al., 'Reducing Activation Recomputation in
+  Large Transformer Models', MLSys 2023 (arXiv 2205.05198), Table 2, in bytes with 16-bit
+  activations and 1-byte dropout masks: ``s b h (10 + 24/t + 5 a s / (h t))`` with tensor
+  parallelism, ``34/t`` with sequence parallelism too, the ``5 a s / h`` term gone with
+  selective recomputation and ``2 s b h`` (the layer input) with full recomputation.
+  Generalised to grouped-query attention and gated FFNs term by term (``activation_terms``).
+"""
+
+from __future__ import annotations
+
+from paigrid.llm.models import Transformer
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def _ffn_params(model: Transformer, ffn: int) -> int:
+    """Weights (and biases) of one FFN of width ``ffn``."""
+    weights = (3 if model.ffn_gated else 2) * model.hidden * ffn
+    bias = ((2 if model.ffn_gated else 1) * ffn + model.hidden) if model.linear_bias else 0
+    return weights + bias
+
+
+def attention_params(model: Transformer) -> int:
+    """Parameters of one attention block with its two norms [count]."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    weights = 2 * h * h + 2 * h * kv
+    bias = (2 * h + 2 * kv) if model.linear_bias else 0
+    norms = 2 * (2 * h if model.norm == "layernorm" else h)
+    return weights + bias + norms
+
+
+def layer_params(model: Transformer, moe_layer: bool) -> dict[str, int]:
+    """Parameters of one layer [count]: ``shared`` (attention, norms, router, shared experts:
+    split only by tensor parallelism) and ``expert`` (the routed experts: split by tensor and
+    expert parallelism)."""
+    if not moe_layer:
+        return {"shared": attention_params(model) + _ffn_params(model, model.ffn_hidden), "expert": 0}
+    router = model.hidden * model.experts
+    shared = attention_params(model) + router + model.shared_experts * _ffn_params(model, model.moe_ffn_hidden)
+    return {"shared": shared, "expert": model.experts * _ffn_params(model, model.moe_ffn_hidden)}
+
+
+def embedding_params(model: Transformer) -> int:
+    """Input embedding, untied output layer, learned positions and the final norm [count]."""
+    h = model.hidden
+    out = model.vocab * h * (1 if model.tied_embeddings else 2)
+    out += model.seq_len * h if model.learned_positions else 0
+    return out + (2 * h if model.norm == "layernorm" else h)
+
+
+def parameters(model: Transformer) -> int:
+    """Total parameters [count]."""
+    dense = layer_params(model, False)
+    moe = layer_params(model, True) if model.moe else {"shared": 0, "expert": 0}
+    dense_layers = model.layers - model.moe_layers
+    return (dense_layers * dense["shared"] + model.moe_layers * (moe["shared"] + moe["expert"])
+            + embedding_params(model))
+
+
+def active_parameters(model: Transformer) -> int:
+    """Parameters one token passes through [count]: a MoE layer counts its
+    ``experts_per_token`` routed experts, not all of them."""
+    if not model.moe:
+        return parameters(model)
+    moe = layer_params(model, True)
+    per_expert = moe["expert"] // model.experts
+    return parameters(model) - model.moe_layers * (model.experts - model.experts_per_token) * per_expert
+
+
+def _matmul_weights_per_token(model: Transformer, moe_layer: bool) -> int:
+    """Multiply-adds per token of one layer's weight matrices (no biases or norms)."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    attention = 2 * h * h + 2 * h * kv
+    width = 3 if model.ffn_gated else 2
+    if not moe_layer:
+        return attention + width * h * model.ffn_hidden
+    routed = model.experts_per_token + model.shared_experts
+    return attention + h * model.experts + routed * width * h * model.moe_ffn_hidden
+
+
+def padded_expert_flops(model: Transformer) -> float:
+    """Forward FLOPs per token that a MoE layer's capacity padding adds: (capacity_factor - 1)
+    x the routed experts' GEMMs [FLOP/token] (executed, not counted as model FLOPs)."""
+    width = 3 if model.ffn_gated else 2
+    return 2.0 * (model.capacity_factor - 1.0) * model.experts_per_token * width * model.hidden * model.moe_ffn_hidden
+
+
+def layer_forward_flops(model: Transformer, moe_layer: bool) -> dict[str, float]:
+    """Forward FLOPs per token of one layer: ``gemm`` (2 x weight multiply-adds) and
+    ``attention`` (scores and context, 4 s h with the full s x s) [FLOP/token]."""
+    return {"gemm": 2.0 * _matmul_weights_per_token(model, moe_layer),
+            "attention": 4.0 * model.seq_len * model.hidden}
+
+
+def logits_forward_flops(model: Transformer) -> float:
+    """Forward FLOPs per token of the output layer (2 h V) [FLOP/token]."""
+    return 2.0 * model.hidden * model.vocab
+
+
+def forward_flops_per_token(model: Transformer) -> float:
+    """Forward FLOPs per token of the whole model [FLOP/token]."""
+    dense = layer_forward_flops(model, False)
+    moe = layer_forward_flops(model, True) if model.moe else dense
+    dense_layers = model.layers - model.moe_layers
+    return (dense_layers * sum(dense.values()) + model.moe_layers * sum(moe.values())
+            + logits_forward_flops(model))
+
+
+def model_flops_per_token(model: Transformer) -> float:
+    """Model FLOPs per token, forward + backward without recomputation (3 x forward: about
+    6 x active parameters + 12 L s h) [FLOP/token]; the numerator of MFU."""
+    return 3.0 * forward_flops_per_token(model)
+
+
+def hardware_flops_per_token(model: Transformer, recompute: str) -> float:
+    """FLOPs per token the GPUs execute with ``recompute`` (none, selective, full): model FLOPs
+    plus the layers' forward again (full) or the attention core again (selective)
+    [FLOP/token]."""
+    out = model_flops_per_token(model)
+    layers_forward = forward_flops_per_token(model) - logits_forward_flops(model)
+    if recompute == "full":
+        return out + layers_forward
+    if recompute == "selective":
+        return out + model.layers * 4.0 * model.seq_len * model.hidden
+    return out
+
+
+def megatron_flops_per_iteration(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
+    """Narayanan et al. (SC 2021) eq. 3: FLOPs of one iteration of a GPT model with full
+    activation recomputation, ``96 B s L h^2 (1 + s/6h + V/16 L h)`` [FLOP]."""
+    return 96.0 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+def activation_terms(model: Transformer, moe_layer: bool = False) -> dict[str, float]:
+    """Activation bytes per token of one layer, by how tensor/sequence parallelism splits them
+    (16-bit values, 1-byte dropout masks; Korthikanti et al. 2022, section 4.1, term by term):
+
+    * ``replicated`` (split by t only with sequence parallelism): the two norm inputs 4h, the
+      attention and FFN inputs 2h + 2h, the two dropout masks h + h: 10h;
+    * ``split`` (split by t): Q and K 2h + 2 g h, V 2 g h, the output projection input 2h, the
+      FFN activation input 2f (4f gated) and the second FFN input 2f: 24h for GPT;
+    * ``core`` per token (split by t, removed by selective recomputation): the softmax output,
+      its dropout mask and output, 5 a s.
+    A MoE layer stores the FFN terms for each of the token's experts (routed, x the capacity
+    factor, + shared)."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
+    copies = (model.capacity_factor * model.experts_per_token + model.shared_experts) if moe_layer else 1
+    ffn_bytes = copies * ((4 if model.ffn_gated else 2) * ffn + 2 * ffn)
+    return {"replicated": 10.0 * h, "split": 2.0 * h + 2.0 * kv + 2.0 * kv + 2.0 * h + ffn_bytes,
+            "core": 5.0 * model.heads * model.seq_len}
+
+
+def ffn_activation_bytes(model: Transformer, moe_layer: bool = False) -> float:
+    """Bytes per token of the FFN activation function's input (2f, 4f gated; for each of a MoE
+    token's experts) [bytes/token]."""
+    ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
+    copies = (model.capacity_factor * model.experts_per_token + model.shared_experts) if moe_layer else 1
+    return float(copies * (4 if model.ffn_gated else 2) * ffn)
+
+
+def activation_bytes_per_layer(model: Transformer, micro_batch: float, tensor: int, sequence_parallel: bool,
+                               recompute: str, context: int = 1, moe_layer: bool = False) -> float:
+    """Activation memory of one layer for one micro-batch [bytes] on one GPU (Korthikanti et
+    al. 2022, Table 2, generalised by ``activation_terms``; a context-parallel degree ``context``
+    divides the tokens each GPU holds)."""
+    tokens = micro_batch * model.seq_len / context
+    if recompute == "full":
+        return tokens * 2.0 * model.hidden / (tensor if sequence_parallel else 1)
+    terms = activation_terms(model, moe_layer)
+    replicated = terms["replicated"] / (tensor if sequence_parallel else 1)
+    split = terms["split"] / tensor
+    core = 0.0 if recompute == "selective" else terms["core"] / tensor  # s/cp queries x all s keys
+    return tokens * (replicated + split + core)

@@ -1,0 +1,175 @@
+"""The LLM sweep: every valid layout of each model at each GPU count on every cluster design,
+reduced to the best layout per (model, n_gpu, gpu, domain, network), written to HDF5.
+
+The layout axis is never stored densely: per GPU count only the layouts that suit the model's
+shape are enumerated (``layouts.enumerate_layouts``) and evaluated in blocks of at most
+``BLOCK_PAIRS`` layout x design pairs, so no block outgrows memory.  The file holds, per
+(model, n_gpu, gpu, domain, network), the best layout's degrees and every result field, the
+number of layouts tried and of valid ones, and how many were invalid for each reason.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from paigrid.errors import PaigridError
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import Efficiency
+from paigrid.kernels import llm_layout as K
+from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+from paigrid.llm.evaluate import RESULTS, evaluate
+from paigrid.llm.layouts import DEGREES, REASON_NAMES, Space, enumerate_layouts
+from paigrid.llm.models import Transformer
+from paigrid.llm.shapes import RECOMPUTE
+from paigrid.userfiles import output_target, sync_folder
+
+#: the most layout x design pairs evaluated at once (each pair holds N_RESULT_FIELDS doubles)
+BLOCK_PAIRS = 400_000
+DEFAULT_N_GPU = tuple(2**k for k in range(3, 15))   # 8 .. 16384
+DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200", "B200")
+DEFAULT_DOMAINS = (8, 72)
+DEFAULT_NETWORKS = ("rdma-100g", "ib-hdr-200g", "ib-ndr-400g", "ib-xdr-800g")
+DEGREE_UNITS = {"tp": "GPUs", "pp": "stages", "dp": "replicas", "cp": "GPUs", "ep": "GPUs", "vpp": "stages per GPU",
+                "micro_batch": "sequences", "zero": "stage", "recompute": "code: 0 none, 1 selective, 2 full",
+                "sp": "flag"}
+
+
+@dataclass
+class Plan:
+    """What an LLM sweep covers: models, GPU counts, and the designs' GPUs, NVLink domain
+    sizes, networks, NICs per GPU and precision."""
+
+    models: list[Transformer]
+    n_gpu: list[int] = field(default_factory=lambda: list(DEFAULT_N_GPU))
+    gpus: list[str] = field(default_factory=lambda: list(DEFAULT_GPUS))
+    domains: list[int] = field(default_factory=lambda: list(DEFAULT_DOMAINS))
+    networks: list[str] = field(default_factory=lambda: list(DEFAULT_NETWORKS))
+    nics_per_gpu: float = 1.0
+    precision: str = "amp-bf16"
+    space: Space = field(default_factory=Space)
+
+    def designs(self, cats: Catalogues) -> list[Hardware]:
+        """Every (gpu, domain, network) design, in C order of those axes."""
+        return [Hardware(g, self.precision, d, intra_link_for(cats, g), n, self.nics_per_gpu)
+                for g in self.gpus for d in self.domains for n in self.networks]
+
+
+def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: Catalogues, eff: Efficiency,
+                 options: LlmOptions, space: Space) -> dict:
+    """The fastest valid layout per design at ``n_gpu`` GPUs: ``results`` (D, N_RESULT_FIELDS),
+    ``degrees`` (D, len(DEGREES)), ``tried`` (layouts enumerated), ``valid`` (D,) and
+    ``reasons`` (D, N_REASONS) counts."""
+    layouts = enumerate_layouts(model, n_gpu, space)
+    d = len(designs)
+    best = np.full((d, K.N_RESULT_FIELDS), np.nan)
+    degrees = np.full((d, len(DEGREES)), np.nan)
+    reasons = np.zeros((d, K.N_REASONS), dtype=np.int64)
+    step = max(1, BLOCK_PAIRS // d)
+    for start in range(0, len(layouts), step):
+        block = layouts[start:start + step]
+        res = evaluate(model, block, designs, cats, eff, options)
+        codes = res[:, :, K.R_REASON].astype(np.int64)
+        for j in range(d):
+            reasons[j] += np.bincount(codes[:, j], minlength=K.N_REASONS)
+        times = np.where(np.isnan(res[:, :, K.R_STEP]), np.inf, res[:, :, K.R_STEP])
+        pick = np.argmin(times, axis=0)
+        for j in range(d):
+            i = pick[j]
+            if np.isfinite(times[i, j]) and not (times[i, j] >= np.nan_to_num(best[j, K.R_STEP], nan=np.inf)):
+                best[j] = res[i, j]
+                lay = block[i]
+                degrees[j] = [lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
+                              RECOMPUTE.index(lay.recompute), 1.0 if (lay.sp and lay.tp > 1) else 0.0]
+    return {"results": best, "degrees": degrees, "tried": len(layouts), "valid": reasons[:, K.REASON_VALID],
+            "reasons": reasons}
+
+
+def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, options: LlmOptions,
+              progress=None) -> dict:
+    """Sweep ``plan`` and write the reduced file ``out`` atomically (a temporary file in the same
+    folder, renamed when whole).  Returns ``{"pairs": layout x design pairs evaluated,
+    "seconds": wall time}``."""
+    import h5py
+
+    target = output_target(out)
+    if target.stream:
+        raise PaigridError(f"cannot write {target.given}: an LLM sweep writes a file, not a stream.")
+    for g in plan.gpus:
+        cats.gpus.resolve(g)
+    for n in plan.networks:
+        if cats.links.row(n)["scope"] != "network":
+            raise PaigridError(f"{n!r} is not a network in {cats.links.origin}.")
+    if not plan.models or not plan.n_gpu:
+        raise PaigridError("an LLM sweep needs at least one model and one GPU count.")
+    designs = plan.designs(cats)
+    shape = (len(plan.models), len(plan.n_gpu), len(plan.gpus), len(plan.domains), len(plan.networks))
+    results = np.full(shape + (K.N_RESULT_FIELDS,), np.nan)
+    degrees = np.full(shape + (len(DEGREES),), np.nan)
+    tried = np.zeros(shape[:2], dtype=np.int64)
+    reasons = np.zeros(shape + (K.N_REASONS,), dtype=np.int64)
+    pairs, started = 0, time.perf_counter()
+    for mi, model in enumerate(plan.models):
+        for ni, n in enumerate(plan.n_gpu):
+            found = best_layouts(model, n, designs, cats, eff, options, plan.space)
+            results[mi, ni] = found["results"].reshape(shape[2:] + (K.N_RESULT_FIELDS,))
+            degrees[mi, ni] = found["degrees"].reshape(shape[2:] + (len(DEGREES),))
+            reasons[mi, ni] = found["reasons"].reshape(shape[2:] + (K.N_REASONS,))
+            tried[mi, ni] = found["tried"]
+            pairs += found["tried"] * len(designs)
+            if progress:
+                progress(f"{model.name}: {n} GPUs, {found['tried']} layouts x {len(designs)} designs")
+    seconds = time.perf_counter() - started
+    folder = target.path.parent if str(target.path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.", suffix=".partial", dir=folder)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            _write(f, plan, results, degrees, tried, reasons, options)
+        os.replace(tmp, target.path)
+        sync_folder(folder)
+    except OSError as exc:
+        raise PaigridError(f"cannot write {target.given} ({exc.strerror or exc}).") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return {"pairs": pairs, "seconds": seconds}
+
+
+def _coordinate(f, name: str, values, units: str) -> None:
+    data = np.array(values, dtype=h5_str()) if isinstance(values[0], str) else np.asarray(values)
+    f.create_dataset(name, data=data).attrs["units"] = units
+
+
+def h5_str():
+    """The HDF5 variable-length UTF-8 string type."""
+    import h5py
+
+    return h5py.string_dtype("utf-8")
+
+
+def _write(f, plan: Plan, results, degrees, tried, reasons, options: LlmOptions) -> None:
+    dims = ("model", "n_gpu", "gpu", "domain", "network")
+    f.attrs["kind"] = "paigrid-llm-best"
+    f.attrs["dimensions"] = ",".join(dims)
+    f.attrs["precision"] = plan.precision
+    f.attrs["nics_per_gpu"] = plan.nics_per_gpu
+    f.attrs["options"] = repr(options)
+    _coordinate(f, "model", [m.name for m in plan.models], "name")
+    _coordinate(f, "n_gpu", plan.n_gpu, "GPUs")
+    _coordinate(f, "gpu", plan.gpus, "name")
+    _coordinate(f, "domain", plan.domains, "GPUs per NVLink domain")
+    _coordinate(f, "network", plan.networks, "name")
+    _coordinate(f, "reason", list(REASON_NAMES), "name")
+    f.create_dataset("global_batch", data=[m.global_batch for m in plan.models]).attrs["units"] = "sequences"
+    f.create_dataset("seq_len", data=[m.seq_len for m in plan.models]).attrs["units"] = "tokens"
+    for name, (index, units) in RESULTS.items():
+        f.create_dataset(name, data=results[..., index]).attrs["units"] = units
+    for i, name in enumerate(DEGREES):
+        f.create_dataset(name, data=degrees[..., i]).attrs["units"] = DEGREE_UNITS[name]
+    f.create_dataset("layouts_tried", data=tried).attrs["units"] = "layouts per (model, n_gpu)"
+    f.create_dataset("layouts_by_reason", data=reasons).attrs["units"] = "layouts (last axis: reason)"

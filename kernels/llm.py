@@ -1,0 +1,224 @@
+"""The LLM step-time kernel: every parallel layout x every cluster design, one model.
+
+``evaluate_llm(layouts, hw, model, ctab, options, out)`` fills ``out`` (N x H, N_RESULT_FIELDS)
+for the N layouts and H hardware rows of ``kernels.llm_layout``; an invalid pair gets NaN in
+every field but ``R_REASON`` (its reason code).  Per optimizer step on the busiest pipeline
+stage, with m = global batch / (d x micro-batch) micro-batches and v virtual stages:
+
+    step = m x t_mb + (p - 1) / v x t_mb + pp_comm + dp_exposed + optimizer
+
+``t_mb`` is one micro-batch through the stage: compute (the compute table x tokens x layers)
++ tensor-parallel collectives + the context-parallel exchange not hidden behind attention +
+the expert all-to-alls.  ``(p - 1) / v x t_mb`` is the 1F1B / interleaved bubble (Narayanan
+et al., SC 2021, sections 2.2.1-2.2.2).  docs/llm.md gives every term.
+"""
+
+
+
+import numpy as np
+from numba import prange
+
+from . import llm_layout as K
+from .jit import jit, parallel_jit
+
+
+@jit
+def ring_allreduce(nbytes, n, bw, latency):
+    """Seconds of a ring all-reduce of ``nbytes`` among ``n`` GPUs at ``bw`` bytes/s per GPU
+    (2 (n-1)/n x bytes / bw + 2 (n-1) x latency); also a reduce-scatter + all-gather pair."""
+    if n <= 1.0:
+        return 0.0
+    return 2.0 * (n - 1.0) / n * nbytes / bw + 2.0 * (n - 1.0) * latency
+
+
+@jit
+def hierarchical_allreduce(nbytes, n, per_domain, intra_bw, intra_lat, net_bw, net_lat):
+    """Seconds of an all-reduce among ``n`` GPUs, ``per_domain`` of them in each NVLink domain:
+    a ring inside each domain on the full message, then a ring across the n / per_domain
+    domains on 1 / per_domain of it, every GPU on its own share of the NICs (``net_bw``)."""
+    k = min(n, per_domain)
+    if k < 1.0:
+        k = 1.0
+    domains = np.ceil(n / k)
+    out = ring_allreduce(nbytes, k, intra_bw, intra_lat)
+    if domains > 1.0:
+        out += ring_allreduce(nbytes / k, domains, net_bw, net_lat)
+    return out
+
+
+@jit
+def layout_reason(lay, hw, model, ctab, mem_bytes):
+    """The reason code of one layout on one hardware row (0 when valid), memory checked last
+    against ``mem_bytes`` (NaN: not checked)."""
+    t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
+    v, b = lay[K.LA_VPP], lay[K.LA_MB]
+    ct = int(hw[K.HW_CT])
+    if not ctab[ct, int(lay[K.LA_TP_INDEX]), int(lay[K.LA_RECOMPUTE]), int(lay[K.LA_SP]), K.CT_LAYER] > 0.0:
+        return K.REASON_PRECISION
+    heads, kv_heads = model[K.M_HEADS], model[K.M_KV_DIM] / (model[K.M_HIDDEN] / model[K.M_HEADS])
+    if heads % t != 0.0 or (t < kv_heads and kv_heads % t != 0.0) or (t > kv_heads and t % kv_heads != 0.0):
+        return K.REASON_TP_HEADS
+    if model[K.M_FFN] % t != 0.0 or (model[K.M_EXPERTS] > 0.0 and model[K.M_MOE_FFN] % t != 0.0):
+        return K.REASON_TP_FFN
+    if t > hw[K.HW_DOMAIN]:
+        return K.REASON_TP_DOMAIN
+    if model[K.M_SEQ] % c != 0.0:
+        return K.REASON_CP_SEQ
+    if (model[K.M_EXPERTS] == 0.0 and e > 1.0) or (model[K.M_EXPERTS] > 0.0 and model[K.M_EXPERTS] % e != 0.0):
+        return K.REASON_EP_EXPERTS
+    if (d * c) % e != 0.0:
+        return K.REASON_EP_GROUP
+    if model[K.M_GLOBAL_BATCH] % (d * b) != 0.0:
+        return K.REASON_BATCH
+    if p * v > model[K.M_LAYERS]:
+        return K.REASON_PP_LAYERS
+    m = model[K.M_GLOBAL_BATCH] / (d * b)
+    if v > 1.0 and (p == 1.0 or m % p != 0.0):
+        return K.REASON_INTERLEAVE
+    if t * p * d * c > hw[K.HW_DOMAIN] and not hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU] > 0.0:
+        return K.REASON_NO_NETWORK
+    if mem_bytes > hw[K.HW_MEMORY]:
+        return K.REASON_MEMORY
+    return K.REASON_VALID
+
+
+@jit
+def memory_bytes(lay, model, options, m):
+    """Bytes per GPU on the busiest (first) pipeline stage: weights, gradients and optimizer
+    state (sharded by ZeRO stage over the d x c data-parallel ranks; ZeRO-3 adds two layers'
+    gathered weights and one layer's gradients), the activations of the micro-batches in flight
+    (Korthikanti et al. 2022) and the workspace."""
+    t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
+    v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
+    layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
+    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    shards = d * c
+    weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
+    grads = params * options[K.OP_GRAD_BYTES] / (shards if zero >= 2.0 else 1.0)
+    state = params * options[K.OP_OPT_BYTES] / (shards if zero >= 1.0 else 1.0)
+    if zero >= 3.0:  # FSDP's unsharded working copies: this layer's and the prefetched layer's
+        # weights, and this layer's gradients before their reduce-scatter
+        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)
+        weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
+    tokens = b * model[K.M_SEQ] / c
+    split_repl = t if sp > 0.0 else 1.0
+    full_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t
+                           + model[K.M_ACT_CORE] / t)
+    if rc == 2.0:
+        per_layer = tokens * 2.0 * model[K.M_HIDDEN] / split_repl
+    elif rc == 1.0:
+        per_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t)
+    else:
+        per_layer = full_layer
+    in_flight = min(m, p)
+    if v > 1.0:
+        in_flight *= 1.0 + (p - 1.0) / (p * v)
+    activations = layers * per_layer * in_flight
+    if rc == 2.0:
+        activations += full_layer  # the layer being recomputed
+    if p == 1.0:
+        activations += tokens * model[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t
+    return weights + grads + state + activations + options[K.OP_WORKSPACE]
+
+
+@jit
+def evaluate_pair(lay, hw, model, ctab, options, res):
+    """Fill ``res`` (N_RESULT_FIELDS) for one layout on one hardware row."""
+    for f in range(K.N_RESULT_FIELDS):
+        res[f] = np.nan
+    t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
+    v, b, zero, rc = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE]
+    n = t * p * d * c
+    m = model[K.M_GLOBAL_BATCH] / (d * b)
+    mem = memory_bytes(lay, model, options, m)  # finite for any degrees >= 1; checked last
+    reason = layout_reason(lay, hw, model, ctab, mem)
+    if reason != K.REASON_VALID:
+        res[K.R_REASON] = reason
+        return
+    ct = ctab[int(hw[K.HW_CT]), int(lay[K.LA_TP_INDEX]), int(rc), int(lay[K.LA_SP])]
+    domain = hw[K.HW_DOMAIN]
+    intra_bw, intra_lat = hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT]
+    net_bw, net_lat = hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU], hw[K.HW_NET_LAT]
+    act = options[K.OP_ACT_BYTES]
+    h = model[K.M_HIDDEN]
+    layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
+    tokens = b * model[K.M_SEQ] / c
+    # compute of one micro-batch on the busiest stage (the output layer counted on it)
+    compute = layers * tokens * ct[K.CT_LAYER] + tokens * ct[K.CT_LOGITS]
+    # tensor parallel: 2 all-reduces forward, 2 backward, 2 more in a full recomputation,
+    # per layer (with SP: reduce-scatter + all-gather pairs of the same volume)
+    tp = 0.0
+    if t > 1.0:
+        count = 4.0 + (2.0 if rc == 2.0 else 0.0)
+        tp = layers * count * ring_allreduce(tokens * h * act, t, intra_bw, intra_lat)
+    # context parallel: ring exchange of K and V chunks (c - 1 steps), forward + 2x backward
+    # (+ forward again in a full recomputation), hidden behind the attention compute
+    cp = 0.0
+    if c > 1.0:
+        passes = 3.0 + (1.0 if rc == 2.0 else 0.0)
+        bw, lat = (intra_bw, intra_lat) if t * c <= domain else (net_bw, net_lat)
+        chunk = tokens * 2.0 * model[K.M_KV_DIM] / t * act
+        exchange = passes * (c - 1.0) * (chunk / bw + lat)
+        cp = layers * max(0.0, exchange - tokens * ct[K.CT_ATTENTION])
+    # expert parallel: dispatch + combine all-to-alls, forward and backward (+ recomputation)
+    ep = 0.0
+    if e > 1.0:
+        count = 4.0 + (2.0 if rc == 2.0 else 0.0)
+        bw, lat = (intra_bw, intra_lat) if t * e <= domain else (net_bw, net_lat)
+        nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
+        ep = layers * model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
+    t_mb = compute + tp + cp + ep
+    # pipeline: bubble and the point-to-point sends (1/t of the activation each: scatter-gather)
+    bubble = (p - 1.0) / v * t_mb
+    pp = 0.0
+    if p > 1.0:
+        bw, lat = (intra_bw, intra_lat) if n <= domain else (net_bw, net_lat)
+        pp = 2.0 * v * m * (tokens * h * act / t / bw + lat)
+    # data parallel over the d x c ranks (stride t): gradient reduce-scatter + parameter all-gather
+    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    group = d * c
+    per_domain = np.floor(domain / t) if t <= domain else 1.0
+    dp = hierarchical_allreduce(params * options[K.OP_GRAD_COMM_BYTES], group, per_domain,
+                                intra_bw, intra_lat, net_bw, net_lat)
+    window = compute
+    if zero >= 3.0:
+        # FSDP: every layer's parameters are gathered again for every micro-batch, forward and
+        # backward, and its gradients reduce-scattered once: 1 + 2 m half-all-reduces of the
+        # volume, and each of the layers' collectives pays its own latency
+        latency = hierarchical_allreduce(0.0, group, per_domain, intra_bw, intra_lat, net_bw, net_lat)
+        dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * layers
+        window = m * compute
+    exposed = max(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
+    updated = params / (group if zero >= 1.0 else 1.0)
+    optimizer = updated * options[K.OP_UPDATE_BYTES] / hw[K.HW_HBM]
+    step = m * t_mb + bubble + pp + exposed + optimizer
+    job_tokens = model[K.M_GLOBAL_BATCH] * model[K.M_SEQ]
+    res[K.R_STEP] = step
+    res[K.R_TOKENS] = job_tokens / step
+    res[K.R_MODEL_TFLOPS] = model[K.M_MODEL_FLOPS] * job_tokens / step / n / 1e12
+    res[K.R_HW_TFLOPS] = model[K.M_HW_FLOPS + int(rc)] * job_tokens / step / n / 1e12
+    res[K.R_MFU] = res[K.R_MODEL_TFLOPS] * 1e12 / hw[K.HW_PEAK]
+    res[K.R_MEMORY] = mem
+    res[K.R_COMPUTE] = m * compute
+    res[K.R_BUBBLE] = bubble
+    res[K.R_TP] = m * tp
+    res[K.R_CP] = m * cp
+    res[K.R_EP] = m * ep
+    res[K.R_PP] = pp
+    res[K.R_DP] = dp
+    res[K.R_DP_EXPOSED] = exposed
+    res[K.R_OPTIMIZER] = optimizer
+    res[K.R_COST] = hw[K.HW_PRICE] * n * step / 3600.0
+    res[K.R_ENERGY] = hw[K.HW_POWER] * n * step
+    res[K.R_MICROBATCHES] = m
+    res[K.R_REASON] = K.REASON_VALID
+
+
+def _evaluate_llm(layouts, hw, model, ctab, options, out):
+    """Fill ``out`` (N x H, N_RESULT_FIELDS): row i x H + j is layout i on hardware row j."""
+    n_hw = hw.shape[0]
+    for flat in prange(layouts.shape[0] * n_hw):
+        evaluate_pair(layouts[flat // n_hw], hw[flat % n_hw], model, ctab, options, out[flat])
+
+
+evaluate_llm = parallel_jit(_evaluate_llm)

@@ -1,0 +1,151 @@
+"""The LLM commands and the ``llm`` row kind: validate, sweep, query, predict, their files and
+their one-sentence errors."""
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from cli_helpers import assert_clean_error, run
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import defaults
+from paigrid.kernels import llm_layout as K
+from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+from paigrid.llm.evaluate import evaluate
+from paigrid.llm.layouts import enumerate_layouts
+from paigrid.llm.models import model
+from paigrid.llm.rows import parse_row
+from paigrid.llm.shapes import megatron_flops_per_iteration
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLIC = ROOT / "datasets" / "llm_public.csv"
+CATS = Catalogues.load()
+
+
+def _rows():
+    with open(PUBLIC, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_public_rows_convert_to_the_iteration_times_they_state():
+    """hw-TFLOP/s/GPU -> tokens/s with the row's FLOPs per token gives back the iteration time
+    written in each row's notes (Megatron's formula, so this checks the conversion)."""
+    for cells in _rows():
+        row = parse_row(cells, cells["id"], CATS)
+        stated = float(re.search(r"iteration time (\d+) ms", cells["notes"]).group(1)) / 1000
+        batch, seq = int(cells["global_batch"]), int(cells["seq_len"])
+        assert batch * seq / row.measured == pytest.approx(stated, rel=0.005)
+        flops = megatron_flops_per_iteration(batch, seq, int(cells["layers"]), int(cells["hidden"]),
+                                             int(cells["vocab"]))
+        n = int(cells["gpus_per_node"]) * int(cells["nodes"])
+        assert flops / stated / n / 1e12 == pytest.approx(float(cells["throughput"]), rel=0.005)
+
+
+def test_validate_llm_rows():
+    result = run("validate", PUBLIC, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["kind"] == "llm" and data["unit"] == "tokens/s" and len(data["rows"]) == 8
+    for r in data["rows"]:
+        assert r["predicted"] > 0 and r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
+    errors = sorted(abs(r["error"]) for r in data["rows"])
+    assert data["summary"]["overall"]["median_abs_error"] == pytest.approx((errors[3] + errors[4]) / 2)
+    text = run("validate", PUBLIC)
+    assert text.exit_code == 0 and "median |error|" in text.output
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"throughput_unit": "TFLOPS"}, "throughput_unit must be one of"),
+    ({"data_parallel": "3"}, "is not the"),
+    ({"recompute": "some"}, "recompute must be one of"),
+    ({"heads": "7"}, "not a multiple of heads"),
+    ({"sequence_parallel": "maybe"}, "true or false"),
+])
+def test_bad_llm_rows_are_one_sentence(tmp_path, change, fragment):
+    rows = _rows()
+    rows[1].update(change)
+    path = tmp_path / "bad.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert_clean_error(run("validate", path), fragment, "line 3")
+
+
+def test_a_missing_required_column_is_named(tmp_path):
+    text = PUBLIC.read_text().replace(",global_batch,", ",batch,", 1)
+    path = tmp_path / "missing.csv"
+    path.write_text(text)
+    assert_clean_error(run("validate", path), "global_batch")
+
+
+def test_sweep_query_and_their_file(tmp_path):
+    out = tmp_path / "llm.h5"
+    result = run("llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "8,64", "--gpu", "H100",
+                 "--domain", "8", "--network", "ib-ndr-400g,rdma-100g", "-q")
+    assert result.exit_code == 0, result.output
+    with h5py.File(out) as f:
+        for name, item in f.items():
+            assert "units" in item.attrs, name
+        step = f["step_time"][0, 1, 0, 0, :]
+    # the stored best is the brute-force minimum over every enumerated layout
+    m = model("llama3-8b")
+    layouts = enumerate_layouts(m, 64)
+    designs = [Hardware("H100-SXM5-80GB", "amp-bf16", 8, intra_link_for(CATS, "H100-SXM5-80GB"), n, 1.0)
+               for n in ("ib-ndr-400g", "rdma-100g")]
+    res = evaluate(m, layouts, designs, CATS, defaults(), LlmOptions.defaults())
+    assert np.allclose(step, np.nanmin(res[:, :, K.R_STEP], axis=0), rtol=1e-12)
+    query = run("llm", "query", out, "--model", "llama3-8b", "--tokens", "1e12", "--json")
+    assert query.exit_code == 0, query.output
+    rows = json.loads(query.output)
+    assert [r["n_gpu"] for r in rows] == [8, 64]
+    best64 = rows[1]
+    assert best64["step_time"] == pytest.approx(float(np.nanmin(step)))
+    assert best64["train_days"] == pytest.approx(1e12 / best64["tokens_per_s"] / 86400)
+    every = json.loads(run("llm", "query", out, "--model", "llama3-8b", "--every-design", "--json").output)
+    assert len(every) == 4
+    assert_clean_error(run("llm", "query", out, "--model", "llama3-70b"), "has no model")
+    assert_clean_error(run("llm", "query", out, "--model", "llama3-8b", "--n-gpu", "16"), "no n_gpu 16")
+    assert_clean_error(run("llm", "query", tmp_path / "nothing.h5", "--model", "x"), "cannot read")
+
+
+def test_predict_breakdown_and_invalid_layouts():
+    ok = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64", "--tp", "8", "--pp", "4",
+             "--vpp", "2", "--recompute", "full", "--tokens", "1e12", "--json")
+    assert ok.exit_code == 0, ok.output
+    r = json.loads(ok.output)
+    assert r["valid"] and r["bubble"] > 0 and r["tp_comm"] > 0 and r["pp_comm"] > 0
+    parts = r["compute"] + r["tp_comm"] + r["cp_comm_exposed"] + r["ep_comm"]
+    assert r["step_time"] == pytest.approx(parts + r["bubble"] + r["pp_comm"] + r["dp_comm_exposed"] + r["optimizer"])
+    table = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64", "--tp", "8", "--pp", "4",
+                "--recompute", "full")
+    assert table.exit_code == 0 and "bubble" in table.output
+    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"),
+                       "invalid layout tp1 pp1 dp8", "GB per GPU")
+    assert_clean_error(run("llm", "predict", "--model", "llama9", "--gpu", "H100", "--n-gpu", "8"), "unknown")
+    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "12",
+                           "--tp", "8"), "not a multiple")
+    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8",
+                           "--option", "attention=magic"), "flash or eager")
+
+
+def test_models_lists_the_catalogue():
+    result = run("llm", "models", "--json")
+    assert result.exit_code == 0
+    names = [r["model"] for r in json.loads(result.output)]
+    assert "llama3-405b" in names and "mixtral-8x7b" in names
+
+
+def test_llm_page_is_current():
+    """docs/llm.md is what tools/llm_page.py writes now (its tables are computed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llm_page_under_test", ROOT / "tools" / "llm_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    assert page.render() == (ROOT / "docs" / "llm.md").read_text(encoding="utf-8"), \
+        "docs/llm.md is not current: run python tools/llm_page.py"

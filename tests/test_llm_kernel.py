@@ -1,0 +1,184 @@
+"""The LLM step-time kernel: agreement with its numpy reference (NaN positions included) and
+its bubble, ZeRO, expert, context and sequence-parallel terms against the published formulas."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import defaults
+from paigrid.kernels import llm_layout as K
+from paigrid.kernels.llm import evaluate_llm
+from paigrid.kernels.llm_reference import evaluate_llm_reference
+from paigrid.llm.compute import Hardware, LlmOptions
+from paigrid.llm.evaluate import evaluate, predict, tables
+from paigrid.llm.layouts import Layout, enumerate_layouts, reason_text
+from paigrid.llm.models import model
+
+CATS = Catalogues.load()
+EFF = defaults()
+OPTIONS = LlmOptions.defaults()
+H100 = Hardware("H100-SXM5-80GB", "amp-bf16", 8, "nvswitch-nvlink4", "ib-ndr-400g", 1.0)
+DESIGNS = [H100, dataclasses.replace(H100, network="none"), dataclasses.replace(H100, domain=72, nics_per_gpu=0.5),
+           Hardware("V100-SXM2-16GB", "amp-bf16", 8, "nvlink2-hcm", "ib-edr-100g", 0.5),  # no bf16: invalid
+           Hardware("A100-SXM4-80GB", "amp-fp16", 8, "nvswitch-nvlink3", "roce-25g", 1.0)]
+
+
+def _random_layouts(m, count, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        out.append(Layout(int(rng.choice([1, 2, 4, 8, 16])), int(rng.choice([1, 2, 3, 4, 8])),
+                          int(rng.choice([1, 2, 4, 16, 64])), int(rng.choice([1, 2, 3, 4])),
+                          int(rng.choice([1, 2, 8])), int(rng.choice([1, 2])), int(rng.choice([1, 2, 4])),
+                          int(rng.integers(0, 4)), str(rng.choice(["none", "selective", "full"])),
+                          bool(rng.integers(0, 2))))
+    return out
+
+
+@pytest.mark.parametrize("name", ["llama3-70b", "mixtral-8x7b"])
+def test_kernel_agrees_with_the_numpy_reference(name):
+    m = model(name)
+    layouts = _random_layouts(m, 300, seed=7) + enumerate_layouts(m, 64)[:200]
+    arrays = tables(m, layouts, DESIGNS, CATS, EFF, OPTIONS)
+    out = np.empty((len(layouts) * len(DESIGNS), K.N_RESULT_FIELDS))
+    evaluate_llm(*arrays, out)
+    ref = evaluate_llm_reference(*arrays)
+    assert np.array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_allclose(out, ref, rtol=1e-12, equal_nan=True)
+    reasons = set(out[:, K.R_REASON].astype(int))
+    assert K.REASON_VALID in reasons and len(reasons) >= 6  # the sample reaches valid and many invalid cases
+    no_overlap = dataclasses.replace(OPTIONS, overlap_dp=False)
+    arrays = tables(m, layouts, DESIGNS, CATS, EFF, no_overlap)
+    evaluate_llm(*arrays, out)
+    np.testing.assert_allclose(out, evaluate_llm_reference(*arrays), rtol=1e-12, equal_nan=True)
+
+
+def _one(m, layout, design=H100, options=OPTIONS, batch=None):
+    return predict(m, layout, design, CATS, EFF, options, batch)
+
+
+def test_bubble_is_narayanan_1f1b_and_interleaved():
+    """Bubble time fraction = (p - 1) / m for 1F1B and (p - 1) / (v m) interleaved (Narayanan
+    et al. 2021, sections 2.2.1-2.2.2), m micro-batches per pipeline."""
+    m = model("llama3-70b")
+    for v in (1, 2, 4):
+        r = _one(m, Layout(tp=8, pp=4, dp=8, vpp=v, micro_batch=1, recompute="full"))
+        assert r["valid"], r["reason"]
+        per_microbatch = (r["compute"] + r["tp_comm"] + r["cp_comm_exposed"] + r["ep_comm"]) / r["microbatches"]
+        assert r["bubble"] / (r["microbatches"] * per_microbatch) == pytest.approx(3 / (v * r["microbatches"]))
+    assert _one(m, Layout(tp=8, pp=1, dp=32, micro_batch=1, recompute="full"))["bubble"] == 0
+
+
+def test_zero_stages_shard_the_model_states_as_rajbhandari():
+    """Per-GPU model states with d data-parallel ranks: 18 P (stage 0), 6 P + 12 P/d (1),
+    2 P + 16 P/d (2), 18 P/d (3) with bf16 weights, fp32 gradients and 12 bytes of Adam state
+    (Rajbhandari et al. 2020, Figure 1, with Megatron's byte counts)."""
+    m = model("llama2-7b")
+    d = 16
+    mem = {z: _one(m, Layout(tp=1, pp=1, dp=d, micro_batch=1, zero=z, recompute="full"),
+                   dataclasses.replace(H100, gpu="B200", intra="nvlink5"))["memory_per_gpu"] for z in range(4)}
+    arrays = tables(m, [Layout(dp=d)], [H100], CATS, EFF, OPTIONS)
+    vec = arrays[2]
+    params = m.layers * vec[K.M_SHARED_PARAMS] + vec[K.M_EMBED_PARAMS]
+    # stage 3 also holds FSDP's unsharded working copies: two layers' bf16 weights (this one and
+    # the prefetched one) and one layer's 16-bit gradients before the reduce-scatter
+    layer = vec[K.M_SHARED_PARAMS]
+    states = {0: 18 * params, 1: 6 * params + 12 * params / d, 2: 2 * params + 16 * params / d,
+              3: 18 * params / d + (2 * 2 + 2) * layer}
+    for z in range(1, 4):
+        assert mem[0] - mem[z] == pytest.approx(states[0] - states[z], rel=1e-9)
+
+
+def test_expert_parallel_all_to_all_and_expert_memory():
+    """Each of the 4 all-to-alls per MoE layer (dispatch, combine; forward and backward) sends
+    (e - 1)/e of the token's k copies of h activations (GShard / DeepSpeed-MoE); the routed
+    experts' parameters are split e ways."""
+    m = model("deepseek-moe-16b")
+    base = Layout(tp=1, pp=1, dp=8, ep=1, micro_batch=1, zero=1, recompute="full", sp=False)
+    r1 = _one(m, base, dataclasses.replace(H100, gpu="B200", intra="nvlink5"))
+    r8 = _one(m, dataclasses.replace(base, ep=8), dataclasses.replace(H100, gpu="B200", intra="nvlink5"))
+    assert r1["ep_comm"] == 0 and r8["ep_comm"] > 0
+    link = CATS.links.row("nvlink5")
+    bw = float(link["nominal_GB_per_s"]) * 1e9 * float(link["efficiency"])
+    tokens = 1 * m.seq_len
+    per_a2a = tokens * m.experts_per_token * m.hidden * 2 * 7 / 8 / bw + 7 * 3e-6
+    # full recomputation runs the forward's two all-to-alls again: 6 per MoE layer per micro-batch
+    assert r8["ep_comm"] == pytest.approx(r8["microbatches"] * m.moe_layers * 6 * per_a2a, rel=1e-9)
+    vec = tables(m, [base], [H100], CATS, EFF, OPTIONS)[2]
+    expert_params = m.layers * vec[K.M_EXPERT_PARAMS]
+    saved = expert_params * (1 - 1 / 8) * (2 + 4 + 12 / 8)  # weights, grads, ZeRO-1 optimizer state
+    assert r1["memory_per_gpu"] - r8["memory_per_gpu"] == pytest.approx(saved, rel=1e-9)
+
+
+def test_sequence_parallel_keeps_the_volume_and_splits_the_activations():
+    """Korthikanti et al. 2022: sequence parallelism replaces each all-reduce by a reduce-scatter
+    + all-gather of the same volume and splits the 10 s b h replicated activations t ways."""
+    m = model("llama3-70b")
+    lay = Layout(tp=8, pp=1, dp=4, micro_batch=1, zero=1, recompute="selective", sp=False)
+    off = _one(m, lay, dataclasses.replace(H100, gpu="B200", intra="nvlink5"))
+    on = _one(m, dataclasses.replace(lay, sp=True), dataclasses.replace(H100, gpu="B200", intra="nvlink5"))
+    assert on["tp_comm"] == pytest.approx(off["tp_comm"], rel=1e-12)
+    saved = m.layers * m.seq_len * 10 * m.hidden * (1 - 1 / 8)
+    assert off["memory_per_gpu"] - on["memory_per_gpu"] == pytest.approx(saved, rel=1e-9)
+
+
+def test_context_parallel_is_hidden_behind_attention_until_it_is_not():
+    m = model("llama3-8b").with_seq_len(131072)
+    lay = Layout(tp=8, pp=1, dp=1, cp=8, micro_batch=1, zero=1, recompute="selective")
+    inside = _one(m, lay, dataclasses.replace(H100, domain=72), batch=64)
+    across = _one(m, lay, dataclasses.replace(H100, network="eth-10g"), batch=64)
+    assert inside["cp_comm_exposed"] == 0.0  # the long attention hides the exchange
+    assert across["cp_comm_exposed"] > 0.0
+
+
+def test_every_reason_code_has_its_sentence():
+    m = model("llama3-70b")
+    cases = {
+        K.REASON_PRECISION: (Layout(tp=8, dp=32), DESIGNS[3]),
+        K.REASON_TP_HEADS: (Layout(tp=3, dp=1), H100),
+        K.REASON_TP_DOMAIN: (Layout(tp=16, dp=2), H100),
+        K.REASON_CP_SEQ: (Layout(tp=8, cp=3, dp=2), H100),
+        K.REASON_EP_EXPERTS: (Layout(tp=8, ep=2, dp=4), H100),
+        K.REASON_BATCH: (Layout(tp=8, dp=3), H100),
+        K.REASON_PP_LAYERS: (Layout(tp=1, pp=81, dp=1), H100),
+        K.REASON_INTERLEAVE: (Layout(tp=8, pp=1, vpp=2, dp=4), H100),
+        K.REASON_NO_NETWORK: (Layout(tp=8, pp=4, dp=4, recompute="full"), DESIGNS[1]),
+        K.REASON_MEMORY: (Layout(tp=1, dp=8, zero=0, recompute="none"), H100),
+    }
+    for code, (lay, hw) in cases.items():
+        r = _one(m, lay, hw)
+        assert r["reason_code"] == code, (code, r["reason"])
+        assert not r["valid"] and r["reason"].endswith(".") and np.isnan(r["step_time"])
+    assert "GB per GPU" in _one(m, *cases[K.REASON_MEMORY])["reason"]
+    assert reason_text(K.REASON_TP_FFN, Layout(tp=3), m).startswith("tensor degree 3")
+
+
+def test_enumerated_layouts_pass_every_shape_check():
+    m = model("llama3-405b")
+    layouts = enumerate_layouts(m, 1024)
+    assert layouts and all(lay.n_gpu == 1024 for lay in layouts)
+    res = evaluate(m, layouts, [dataclasses.replace(H100, domain=72)], CATS, EFF, OPTIONS)
+    codes = set(res[:, 0, K.R_REASON].astype(int))
+    assert codes <= {K.REASON_VALID, K.REASON_MEMORY}
+    assert K.REASON_VALID in codes
+
+
+def test_capacity_factor_pads_expert_compute_and_all_to_all():
+    """A capacity factor of 1.25 sends 1.25 x the routed tokens in each all-to-all and computes
+    1.25 x the routed experts' GEMMs; the model FLOPs (useful work) do not change."""
+    from paigrid.llm import shapes as S
+
+    m = model("deepseek-moe-16b")
+    padded = dataclasses.replace(m, capacity_factor=1.25)
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, micro_batch=1, zero=1, recompute="full", sp=False)
+    b200 = dataclasses.replace(H100, gpu="B200", intra="nvlink5")
+    r1, r2 = _one(m, lay, b200), _one(padded, lay, b200)
+    link = CATS.links.row("nvlink5")
+    bw = float(link["nominal_GB_per_s"]) * 1e9 * float(link["efficiency"])
+    volume = r1["microbatches"] * m.moe_layers * 6 * m.seq_len * m.experts_per_token * m.hidden * 2 * 7 / 8 / bw
+    assert r2["ep_comm"] - r1["ep_comm"] == pytest.approx(0.25 * volume, rel=1e-9)
+    assert r2["compute"] > r1["compute"]
+    assert S.model_flops_per_token(padded) == S.model_flops_per_token(m)
+    assert S.padded_expert_flops(padded) == 2 * 0.25 * 6 * 3 * m.hidden * m.moe_ffn_hidden

@@ -1,0 +1,127 @@
+"""Write docs/llm.md, the LLM-scale training page, with its generated tables.
+
+    python tools/llm_page.py            # (re)write docs/llm.md
+    python tools/llm_page.py --check    # exit 1 if docs/llm.md is not what this script writes
+
+The text is ``TEMPLATE`` below; the tables are computed here: the model catalogue's parameter
+counts against the published ones, the validation of ``datasets/llm_public.csv`` (the same
+computation as ``paigrid validate datasets/llm_public.csv``; nothing in the model is fitted to
+these rows) and the best layouts of Llama-3 70B and 405B per cluster size on two cluster types
+(``paigrid llm sweep`` + ``query``).  ``tests/test_docs.py`` checks that the page is current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "llm.md"
+TEMPLATE_PATH = ROOT / "tools" / "llm_page.md"
+SUMMARY_N_GPU = (64, 256, 1024, 4096, 16384)
+CLUSTERS = (("H100-SXM5-80GB", 8), ("B200", 72))
+TOKENS = 15e12
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def catalogue_table() -> str:
+    """Parameters from the shape against the published count, per catalogue model."""
+    from paigrid.llm import shapes as S
+    from paigrid.llm.models import load_catalogue, model
+
+    cat = load_catalogue()
+    rows = []
+    for name in cat.names:
+        m, row = model(name, cat), cat.row(name)
+        rows.append({"model": name, "params from shape [B]": f"{S.parameters(m) / 1e9:.3f}",
+                     "published [B]": row["published_params_B"],
+                     "active [B]": f"{S.active_parameters(m) / 1e9:.2f}" if m.moe else "",
+                     "model GFLOP/token": f"{S.model_flops_per_token(m) / 1e9:.2f}"})
+    return _table(rows, list(rows[0]))
+
+
+def validation_table() -> tuple[str, float]:
+    """The llm rows' predicted against measured tokens/s, and the median |error|."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.inputs.spec import Options
+    from paigrid.trust.measurements import load_measurements
+    from paigrid.trust.validate import validate_observed
+
+    cats = Catalogues.load()
+    rows = load_measurements(ROOT / "datasets" / "llm_public.csv", cats)
+    result = validate_observed(rows, defaults(), Options(), cats)
+    out = [{"id": r["id"], "model": r["model"].split(" (Megatron")[0], "gpu": r["gpu"], "GPUs": r["n_gpu"],
+            "layout": r["arch"], "measured tokens/s": f"{r['measured']:,.0f}",
+            "predicted tokens/s": f"{r['predicted']:,.0f}", "error": f"{100 * r['error']:+.1f}%"}
+           for r in result["rows"]]
+    median = statistics.median(abs(r["error"]) for r in result["rows"])
+    return _table(out, list(out[0])), median
+
+
+def summary_tables() -> str:
+    """Best layout per cluster size of Llama-3 70B and 405B on the two cluster types."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.compute import LlmOptions
+    from paigrid.llm.models import model
+    from paigrid.llm.query import query_best
+    from paigrid.llm.sweep import DEFAULT_NETWORKS, Plan, run_sweep
+
+    cats = Catalogues.load()
+    plan = Plan([model("llama3-70b"), model("llama3-405b")], n_gpu=list(SUMMARY_N_GPU),
+                gpus=[g for g, _ in CLUSTERS], domains=sorted({d for _, d in CLUSTERS}),
+                networks=list(DEFAULT_NETWORKS))
+    parts = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "llm.h5"
+        run_sweep(plan, path, cats, defaults(), LlmOptions.defaults())
+        for m in plan.models:
+            for gpu, domain in CLUSTERS:
+                rows = query_best(path, m.name, None, {"gpu": [gpu], "domain": [domain]}, "time", "n_gpu", TOKENS)
+                table = [{"GPUs": r["n_gpu"], "network": r.get("network", "-"), "layout": r["layout"],
+                          "MFU": f"{r['mfu']:.2f}" if "mfu" in r else "-",
+                          "step [s]": f"{r['step_time']:.2f}" if "mfu" in r else "-",
+                          "GB/GPU": f"{r['memory_per_gpu_GB']:.0f}" if "mfu" in r else "-",
+                          "days for 15T tokens": f"{r['train_days']:.0f}" if "mfu" in r else "-",
+                          "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if "mfu" in r else "-"}
+                         for r in rows]
+                parts.append(f"**{m.name} on {gpu}, NVLink domain {domain}**\n\n{_table(table, list(table[0]))}")
+    return "\n\n".join(parts)
+
+
+def render() -> str:
+    """The page's text."""
+    table, median = validation_table()
+    return TEMPLATE_PATH.read_text(encoding="utf-8").format(
+        catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
+        if current != text:
+            print("docs/llm.md is not current: run python tools/llm_page.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text, encoding="utf-8")
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
