@@ -53,6 +53,10 @@ def device_name(device: str) -> str:
     if device != "cuda":
         return "cpu"
     cuda = cuda_kernels().cuda
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:
+        return "cuda: numba CUDA simulator"
     name = cuda.get_current_device().name
     return f"cuda: {name.decode() if isinstance(name, bytes) else name}"
 
