@@ -99,6 +99,28 @@ def main():
         compare(name, grid, True)
         compare(name, grid, False)
     compare("missing input numbers", with_missing_numbers(grid_for({"model": "pai-v2"})), True)
+    pipelined_launches()
+
+
+def pipelined_launches():
+    """``run_cuda`` with one job per launch (so the two sets of host buffers alternate over
+    several launches) and blocks left out (as on --resume): each block as the CPU computes it."""
+    from paigrid import gpu
+
+    grid = grid_for({"model": "pai-v1"})
+    blocks = [(0, 1), (1, 2)]
+    gpu.LAUNCH_THREADS = 1
+    for write_cube in (True, False):
+        for todo in ([0, 1], [1]):
+            got = list(gpu.run_cuda(grid, blocks, todo, write_cube, None, 1))
+            if [b.index for b in got] != todo:
+                sys.exit(f"run_cuda gave blocks {[b.index for b in got]} for {todo}")
+            for block in got:
+                cpu = evaluate_block(grid, block.index, block.start, block.stop, write_cube).arrays
+                for key, a in cpu.items():
+                    if not np.array_equal(a, block.arrays[key], equal_nan=a.dtype.kind == "f"):
+                        sys.exit(f"run_cuda: {key} of block {block.index} differs from the CPU's")
+    print("ok run_cuda over several launches, full and reduce-only, all blocks and some")
 
 
 if __name__ == "__main__":

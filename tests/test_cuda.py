@@ -46,6 +46,16 @@ def test_cuda_kernels_give_the_cpu_outputs_in_the_simulator():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok missing input numbers (full)" in done.stdout, done.stdout
     assert done.stdout.count("16 outputs equal") == 7 and done.stdout.count("9 outputs equal") == 6, done.stdout
+    assert "ok run_cuda over several launches" in done.stdout, done.stdout
+
+
+def test_launches_group_consecutive_blocks_up_to_a_size():
+    from paigrid.gpu import launches
+
+    blocks = [(0, 4), (4, 8), (8, 12), (12, 14)]
+    assert launches(blocks, [0, 1, 2, 3], 8) == [[0, 1], [2, 3]]
+    assert launches(blocks, [0, 2, 3], 100) == [[0], [2, 3]]   # a gap (blocks already written): a new launch
+    assert launches(blocks, [0, 1], 3) == [[0], [1]]            # a block larger than the limit: on its own
 
 
 def test_sweep_on_cuda_writes_the_cpu_cube(tmp_path):
