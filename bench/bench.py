@@ -373,6 +373,12 @@ def _targets(f: dict) -> str:
         (f"one warm single-configuration prediction < {SINGLE_GOAL_US:.0f} us (median of 1,000)",
          f"{f['single_us']:.0f} us", f["single_us"] < SINGLE_GOAL_US),
     ]
+    if "gpu_kernel_rate" in f:  # the GPU section ran (a GPU was found)
+        rows += [("GPU reduce kernels >= 50% of the same-run fused-argmin bound",
+                  f"{f['gpu_kernel_rate'] / f['gpu_bound_rate']:.0%}",
+                  f["gpu_kernel_rate"] >= 0.5 * f["gpu_bound_rate"]),
+                 ("a 10^12-configuration reduce-only study < 60 s on one GPU (projected from the kernels' rate)",
+                  f"{f['gpu_study_s']:.0f} s", f["gpu_study_s"] < 60)]
     return "\n".join(f"| {t} | {v} | {'yes' if ok else '**no**'} |" for t, v, ok in rows)
 
 

@@ -156,3 +156,23 @@ def test_cuda_kernels_compile_to_ptx():
     done = subprocess.run([sys.executable, "-c", PTX], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ptx _terms_kernel" in done.stdout and "ptx _configurations_kernel" in done.stdout, done.stdout
+
+
+def test_a_sweep_started_on_the_cpu_resumes_on_cuda(tmp_path):
+    from paigrid.inputs.spec import load_spec
+    from paigrid.sweeping import run_sweep
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.format(device=""))
+    reference, out = tmp_path / "reference.h5", tmp_path / "cube.h5"
+    run_sweep(load_spec(spec), reference, progress=False)
+
+    def stop(written):
+        raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match="--resume"):
+        run_sweep(load_spec(spec), out, progress=False, on_block=stop)
+    done = simulated("sweep", spec, "--out", out, "-q", "--resume", "--device", "cuda")
+    assert done.returncode == 0, done.stderr
+    assert_same_cube(reference, out)
+    assert "device: cpu; resumed on cuda: numba CUDA simulator" in run("info", out).output
