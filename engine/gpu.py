@@ -209,16 +209,22 @@ def evaluate_block_cuda(grid: Grid, index: int, start: int, stop: int, write_cub
     return gpu.finish(gpu.launch([(index, start, stop)]), compression, jobs_per_chunk)[0]
 
 
-def run_cuda(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int):
+def run_cuda(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int,
+             threads: int | None = None):
     """Yield evaluated blocks in order: launch k+1 is queued on the GPU before launch k is
-    compressed (in a CPU thread) and its blocks handed to the caller to write, so the GPU, the
-    compression and the writing overlap."""
+    compressed (in a CPU thread, with ``threads`` compression threads; None: numba's thread
+    count) and its blocks handed to the caller to write, so the GPU, the compression and the
+    writing overlap."""
     if not todo:
         return
     runs = launches(blocks, todo, jobs_per_launch(grid, write_cube))
     largest = max(blocks[run[-1]][1] - blocks[run[0]][0] for run in runs)
     gpu = CudaBlocks(grid, largest, write_cube)
     with ThreadPoolExecutor(max_workers=1) as pool:
+        if threads is not None:  # numba's thread count is per thread: set it in the one that compresses
+            import numba
+
+            pool.submit(numba.set_num_threads, min(threads, numba.config.NUMBA_NUM_THREADS)).result()
         pending = None
         for run in runs:
             # its host buffers were freed by the launch before the last, finished below

@@ -266,7 +266,7 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
                 elif made_on != "cpu":
                     from paigrid.gpu import run_cuda
 
-                    source = run_cuda(grid, blocks, todo, not reduce_only, compression, per_chunk)
+                    source = run_cuda(grid, blocks, todo, not reduce_only, compression, per_chunk, threads)
                 else:
                     source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk, threads)
                 # closing: on an error the block being computed is finished (its thread stopped)
@@ -350,10 +350,10 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     configuration); otherwise ``out`` is written and returned opened lazily by
     ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
     ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
-    resume, scheduler (a Dask address), workers (a local Dask cluster), progress (default False:
-    no progress lines on stderr), on_block, and any other keyword-only argument of
-    ``run_sweep``.  The variables carry their units (step_time [s],
-    throughput [samples/s], cost [USD/1e6 samples], ...).
+    resume, scheduler (a Dask address or scheduler file), workers (a local Dask cluster), progress
+    (default False: no progress lines on stderr), on_block, device ("cpu" or "cuda"), threads
+    (numba threads), and any other keyword-only argument of ``run_sweep``.  The variables carry
+    their units (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
     """
     import copy
     import inspect

@@ -19,8 +19,6 @@ Importing this module needs only numpy and numba: ``numba.cuda`` is imported by 
 so that machines without the CUDA target can import the package.
 """
 
-import types
-
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
@@ -87,20 +85,29 @@ def shared_helpers() -> list[str]:
 def _retarget(function, namespace: dict):
     """The same Python function (its code object) with ``namespace`` as its globals, so that the
     helpers it calls resolve to their CUDA compilations."""
-    twin = types.FunctionType(function.__code__, namespace, function.__name__, function.__defaults__,
-                              function.__closure__)
+    twin = type(function)(function.__code__, namespace, function.__name__, function.__defaults__,
+                          function.__closure__)
     twin.__qualname__ = function.__qualname__
     twin.__doc__ = function.__doc__
     twin.__module__ = function.__module__
     return twin
 
 
+class CudaKernels:
+    """What ``load`` returns: ``cuda`` (the numba.cuda module), ``helpers`` (name -> the CUDA
+    device function compiled from the ``model`` helper of that name), ``terms_kernel`` and
+    ``configurations_kernel`` (the CUDA kernels)."""
+
+    def __init__(self, cuda, helpers, terms_kernel, configurations_kernel):
+        self.cuda, self.helpers = cuda, helpers
+        self.terms_kernel, self.configurations_kernel = terms_kernel, configurations_kernel
+
+
 _LOADED = {}
 
 
 def load():
-    """The CUDA compilations, as a namespace with ``terms_kernel``, ``configurations_kernel``, the
-    device helpers by name and ``cuda`` (the numba.cuda module).  Compiled lazily on first launch
+    """The CUDA compilations (a ``CudaKernels``).  Compiled lazily on first launch
     (numba.cuda compiles per argument types); with ``NUMBA_ENABLE_CUDASIM=1`` set before the first
     import of numba.cuda they run in numba's CUDA simulator."""
     if "ns" in _LOADED:
@@ -117,10 +124,8 @@ def load():
     helper_globals.update(device)
     kernel_globals.update(device)
     kernel_globals["cuda"] = numba_cuda
-    ns = types.SimpleNamespace(cuda=numba_cuda, helpers=device,
-                               terms_kernel=numba_cuda.jit(_retarget(_terms_kernel, kernel_globals)),
-                               configurations_kernel=numba_cuda.jit(_retarget(_configurations_kernel,
-                                                                              kernel_globals)))
+    ns = CudaKernels(numba_cuda, device, numba_cuda.jit(_retarget(_terms_kernel, kernel_globals)),
+                     numba_cuda.jit(_retarget(_configurations_kernel, kernel_globals)))
     _LOADED["ns"] = ns
     return ns
 
