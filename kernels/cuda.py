@@ -71,7 +71,7 @@ THREADS_PER_BLOCK = 128
 #: the block kernels of ``model``: compiled for the CPU only (the GPU has its own kernels here)
 CPU_ONLY = ("compute_terms", "evaluate_block", "evaluate_block_serial")
 
-cuda = None  # numba.cuda once ``load`` has run: the kernels read ``cuda.grid`` through it
+cuda = None  # a placeholder: ``load`` compiles copies of the kernels whose globals hold numba.cuda here
 
 
 def shared_helpers() -> list[str]:
