@@ -22,7 +22,7 @@ LAYERS = [
                 "paigrid.inputs.zoo"]),
     ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables"]),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),
-    ("driver", ["paigrid.evaluate"]),
+    ("driver", ["paigrid.evaluate", "paigrid.gpu"]),
     ("writer and reader", ["paigrid.store", "paigrid.cube"]),
     ("operations", ["paigrid.sweeping", "paigrid.distributed", "paigrid.query", "paigrid.predict",
                     "paigrid.info", "paigrid.dataset"]),
@@ -31,7 +31,7 @@ LAYERS = [
 ]
 #: modules that only read cubes, and the write side they must never reach, even indirectly
 READERS = ("paigrid.cube", "paigrid.query", "paigrid.info", "paigrid.dataset")
-WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.sweeping", "paigrid.distributed")
+WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.gpu", "paigrid.sweeping", "paigrid.distributed")
 
 
 def module_files() -> dict[str, Path]:
