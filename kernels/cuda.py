@@ -173,8 +173,8 @@ def _complete_ufuncs() -> None:
 def _no_contraction() -> None:
     """Compile every CUDA kernel with NVVM's ``-fma=0``: NVVM otherwise contracts a multiply and
     an add into one fused multiply-add (one rounding instead of two), which LLVM does not do on
-    the CPU without fastmath, so the GPU's outputs would differ from the CPU kernel's in the last
-    bits.  Wraps numba-cuda's ``nvvm.compile_ir`` once; nothing to do in the simulator (plain
+    the CPU (the kernels never enable ``fastmath``), so the GPU's outputs would differ from the
+    CPU kernel's in the last bits.  Wraps numba-cuda's ``nvvm.compile_ir`` once; nothing to do in the simulator (plain
     Python) or where numba-cuda has no such function."""
     from numba.core import config
 
@@ -189,8 +189,7 @@ def _no_contraction() -> None:
         return
 
     def compile_ir_without_fma(llvmir, **options):
-        if not options.get("fastmath", False):
-            options["fma"] = False
+        options["fma"] = False
         return compile_ir(llvmir, **options)
 
     compile_ir_without_fma.paigrid_no_fma = True

@@ -80,6 +80,31 @@ def test_sweep_on_cuda_writes_the_cpu_cube(tmp_path):
     assert "device: cpu" in run("info", tmp_path / "cpuFalse.h5").output
 
 
+PS_SPEC = SPEC.replace('"bert-large-seq384"]', '"multi-interests"]') + """
+[options]
+ps_local_reduce = true
+ps_latency = true
+ps_update = true
+ps_sparse = true
+ps_memory = true
+inter_volume = "ring"
+"""
+
+
+def test_sweep_on_cuda_with_the_ps_options_writes_the_cpu_cube(tmp_path):
+    # the options vector and a sparse embedding workload through the command, on the default model
+    spec = tmp_path / "spec.toml"
+    spec.write_text(PS_SPEC.format(device=""))
+    assert "multi-interests" in PS_SPEC and "[options]" in PS_SPEC
+    cpu, gpu = tmp_path / "cpu.h5", tmp_path / "gpu.h5"
+    assert run("sweep", spec, "--out", cpu, "-q").exit_code == 0
+    done = simulated("sweep", spec, "--out", gpu, "-q", "--device", "cuda")
+    assert done.returncode == 0, done.stderr
+    assert_same_cube(cpu, gpu)
+    with h5py.File(gpu, "r") as f:
+        assert f.attrs["model"] == "pai-v2"
+
+
 def test_no_gpu_is_one_sentence_and_writes_nothing(tmp_path):
     # no device visible (CUDA_VISIBLE_DEVICES empty): the same on a machine with a GPU as without
     spec = tmp_path / "spec.toml"
