@@ -14,7 +14,10 @@ Prints, one line each:
 5. a single configuration: the median of 1,000 warm ``predict_configs`` calls of one
    configuration (what predict, validate, calibrate and the sweep's current-configuration
    predictions do; serial kernel), against the same calls through the parallel kernel, and the
-   goal (< 100 microseconds).
+   goal (< 100 microseconds);
+6. on a machine with an NVIDIA GPU, the GPU section (``bench/gpu.py``): ``--device cuda``
+   reduce-only and full sweeps beside the CPU's, and the reduce kernels against a minimal
+   fused-argmin CUDA kernel on the same grid; elsewhere one line saying why it is skipped.
 Nothing here asserts a time.  The default run (about a minute on 2 cores) writes
 ``docs/speed.md``: the machine, the printed lines as they are, and the targets table computed
 from the figures; whatever ``main`` prints between the header and the end is part of the page.
@@ -368,6 +371,17 @@ ratios compare with a baseline measured in the same run, so they move less than 
   read, so a full cube of the same grid is answered from the same bytes.
 - **Help**: `paigrid --help` in a fresh process after a warm-up run: the command line imports
   numpy, numba, h5py and xarray only inside the commands that need them.
+- **GPU** (`bench/gpu.py`, run by this script where numba.cuda finds an NVIDIA GPU, skipped
+  with the reason printed elsewhere): the reduce-only kernels of `--device cuda` over 18,000
+  population jobs at once with the tables already on the GPU, best of 3, against a minimal
+  fused-argmin CUDA kernel over the same threads and loop (one multiply-add chain per
+  configuration on tables prepared beforehand, and the running float32 argmin: the bound), and
+  against the CPU's reduce-only kernel on 1,800 jobs; then reduce-only (18,000 jobs on the GPU,
+  1,800 on the CPU) and full sweeps (512 jobs each, lz4) as `paigrid sweep` runs them, set-up
+  included, on each device; and the time a 10^12-configuration reduce-only study would take at
+  the kernels' rate (a projection). To measure it on a GPU machine: `pip install -e
+  '.[test,cuda]'`, then `python bench/bench.py` (everything, this page) or `python bench/gpu.py`
+  (the GPU section alone; `--reduce-jobs`, `--full-jobs`, `--cpu-jobs` set the sizes).
 - **Default sweep**: the sweep of the README's first line ({default_configs:,} configurations,
   {default_jobs} jobs) as a command, after a first run that compiled the kernels into the numba
   cache (the very first run on a machine takes a few seconds more for that).
@@ -408,6 +422,12 @@ def _targets(f: dict) -> str:
         (f"one warm single-configuration prediction < {SINGLE_GOAL_US:.0f} us (median of 1,000)",
          f"{f['single_us']:.0f} us", f["single_us"] < SINGLE_GOAL_US),
     ]
+    if "gpu_kernel_rate" in f:  # the GPU section ran (a GPU was found)
+        rows += [("GPU reduce kernels >= 50% of the same-run fused-argmin bound",
+                  f"{f['gpu_kernel_rate'] / f['gpu_bound_rate']:.0%}",
+                  f["gpu_kernel_rate"] >= 0.5 * f["gpu_bound_rate"]),
+                 ("a 10^12-configuration reduce-only study < 60 s on one GPU (projected from the kernels' rate)",
+                  f"{f['gpu_study_s']:.0f} s", f["gpu_study_s"] < 60)]
     return "\n".join(f"| {t} | {v} | {'yes' if ok else '**no**'} |" for t, v, ok in rows)
 
 
@@ -443,13 +463,15 @@ def main():
     parser.add_argument("--kernel-jobs", type=int, default=8)
     parser.add_argument("--sweep-jobs", type=int, default=512, help="population jobs of the full-sweep comparison")
     parser.add_argument("--compression", default="lz4")
+    parser.add_argument("--gpu-jobs", type=int, nargs=3, default=(18000, 512, 1800),
+                        metavar=("REDUCE", "FULL", "CPU"), help="jobs of the GPU section (bench/gpu.py)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run (writes no page)")
     parser.add_argument("--page", type=Path, default=PAGE, help="where to write the page (default: docs/speed.md)")
     parser.add_argument("--no-page", action="store_true", help="only print the figures")
     parser.add_argument("--llm-only", action="store_true", help="only the two kernels' lines (writes no page)")
     args = parser.parse_args()
     if args.quick:
-        args.query_jobs, args.kernel_jobs, args.sweep_jobs = 40, 2, 8
+        args.query_jobs, args.kernel_jobs, args.sweep_jobs, args.gpu_jobs = 40, 2, 8, (40, 8, 8)
     folder = Path(tempfile.mkdtemp(prefix="paigrid-bench-", dir=args.out_dir))
     load_start, start = os.getloadavg()[0], time.perf_counter()
     figures = {}
@@ -467,6 +489,9 @@ def main():
             figures.update(bench_reduce_and_query(folder, args.query_jobs))
             figures.update(bench_help())
             figures.update(bench_default_sweep(folder))
+            from gpu import bench_gpu  # bench/gpu.py, beside this file
+
+            figures.update(bench_gpu(lambda jobs: population_spec(folder, jobs), folder, *args.gpu_jobs))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if not (args.quick or args.no_page or args.llm_only):

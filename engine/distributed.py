@@ -9,6 +9,7 @@ slow disk never lets results pile up in worker memory.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import ExitStack, contextmanager
@@ -20,28 +21,31 @@ from paigrid.inputs.tables import Grid
 IN_FLIGHT_PER_WORKER = 2
 
 
-def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None):
-    """A Dask client (entered into ``stack``, which closes it): connected to ``scheduler``, or
-    to a local cluster of ``workers`` processes started here.  The local workers ignore SIGINT
-    (Ctrl-C in a terminal reaches the whole process group): this process handles it and closes
-    them, so an interrupted sweep prints one sentence, not the workers' tracebacks."""
+def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, threads: int | None = None):
+    """A Dask client (entered into ``stack``, which closes it): connected to ``scheduler`` (an
+    address tcp://HOST:PORT, or the path of a scheduler file as ``dask scheduler
+    --scheduler-file`` and dask-mpi write), or to a local cluster of ``workers`` processes
+    started here, each with one task thread and ``threads`` numba threads (default: the cores
+    shared out, ``worker_threads``).  The local workers ignore SIGINT (Ctrl-C in a terminal
+    reaches the whole process group): this process handles it and closes them, so an
+    interrupted sweep prints one sentence, not the workers' tracebacks."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise PaigridError("Dask is not installed; install paigrid with the dask extra: "
                            "pip install 'paigrid[dask]'.") from None
     if scheduler:
+        target = {"address": scheduler}
+        if "://" not in scheduler and os.path.isfile(scheduler):
+            target = {"scheduler_file": scheduler}
         try:
-            return stack.enter_context(Client(scheduler, timeout="20s"))
+            return stack.enter_context(Client(**target, timeout="20s"))
         except (OSError, TimeoutError) as exc:
             raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
-        except (ValueError, TypeError) as exc:
-            raise PaigridError(f"{scheduler!r} is not a Dask scheduler address ({str(exc).rstrip('.')}); give "
-                               "tcp://HOST:PORT.") from None
-    import os
-
-    # each worker process runs the parallel kernel: share the cores out instead of oversubscribing
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise PaigridError(f"{scheduler!r} is not a Dask scheduler address or scheduler file "
+                               f"({str(exc).rstrip('.')}); give tcp://HOST:PORT or a scheduler file.") from None
+    threads = str(threads or worker_threads(workers))
     # the cluster is this command's own: its log lines (a cancelled task at Ctrl-C) are not for the user
     import logging
 
@@ -53,11 +57,18 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None):
     return stack.enter_context(Client(cluster))
 
 
+def worker_threads(workers: int, cores: int | None = None) -> int:
+    """numba threads per worker process when ``workers`` processes share ``cores`` (default: the
+    cores this process may use): each worker runs the parallel kernel, so the cores are shared
+    out instead of oversubscribed; at least 1."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
+
+
 @contextmanager
 def _environment(**values: str):
     """Environment variables set while worker processes are started (they read them at start)."""
-    import os
-
     before = {key: os.environ.get(key) for key in values}
     os.environ.update(values)
     try:
@@ -87,15 +98,16 @@ def _sigint_ignored():
 
 def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], write_cube: bool,
                 scheduler: str | None, workers: int | None, compression: str, jobs_per_chunk: int,
-                client=None):
+                client=None, threads: int | None = None):
     """Yield evaluated blocks (in completion order) computed on Dask workers; the workers also
     compress the cube chunks, so the writer only copies bytes.  ``client``: one from
-    ``dask_client`` (else one is made from ``scheduler`` / ``workers``)."""
+    ``dask_client`` (else one is made from ``scheduler`` / ``workers``).  ``threads``: numba
+    threads per task (None: each worker's ``NUMBA_NUM_THREADS``; more is capped at it)."""
     from dask.distributed import as_completed
 
     with ExitStack() as stack:
         if client is None:
-            client = dask_client(stack, scheduler, workers)
+            client = dask_client(stack, scheduler, workers, threads)
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         shared = client.scatter(grid, broadcast=True)
         queue = list(todo)
@@ -103,7 +115,7 @@ def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], writ
         def submit(i):
             start, stop = blocks[i]
             return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression,
-                                 jobs_per_chunk, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
+                                 jobs_per_chunk, threads, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
 
         running = as_completed([submit(queue.pop(0)) for _ in range(min(len(queue), IN_FLIGHT_PER_WORKER * n_workers))])
         for future in running:

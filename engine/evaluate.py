@@ -80,15 +80,20 @@ def run_kernel(kernel, grid: Grid | KernelTables, jobs: np.ndarray, n_gpu: np.nd
 
 def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
                    buffers: dict[str, np.ndarray] | None = None, compression: str | None = None,
-                   jobs_per_chunk: int = 1) -> Block:
+                   jobs_per_chunk: int = 1, threads: int | None = None) -> Block:
     """Evaluate jobs[start:stop] of ``grid`` with the numba kernel (``kernel_for`` its size).
 
     ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
     arrays: fresh arrays cost a page fault per 4 KiB on first touch, a good part of a block's time.
     With ``compression`` (a ``codecs.COMPRESSIONS`` name) the cube variables come back encoded,
     one chunk per ``jobs_per_chunk`` jobs, compressed in parallel threads; the buffers are then
-    free again on return.
+    free again on return.  ``threads``: numba's thread count for this call's thread (kernel and
+    compression; None: as it is, at most ``NUMBA_NUM_THREADS``).
     """
+    if threads is not None:
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     kernel = kernel_for((stop - start) * math.prod(grid.shape[1:]))
     jobs, n_gpu = grid.job_rows(start, stop)
     if buffers is None:
@@ -132,7 +137,7 @@ def encode_cube(block: Block, compression: str, jobs_per_chunk: int) -> None:
             data = np.concatenate([data, np.zeros((jobs_per_chunk - len(data), *data.shape[1:]), data.dtype)])
         return encode(data)
 
-    with ThreadPoolExecutor(max_workers=numba.config.NUMBA_NUM_THREADS) as pool:
+    with ThreadPoolExecutor(max_workers=numba.get_num_threads()) as pool:
         encoded = list(pool.map(encode_piece, pieces))
     for name in names:
         del block.arrays[name]

@@ -45,6 +45,8 @@ def describe(path: str | Path) -> str:
                 if key in ("catalogue_sha256", "input_sha256", "spec"):
                     value = json.dumps(json.loads(value))
                 lines.append(f"  {key}: {value}")
+            if key == "created":  # which device computed the cube; cubes before paigrid recorded it: not said
+                lines.append(f"  device: {str_attr(f.attrs, 'device') if 'device' in f.attrs else 'not recorded'}")
         return "\n".join(lines)
     finally:
         cube.close()

@@ -101,7 +101,7 @@ class CubeWriter:
 
     def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
                  reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
-                 jobs_per_chunk: int = 1, current: dict[str, np.ndarray] | None = None):
+                 jobs_per_chunk: int = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu"):
         import h5netcdf
         import h5py
 
@@ -128,9 +128,11 @@ class CubeWriter:
             if resume:
                 # chunks must be encoded as the datasets were created, whatever --compression says now
                 self.compression = str(self.file.attrs["compression"])
+                self._record_device(device)
             else:
                 fault_point("creating")
                 self._create(provenance, filter_kwargs(compression), compression)
+                self.file.attrs["device"] = device
                 self.flush()
                 fault_point("skeleton-written")
                 if current is not None:
@@ -190,6 +192,12 @@ class CubeWriter:
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        mode="reduce-only" if self.reduce_only else "full", compression=compression,
                        complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
+
+    def _record_device(self, device: str) -> None:
+        """A resumed cube's ``device`` attribute: where each part was computed, when that changed."""
+        before = str_attr(self.file.attrs, "device") if "device" in self.file.attrs else "not recorded"
+        if before.split("; resumed on ")[-1] != device:
+            self.file.attrs["device"] = f"{before}; resumed on {device}"
 
     def _metadata(self, text) -> None:
         f, grid = self.file, self.grid

@@ -164,18 +164,27 @@ def cube_output(out: str | Path) -> Path:
 def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",
               reduce_only: bool = False, resume: bool = False, scheduler: str | None = None,
               workers: int | None = None, progress: bool = True, on_block=None,
-              space_check: bool = True) -> SweepResult:
+              space_check: bool = True, device: str | None = None, threads: int | None = None) -> SweepResult:
     """Sweep ``spec`` into the cube file ``out`` and return what was done.
 
     ``reduce_only`` stores only the per-job reductions; ``resume`` continues ``out.partial``;
     ``scheduler`` (a Dask scheduler address) or ``workers`` (a local Dask cluster of that many
     processes) run the blocks on Dask workers; otherwise they run in this process.
     ``on_block(n_written)`` is called after each block is safely written.  ``space_check``
-    refuses, before starting, a cube that would not fit in the free disk space.
+    refuses, before starting, a cube that would not fit in the free disk space.  ``device``
+    ("cpu" or "cuda"; None: the spec's) is where the kernels run; ``threads`` is numba's thread
+    count for the kernels and the compression (None: every core this process may use; with
+    ``workers``, the cores shared out among the worker processes).
 
     One writer at a time: ``out.lock`` (``userfiles.OutputLock``) names the process writing.
     """
     out = cube_output(out)
+    device = spec.device if device is None else device
+    threads = check_threads(threads, workers, scheduler)
+    if device != "cpu" and (scheduler or workers):
+        raise PaigridError("--device cuda runs the kernels in this process; it cannot be combined with --scheduler "
+                           "or --workers.")
+    made_on = device_label(device)   # before any file: no GPU is one sentence, nothing written
     grid, provenance = prepare(spec, calibration)
     with OutputLock(out).acquire(str(out)):
         fault_point("lock-taken")
@@ -187,11 +196,39 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
         if not resume and space_check:
             check_disk(out, grid, reduce_only, compression, per_chunk)
         return _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume,
-                           scheduler, workers, progress, on_block)
+                           scheduler, workers, progress, on_block, made_on, threads)
+
+
+def check_threads(threads: int | None, workers: int | None, scheduler: str | None) -> int | None:
+    """``threads`` checked against the cores numba may use here (``NUMBA_NUM_THREADS``) for a
+    sweep in this process or on a local cluster; on an existing cluster (``scheduler``) each
+    worker caps it at its own ``NUMBA_NUM_THREADS``."""
+    if threads is None:
+        return None
+    if threads < 1:
+        raise PaigridError(f"--threads must be at least 1, not {threads}.")
+    import numba
+
+    most = numba.config.NUMBA_NUM_THREADS
+    if not scheduler and threads * (workers or 1) > most:
+        per = f"{threads} threads x {workers} workers" if workers else f"{threads} threads"
+        raise PaigridError(f"{per} is more than the {most} cores numba may use here (NUMBA_NUM_THREADS); ask for "
+                           "fewer.")
+    return threads
+
+
+def device_label(device: str) -> str:
+    """The cube's ``device`` attribute for a sweep on ``device``: "cpu", or "cuda: " and the GPU's
+    name (a user error in one sentence when no GPU can run the kernels)."""
+    if device == "cpu":
+        return "cpu"
+    from paigrid.gpu import device_name
+
+    return device_name(device)
 
 
 def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume, scheduler,
-                workers, progress, on_block) -> SweepResult:
+                workers, progress, on_block, made_on="cpu", threads=None) -> SweepResult:
     started = time.perf_counter()
     current = None if resume else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
     with contextlib.ExitStack() as stack:
@@ -199,9 +236,10 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
         if scheduler or workers:
             from paigrid.distributed import dask_client
 
-            client = dask_client(stack, scheduler, workers)   # before the file: a bad address leaves nothing
+            client = dask_client(stack, scheduler, workers, threads)   # before the file: a bad address leaves nothing
         try:
-            writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk, current)
+            writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk, current,
+                                device=made_on)
         except KeyboardInterrupt:
             if resume or partial_path(out).exists():
                 raise PaigridError(f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
@@ -224,9 +262,13 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
                     from paigrid.distributed import run_on_dask
 
                     source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression,
-                                         per_chunk, client=client)
+                                         per_chunk, client=client, threads=threads)
+                elif made_on != "cpu":
+                    from paigrid.gpu import run_cuda
+
+                    source = run_cuda(grid, blocks, todo, not reduce_only, compression, per_chunk, threads)
                 else:
-                    source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk)
+                    source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk, threads)
                 # closing: on an error the block being computed is finished (its thread stopped)
                 # before the error goes on, never left running while the interpreter exits
                 with contextlib.closing(source):
@@ -308,10 +350,10 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     configuration); otherwise ``out`` is written and returned opened lazily by
     ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
     ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
-    resume, scheduler (a Dask address), workers (a local Dask cluster), progress (default False:
-    no progress lines on stderr), on_block, and any other keyword-only argument of
-    ``run_sweep``.  The variables carry their units (step_time [s],
-    throughput [samples/s], cost [USD/1e6 samples], ...).
+    resume, scheduler (a Dask address or scheduler file), workers (a local Dask cluster), progress
+    (default False: no progress lines on stderr), on_block, device ("cpu" or "cuda"), threads
+    (numba threads), and any other keyword-only argument of ``run_sweep``.  The variables carry
+    their units (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
     """
     import copy
     import inspect
@@ -352,10 +394,12 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
         return ds
 
 
-def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int):
+def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int,
+               threads: int | None = None):
     """Yield evaluated blocks in order, computing (and compressing) the next one while the
-    caller writes this one.  One set of output buffers serves every block: a block leaves
-    ``evaluate_block`` as compressed chunks, so its buffers are free before the next starts."""
+    caller writes this one, on ``threads`` threads (None: numba's default).  One set of output
+    buffers serves every block: a block leaves ``evaluate_block`` as compressed chunks, so its
+    buffers are free before the next starts."""
     from paigrid.evaluate import allocate
 
     largest = max(stop - start for start, stop in blocks)
@@ -364,7 +408,7 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compressio
         pending = None
         for i in todo:
             future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression,
-                                 jobs_per_chunk)
+                                 jobs_per_chunk, threads)
             if pending is not None:
                 yield pending.result()
             pending = future

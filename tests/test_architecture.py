@@ -23,7 +23,7 @@ LAYERS = [
     ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables", "paigrid.llm.compute", "paigrid.llm.layouts",
                          "paigrid.llm.evaluate", "paigrid.llm.rows"]),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),
-    ("driver", ["paigrid.evaluate"]),
+    ("driver", ["paigrid.evaluate", "paigrid.gpu"]),
     ("writer and reader", ["paigrid.store", "paigrid.cube"]),
     ("operations", ["paigrid.sweeping", "paigrid.distributed", "paigrid.query", "paigrid.predict",
                     "paigrid.info", "paigrid.dataset", "paigrid.llm.sweep", "paigrid.llm.query"]),
@@ -32,7 +32,7 @@ LAYERS = [
 ]
 #: modules that only read cubes, and the write side they must never reach, even indirectly
 READERS = ("paigrid.cube", "paigrid.query", "paigrid.info", "paigrid.dataset", "paigrid.llm.query")
-WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.sweeping", "paigrid.distributed")
+WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.gpu", "paigrid.sweeping", "paigrid.distributed")
 
 
 def module_files() -> dict[str, Path]:

@@ -36,8 +36,14 @@ def sweep(
         Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."),
     reduce_only: bool = typer.Option(False, "--reduce-only", help="Keep only the per-job reductions, not the cube."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted sweep of the same spec."),
-    scheduler: str | None = typer.Option(None, help="Dask scheduler address (tcp://HOST:PORT) to run blocks on."),
+    scheduler: str | None = typer.Option(
+        None, help="Dask scheduler to run blocks on: tcp://HOST:PORT, or a scheduler file (dask-mpi, dask scheduler)."),
     workers: int | None = typer.Option(None, min=1, help="Start a local Dask cluster of this many worker processes."),
+    threads: int | None = typer.Option(
+        None, min=1, help="numba threads for the kernels and compression (per worker with --workers or --scheduler); "
+        "default: every core, shared out among --workers."),
+    device: str | None = typer.Option(
+        None, help="Where the kernels run: cpu, or cuda (an NVIDIA GPU, numba.cuda); default: the spec's, else cpu."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
@@ -47,7 +53,7 @@ def sweep(
                                         help="Start even if the cube's estimated size exceeds the free disk space."),
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
-    from paigrid.inputs.spec import load_spec
+    from paigrid.inputs.spec import DEVICES, load_spec
     from paigrid.sweeping import run_sweep
 
     spec = load_spec(spec_file)
@@ -60,9 +66,11 @@ def sweep(
     spec.catalogues.update(parse_catalogue_items(catalogue))
     if scheduler and workers:
         raise PaigridError("choose one of --scheduler and --workers.")
+    if device is not None and device not in DEVICES:
+        raise PaigridError(f"--device must be one of {', '.join(DEVICES)}, not {device!r}.")
     result = run_sweep(spec, out, calibration=calibration, compression=compression.value,
                        reduce_only=reduce_only, resume=resume, scheduler=scheduler, workers=workers,
-                       progress=not quiet, space_check=not no_space_check)
+                       progress=not quiet, space_check=not no_space_check, device=device, threads=threads)
     typer.echo(f"wrote {result.path}: {result.configs:,} configurations in {result.blocks} blocks, "
                f"{result.seconds:.1f} s ({result.configs / max(result.seconds, 1e-9) / 1e6:,.1f} M configs/s)",
                err=True)

@@ -6,6 +6,7 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     model = "pai-v2"                                # compute model: pai-v1 | pai-v2 (default: DEFAULT_MODEL)
     workloads = ["resnet50", "bert-large-seq384"]   # names, or a CSV path; default: all built-in
     jobs_per_block = 4                              # jobs per unit of work
+    device = "cpu"                                  # cpu | cuda (an NVIDIA GPU; as --device)
 
     [grid]                                          # default: every value in the catalogues
     arch = ["1w1g", "allreduce-local"]
@@ -58,6 +59,8 @@ DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
 DEFAULT_N_GPU = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CURRENT = "current"
+#: where a sweep's kernels run (``device`` in a spec, ``paigrid sweep --device``)
+DEVICES = ("cpu", "cuda")
 #: the largest GPU count (the cube stores GPU counts as 32-bit integers)
 MAX_N_GPU = 2**31 - 1
 
@@ -197,6 +200,7 @@ class SweepSpec:
     options: Options = field(default_factory=Options)
     catalogues: dict[str, str] = field(default_factory=dict)
     jobs_per_block: int = 4
+    device: str = "cpu"                        # where the kernels run: "cpu" or "cuda" (not a model input)
     origin: str = "the default spec"
     sha256: str = ""                           # of the spec file ("" when not read from a file)
 
@@ -232,7 +236,7 @@ def _n_gpu_list(value, origin: str) -> list[int] | str:
 
 def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> SweepSpec:
     """Validate parsed TOML into a ``SweepSpec``; relative paths are taken from ``base_dir``."""
-    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block", "model"}
+    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block", "model", "device"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{origin}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -280,6 +284,10 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
     if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
         raise PaigridError(f"{origin}: jobs_per_block must be a whole number >= 1.")
     spec.jobs_per_block = blocks
+    device = data.get("device", spec.device)
+    if device not in DEVICES:
+        raise PaigridError(f"{origin}: device must be one of {', '.join(DEVICES)}, not {device!r}.")
+    spec.device = device
     return spec
 
 

@@ -1,0 +1,330 @@
+"""The paigrid model on an NVIDIA GPU, written with numba.cuda.
+
+One definition of the formulas serves both targets: every scalar helper of ``model`` and of
+``ps`` (the ``@jit`` functions ``comm_seconds``, ``exchange_seconds``, ``configuration_reason``,
+``job_gpu_terms``, ``class_terms``, ``ps_seconds``, ``ps_fits_memory_flag``, ...) is compiled a
+second time, from the same Python function, as a CUDA device function (``load`` finds them by
+their type, so a helper added to either module later is retargeted too).  The two kernels below
+only index the grid and compose those helpers the way ``model._evaluate_block`` does;
+``tests/test_cuda.py`` checks, through numba's CUDA simulator, that every output equals the CPU
+kernel's.
+
+- ``terms_kernel``: one thread per (job, gpu); fills t_data, t_flop, t_mem [s per step] and
+  fits_memory over precisions with the compute model ``options[O_MODEL]``.
+- ``configurations_kernel``: one thread per (job, gpu, n_gpu, precision); loops over
+  (arch, intra, network), writes the cube outputs when ``write_cube`` and folds the per-job
+  reductions (best_step [s], best_index, best_bottleneck) on the GPU, with the parameter-server
+  options (``layout.O_PS_*``), the ring inter-server volume (``O_INTER_VOLUME``) and the memory
+  check per architecture (``O_PS_MEMORY``) as on the CPU.
+
+Importing this module needs only numpy and numba: ``numba.cuda`` is imported by ``load``
+(which sets ``np.row_stack`` first where numpy lacks it, since numba-cuda still registers it),
+so that machines without the CUDA target can import the package.
+"""
+
+import numpy as np
+from numba.core.registry import CPUDispatcher
+
+from . import model, ps
+from .layout import (
+    ARCH_PS_WORKER,
+    FLAG_FILL,
+    G_PCIE_BW,
+    G_POWER,
+    G_PRICE,
+    J_ACCUM,
+    J_ACTIVATION,
+    J_ACTIVATION_V2,
+    J_BATCH,
+    J_GPUS_PER_NODE,
+    J_INPUT_RATE,
+    J_NICS_PER_NODE,
+    J_OPT_STATE,
+    J_OVERLAP,
+    J_PARAMS,
+    J_PCIE_ROOTS,
+    J_PS_COUNT,
+    L_BW,
+    L_KIND,
+    L_LATENCY,
+    MODEL_PAI_V2,
+    O_BUCKET_BYTES,
+    O_BUCKET_OVERLAP,
+    O_COLLECTIVE,
+    O_MODEL,
+    O_PS_HOST_BW,
+    O_PS_LOCAL_REDUCE,
+    O_PS_MEMORY,
+    O_PS_NIC_PER_WORKER,
+    O_PS_SPARSE,
+    O_SYNC_LATENCY,
+    O_TOPOLOGY,
+    O_WORKSPACE,
+    P_ACT_RATIO,
+    P_COMM_BYTES,
+    REASON_MISSING_INPUT,
+    REASON_PRECISION_NOT_ON_GPU,
+    REASON_VALID,
+)
+from .model import (  # the CPU compilations; ``load`` gives the kernels the GPU ones under these names
+    bottleneck_code,
+    class_terms,
+    configuration_reason,
+    exchange_seconds,
+    exposed_comm_seconds,
+    intra_fraction,
+    job_gpu_terms,
+    latency_multiplier,
+    overlap_fraction,
+)
+from .ps import ps_fits_memory_flag, ps_update_fixed_seconds, ps_wire_fraction
+
+#: threads per CUDA block of both kernels
+THREADS_PER_BLOCK = 128
+
+#: the modules whose scalar helpers the GPU kernels share (compiled a second time for the GPU)
+SHARED_MODULES = (model, ps)
+#: the block kernels of ``model``: compiled for the CPU only (the GPU has its own kernels here)
+CPU_ONLY = ("compute_terms", "evaluate_block", "evaluate_block_serial")
+
+cuda = None  # a placeholder: ``load`` compiles copies of the kernels whose globals hold numba.cuda here
+
+
+def shared_helpers() -> dict:
+    """The scalar helpers that the GPU kernels share with the CPU kernel, name -> the module of
+    ``SHARED_MODULES`` that defines it: every ``@jit`` function defined there except the block
+    kernels (the names are unique across the modules: each imports the other's by name)."""
+    return {name: module for module in SHARED_MODULES for name, value in vars(module).items()
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__
+            and name not in CPU_ONLY}
+
+
+def _retarget(function, namespace: dict):
+    """The same Python function (its code object) with ``namespace`` as its globals, so that the
+    helpers it calls resolve to their CUDA compilations."""
+    twin = type(function)(function.__code__, namespace, function.__name__, function.__defaults__,
+                          function.__closure__)
+    twin.__qualname__ = function.__qualname__
+    twin.__doc__ = function.__doc__
+    twin.__module__ = function.__module__
+    return twin
+
+
+class CudaKernels:
+    """What ``load`` returns: ``cuda`` (the numba.cuda module), ``helpers`` (name -> the CUDA
+    device function compiled from the ``model`` helper of that name), ``terms_kernel`` and
+    ``configurations_kernel`` (the CUDA kernels)."""
+
+    def __init__(self, cuda, helpers, terms_kernel, configurations_kernel):
+        self.cuda, self.helpers = cuda, helpers
+        self.terms_kernel, self.configurations_kernel = terms_kernel, configurations_kernel
+
+
+_LOADED = {}
+
+
+def load():
+    """The CUDA compilations (a ``CudaKernels``).  Compiled lazily on first launch
+    (numba.cuda compiles per argument types); with ``NUMBA_ENABLE_CUDASIM=1`` set before the first
+    import of numba.cuda they run in numba's CUDA simulator."""
+    if "ns" in _LOADED:
+        return _LOADED["ns"]
+    if not hasattr(np, "row_stack"):  # numba-cuda registers np.row_stack, which numpy 2.5 removed
+        np.row_stack = np.vstack
+    from numba import cuda as numba_cuda
+
+    _complete_ufuncs()
+    _no_contraction()
+    # one copy of each module's globals, in which every shared helper (of any module) is its
+    # CUDA compilation, so that a helper calling another (model's calling ps's) stays on the GPU
+    module_globals = {module.__name__: dict(vars(module)) for module in SHARED_MODULES}
+    kernel_globals = dict(globals())
+    device = {name: numba_cuda.jit(device=True)(_retarget(getattr(module, name).py_func,
+                                                          module_globals[module.__name__]))
+              for name, module in shared_helpers().items()}
+    for namespace in (*module_globals.values(), kernel_globals):
+        namespace.update(device)
+    kernel_globals["cuda"] = numba_cuda
+    ns = CudaKernels(numba_cuda, device, numba_cuda.jit(_retarget(_terms_kernel, kernel_globals)),
+                     numba_cuda.jit(_retarget(_configurations_kernel, kernel_globals)))
+    _LOADED["ns"] = ns
+    return ns
+
+
+def _complete_ufuncs() -> None:
+    """Add ``np.ceil`` (used by the model's helpers) to numba-cuda's table of NumPy ufuncs, which
+    lacks it (numba-cuda 0.30) although numba-cuda implements it (``npyfuncs.np_real_ceil_impl``,
+    LLVM's ceil intrinsic, as on the CPU).  Nothing to do in the simulator (plain Python) or where
+    the table already has it."""
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:
+        return
+    try:
+        from numba.cuda.np import npyfuncs
+        from numba.cuda.ufuncs import ufunc_db
+    except ImportError:  # numba's built-in CUDA target: its ufunc table has np.ceil
+        return
+    table = ufunc_db()
+    if np.ceil not in table:
+        table[np.ceil] = {"f->f": npyfuncs.np_real_ceil_impl, "d->d": npyfuncs.np_real_ceil_impl}
+
+
+def _no_contraction() -> None:
+    """Compile every CUDA kernel with NVVM's ``-fma=0``: NVVM otherwise contracts a multiply and
+    an add into one fused multiply-add (one rounding instead of two), which LLVM does not do on
+    the CPU (the kernels never enable ``fastmath``), so the GPU's outputs would differ from the
+    CPU kernel's in the last bits.  Wraps numba-cuda's ``nvvm.compile_ir`` once; nothing to do in the simulator (plain
+    Python) or where numba-cuda has no such function."""
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:
+        return
+    try:
+        from numba.cuda.cudadrv import nvvm
+    except ImportError:
+        return
+    compile_ir = getattr(nvvm, "compile_ir", None)
+    if compile_ir is None or getattr(compile_ir, "paigrid_no_fma", False):
+        return
+
+    def compile_ir_without_fma(llvmir, **options):
+        options["fma"] = False
+        return compile_ir(llvmir, **options)
+
+    compile_ir_without_fma.paigrid_no_fma = True
+    nvvm.compile_ir = compile_ir_without_fma
+
+
+def launch_grid(threads: int) -> tuple[int, int]:
+    """(blocks, threads per block) of a launch over ``threads`` threads."""
+    return max(1, -(-threads // THREADS_PER_BLOCK)), THREADS_PER_BLOCK
+
+
+def _terms_kernel(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t_mem, fits_memory):
+    """Per-(job, gpu, precision) terms of the compute model (``model.compute_terms`` on the GPU):
+    one thread per (job, gpu) of ``jobs`` (J, N_JOB_FIELDS) x ``gpus`` (G, N_GPU_FIELDS); writes
+    ``t_data``, ``t_flop``, ``t_mem`` [s per step] and ``fits_memory`` (uint8), all (J, G, P)."""
+    jg = cuda.grid(1)
+    n_gpus = gpus.shape[0]
+    if jg >= jobs.shape[0] * n_gpus:
+        return
+    j = jg // n_gpus
+    g = jg % n_gpus
+    if options[O_MODEL] == MODEL_PAI_V2:
+        class_terms(jobs[j], gpus[g], peak[g], class_peak[g], prec, options[O_WORKSPACE],
+                    t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+    else:
+        job_gpu_terms(jobs[j], gpus[g], peak[g], prec, options[O_WORKSPACE],
+                      t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+
+
+def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options, write_cube,
+                           step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                           t_data, t_flop, t_mem, fits_memory, best_step, best_index, best_bottleneck):
+    """Every configuration of a block of jobs, one thread per (job, gpu, n_gpu, precision).
+
+    Arguments and outputs as ``model.evaluate_block`` (the same layouts, units and meaning; the
+    cube outputs (J, A, G, N, I, W, P) are written only when ``write_cube``); ``t_data``,
+    ``t_flop``, ``t_mem`` and ``fits_memory`` come from ``terms_kernel``.  The thread loops over
+    (arch, intra, network) in cube order, so the first configuration wins ties in ``best_index``
+    as on the CPU.  The exchange is ``model.exchange_seconds`` (the parameter-server options on
+    ``ps-worker``, the ring inter-server volume on ``allreduce-cluster``); a ``ps-worker``
+    configuration also pays the optimizer update on the parameter server hosts [s]
+    (``ps.ps_update_fixed_seconds``), moves the ``ps.ps_wire_fraction`` of the gradient bytes,
+    and with ``O_PS_MEMORY`` enters the bests when ``ps.ps_fits_memory_flag`` says it fits.
+    """
+    t = cuda.grid(1)
+    n_gpus, n_counts, n_prec = gpus.shape[0], n_gpu.shape[1], prec.shape[0]
+    if t >= jobs.shape[0] * n_gpus * n_counts * n_prec:
+        return
+    p = t % n_prec
+    ni = (t // n_prec) % n_counts
+    g = (t // (n_prec * n_counts)) % n_gpus
+    j = t // (n_prec * n_counts * n_gpus)
+    n_arch, n_intra, n_net = arch.shape[0], intra.shape[0], network.shape[0]
+    job = jobs[j]
+    gpu = gpus[g]
+    k = job[J_GPUS_PER_NODE]
+    samples_per_step = job[J_BATCH] * job[J_ACCUM]
+    usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
+    joule_per_step = gpu[G_POWER] / samples_per_step
+    scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
+    collective = options[O_COLLECTIVE]
+    topology = options[O_TOPOLOGY]
+    td, tf, tm = t_data[j, g, p], t_flop[j, g, p], t_mem[j, g, p]
+    fits = fits_memory[j, g, p] == 1
+    base = td + tf + tm
+    nbytes = job[J_PARAMS] * prec[p, P_COMM_BYTES]
+    backward = 2.0 / 3.0 * (tf + tm) / job[J_ACCUM]
+    hops = latency_multiplier(nbytes, options[O_SYNC_LATENCY], options[O_BUCKET_BYTES])
+    share = overlap_fraction(nbytes, job[J_OVERLAP], options[O_BUCKET_OVERLAP], options[O_BUCKET_BYTES])
+    valid_shape = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
+    # parameter server (kernels.ps): the share of S a push moves (sparse traffic), the
+    # optimizer-update bytes on its hosts and whether a ps-worker GPU fits (memory per architecture)
+    ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])
+    ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
+    ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
+    if options[O_PS_MEMORY] == 0.0 or fits_memory[j, g, p] == FLAG_FILL:
+        fits_ps = fits
+    else:
+        fits_ps = ps_fits_memory_flag(job, gpu, prec[p], ps_activation * prec[p, P_ACT_RATIO],
+                                      options[O_WORKSPACE], options[O_PS_SPARSE]) == 1
+    n = n_gpu[j, ni]
+    floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
+    samples_per_s = n * samples_per_step
+    best = np.inf
+    best_at = -1
+    best_code = FLAG_FILL
+    for a in range(n_arch):
+        is_ps = arch[a] == ARCH_PS_WORKER
+        if is_ps:
+            update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
+                                             options[O_PS_NIC_PER_WORKER], ps_update_bytes, options[O_PS_HOST_BW])
+            unit = ps_fraction  # bytes moved per byte of S
+            fits_arch = fits_ps
+        else:
+            update = 0.0
+            unit = 1.0
+            fits_arch = fits
+        for i in range(n_intra):
+            intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
+            for w in range(n_net):
+                shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
+                if shape == REASON_VALID and not scale_missing:
+                    per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
+                                                network[w, L_BW], 0.0, collective, options)
+                    latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                               job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
+                                               intra[i, L_LATENCY], network[w, L_BW], network[w, L_LATENCY],
+                                               collective, options)
+                else:  # NaN makes every output of the configuration NaN: invalid
+                    per_byte = np.nan
+                    latency = np.nan
+                tc = exposed_comm_seconds(nbytes * per_byte + hops * latency + update, share, backward)
+                step = base + tc
+                input_bound = floor > step
+                if input_bound:
+                    step = floor
+                if write_cube:
+                    bad = step != step  # NaN: invalid for one of the reasons 1-6
+                    step_time[j, a, g, ni, i, w, p] = step
+                    t_comm[j, a, g, ni, i, w, p] = np.nan if bad else tc
+                    throughput[j, a, g, ni, i, w, p] = samples_per_s / step
+                    cost[j, a, g, ni, i, w, p] = usd_per_step * step
+                    energy[j, a, g, ni, i, w, p] = joule_per_step * step
+                    if bad:
+                        bottleneck[j, a, g, ni, i, w, p] = FLAG_FILL
+                        invalid_reason[j, a, g, ni, i, w, p] = shape if shape != REASON_VALID else valid_shape
+                    else:
+                        bottleneck[j, a, g, ni, i, w, p] = bottleneck_code(td, tf, tm, tc, input_bound)
+                        invalid_reason[j, a, g, ni, i, w, p] = REASON_VALID
+                rounded = np.float32(step)  # the bests compare the stored (float32) step times
+                if rounded < best and fits_arch:
+                    best = rounded
+                    best_at = (a * n_intra + i) * n_net + w
+                    best_code = bottleneck_code(td, tf, tm, tc, input_bound)
+    best_step[j, g, ni, p] = best if best != np.inf else np.nan
+    best_index[j, g, ni, p] = best_at
+    best_bottleneck[j, g, ni, p] = best_code
