@@ -110,6 +110,7 @@ def sweep(
     product is not stored)."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.layouts import Space
     from paigrid.llm.sweep import Plan, run_sweep
 
@@ -119,7 +120,7 @@ def sweep(
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
     plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu) or plan.gpus)]
     plan.domains = _ints(domain, "--domain") or plan.domains
-    plan.networks = [cats.links.resolve(n) for n in (_names(network) or plan.networks)]
+    plan.networks = [resolve_network(n, cats) for n in (_names(network) or plan.networks)]
     progress = None if quiet else (lambda text: typer.echo(text, err=True))
     done = run_sweep(plan, out, cats, defaults(), _options(option), progress)
     typer.echo(f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
@@ -199,6 +200,7 @@ def predict(
     from paigrid.llm.compute import Hardware, intra_link_for
     from paigrid.llm.evaluate import RESULTS
     from paigrid.llm.evaluate import predict as run
+    from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.layouts import Layout
 
     cats = Catalogues.load()
@@ -208,7 +210,7 @@ def predict(
     layout = Layout(tp, pp, n_gpu // (tp * pp * cp), cp, ep, vpp, micro_batch, zero, recompute.strip().casefold(), sp)
     g = cats.gpus.resolve(gpu)
     design = Hardware(g, cats.precisions.resolve(precision), domain, intra_link_for(cats, g),
-                      cats.links.resolve(network), nics_per_gpu)
+                      resolve_network(network, cats), nics_per_gpu)
     result = run(m, layout, design, cats, defaults(), _options(option), global_batch)
     result["layout"] = layout.describe()
     batch_tokens = (global_batch or m.global_batch) * m.seq_len

@@ -24,6 +24,7 @@ from paigrid.inputs.efficiency import Efficiency
 from paigrid.kernels import llm_layout as K
 from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
 from paigrid.llm.evaluate import RESULTS, evaluate
+from paigrid.llm.fabrics import resolve_network
 from paigrid.llm.layouts import DEGREES, REASON_NAMES, Space, enumerate_layouts
 from paigrid.llm.models import Transformer
 from paigrid.llm.shapes import RECOMPUTE
@@ -102,9 +103,7 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
         raise PaigridError(f"cannot write {target.given}: an LLM sweep writes a file, not a stream.")
     for g in plan.gpus:
         cats.gpus.resolve(g)
-    for n in plan.networks:
-        if cats.links.row(n)["scope"] != "network":
-            raise PaigridError(f"{n!r} is not a network in {cats.links.origin}.")
+    plan.networks = [resolve_network(n, cats) for n in plan.networks]
     if not plan.models or not plan.n_gpu:
         raise PaigridError("an LLM sweep needs at least one model and one GPU count.")
     designs = plan.designs(cats)
