@@ -93,7 +93,8 @@ def _never_faster(slow, fast):
     return slow[ok], fast[ok]
 
 
-DIRECTION_DESIGNS = [dataclasses.replace(H100, network="tor-roce-3to1"), dataclasses.replace(B200, network="meta-roce-24k"),
+DIRECTION_DESIGNS = [dataclasses.replace(H100, network="tor-roce-3to1"),
+                     dataclasses.replace(B200, network="meta-roce-24k"),
                      dataclasses.replace(H100, network="dgx-h100-superpod")]
 
 
@@ -132,7 +133,8 @@ def test_more_hop_latency_and_smaller_switch_groups_are_never_faster():
 
 def test_in_network_reduction_is_never_slower():
     m, layouts = _layouts()
-    designs = [dataclasses.replace(H100, network="dgx-h100-superpod"), dataclasses.replace(B200, network="gb200-nvl72-superpod")]
+    designs = [dataclasses.replace(H100, network="dgx-h100-superpod"),
+               dataclasses.replace(B200, network="gb200-nvl72-superpod")]
     on, _ = _steps(m, layouts, designs)
     off, _ = _steps(m, layouts, designs, options=dataclasses.replace(OPTIONS, in_network_reduction=False))
     a, b = _never_faster(off, on)

@@ -126,8 +126,8 @@ def resolve_network(name: str, cats: Catalogues, catalogue: Catalogue | None = N
     try:
         link = cats.links.resolve(name)
     except PaigridError:
-        raise PaigridError(f"unknown network {name!r}: neither a fabric of llm_fabrics.csv ({', '.join(catalogue.names)})"
-                           f" nor a network of {cats.links.origin}.") from None
+        raise PaigridError(f"unknown network {name!r}: neither a fabric of llm_fabrics.csv "
+                           f"({', '.join(catalogue.names)}) nor a network of {cats.links.origin}.") from None
     if cats.links.row(link)["scope"] != "network":
         raise PaigridError(f"{link!r} is not a network in {cats.links.origin}.")
     return link
