@@ -96,8 +96,11 @@ def sweep(
     gpu: str | None = typer.Option(None, help="GPUs, comma-separated; default A100-SXM4-80GB,H100-SXM5-80GB,H200,"
                                               "B200."),
     domain: str | None = typer.Option(None, help="NVLink domain sizes [GPUs], comma-separated; default 8,72."),
-    network: str | None = typer.Option(None, help="Networks, comma-separated; default rdma-100g,ib-hdr-200g,"
-                                                  "ib-ndr-400g,ib-xdr-800g."),
+    network: str | None = typer.Option(None, help="Networks, comma-separated: fabrics of datasets/llm_fabrics.csv "
+                                                  "(rail-optimised or top-of-rack, tiers, oversubscription, "
+                                                  "SHARP/NVLS; 'fabrics' = all of them) or network links of "
+                                                  "links.csv (one ideal non-blocking tier); default rdma-100g,"
+                                                  "ib-hdr-200g,ib-ndr-400g,ib-xdr-800g."),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU (8 per HGX server: 1)."),
     precision: str = typer.Option("amp-bf16", help="Precision of every design."),
     seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Train at this sequence length [tokens]."),
@@ -120,7 +123,12 @@ def sweep(
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
     plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu) or plan.gpus)]
     plan.domains = _ints(domain, "--domain") or plan.domains
-    plan.networks = [resolve_network(n, cats) for n in (_names(network) or plan.networks)]
+    names = _names(network) or plan.networks
+    if any(n.casefold() == "fabrics" for n in names):
+        from paigrid.llm.fabrics import load_fabrics
+
+        names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
+    plan.networks = list(dict.fromkeys(resolve_network(n, cats) for n in names))
     progress = None if quiet else (lambda text: typer.echo(text, err=True))
     done = run_sweep(plan, out, cats, defaults(), _options(option), progress)
     typer.echo(f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
@@ -144,14 +152,19 @@ def query(
     network: str | None = typer.Option(None, help="Only these networks, comma-separated."),
     domain: str | None = typer.Option(None, help="Only these NVLink domain sizes, comma-separated."),
     by: str = typer.Option("time", help="Rank by time, cost or energy per step."),
-    every_design: bool = typer.Option(False, "--every-design", help="One row per design instead of the best."),
+    every_design: bool = typer.Option(False, "--every-design", help="One row per design instead of the best "
+                                                                    "(--per design)."),
+    per: str = typer.Option("n_gpu", "--per", help="One row per n_gpu (the best design), per network (the best "
+                                                   "GPU, domain and layout on each network: the summary per "
+                                                   "cluster size and network) or per design."),
     tokens: float | None = typer.Option(None, "--tokens", min=1.0,
                                         help="Token budget: add time, cost and energy to train it."),
     json_out: bool = typer.Option(False, "--json"),
     csv_out: bool = typer.Option(False, "--csv"),
 ):
-    """The best layout and interconnect per GPU count: MFU, step time, tokens/s, memory per GPU,
-    cost, and for --tokens the time, cost and energy to train that many tokens."""
+    """The best layout and interconnect per GPU count (or per GPU count and network with --per
+    network): MFU, step time, tokens/s, memory per GPU, cost, and for --tokens the time, cost
+    and energy to train that many tokens."""
     from paigrid.llm.query import query_best
 
     where = {}
@@ -161,7 +174,7 @@ def query(
         where["network"] = _names(network)
     if domain:
         where["domain"] = _ints(domain, "--domain")
-    rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else "n_gpu", tokens)
+    rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else per, tokens)
     _emit(rows, QUERY_COLUMNS + (TRAIN_COLUMNS if tokens else []), output_format(json_out, csv_out), UNITS)
 
 
@@ -181,7 +194,8 @@ def predict(
     recompute: str = typer.Option("selective", help="none, selective or full."),
     sp: bool = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism in the tensor group."),
     domain: int = typer.Option(8, "--domain", min=1, help="NVLink domain [GPUs]."),
-    network: str = typer.Option("ib-ndr-400g", help="Network between domains."),
+    network: str = typer.Option("ib-ndr-400g", help="Network between domains: a fabric of datasets/llm_fabrics.csv "
+                                                    "or a network link of links.csv."),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU."),
     precision: str = typer.Option("amp-bf16", help="Precision."),
     global_batch: int | None = typer.Option(None, "--global-batch", min=1, help="Sequences per step (default: the "
