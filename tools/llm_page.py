@@ -112,11 +112,25 @@ def summary_tables() -> str:
     return "\n\n".join(parts)
 
 
+def fabric_table() -> str:
+    """The fabric catalogue's rows (without their sources, which follow the table)."""
+    from paigrid.llm.fabrics import load_fabrics
+
+    cat = load_fabrics()
+    rows = [{"fabric": r["name"], "topology": r["topology"], "NIC [GB/s]": r["nic_GB_per_s"], "tiers": r["tiers"],
+             "tier-1 group [GPUs]": r["tier1_GPUs"], "tier-2 group [GPUs]": r["tier2_GPUs"],
+             "oversubscription": f"{r['oversubscription_tier1_ratio']}:1, {r['oversubscription_tier2_ratio']}:1",
+             "hop [us]": r["hop_latency_us"], "SHARP": r["sharp"], "NVLS": r["nvls"]} for r in cat.rows]
+    sources = "\n".join(f"- `{r['name']}`: {r['source']}" for r in cat.rows)
+    return f"{_table(rows, list(rows[0]))}\n\n{sources}"
+
+
 def render() -> str:
     """The page's text."""
     table, median = validation_table()
     return TEMPLATE_PATH.read_text(encoding="utf-8").format(
-        catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables())
+        catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables(),
+        fabrics=fabric_table())
 
 
 def main() -> int:
