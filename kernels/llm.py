@@ -2,14 +2,17 @@
 
 ``evaluate_llm(layouts, hw, model, ctab, options, out)`` fills ``out`` (N x H, N_RESULT_FIELDS)
 for the N layouts and H hardware rows of ``kernels.llm_layout``; an invalid pair gets NaN in
-every field but ``R_REASON`` (its reason code).  Per optimizer step on the busiest pipeline
-stage, with m = global batch / (d x micro-batch) micro-batches and v virtual stages:
+every field but ``R_REASON`` (its reason code).  Per optimizer step, paced by the slowest
+pipeline stage, with m = global batch / (d x micro-batch) micro-batches and v virtual stages:
 
     step = m x t_mb + (p - 1) / v x t_mb + pp_comm + dp_exposed + optimizer
 
-``t_mb`` is one micro-batch through the stage: compute (the compute table x tokens x layers)
-+ tensor-parallel collectives + the context-parallel exchange not hidden behind attention +
-the expert all-to-alls.  ``(p - 1) / v x t_mb`` is the 1F1B / interleaved bubble (Narayanan
+``t_mb`` is one micro-batch through the slowest stage (ceil(L / p) layers, or floor(L / p)
+and the output layer on the last): compute (the compute table x tokens x layers) +
+tensor-parallel collectives + the context-parallel exchange not hidden behind attention + the
+expert all-to-alls.  Traffic between NVLink domains takes the fabric path of the domains it
+spans (``network_path``: oversubscription and hops per tier); all-reduces may use in-network
+reduction (SHARP / NVLS, ``allreduce``).  ``(p - 1) / v x t_mb`` is the 1F1B / interleaved bubble (Narayanan
 et al., SC 2021, sections 2.2.1-2.2.2).  docs/llm.md gives every term.
 """
 
