@@ -106,11 +106,15 @@ def sweep(
     seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Train at this sequence length [tokens]."),
     max_tp: int = typer.Option(8, "--max-tp", min=1, help="Largest tensor degree tried (powers of two)."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    full: bool = typer.Option(False, "--full", help="Also store every layout x design result (group full/ of the "
+                                                    "file); the size is stated first."),
+    max_full_gb: float = typer.Option(1.0, "--max-full-gb", min=0.0, help="Refuse a --full sweep whose results "
+                                                                         "exceed this many GB (1e9 bytes)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ):
     """Evaluate every valid layout of each model at each GPU count on every design and keep the
-    best per (model, GPU count, gpu, domain, network) (reduce-only: the full layout x design
-    product is not stored)."""
+    best per (model, GPU count, gpu, domain, network) (reduce-only unless --full, which also
+    stores the whole layout x design product after stating its size)."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
     from paigrid.llm.fabrics import resolve_network
@@ -129,8 +133,11 @@ def sweep(
 
         names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
     plan.networks = list(dict.fromkeys(resolve_network(n, cats) for n in names))
-    progress = None if quiet else (lambda text: typer.echo(text, err=True))
-    done = run_sweep(plan, out, cats, defaults(), _options(option), progress)
+    def progress(text: str) -> None:
+        if not quiet or text.startswith("full LLM sweep"):
+            typer.echo(text, err=True)
+
+    done = run_sweep(plan, out, cats, defaults(), _options(option), progress, full, max_full_gb)
     typer.echo(f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
                f"({done['pairs'] / max(done['seconds'], 1e-9):.3g} configurations/s)", err=True)
 
