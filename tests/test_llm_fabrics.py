@@ -241,3 +241,52 @@ def test_predict_and_sweep_take_fabrics(tmp_path):
     result = run("llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "64", "--gpu", "H100", "--domain", "8",
                  "--network", "dgx-h100-superpod,tor-roce-3to1", "-q")
     assert result.exit_code == 0, result.output
+
+
+def test_pipeline_and_expert_traffic_take_the_fabric_path():
+    """The pipeline sends cross the fabric path of the whole job (the pipeline is the outermost
+    rank order) and the expert all-to-alls that of the t x e GPUs: beyond a tier-1 group at
+    bandwidth / the tier-1 oversubscription with two more switch hops."""
+    hw = dataclasses.replace(H100, network="tor-roce-3to1")
+    net = fabric("tor-roce-3to1", CATS, EFF)
+    bw, lat = net.nic_GB_per_s * 1e9 * net.efficiency, net.latency_us * 1e-6
+    far_bw, far_lat = bw / 3, lat + 2 * net.hop_latency_us * 1e-6
+    m = model("llama3-70b")
+    lay = Layout(tp=8, pp=4, dp=2, zero=1, recompute="full")  # 64 GPUs: 8 domains, 2 racks of 4
+    out, _ = _run(m, [lay], [hw])
+    r = out[0]
+    assert r[K.R_REASON] == K.REASON_VALID
+    expected = 2 * r[K.R_MICROBATCHES] * (m.seq_len * m.hidden * 2 / 8 / far_bw + far_lat)
+    assert r[K.R_PP] == pytest.approx(expected, rel=1e-12)
+    moe = model("mixtral-8x7b")
+    lay = Layout(tp=2, pp=1, dp=64, ep=8, zero=1, recompute="full")  # t x e = 16 GPUs: 2 domains
+    one_rack = _column(K.HW_TIER1, 2.0)
+    near, arrays = _run(moe, [lay], [hw], edit=one_rack)
+    far, _ = _run(moe, [lay], [hw], edit=_column(K.HW_TIER1, 1.0))
+    vec = arrays[2]
+    per = moe.seq_len * vec[K.M_TOPK] * moe.hidden * 2 / 2 * 7 / 8
+    count = near[0, K.R_MICROBATCHES] * moe.layers * vec[K.M_MOE_FRACTION] * 6
+    assert near[0, K.R_EP] == pytest.approx(count * (per / bw + 7 * lat), rel=1e-12)
+    assert far[0, K.R_EP] == pytest.approx(count * (per / far_bw + 7 * far_lat), rel=1e-12)
+
+
+def test_query_per_network_and_the_fabric_reason(tmp_path):
+    """--per network: the best design of each network per GPU count; a job larger than a
+    two-tier fabric has no valid layout, and the row says the reason is the fabric."""
+    import json
+
+    out = tmp_path / "n.h5"
+    result = run("llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "64,16384", "--gpu", "H100,B200",
+                 "--domain", "8", "--network", "fabrics,ib-ndr-400g", "-q")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(run("llm", "query", out, "--model", "llama3-8b", "--per", "network", "--json").output)
+    networks = [*FABRICS, "ib-ndr-400g"]
+    assert [(r["n_gpu"], r["network"]) for r in rows] == [(n, w) for n in (64, 16384) for w in networks]
+    every = json.loads(run("llm", "query", out, "--model", "llama3-8b", "--per", "design", "--json").output)
+    for r in rows:
+        if r["n_gpu"] == 16384 and r["network"] == "rail-roce-400g":  # two tiers: 8,192 GPUs at most
+            assert r["layout"] == "no valid layout (most often: fabric)"
+            continue
+        same = [e["step_time"] for e in every if (e["n_gpu"], e["network"]) == (r["n_gpu"], r["network"])]
+        assert r["step_time"] == min(same) and len(same) == 2
+    assert_clean_error(run("llm", "query", out, "--model", "llama3-8b", "--per", "rack"), "--per must be one of")
