@@ -125,12 +125,44 @@ def fabric_table() -> str:
     return f"{_table(rows, list(rows[0]))}\n\n{sources}"
 
 
+def network_table() -> str:
+    """One Llama-3 70B layout on 4,096 H100 on every network, with and without ZeRO and
+    in-network reduction: the data-parallel time each fabric gives."""
+    import dataclasses
+
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+    from paigrid.llm.evaluate import predict
+    from paigrid.llm.fabrics import load_fabrics
+    from paigrid.llm.layouts import Layout
+    from paigrid.llm.models import model
+
+    cats, eff = Catalogues.load(), defaults()
+    options = LlmOptions.defaults()
+    rings = dataclasses.replace(options, in_network_reduction=False)
+    m = model("llama3-70b")
+    gpu = "H100-SXM5-80GB"
+    rows = []
+    for net in ["ib-ndr-400g", *[n for n in load_fabrics().names if n != "gb200-nvl72-superpod"]]:
+        hw = Hardware(gpu, "amp-bf16", 8, intra_link_for(cats, gpu), net, 1.0)
+        r = {z: predict(m, Layout(tp=8, pp=4, dp=128, zero=z, recompute="selective"), hw, cats, eff, options)
+             for z in (0, 1)}
+        plain = predict(m, Layout(tp=8, pp=4, dp=128, zero=0, recompute="selective"), hw, cats, eff, rings)
+        rows.append({"network": net, "step, ZeRO-1 [s]": f"{r[1]['step_time']:.3f}",
+                     "DP comm, ZeRO-1 [s]": f"{r[1]['dp_comm']:.3f}", "step, ZeRO-0 [s]": f"{r[0]['step_time']:.3f}",
+                     "DP comm, ZeRO-0 [s]": f"{r[0]['dp_comm']:.3f}",
+                     "DP comm, ZeRO-0, rings only [s]": f"{plain['dp_comm']:.3f}",
+                     "PP comm [s]": f"{r[1]['pp_comm']:.3f}"})
+    return _table(rows, list(rows[0]))
+
+
 def render() -> str:
     """The page's text."""
     table, median = validation_table()
     return TEMPLATE_PATH.read_text(encoding="utf-8").format(
         catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables(),
-        fabrics=fabric_table())
+        fabrics=fabric_table(), networks=network_table())
 
 
 def main() -> int:
