@@ -290,3 +290,15 @@ def test_query_per_network_and_the_fabric_reason(tmp_path):
         same = [e["step_time"] for e in every if (e["n_gpu"], e["network"]) == (r["n_gpu"], r["network"])]
         assert r["step_time"] == min(same) and len(same) == 2
     assert_clean_error(run("llm", "query", out, "--model", "llama3-8b", "--per", "rack"), "--per must be one of")
+
+
+def test_a_job_beyond_the_fabric_says_why():
+    m = model("llama3-70b")
+    hw = dataclasses.replace(H100, network="rail-roce-400g")  # two tiers: 8,192 GPUs
+    r = predict(m, Layout(tp=8, pp=16, dp=128, recompute="full"), hw, CATS, EFF, OPTIONS)
+    assert r["reason_code"] == K.REASON_FABRIC and not r["valid"] and np.isnan(r["step_time"])
+    assert r["reason"] == "the job's 2048 NVLink domains exceed what the fabric's tiers connect."
+    assert predict(m, Layout(tp=8, pp=16, dp=64, recompute="full"), hw, CATS, EFF, OPTIONS)["valid"]
+    text = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "16384", "--tp", "8", "--pp",
+               "16", "--recompute", "full", "--network", "rail-roce-400g")
+    assert_clean_error(text, "invalid layout", "exceed what the fabric's tiers connect")
