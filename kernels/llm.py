@@ -2,14 +2,17 @@
 
 ``evaluate_llm(layouts, hw, model, ctab, options, out)`` fills ``out`` (N x H, N_RESULT_FIELDS)
 for the N layouts and H hardware rows of ``kernels.llm_layout``; an invalid pair gets NaN in
-every field but ``R_REASON`` (its reason code).  Per optimizer step on the busiest pipeline
-stage, with m = global batch / (d x micro-batch) micro-batches and v virtual stages:
+every field but ``R_REASON`` (its reason code).  Per optimizer step, paced by the slowest
+pipeline stage, with m = global batch / (d x micro-batch) micro-batches and v virtual stages:
 
     step = m x t_mb + (p - 1) / v x t_mb + pp_comm + dp_exposed + optimizer
 
-``t_mb`` is one micro-batch through the stage: compute (the compute table x tokens x layers)
-+ tensor-parallel collectives + the context-parallel exchange not hidden behind attention +
-the expert all-to-alls.  ``(p - 1) / v x t_mb`` is the 1F1B / interleaved bubble (Narayanan
+``t_mb`` is one micro-batch through the slowest stage (ceil(L / p) layers, or floor(L / p)
+and the output layer on the last): compute (the compute table x tokens x layers) +
+tensor-parallel collectives + the context-parallel exchange not hidden behind attention + the
+expert all-to-alls.  Traffic between NVLink domains takes the fabric path of the domains it
+spans (``network_path``: oversubscription and hops per tier); all-reduces may use in-network
+reduction (SHARP / NVLS, ``allreduce``).  ``(p - 1) / v x t_mb`` is the 1F1B / interleaved bubble (Narayanan
 et al., SC 2021, sections 2.2.1-2.2.2).  docs/llm.md gives every term.
 """
 
@@ -32,17 +35,59 @@ def ring_allreduce(nbytes, n, bw, latency):
 
 
 @jit
-def hierarchical_allreduce(nbytes, n, per_domain, intra_bw, intra_lat, net_bw, net_lat):
+def allreduce(nbytes, n, bw, latency, in_network):
+    """Seconds of an all-reduce of ``nbytes`` among ``n`` GPUs at ``bw`` bytes/s per GPU and
+    ``latency`` s per message: the ring, or with ``in_network`` > 0 (SHARP / NVLS: the switches
+    reduce and multicast, each GPU sends and receives the message once, 1 / bw per byte
+    instead of 2 (n-1)/n, and pays the tree's latency up and down) the faster of the two, as
+    NCCL picks its algorithm."""
+    ring = ring_allreduce(nbytes, n, bw, latency)
+    if in_network > 0.0 and n > 1.0:
+        return min(ring, nbytes / bw + 2.0 * latency)
+    return ring
+
+
+@jit
+def network_path(domains, hw):
+    """(bytes/s per GPU, s per message) across the fabric for a group spanning ``domains``
+    NVLink domains: within one tier-1 group the NICs' bandwidth and the link's latency; a group
+    that spans tier-1 groups shares their uplinks (bandwidth / tier-1 oversubscription, two
+    more switch hops), one that spans tier-2 groups also the tier-2 uplinks (/ both
+    oversubscriptions, four more hops)."""
+    bw = hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU]
+    lat = hw[K.HW_NET_LAT]
+    if domains > hw[K.HW_TIER2]:
+        return bw / (hw[K.HW_OVERSUB1] * hw[K.HW_OVERSUB2]), lat + 4.0 * hw[K.HW_HOP_LAT]
+    if domains > hw[K.HW_TIER1]:
+        return bw / hw[K.HW_OVERSUB1], lat + 2.0 * hw[K.HW_HOP_LAT]
+    return bw, lat
+
+
+@jit
+def fabric_capacity(hw):
+    """The most NVLink domains the fabric's tiers connect (inf with three tiers)."""
+    tiers = hw[K.HW_TIERS]
+    if tiers <= 1.0:
+        return hw[K.HW_TIER1]
+    if tiers <= 2.0:
+        return hw[K.HW_TIER2]
+    return np.inf
+
+
+@jit
+def hierarchical_allreduce(nbytes, n, per_domain, hw, nvls, sharp):
     """Seconds of an all-reduce among ``n`` GPUs, ``per_domain`` of them in each NVLink domain:
-    a ring inside each domain on the full message, then a ring across the n / per_domain
-    domains on 1 / per_domain of it, every GPU on its own share of the NICs (``net_bw``)."""
+    an all-reduce inside each domain on the full message (in-switch with ``nvls``), then one
+    across the n / per_domain domains on 1 / per_domain of it over the fabric path of that many
+    domains (in-network with ``sharp``), every GPU on its own share of the NICs."""
     k = min(n, per_domain)
     if k < 1.0:
         k = 1.0
     domains = np.ceil(n / k)
-    out = ring_allreduce(nbytes, k, intra_bw, intra_lat)
+    out = allreduce(nbytes, k, hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT], nvls)
     if domains > 1.0:
-        out += ring_allreduce(nbytes / k, domains, net_bw, net_lat)
+        bw, lat = network_path(domains, hw)
+        out += allreduce(nbytes / k, domains, bw, lat, sharp)
     return out
 
 
@@ -77,6 +122,8 @@ def layout_reason(lay, hw, model, ctab, mem_bytes):
         return K.REASON_INTERLEAVE
     if t * p * d * c > hw[K.HW_DOMAIN] and not hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU] > 0.0:
         return K.REASON_NO_NETWORK
+    if np.ceil(t * p * d * c / hw[K.HW_DOMAIN]) > fabric_capacity(hw):
+        return K.REASON_FABRIC
     if mem_bytes > hw[K.HW_MEMORY]:
         return K.REASON_MEMORY
     return K.REASON_VALID
@@ -90,7 +137,7 @@ def memory_bytes(lay, model, options, m):
     (Korthikanti et al. 2022) and the workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
-    layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
+    layers = np.ceil(model[K.M_LAYERS] / p)
     params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
     shards = d * c
     weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
@@ -138,55 +185,80 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     ct = ctab[int(hw[K.HW_CT]), int(lay[K.LA_TP_INDEX]), int(rc), int(lay[K.LA_SP])]
     domain = hw[K.HW_DOMAIN]
     intra_bw, intra_lat = hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT]
-    net_bw, net_lat = hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU], hw[K.HW_NET_LAT]
+    innet = options[K.OP_IN_NETWORK]
     act = options[K.OP_ACT_BYTES]
     h = model[K.M_HIDDEN]
-    layers = np.ceil(model[K.M_LAYERS] / (p * v)) * v
+    # the stages hold ceil(L / p) or floor(L / p) layers; the output layer sits on the last,
+    # which gets the fewer: the slowest stage sets the pace of the pipeline
+    most = np.ceil(model[K.M_LAYERS] / p)
+    fewest = np.floor(model[K.M_LAYERS] / p)
     tokens = b * model[K.M_SEQ] / c
-    # compute of one micro-batch on the busiest stage (the output layer counted on it)
-    compute = layers * tokens * ct[K.CT_LAYER] + tokens * ct[K.CT_LOGITS]
-    # tensor parallel: 2 all-reduces forward, 2 backward, 2 more in a full recomputation,
-    # per layer (with SP: reduce-scatter + all-gather pairs of the same volume)
+    # per layer and micro-batch: tensor parallel, 2 all-reduces forward, 2 backward, 2 more in
+    # a full recomputation (with SP: reduce-scatter + all-gather pairs of the same volume,
+    # which in-switch reduction does not shorten)
     tp = 0.0
     if t > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        tp = layers * count * ring_allreduce(tokens * h * act, t, intra_bw, intra_lat)
+        tp = count * allreduce(tokens * h * act, t, intra_bw, intra_lat,
+                               innet * hw[K.HW_NVLS] * (1.0 - lay[K.LA_SP]))
     # context parallel: ring exchange of K and V chunks (c - 1 steps), forward + 2x backward
     # (+ forward again in a full recomputation), hidden behind the attention compute
     cp = 0.0
     if c > 1.0:
         passes = 3.0 + (1.0 if rc == 2.0 else 0.0)
-        bw, lat = (intra_bw, intra_lat) if t * c <= domain else (net_bw, net_lat)
+        if t * c <= domain:
+            bw, lat = intra_bw, intra_lat
+        else:
+            bw, lat = network_path(np.ceil(t * c / domain), hw)
         chunk = tokens * 2.0 * model[K.M_KV_DIM] / t * act
         exchange = passes * (c - 1.0) * (chunk / bw + lat)
-        cp = layers * max(0.0, exchange - tokens * ct[K.CT_ATTENTION])
+        cp = max(0.0, exchange - tokens * ct[K.CT_ATTENTION])
     # expert parallel: dispatch + combine all-to-alls, forward and backward (+ recomputation)
     ep = 0.0
     if e > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        bw, lat = (intra_bw, intra_lat) if t * e <= domain else (net_bw, net_lat)
+        if t * e <= domain:
+            bw, lat = intra_bw, intra_lat
+        else:
+            bw, lat = network_path(np.ceil(t * e / domain), hw)
         nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
-        ep = layers * model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
+        ep = model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
+    per_layer = tokens * ct[K.CT_LAYER] + tp + cp + ep
+    logits = tokens * ct[K.CT_LOGITS]
+    if most * per_layer > fewest * per_layer + logits:
+        layers, on_last = most, 0.0
+    else:
+        layers, on_last = fewest, 1.0
+    compute = layers * tokens * ct[K.CT_LAYER] + on_last * logits
+    tp *= layers
+    cp *= layers
+    ep *= layers
     t_mb = compute + tp + cp + ep
     # pipeline: bubble and the point-to-point sends (1/t of the activation each: scatter-gather)
     bubble = (p - 1.0) / v * t_mb
     pp = 0.0
     if p > 1.0:
-        bw, lat = (intra_bw, intra_lat) if n <= domain else (net_bw, net_lat)
+        if n <= domain:
+            bw, lat = intra_bw, intra_lat
+        else:
+            bw, lat = network_path(np.ceil(n / domain), hw)
         pp = 2.0 * v * m * (tokens * h * act / t / bw + lat)
-    # data parallel over the d x c ranks (stride t): gradient reduce-scatter + parameter all-gather
-    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    # data parallel over the d x c ranks (stride t) of the stage with the most parameters (the
+    # first): gradient reduce-scatter + parameter all-gather, or one all-reduce without ZeRO
+    # (which SHARP / NVLS shorten)
+    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
     group = d * c
     per_domain = np.floor(domain / t) if t <= domain else 1.0
-    dp = hierarchical_allreduce(params * options[K.OP_GRAD_COMM_BYTES], group, per_domain,
-                                intra_bw, intra_lat, net_bw, net_lat)
+    reduce = innet if zero == 0.0 else 0.0
+    dp = hierarchical_allreduce(params * options[K.OP_GRAD_COMM_BYTES], group, per_domain, hw,
+                                reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP])
     window = compute
     if zero >= 3.0:
         # FSDP: every layer's parameters are gathered again for every micro-batch, forward and
         # backward, and its gradients reduce-scattered once: 1 + 2 m half-all-reduces of the
         # volume, and each of the layers' collectives pays its own latency
-        latency = hierarchical_allreduce(0.0, group, per_domain, intra_bw, intra_lat, net_bw, net_lat)
-        dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * layers
+        latency = hierarchical_allreduce(0.0, group, per_domain, hw, 0.0, 0.0)
+        dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * most
         window = m * compute
     exposed = max(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
     updated = params / (group if zero >= 1.0 else 1.0)

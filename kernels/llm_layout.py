@@ -33,7 +33,17 @@ HW_PRICE = 8       # USD per GPU-hour
 HW_POWER = 9       # W per GPU while training
 HW_PEAK = 10       # dense peak FLOP/s at the precision (the MFU denominator)
 HW_HBM = 11        # achievable HBM bytes/s (the optimizer update)
-N_HW_FIELDS = 12
+# the scale-out fabric (``paigrid.llm.fabrics``): a group spanning G NVLink domains crosses
+# tier 1 when G <= HW_TIER1, tier 2 when G <= HW_TIER2, else tier 3
+HW_TIER1 = 12      # NVLink domains whose rail-aligned traffic stays below one tier-1 switch group
+HW_TIER2 = 13      # NVLink domains below one tier-2 switch group (a pod)
+HW_TIERS = 14      # switch tiers of the fabric (1-3): the most domains it connects is HW_TIER1, HW_TIER2, unlimited
+HW_OVERSUB1 = 15   # oversubscription of the tier-1 uplinks (down:up bandwidth ratio, >= 1)
+HW_OVERSUB2 = 16   # oversubscription of the tier-2 uplinks (>= 1)
+HW_HOP_LAT = 17    # s per extra switch hop (two per tier above the first)
+HW_SHARP = 18      # 1: in-network all-reduce on the fabric (InfiniBand SHARP)
+HW_NVLS = 19       # 1: in-switch all-reduce inside the NVLink domain (NVLink SHARP)
+N_HW_FIELDS = 20
 
 # --- model vector ---------------------------------------------------------------------------
 M_LAYERS = 0
@@ -68,7 +78,8 @@ OP_DP_OVERLAP = 5     # 1: data-parallel communication overlaps compute (Megatro
 OP_WORKSPACE = 6      # bytes per GPU beyond states and activations (framework, allocator)
 OP_UPDATE_BYTES = 7   # HBM bytes moved per parameter by the optimizer update
 OP_LOGIT_BYTES = 8    # bytes per logit kept for the loss (fp32: 4)
-N_OPTION_FIELDS = 9
+OP_IN_NETWORK = 9     # 1: all-reduces use the design's SHARP / NVLS when it has them (0: rings only)
+N_OPTION_FIELDS = 10
 
 # --- compute table (C, T, 3 recompute, 2 sp, N_CT_FIELDS) -------------------------------------
 CT_LAYER = 0       # s per token of one (mean) layer, forward + backward + recomputation, one GPU of t
@@ -111,5 +122,6 @@ REASON_BATCH = 8           # the global batch is not a multiple of d x micro-bat
 REASON_PP_LAYERS = 9       # p x v exceeds the layers
 REASON_INTERLEAVE = 10     # v > 1 needs p > 1 and micro-batches a multiple of p
 REASON_NO_NETWORK = 11     # the job spans several NVLink domains but the network is none
-REASON_MEMORY = 12         # the busiest stage does not fit in the GPU's memory
-N_REASONS = 13
+REASON_FABRIC = 12         # the job spans more NVLink domains than the fabric's tiers connect
+REASON_MEMORY = 13         # the busiest stage does not fit in the GPU's memory
+N_REASONS = 14

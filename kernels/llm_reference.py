@@ -13,6 +13,21 @@ def _ring(nbytes, n, bw, latency):
     return np.where(n <= 1.0, 0.0, out)
 
 
+def _allreduce(nbytes, n, bw, latency, in_network):
+    ring = _ring(nbytes, n, bw, latency)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        switch = nbytes / bw + 2.0 * latency
+    return np.where((in_network > 0) & (n > 1.0), np.minimum(ring, switch), ring)
+
+
+def _path(domains, H):
+    """Bandwidth and latency across the fabric for groups spanning ``domains`` domains."""
+    bw = H[K.HW_NET_BW] * H[K.HW_NICS_PER_GPU]
+    level = np.where(domains > H[K.HW_TIER2], 2, np.where(domains > H[K.HW_TIER1], 1, 0))
+    divisor = np.choose(level, [np.ones_like(bw), H[K.HW_OVERSUB1], H[K.HW_OVERSUB1] * H[K.HW_OVERSUB2]])
+    return bw / divisor, H[K.HW_NET_LAT] + 2.0 * level * H[K.HW_HOP_LAT]
+
+
 def evaluate_llm_reference(layouts, hw, model, ctab, options):
     """(N x H, N_RESULT_FIELDS) results of every layout on every hardware row (row-major:
     layout i, hardware j at i x H + j)."""
@@ -26,11 +41,11 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     n = t * p * d * c
     m = M[K.M_GLOBAL_BATCH] / (d * b)
     h = M[K.M_HIDDEN]
-    layers = np.ceil(M[K.M_LAYERS] / (p * v)) * v
+    most, fewest = np.ceil(M[K.M_LAYERS] / p), np.floor(M[K.M_LAYERS] / p)
     tokens = b * M[K.M_SEQ] / c
     split_repl = np.where(sp > 0, t, 1.0)
     # memory
-    params = layers * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) + M[K.M_EMBED_PARAMS] / t
+    params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) + M[K.M_EMBED_PARAMS] / t
     shards = d * c
     states = params * (options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
                        + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
@@ -44,7 +59,7 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     per_layer = tokens * np.select([rc == 2, rc == 1], [2.0 * h / split_repl, keep_repl + keep_split],
                                    keep_repl + keep_split + keep_core)
     factor = np.minimum(m, p) * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0)
-    acts = layers * per_layer * factor + np.where(rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0)
+    acts = most * per_layer * factor + np.where(rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0)
     acts = acts + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t, 0.0)
     mem = states + acts + options[K.OP_WORKSPACE]
     # reasons, the first that applies
@@ -64,41 +79,55 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         (K.REASON_PP_LAYERS, p * v > M[K.M_LAYERS]),
         (K.REASON_INTERLEAVE, (v > 1) & ((p == 1) | (np.mod(m, p) != 0))),
         (K.REASON_NO_NETWORK, (n > H[K.HW_DOMAIN]) & ~(net > 0)),
+        (K.REASON_FABRIC, np.ceil(n / H[K.HW_DOMAIN]) > np.select([H[K.HW_TIERS] <= 1, H[K.HW_TIERS] <= 2],
+                                                                   [H[K.HW_TIER1], H[K.HW_TIER2]], np.inf)),
         (K.REASON_MEMORY, mem > H[K.HW_MEMORY]),
     ]
     reason = np.zeros(n_lay * n_hw)
     for code, bad in reversed(checks):
         reason = np.where(bad, code, reason)
-    # times
-    intra_bw, intra_lat, net_lat = H[K.HW_INTRA_BW], H[K.HW_INTRA_LAT], H[K.HW_NET_LAT]
+    # times, per layer and micro-batch first
+    intra_bw, intra_lat, dom = H[K.HW_INTRA_BW], H[K.HW_INTRA_LAT], H[K.HW_DOMAIN]
+    innet = options[K.OP_IN_NETWORK]
     act = options[K.OP_ACT_BYTES]
-    compute = layers * tokens * ct[:, K.CT_LAYER] + tokens * ct[:, K.CT_LOGITS]
     extra = np.where(rc == 2, 2.0, 0.0)
-    tp = np.where(t > 1, layers * (4.0 + extra) * _ring(tokens * h * act, t, intra_bw, intra_lat), 0.0)
-    cp_inside = t * c <= H[K.HW_DOMAIN]
-    bw_cp, lat_cp = np.where(cp_inside, intra_bw, net), np.where(cp_inside, intra_lat, net_lat)
     with np.errstate(divide="ignore", invalid="ignore"):
+        tp1 = np.where(t > 1, (4.0 + extra) * _allreduce(tokens * h * act, t, intra_bw, intra_lat,
+                                                          innet * H[K.HW_NVLS] * (1 - sp)), 0.0)
+        bw_n, lat_n = _path(np.ceil(t * c / dom), H)
+        cp_inside = t * c <= dom
+        bw_cp, lat_cp = np.where(cp_inside, intra_bw, bw_n), np.where(cp_inside, intra_lat, lat_n)
         exchange = (3.0 + extra / 2.0) * (c - 1.0) * (tokens * 2.0 * M[K.M_KV_DIM] / t * act / bw_cp + lat_cp)
-        cp = np.where(c > 1, layers * np.maximum(0.0, exchange - tokens * ct[:, K.CT_ATTENTION]), 0.0)
-        ep_inside = t * e <= H[K.HW_DOMAIN]
-        bw_ep, lat_ep = np.where(ep_inside, intra_bw, net), np.where(ep_inside, intra_lat, net_lat)
+        cp1 = np.where(c > 1, np.maximum(0.0, exchange - tokens * ct[:, K.CT_ATTENTION]), 0.0)
+        bw_n, lat_n = _path(np.ceil(t * e / dom), H)
+        ep_inside = t * e <= dom
+        bw_ep, lat_ep = np.where(ep_inside, intra_bw, bw_n), np.where(ep_inside, intra_lat, lat_n)
         a2a = tokens * M[K.M_TOPK] * h * act / t * (e - 1.0) / e / bw_ep + (e - 1.0) * lat_ep
-        ep = np.where(e > 1, layers * M[K.M_MOE_FRACTION] * (4.0 + extra) * a2a, 0.0)
+        ep1 = np.where(e > 1, M[K.M_MOE_FRACTION] * (4.0 + extra) * a2a, 0.0)
+        unit = tokens * ct[:, K.CT_LAYER] + tp1 + cp1 + ep1
+        out_layer = tokens * ct[:, K.CT_LOGITS]
+        last_paces = ~(most * unit > fewest * unit + out_layer)
+        layers = np.where(last_paces, fewest, most)
+        compute = layers * tokens * ct[:, K.CT_LAYER] + np.where(last_paces, out_layer, 0.0)
+        tp, cp, ep = layers * tp1, layers * cp1, layers * ep1
         t_mb = compute + tp + cp + ep
         bubble = (p - 1.0) / v * t_mb
-        pp_inside = n <= H[K.HW_DOMAIN]
-        bw_pp, lat_pp = np.where(pp_inside, intra_bw, net), np.where(pp_inside, intra_lat, net_lat)
+        bw_n, lat_n = _path(np.ceil(n / dom), H)
+        pp_inside = n <= dom
+        bw_pp, lat_pp = np.where(pp_inside, intra_bw, bw_n), np.where(pp_inside, intra_lat, lat_n)
         pp = np.where(p > 1, 2.0 * v * m * (tokens * h * act / t / bw_pp + lat_pp), 0.0)
         group = d * c
-        per_domain = np.where(t <= H[K.HW_DOMAIN], np.floor(H[K.HW_DOMAIN] / t), 1.0)
+        per_domain = np.where(t <= dom, np.floor(dom / t), 1.0)
         k = np.maximum(np.minimum(group, per_domain), 1.0)
         domains = np.ceil(group / k)
+        bw_dp, lat_dp = _path(domains, H)
+        plain = np.where(zero == 0, innet, 0.0)
         nbytes = params * options[K.OP_GRAD_COMM_BYTES]
-        across = np.where(domains > 1, _ring(nbytes / k, domains, net, net_lat), 0.0)
-        dp = _ring(nbytes, k, intra_bw, intra_lat) + across
-        lat = (2.0 * (k - 1.0) * intra_lat + np.where(domains > 1, 2.0 * (domains - 1.0) * net_lat, 0.0))
+        across = np.where(domains > 1, _allreduce(nbytes / k, domains, bw_dp, lat_dp, plain * H[K.HW_SHARP]), 0.0)
+        dp = _allreduce(nbytes, k, intra_bw, intra_lat, plain * H[K.HW_NVLS]) + across
+        lat = 2.0 * (k - 1.0) * intra_lat + np.where(domains > 1, 2.0 * (domains - 1.0) * lat_dp, 0.0)
         halves = 0.5 * (1.0 + 2.0 * m)
-        dp = np.where(zero >= 3, (dp - lat) * halves + lat * halves * layers, dp)
+        dp = np.where(zero >= 3, (dp - lat) * halves + lat * halves * most, dp)
         window = np.where(zero >= 3, m * compute, compute)
         exposed = np.maximum(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0 else dp
         optimizer = params / np.where(zero >= 1, group, 1.0) * options[K.OP_UPDATE_BYTES] / H[K.HW_HBM]

@@ -19,7 +19,7 @@ LAYERS = [
     ("kernels", ["paigrid.kernels", "paigrid.kernels.*", "paigrid.datasets"]),
     ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.output", "paigrid.llm"]),
     ("inputs", ["paigrid.inputs", "paigrid.inputs.catalog", "paigrid.inputs.spec", "paigrid.inputs.efficiency",
-                "paigrid.inputs.zoo", "paigrid.llm.models", "paigrid.llm.shapes"]),
+                "paigrid.inputs.zoo", "paigrid.llm.models", "paigrid.llm.shapes", "paigrid.llm.fabrics"]),
     ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables", "paigrid.llm.compute", "paigrid.llm.layouts",
                          "paigrid.llm.evaluate", "paigrid.llm.rows"]),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),

@@ -149,3 +149,35 @@ def test_llm_page_is_current():
     spec.loader.exec_module(page)
     assert page.render() == (ROOT / "docs" / "llm.md").read_text(encoding="utf-8"), \
         "docs/llm.md is not current: run python tools/llm_page.py"
+
+
+def test_full_sweep_states_its_size_refuses_above_the_limit_and_keeps_every_pair(tmp_path):
+    out = tmp_path / "full.h5"
+    args = ["llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "8,64", "--gpu", "H100", "--domain", "8",
+            "--network", "ib-ndr-400g,tor-roce-3to1", "--full", "-q"]
+    refused = run(*args, "--max-full-gb", "0.0001")
+    # the size line first, then the one-sentence error (it states the size too)
+    lines = refused.output.strip().splitlines()
+    assert refused.exit_code != 0 and "Traceback" not in refused.output and len(lines) == 2
+    assert lines[0].startswith("full LLM sweep: ") and " pairs, " in lines[0]
+    assert lines[1].startswith("paigrid: error: a full LLM sweep of this plan writes 0.00145 GB, more than the limit")
+    assert not out.exists() and not list(tmp_path.iterdir())
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert "full LLM sweep: " in result.output
+    m = model("llama3-8b")
+    layouts = enumerate_layouts(m, 64)
+    designs = [Hardware("H100-SXM5-80GB", "amp-bf16", 8, intra_link_for(CATS, "H100-SXM5-80GB"), n, 1.0)
+               for n in ("ib-ndr-400g", "tor-roce-3to1")]
+    res = evaluate(m, layouts, designs, CATS, defaults(), LlmOptions.defaults())
+    with h5py.File(out) as f:
+        group = f["full/0/64"]
+        for name, item in group.items():
+            assert "units" in item.attrs, name
+        assert group["step_time"].shape == (len(layouts), 1, 1, 2)
+        np.testing.assert_array_equal(group["step_time"][:, 0, 0, :], res[:, :, K.R_STEP])
+        np.testing.assert_array_equal(group["reason"][:, 0, 0, :], res[:, :, K.R_REASON].astype(np.int8))
+        assert list(group["tp"][:]) == [lay.tp for lay in layouts]
+        # the reduced part is the minimum of the full one
+        np.testing.assert_array_equal(f["step_time"][0, 1, 0, 0, :], np.nanmin(group["step_time"][:, 0, 0, :], axis=0))
+        assert f.attrs["full"]

@@ -9,7 +9,7 @@ import pytest
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.kernels import llm_layout as K
-from paigrid.kernels.llm import evaluate_llm
+from paigrid.kernels.llm import evaluate_llm, memory_bytes
 from paigrid.kernels.llm_reference import evaluate_llm_reference
 from paigrid.llm.compute import Hardware, LlmOptions
 from paigrid.llm.evaluate import evaluate, predict, tables
@@ -182,3 +182,37 @@ def test_capacity_factor_pads_expert_compute_and_all_to_all():
     assert r2["compute"] > r1["compute"]
     assert S.model_flops_per_token(padded) == S.model_flops_per_token(m)
     assert S.padded_expert_flops(padded) == 2 * 0.25 * 6 * 3 * m.hidden * m.moe_ffn_hidden
+
+
+def test_uneven_layers_are_costed_per_stage():
+    """Llama-3 405B's 126 layers on 16 stages: 14 stages of 8 layers and 2 of 7, the output
+    layer on the last stage (one of the 7); the slowest stage sets the pace, so one micro-batch
+    takes max(8 x layer, 7 x layer + output layer) and the step (m + p - 1) of them plus the
+    pipeline sends, the exposed data-parallel time and the optimizer."""
+    m = model("llama3-405b")
+    hw = dataclasses.replace(H100, domain=72, gpu="B200", intra="nvlink5")
+    lay = Layout(tp=8, pp=16, dp=8, micro_batch=1, zero=1, recompute="full")
+    arrays = tables(m, [lay], [hw], CATS, EFF, OPTIONS)
+    ct = arrays[3][0, 0, 2, 1]
+    row = arrays[1][0]
+    tokens = m.seq_len
+    ring = 2 * 7 / 8 * tokens * m.hidden * 2 / row[K.HW_INTRA_BW] + 2 * 7 * row[K.HW_INTRA_LAT]
+    layer = tokens * ct[K.CT_LAYER] + 6 * ring
+    out_layer = tokens * ct[K.CT_LOGITS]
+    r = _one(m, lay, hw)
+    assert r["valid"], r["reason"]
+    mb = r["microbatches"]
+    t_mb = max(8 * layer, 7 * layer + out_layer)
+    assert (r["compute"] + r["tp_comm"]) / mb == pytest.approx(t_mb, rel=1e-12)
+    assert r["bubble"] == pytest.approx(15 * t_mb, rel=1e-12)
+    assert r["step_time"] == pytest.approx((mb + 15) * t_mb + r["pp_comm"] + r["dp_comm_exposed"] + r["optimizer"],
+                                           rel=1e-12)
+    # the even split of 128 layers puts 8 layers and the output layer on the last stage: slower;
+    # 112 layers (7 each) are faster; 126 lies between
+    step = {n: _one(dataclasses.replace(m, layers=n), lay, hw)["step_time"] for n in (112, 126, 128)}
+    assert step[112] < step[126] < step[128]
+    # the memory is the first stage's: 8 layers (ceil(126 / 16)) and the embeddings
+    vec = arrays[2]
+    assert r["memory_per_gpu"] == pytest.approx(float(memory_bytes(arrays[0][0], vec, arrays[4], mb)), rel=1e-12)
+    params = 8 * vec[K.M_SHARED_PARAMS] / 8 + vec[K.M_EMBED_PARAMS] / 8
+    assert r["optimizer"] == pytest.approx(params / 8 * OPTIONS.update_bytes / row[K.HW_HBM], rel=1e-12)

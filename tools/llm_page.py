@@ -23,6 +23,11 @@ PAGE = ROOT / "docs" / "llm.md"
 TEMPLATE_PATH = ROOT / "tools" / "llm_page.md"
 SUMMARY_N_GPU = (64, 256, 1024, 4096, 16384)
 CLUSTERS = (("H100-SXM5-80GB", 8), ("B200", 72))
+#: the networks of each cluster type in the summary (fabrics of datasets/llm_fabrics.csv, and
+#: ib-ndr-400g: the same NICs as an ideal non-blocking network without SHARP)
+CLUSTER_NETWORKS = {("H100-SXM5-80GB", 8): ("dgx-h100-superpod", "ib-ndr-400g", "rail-roce-400g", "meta-roce-24k",
+                                            "tor-roce-3to1"),
+                    ("B200", 72): ("gb200-nvl72-superpod",)}
 TOKENS = 15e12
 
 
@@ -68,41 +73,96 @@ def validation_table() -> tuple[str, float]:
 
 
 def summary_tables() -> str:
-    """Best layout per cluster size of Llama-3 70B and 405B on the two cluster types."""
+    """Best layout per cluster size and network of Llama-3 70B and 405B, with the time and cost
+    to train TOKENS tokens: H100 servers (NVLink domain 8) on every fabric of
+    datasets/llm_fabrics.csv but the NVL72 one and on an ideal NDR InfiniBand network; B200 in
+    NVL72 racks on the GB200 NVL72 SuperPOD fabric."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
     from paigrid.llm.compute import LlmOptions
+    from paigrid.llm.fabrics import load_fabrics
     from paigrid.llm.models import model
     from paigrid.llm.query import query_best
-    from paigrid.llm.sweep import DEFAULT_NETWORKS, Plan, run_sweep
+    from paigrid.llm.sweep import Plan, run_sweep
 
     cats = Catalogues.load()
+    fabrics = load_fabrics().names
     plan = Plan([model("llama3-70b"), model("llama3-405b")], n_gpu=list(SUMMARY_N_GPU),
                 gpus=[g for g, _ in CLUSTERS], domains=sorted({d for _, d in CLUSTERS}),
-                networks=list(DEFAULT_NETWORKS))
+                networks=[*fabrics, "ib-ndr-400g"])
     parts = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "llm.h5"
         run_sweep(plan, path, cats, defaults(), LlmOptions.defaults())
         for m in plan.models:
-            for gpu, domain in CLUSTERS:
-                rows = query_best(path, m.name, None, {"gpu": [gpu], "domain": [domain]}, "time", "n_gpu", TOKENS)
-                table = [{"GPUs": r["n_gpu"], "network": r.get("network", "-"), "layout": r["layout"],
-                          "MFU": f"{r['mfu']:.2f}" if "mfu" in r else "-",
-                          "step [s]": f"{r['step_time']:.2f}" if "mfu" in r else "-",
-                          "GB/GPU": f"{r['memory_per_gpu_GB']:.0f}" if "mfu" in r else "-",
-                          "days for 15T tokens": f"{r['train_days']:.0f}" if "mfu" in r else "-",
-                          "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if "mfu" in r else "-"}
-                         for r in rows]
-                parts.append(f"**{m.name} on {gpu}, NVLink domain {domain}**\n\n{_table(table, list(table[0]))}")
+            table = []
+            for (gpu, domain), networks in CLUSTER_NETWORKS.items():
+                rows = query_best(path, m.name, None, {"gpu": [gpu], "domain": [domain], "network": list(networks)},
+                                  "time", "network", TOKENS)
+                for r in sorted(rows, key=lambda r: (r["n_gpu"], networks.index(r["network"]))):
+                    ok = "mfu" in r
+                    table.append({"GPUs": f"{r['n_gpu']:,} {gpu.split('-')[0]}", "network": r["network"],
+                                  "layout": r["layout"], "MFU": f"{r['mfu']:.2f}" if ok else "-",
+                                  "step [s]": f"{r['step_time']:.2f}" if ok else "-",
+                                  "DP exposed [s]": f"{r['dp_comm_exposed']:.2f}" if ok else "-",
+                                  "GB/GPU": f"{r['memory_per_gpu_GB']:.0f}" if ok else "-",
+                                  "days for 15T tokens": f"{r['train_days']:.0f}" if ok else "-",
+                                  "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if ok else "-"})
+            parts.append(f"**{m.name}**\n\n{_table(table, list(table[0]))}")
     return "\n\n".join(parts)
+
+
+def fabric_table() -> str:
+    """The fabric catalogue's rows (without their sources, which follow the table)."""
+    from paigrid.llm.fabrics import load_fabrics
+
+    cat = load_fabrics()
+    rows = [{"fabric": r["name"], "topology": r["topology"], "NIC [GB/s]": r["nic_GB_per_s"], "tiers": r["tiers"],
+             "tier-1 group [GPUs]": r["tier1_GPUs"], "tier-2 group [GPUs]": r["tier2_GPUs"],
+             "oversubscription": f"{r['oversubscription_tier1_ratio']}:1, {r['oversubscription_tier2_ratio']}:1",
+             "hop [us]": r["hop_latency_us"], "SHARP": r["sharp"], "NVLS": r["nvls"]} for r in cat.rows]
+    sources = "\n".join(f"- `{r['name']}`: {r['source']}" for r in cat.rows)
+    return f"{_table(rows, list(rows[0]))}\n\n{sources}"
+
+
+def network_table() -> str:
+    """One Llama-3 70B layout on 4,096 H100 on every network, with and without ZeRO and
+    in-network reduction: the data-parallel time each fabric gives."""
+    import dataclasses
+
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+    from paigrid.llm.evaluate import predict
+    from paigrid.llm.fabrics import load_fabrics
+    from paigrid.llm.layouts import Layout
+    from paigrid.llm.models import model
+
+    cats, eff = Catalogues.load(), defaults()
+    options = LlmOptions.defaults()
+    rings = dataclasses.replace(options, in_network_reduction=False)
+    m = model("llama3-70b")
+    gpu = "H100-SXM5-80GB"
+    rows = []
+    for net in ["ib-ndr-400g", *[n for n in load_fabrics().names if n != "gb200-nvl72-superpod"]]:
+        hw = Hardware(gpu, "amp-bf16", 8, intra_link_for(cats, gpu), net, 1.0)
+        r = {z: predict(m, Layout(tp=8, pp=4, dp=128, zero=z, recompute="selective"), hw, cats, eff, options)
+             for z in (0, 1)}
+        plain = predict(m, Layout(tp=8, pp=4, dp=128, zero=0, recompute="selective"), hw, cats, eff, rings)
+        rows.append({"network": net, "step, ZeRO-1 [s]": f"{r[1]['step_time']:.3f}",
+                     "DP comm, ZeRO-1 [s]": f"{r[1]['dp_comm']:.3f}", "step, ZeRO-0 [s]": f"{r[0]['step_time']:.3f}",
+                     "DP comm, ZeRO-0 [s]": f"{r[0]['dp_comm']:.3f}",
+                     "DP comm, ZeRO-0, rings only [s]": f"{plain['dp_comm']:.3f}",
+                     "PP comm [s]": f"{r[1]['pp_comm']:.3f}"})
+    return _table(rows, list(rows[0]))
 
 
 def render() -> str:
     """The page's text."""
     table, median = validation_table()
     return TEMPLATE_PATH.read_text(encoding="utf-8").format(
-        catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables())
+        catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables(),
+        fabrics=fabric_table(), networks=network_table())
 
 
 def main() -> int:

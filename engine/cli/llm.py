@@ -96,20 +96,28 @@ def sweep(
     gpu: str | None = typer.Option(None, help="GPUs, comma-separated; default A100-SXM4-80GB,H100-SXM5-80GB,H200,"
                                               "B200."),
     domain: str | None = typer.Option(None, help="NVLink domain sizes [GPUs], comma-separated; default 8,72."),
-    network: str | None = typer.Option(None, help="Networks, comma-separated; default rdma-100g,ib-hdr-200g,"
-                                                  "ib-ndr-400g,ib-xdr-800g."),
+    network: str | None = typer.Option(None, help="Networks, comma-separated: fabrics of datasets/llm_fabrics.csv "
+                                                  "(rail-optimised or top-of-rack, tiers, oversubscription, "
+                                                  "SHARP/NVLS; 'fabrics' = all of them) or network links of "
+                                                  "links.csv (one ideal non-blocking tier); default rdma-100g,"
+                                                  "ib-hdr-200g,ib-ndr-400g,ib-xdr-800g."),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU (8 per HGX server: 1)."),
     precision: str = typer.Option("amp-bf16", help="Precision of every design."),
     seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Train at this sequence length [tokens]."),
     max_tp: int = typer.Option(8, "--max-tp", min=1, help="Largest tensor degree tried (powers of two)."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
+    full: bool = typer.Option(False, "--full", help="Also store every layout x design result (group full/ of the "
+                                                    "file); the size is stated first."),
+    max_full_gb: float = typer.Option(1.0, "--max-full-gb", min=0.0, help="Refuse a --full sweep whose results "
+                                                                         "exceed this many GB (1e9 bytes)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ):
     """Evaluate every valid layout of each model at each GPU count on every design and keep the
-    best per (model, GPU count, gpu, domain, network) (reduce-only: the full layout x design
-    product is not stored)."""
+    best per (model, GPU count, gpu, domain, network) (reduce-only unless --full, which also
+    stores the whole layout x design product after stating its size)."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.layouts import Space
     from paigrid.llm.sweep import Plan, run_sweep
 
@@ -119,9 +127,17 @@ def sweep(
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
     plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu) or plan.gpus)]
     plan.domains = _ints(domain, "--domain") or plan.domains
-    plan.networks = [cats.links.resolve(n) for n in (_names(network) or plan.networks)]
-    progress = None if quiet else (lambda text: typer.echo(text, err=True))
-    done = run_sweep(plan, out, cats, defaults(), _options(option), progress)
+    names = _names(network) or plan.networks
+    if any(n.casefold() == "fabrics" for n in names):
+        from paigrid.llm.fabrics import load_fabrics
+
+        names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
+    plan.networks = list(dict.fromkeys(resolve_network(n, cats) for n in names))
+    def progress(text: str) -> None:
+        if not quiet or text.startswith("full LLM sweep"):
+            typer.echo(text, err=True)
+
+    done = run_sweep(plan, out, cats, defaults(), _options(option), progress, full, max_full_gb)
     typer.echo(f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
                f"({done['pairs'] / max(done['seconds'], 1e-9):.3g} configurations/s)", err=True)
 
@@ -143,14 +159,19 @@ def query(
     network: str | None = typer.Option(None, help="Only these networks, comma-separated."),
     domain: str | None = typer.Option(None, help="Only these NVLink domain sizes, comma-separated."),
     by: str = typer.Option("time", help="Rank by time, cost or energy per step."),
-    every_design: bool = typer.Option(False, "--every-design", help="One row per design instead of the best."),
+    every_design: bool = typer.Option(False, "--every-design", help="One row per design instead of the best "
+                                                                    "(--per design)."),
+    per: str = typer.Option("n_gpu", "--per", help="One row per n_gpu (the best design), per network (the best "
+                                                   "GPU, domain and layout on each network: the summary per "
+                                                   "cluster size and network) or per design."),
     tokens: float | None = typer.Option(None, "--tokens", min=1.0,
                                         help="Token budget: add time, cost and energy to train it."),
     json_out: bool = typer.Option(False, "--json"),
     csv_out: bool = typer.Option(False, "--csv"),
 ):
-    """The best layout and interconnect per GPU count: MFU, step time, tokens/s, memory per GPU,
-    cost, and for --tokens the time, cost and energy to train that many tokens."""
+    """The best layout and interconnect per GPU count (or per GPU count and network with --per
+    network): MFU, step time, tokens/s, memory per GPU, cost, and for --tokens the time, cost
+    and energy to train that many tokens."""
     from paigrid.llm.query import query_best
 
     where = {}
@@ -160,7 +181,7 @@ def query(
         where["network"] = _names(network)
     if domain:
         where["domain"] = _ints(domain, "--domain")
-    rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else "n_gpu", tokens)
+    rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else per, tokens)
     _emit(rows, QUERY_COLUMNS + (TRAIN_COLUMNS if tokens else []), output_format(json_out, csv_out), UNITS)
 
 
@@ -180,7 +201,8 @@ def predict(
     recompute: str = typer.Option("selective", help="none, selective or full."),
     sp: bool = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism in the tensor group."),
     domain: int = typer.Option(8, "--domain", min=1, help="NVLink domain [GPUs]."),
-    network: str = typer.Option("ib-ndr-400g", help="Network between domains."),
+    network: str = typer.Option("ib-ndr-400g", help="Network between domains: a fabric of datasets/llm_fabrics.csv "
+                                                    "or a network link of links.csv."),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU."),
     precision: str = typer.Option("amp-bf16", help="Precision."),
     global_batch: int | None = typer.Option(None, "--global-batch", min=1, help="Sequences per step (default: the "
@@ -199,6 +221,7 @@ def predict(
     from paigrid.llm.compute import Hardware, intra_link_for
     from paigrid.llm.evaluate import RESULTS
     from paigrid.llm.evaluate import predict as run
+    from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.layouts import Layout
 
     cats = Catalogues.load()
@@ -208,7 +231,7 @@ def predict(
     layout = Layout(tp, pp, n_gpu // (tp * pp * cp), cp, ep, vpp, micro_batch, zero, recompute.strip().casefold(), sp)
     g = cats.gpus.resolve(gpu)
     design = Hardware(g, cats.precisions.resolve(precision), domain, intra_link_for(cats, g),
-                      cats.links.resolve(network), nics_per_gpu)
+                      resolve_network(network, cats), nics_per_gpu)
     result = run(m, layout, design, cats, defaults(), _options(option), global_batch)
     result["layout"] = layout.describe()
     batch_tokens = (global_batch or m.global_batch) * m.seq_len

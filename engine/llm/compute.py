@@ -55,6 +55,7 @@ class LlmOptions:
     overlap_dp: bool
     update_bytes: float
     attention: str
+    in_network_reduction: bool
 
     @classmethod
     def defaults(cls) -> LlmOptions:
@@ -101,6 +102,7 @@ class LlmOptions:
         vec[K.OP_WORKSPACE] = self.workspace_GB * 1e9
         vec[K.OP_UPDATE_BYTES] = self.update_bytes
         vec[K.OP_LOGIT_BYTES] = self.logit_bytes
+        vec[K.OP_IN_NETWORK] = 1.0 if self.in_network_reduction else 0.0
         return vec
 
 
@@ -196,8 +198,9 @@ S_LOGIT_PASS_BYTES = 4.0
 
 @dataclass(frozen=True)
 class Hardware:
-    """One cluster design: a GPU at a precision, its NVLink domain and intra link, the network
-    and NICs per GPU."""
+    """One cluster design: a GPU at a precision, its NVLink domain [GPUs] and intra link, the
+    network (a fabric of ``datasets/llm_fabrics.csv`` or a network link of ``links.csv``) and
+    NICs per GPU."""
 
     gpu: str
     precision: str
@@ -220,21 +223,35 @@ def intra_link_for(cats: Catalogues, gpu: str) -> str:
     return f"pcie{int(cats.gpus.number(gpu, 'pcie_gen'))}"
 
 
+def _domains(gpus: float, domain: int) -> float:
+    """Whole NVLink domains of ``domain`` GPUs in a switch group of ``gpus`` GPUs (at least 1; inf stays inf)."""
+    return math.inf if math.isinf(gpus) else max(1.0, float(math.floor(gpus / domain)))
+
+
 def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
                    pairs: list[tuple[str, str]]) -> np.ndarray:
     """(H, N_HW_FIELDS) rows of the hardware designs; ``pairs`` lists the compute table's
     (gpu, precision) rows."""
+    from paigrid.llm.fabrics import fabric
+
     table = np.zeros((len(designs), K.N_HW_FIELDS))
     for i, hw in enumerate(designs):
-        intra, net = cats.links.row(hw.intra), cats.links.row(hw.network)
+        intra, net = cats.links.row(hw.intra), fabric(hw.network, cats, eff)
         table[i, K.HW_CT] = pairs.index((hw.gpu, hw.precision))
         table[i, K.HW_DOMAIN] = hw.domain
         table[i, K.HW_INTRA_BW] = float(intra["nominal_GB_per_s"]) * 1e9 * eff.link_for(
             hw.intra, intra["kind"], float(intra["efficiency"]))
         table[i, K.HW_INTRA_LAT] = float(intra["latency_us"]) * 1e-6
-        table[i, K.HW_NET_BW] = float(net["nominal_GB_per_s"]) * 1e9 * eff.link_for(
-            hw.network, net["kind"], float(net["efficiency"]))
-        table[i, K.HW_NET_LAT] = float(net["latency_us"]) * 1e-6
+        table[i, K.HW_NET_BW] = net.nic_GB_per_s * 1e9 * net.efficiency
+        table[i, K.HW_NET_LAT] = net.latency_us * 1e-6
+        table[i, K.HW_TIER1] = _domains(net.tier1_GPUs, hw.domain)
+        table[i, K.HW_TIER2] = _domains(net.tier2_GPUs, hw.domain)
+        table[i, K.HW_TIERS] = net.tiers
+        table[i, K.HW_OVERSUB1] = net.oversubscription_tier1
+        table[i, K.HW_OVERSUB2] = net.oversubscription_tier2
+        table[i, K.HW_HOP_LAT] = net.hop_latency_us * 1e-6
+        table[i, K.HW_SHARP] = 1.0 if net.sharp else 0.0
+        table[i, K.HW_NVLS] = 1.0 if net.nvls else 0.0
         table[i, K.HW_NICS_PER_GPU] = hw.nics_per_gpu
         table[i, K.HW_MEMORY] = cats.gpus.number(hw.gpu, "memory_GB") * 1e9
         table[i, K.HW_PRICE] = cats.gpus.number(hw.gpu, "price_USD_per_gpu_hour")

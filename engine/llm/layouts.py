@@ -156,6 +156,8 @@ def reason_text(code: int, layout: Layout, model: Transformer, domain: int = 0, 
                              f"{model.layers} layers"),
         K.REASON_INTERLEAVE: "an interleaved schedule needs pipeline degree > 1 and micro-batches a multiple of it",
         K.REASON_NO_NETWORK: "the job spans several NVLink domains but the network is none",
+        K.REASON_FABRIC: (f"the job's {-(-layout.n_gpu // max(domain, 1))} NVLink domains exceed what the fabric's "
+                          f"tiers connect"),
         K.REASON_MEMORY: (f"the busiest pipeline stage needs {memory / 1e9:.1f} GB per GPU, more than the "
                           f"{capacity / 1e9:.0f} GB it has"),
     }
@@ -164,4 +166,4 @@ def reason_text(code: int, layout: Layout, model: Transformer, domain: int = 0, 
 
 #: short names of the reason codes (HDF5 attribute, tables)
 REASON_NAMES = ("valid", "precision", "tp-heads", "tp-ffn", "tp-domain", "cp-seq", "ep-experts", "ep-group",
-                "batch", "pp-layers", "interleave", "no-network", "memory")
+                "batch", "pp-layers", "interleave", "no-network", "fabric", "memory")

@@ -14,6 +14,7 @@ LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "re
 VALUE_FIELDS = ("step_time", "tokens_per_s", "mfu", "model_tflops_per_gpu", "memory_per_gpu", "cost_per_step",
                 "energy_per_step", "bubble", "tp_comm", "dp_comm_exposed")
 RECOMPUTE = ("none", "selective", "full")
+PER = ("n_gpu", "network", "design")
 BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 
 
@@ -37,13 +38,16 @@ def _labels(f, dim: str) -> list:
 
 def query_best(path: str | Path, model: str, n_gpu: list[int] | None = None, where: dict[str, list] | None = None,
                by: str = "time", per: str = "n_gpu", tokens: float | None = None) -> list[dict]:
-    """The best design and layout of ``model`` for each GPU count (``per="n_gpu"``) or for each
-    (GPU count, gpu, domain, network) (``per="design"``), ranked ``by`` time, cost or energy
+    """The best design and layout of ``model`` for each GPU count (``per="n_gpu"``), for each
+    (GPU count, network) (``per="network"``: the best GPU, domain and layout on each network)
+    or for each (GPU count, gpu, domain, network) (``per="design"``), ranked ``by`` time, cost or energy
     per step; ``where`` restricts gpu/domain/network.  Each row: the labels, the layout
     (``layout`` text and degrees), the result values, ``cost_per_hour`` [USD/h] and, for
     ``tokens`` [tokens], ``train_days``, ``train_cost`` [USD] and ``train_energy_MWh``."""
     if by not in BY:
         raise PaigridError(f"--by must be one of {', '.join(BY)}, not {by!r}.")
+    if per not in PER:
+        raise PaigridError(f"--per must be one of {', '.join(PER)}, not {per!r}.")
     with _open(path) as f:
         labels = {d: _labels(f, d) for d in DIMS}
         names = [str(m).casefold() for m in labels["model"]]
@@ -70,17 +74,20 @@ def query_best(path: str | Path, model: str, n_gpu: list[int] | None = None, whe
     rows = []
     for ni in keep["n_gpu"]:
         cells = [(ni, g, d, w) for g in keep["gpu"] for d in keep["domain"] for w in keep["network"]]
-        if not any(np.isfinite(score[c]) for c in cells):
-            counts = sum(by_reason[c] for c in cells)
-            counts[0] = 0
-            rows.append({"n_gpu": labels["n_gpu"][ni],
-                         "layout": f"no valid layout (most often: {reason_names[int(np.argmax(counts))]})"})
-            continue
-        cells = [c for c in cells if np.isfinite(score[c])]
-        if per == "n_gpu":
-            cells = sorted(cells, key=lambda c: score[c])[:1]
-        for c in sorted(cells, key=lambda c: score[c]):
-            rows.append(_row(labels, data, c, batch_tokens, tokens))
+        groups = [[c for c in cells if c[3] == w] for w in keep["network"]] if per == "network" else [cells]
+        for group in groups:
+            if not any(np.isfinite(score[c]) for c in group):
+                counts = sum(by_reason[c] for c in group)
+                counts[0] = 0
+                row = {"n_gpu": labels["n_gpu"][ni],
+                       "layout": f"no valid layout (most often: {reason_names[int(np.argmax(counts))]})"}
+                if per == "network":
+                    row["network"] = labels["network"][group[0][3]]
+                rows.append(row)
+                continue
+            finite = sorted((c for c in group if np.isfinite(score[c])), key=lambda c: score[c])
+            for c in finite if per == "design" else finite[:1]:
+                rows.append(_row(labels, data, c, batch_tokens, tokens))
     return rows
 
 

@@ -24,6 +24,7 @@ from paigrid.inputs.efficiency import Efficiency
 from paigrid.kernels import llm_layout as K
 from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
 from paigrid.llm.evaluate import RESULTS, evaluate
+from paigrid.llm.fabrics import resolve_network
 from paigrid.llm.layouts import DEGREES, REASON_NAMES, Space, enumerate_layouts
 from paigrid.llm.models import Transformer
 from paigrid.llm.shapes import RECOMPUTE
@@ -61,11 +62,12 @@ class Plan:
 
 
 def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: Catalogues, eff: Efficiency,
-                 options: LlmOptions, space: Space) -> dict:
+                 options: LlmOptions, space: Space, sink=None, layouts: list | None = None) -> dict:
     """The fastest valid layout per design at ``n_gpu`` GPUs: ``results`` (D, N_RESULT_FIELDS),
     ``degrees`` (D, len(DEGREES)), ``tried`` (layouts enumerated), ``valid`` (D,) and
-    ``reasons`` (D, N_REASONS) counts."""
-    layouts = enumerate_layouts(model, n_gpu, space)
+    ``reasons`` (D, N_REASONS) counts.  ``sink(start, results)``, when given, receives every
+    block's full (layouts, D, N_RESULT_FIELDS) results, ``start`` its first layout's index."""
+    layouts = enumerate_layouts(model, n_gpu, space) if layouts is None else layouts
     d = len(designs)
     best = np.full((d, K.N_RESULT_FIELDS), np.nan)
     degrees = np.full((d, len(DEGREES)), np.nan)
@@ -74,6 +76,8 @@ def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: 
     for start in range(0, len(layouts), step):
         block = layouts[start:start + step]
         res = evaluate(model, block, designs, cats, eff, options)
+        if sink is not None:
+            sink(start, res)
         codes = res[:, :, K.R_REASON].astype(np.int64)
         for j in range(d):
             reasons[j] += np.bincount(codes[:, j], minlength=K.N_REASONS)
@@ -90,11 +94,31 @@ def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: 
             "reasons": reasons}
 
 
+#: bytes per layout x design pair of a full sweep: every result field in float64, the reason in int8
+FULL_BYTES_PER_PAIR = 8 * (K.N_RESULT_FIELDS - 1) + 1
+#: the largest full sweep written without ``max_full_GB`` raised [1e9 bytes]
+FULL_LIMIT_GB = 1.0
+
+
+def full_size(plan: Plan, cats: Catalogues) -> dict:
+    """What a full (not reduce-only) sweep of ``plan`` would write: ``layouts`` per (model,
+    n_gpu) summed, ``designs``, ``pairs`` (layout x design), ``bytes`` (the results, before
+    HDF5 overhead)."""
+    layouts = sum(len(enumerate_layouts(m, n, plan.space)) for m in plan.models for n in plan.n_gpu)
+    designs = len(plan.gpus) * len(plan.domains) * len(plan.networks)
+    return {"layouts": layouts, "designs": designs, "pairs": layouts * designs,
+            "bytes": layouts * designs * FULL_BYTES_PER_PAIR}
+
+
 def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, options: LlmOptions,
-              progress=None) -> dict:
+              progress=None, full: bool = False, max_full_GB: float = FULL_LIMIT_GB) -> dict:
     """Sweep ``plan`` and write the reduced file ``out`` atomically (a temporary file in the same
-    folder, renamed when whole).  Returns ``{"pairs": layout x design pairs evaluated,
-    "seconds": wall time}``."""
+    folder, renamed when whole).  With ``full`` the file also holds every layout x design
+    result (group ``full/<model index>/<n_gpu>``: the layouts' degrees along a ``layout`` axis,
+    each result field and the reason code over (layout, gpu, domain, network)); its size is
+    stated through ``progress`` first and a sweep above ``max_full_GB`` [1e9 bytes] is refused.
+    Returns ``{"pairs": layout x design pairs evaluated, "seconds": wall time, "bytes": the
+    full results' size (0 reduce-only)}``."""
     import h5py
 
     target = output_target(out)
@@ -102,11 +126,18 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
         raise PaigridError(f"cannot write {target.given}: an LLM sweep writes a file, not a stream.")
     for g in plan.gpus:
         cats.gpus.resolve(g)
-    for n in plan.networks:
-        if cats.links.row(n)["scope"] != "network":
-            raise PaigridError(f"{n!r} is not a network in {cats.links.origin}.")
+    plan.networks = [resolve_network(n, cats) for n in plan.networks]
     if not plan.models or not plan.n_gpu:
         raise PaigridError("an LLM sweep needs at least one model and one GPU count.")
+    size = {"bytes": 0}
+    if full:
+        size = full_size(plan, cats)
+        if progress:
+            progress(f"full LLM sweep: {size['layouts']:,} layouts x {size['designs']} designs = {size['pairs']:,} "
+                     f"pairs, {size['bytes'] / 1e9:.3g} GB of results")
+        if size["bytes"] > max_full_GB * 1e9:
+            raise PaigridError(f"a full LLM sweep of this plan writes {size['bytes'] / 1e9:.3g} GB, more than the "
+                               f"limit of {max_full_GB:g} GB; raise --max-full-gb to write it or drop --full.")
     designs = plan.designs(cats)
     shape = (len(plan.models), len(plan.n_gpu), len(plan.gpus), len(plan.domains), len(plan.networks))
     results = np.full(shape + (K.N_RESULT_FIELDS,), np.nan)
@@ -114,30 +145,63 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
     tried = np.zeros(shape[:2], dtype=np.int64)
     reasons = np.zeros(shape + (K.N_REASONS,), dtype=np.int64)
     pairs, started = 0, time.perf_counter()
-    for mi, model in enumerate(plan.models):
-        for ni, n in enumerate(plan.n_gpu):
-            found = best_layouts(model, n, designs, cats, eff, options, plan.space)
-            results[mi, ni] = found["results"].reshape(shape[2:] + (K.N_RESULT_FIELDS,))
-            degrees[mi, ni] = found["degrees"].reshape(shape[2:] + (len(DEGREES),))
-            reasons[mi, ni] = found["reasons"].reshape(shape[2:] + (K.N_REASONS,))
-            tried[mi, ni] = found["tried"]
-            pairs += found["tried"] * len(designs)
-            if progress:
-                progress(f"{model.name}: {n} GPUs, {found['tried']} layouts x {len(designs)} designs")
-    seconds = time.perf_counter() - started
     folder = target.path.parent if str(target.path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.", suffix=".partial", dir=folder)
     os.close(fd)
     try:
         with h5py.File(tmp, "w") as f:
+            for mi, model in enumerate(plan.models):
+                for ni, n in enumerate(plan.n_gpu):
+                    layouts = enumerate_layouts(model, n, plan.space)
+                    sink = _full_sink(f, mi, n, layouts, shape[2:]) if full else None
+                    found = best_layouts(model, n, designs, cats, eff, options, plan.space, sink, layouts)
+                    results[mi, ni] = found["results"].reshape(shape[2:] + (K.N_RESULT_FIELDS,))
+                    degrees[mi, ni] = found["degrees"].reshape(shape[2:] + (len(DEGREES),))
+                    reasons[mi, ni] = found["reasons"].reshape(shape[2:] + (K.N_REASONS,))
+                    tried[mi, ni] = found["tried"]
+                    pairs += found["tried"] * len(designs)
+                    if progress:
+                        progress(f"{model.name}: {n} GPUs, {found['tried']} layouts x {len(designs)} designs")
             _write(f, plan, results, degrees, tried, reasons, options)
+            f.attrs["full"] = bool(full)
+        seconds = time.perf_counter() - started
         os.replace(tmp, target.path)
         sync_folder(folder)
     except OSError as exc:
         raise PaigridError(f"cannot write {target.given} ({exc.strerror or exc}).") from None
     finally:
         Path(tmp).unlink(missing_ok=True)
-    return {"pairs": pairs, "seconds": seconds}
+    return {"pairs": pairs, "seconds": seconds, "bytes": size["bytes"]}
+
+
+def _full_sink(f, mi: int, n_gpu: int, layouts: list, design_shape: tuple):
+    """A ``best_layouts`` sink writing every block of one (model, n_gpu) into ``full/mi/n_gpu``."""
+    group = f.require_group("full").require_group(str(mi)).create_group(str(n_gpu))
+    group.attrs["model_index"] = mi
+    group.attrs["n_gpu"] = n_gpu
+    group.attrs["dimensions"] = "layout,gpu,domain,network"
+    count = len(layouts)
+    table = np.array([[lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
+                       RECOMPUTE.index(lay.recompute), 1.0 if (lay.sp and lay.tp > 1) else 0.0] for lay in layouts])
+    for i, name in enumerate(DEGREES):
+        group.create_dataset(name, data=table[:, i].astype(np.int64)).attrs["units"] = DEGREE_UNITS[name]
+    full_shape = (count,) + tuple(design_shape)
+    chunks = (max(1, min(count, 4096)),) + tuple(design_shape)
+    store = {}
+    for name, (index, units) in RESULTS.items():
+        store[index] = group.create_dataset(name, shape=full_shape, dtype="f8", chunks=chunks)
+        store[index].attrs["units"] = units
+    store[K.R_REASON] = group.create_dataset("reason", shape=full_shape, dtype="i1", chunks=chunks)
+    store[K.R_REASON].attrs["units"] = "code: index into the root's reason coordinate (0 valid)"
+
+    def sink(start: int, res: np.ndarray) -> None:
+        rows = res.shape[0]
+        block = res.reshape((rows,) + tuple(design_shape) + (K.N_RESULT_FIELDS,))
+        for index, dataset in store.items():
+            values = block[..., index]
+            dataset[start:start + rows] = values.astype(np.int8) if index == K.R_REASON else values
+
+    return sink
 
 
 def _coordinate(f, name: str, values, units: str) -> None:
