@@ -84,16 +84,19 @@ def prediction_bands(grid: Grid) -> np.ndarray:
     from paigrid.inputs.efficiency import band_group, prediction_band
 
     model, calibrated = grid_model(grid), grid.efficiency.origin != "defaults"
-    out = np.empty((len(grid.jobs), len(grid.n_gpu)), np.float32)
-    for j, job in enumerate(grid.jobs):
-        for k, n in enumerate(grid.n_gpu):
-            count = job.current["n_gpu"] if n == 0 else n
-            out[j, k] = prediction_band(model, calibrated, band_group(count, job.options["gpus_per_node"]))
-    return out
+    per_node = np.array([job.options["gpus_per_node"] for job in grid.jobs], dtype=np.float64)
+    if grid.n_gpu == [0]:
+        counts = grid.current_counts[:, None]
+    else:
+        counts = np.broadcast_to(np.asarray(grid.n_gpu, dtype=np.float64), (len(grid.jobs), len(grid.n_gpu)))
+    pairs, inverse = np.unique(np.stack(np.broadcast_arrays(counts, per_node[:, None]), axis=-1).reshape(-1, 2),
+                               axis=0, return_inverse=True)
+    bands = np.array([prediction_band(model, calibrated, band_group(n, k)) for n, k in pairs], np.float32)
+    return bands[inverse.reshape(-1)].reshape(counts.shape)   # one lookup per distinct (count, gpus_per_node)
 
 
 def _strings(values) -> np.ndarray:
-    return np.array([str(v) for v in values], dtype=object)
+    return np.array([v if isinstance(v, str) else str(v) for v in values], dtype=object)
 
 
 class CubeWriter:
@@ -208,9 +211,9 @@ class CubeWriter:
             "batch": (np.float64, [j.batch for j in jobs], "samples", "per-GPU batch of one micro-batch"),
             "samples_per_step": (np.float64, [j.batch * j.options["grad_accum_steps"] for j in jobs],
                                  "samples", "per-GPU samples of one optimizer step"),
-            "tokens_per_sample": (np.float64, [_tokens(w, j.model) for j in jobs], "tokens/sample",
+            "tokens_per_sample": (np.float64, _per_model(jobs, lambda m: _tokens(w, m)), "tokens/sample",
                                   "tokens (or frames) per sample; throughput per token = throughput x this"),
-            "sample_unit": (text, _strings(w.row(j.model).get("sample_unit", "sample") for j in jobs), "1",
+            "sample_unit": (text, _strings(_per_model(jobs, lambda m: w.row(m).get("sample_unit", "sample"))), "1",
                             "what one sample is"),
         }
         for option, units in (("gpus_per_node", "1"), ("nics_per_node", "1"), ("grad_accum_steps", "1"),
@@ -382,6 +385,12 @@ def creating_path(path: str | Path) -> Path:
     holds PATH.lock, so one such file per output)."""
     path = Path(path)
     return path.with_name(f".{path.name}.creating")
+
+
+def _per_model(jobs, value) -> list:
+    """``value(model)`` of each job's model, computed once per distinct model."""
+    cache: dict = {}
+    return [cache[j.model] if j.model in cache else cache.setdefault(j.model, value(j.model)) for j in jobs]
 
 
 def _json_attr(attrs, name: str):

@@ -1,0 +1,126 @@
+"""Same-run bounds of the bench: a fused per-job argmin of the same model (what reduce-only could
+reach), and the two limits of a full sweep (compressing its chunks on every core, and writing the
+already-compressed chunks with ``write_direct_chunk``).
+
+``fused_argmin`` computes the same bests as ``kernels.model.evaluate_block`` with
+``write_cube=False`` (the bench checks that it does) in the leanest loop: no row buffers, no
+scratch, every valid (arch, intra, network) of each (job, gpu, n_gpu, precision) folded as it is
+computed, with the kernel's own scalar formulas (``comm_seconds`` and the rest) and the same
+pruning (valid combinations only, an architecture once along what it ignores).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from paigrid.kernels.layout import (
+    G_PCIE_BW,
+    J_ACCUM,
+    J_BATCH,
+    J_GPUS_PER_NODE,
+    J_INPUT_RATE,
+    J_NICS_PER_NODE,
+    J_OVERLAP,
+    J_PARAMS,
+    J_PCIE_ROOTS,
+    J_PS_COUNT,
+    L_BW,
+    L_KIND,
+    L_LATENCY,
+    LINK_NETWORK,
+    O_BUCKET_BYTES,
+    O_BUCKET_OVERLAP,
+    O_COLLECTIVE,
+    O_SYNC_LATENCY,
+    O_TOPOLOGY,
+    P_COMM_BYTES,
+    REASON_VALID,
+)
+from paigrid.kernels.model import (
+    comm_seconds,
+    configuration_reason,
+    exposed_comm_seconds,
+    ignores_intra,
+    ignores_network,
+    intra_fraction,
+    latency_multiplier,
+    overlap_fraction,
+)
+
+
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, options, t_data, t_flop, t_mem,
+                 fits_memory, best_step, best_index):
+    """Per (job, gpu, n_gpu, precision): the smallest float32 step time [s] over the valid
+    (arch, intra, network) that fit in memory and its flat index (a * I + i) * W + w (first on
+    ties; NaN and -1 when none), computed and folded in one pass."""
+    n_jobs, n_gpus = jobs.shape[0], gpus.shape[0]
+    n_arch, n_counts = arch.shape[0], n_gpu.shape[1]
+    n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
+    collective, topology = options[O_COLLECTIVE], options[O_TOPOLOGY]
+    sync_latency, bucket_bytes, bucket_overlap = options[O_SYNC_LATENCY], options[O_BUCKET_BYTES], \
+        options[O_BUCKET_OVERLAP]
+    for jg in prange(n_jobs * n_gpus):
+        j = jg // n_gpus
+        g = jg % n_gpus
+        job = jobs[j]
+        k = job[J_GPUS_PER_NODE]
+        samples_per_step = job[J_BATCH] * job[J_ACCUM]
+        for ni in range(n_counts):
+            for p in range(n_prec):
+                best_step[j, g, ni, p] = np.nan
+                best_index[j, g, ni, p] = -1
+        for p in range(n_prec):
+            base = t_data[j, g, p] + t_flop[j, g, p] + t_mem[j, g, p]
+            if fits_memory[j, g, p] != 1 or base != base:
+                continue
+            nbytes = job[J_PARAMS] * prec[p, P_COMM_BYTES]
+            backward = 2.0 / 3.0 * (t_flop[j, g, p] + t_mem[j, g, p]) / job[J_ACCUM]
+            hops = latency_multiplier(nbytes, sync_latency, bucket_bytes)
+            overlap = overlap_fraction(nbytes, job[J_OVERLAP], bucket_overlap, bucket_bytes)
+            for ni in range(n_counts):
+                n = n_gpu[j, ni]
+                floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
+                smallest = np.inf
+                where = -1
+                for a in range(n_arch):
+                    if configuration_reason(arch[a], n, k, True, LINK_NETWORK) != REASON_VALID:
+                        continue
+                    last_intra = n_intra
+                    for i in range(n_intra):
+                        if intra_fits[g, i] == 0 or i > last_intra:
+                            continue
+                        if ignores_intra(arch[a]):
+                            last_intra = i
+                        bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
+                        for w in range(1 if ignores_network(arch[a]) else n_net):
+                            if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
+                                continue
+                            per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                    job[J_PS_COUNT], 1.0, gpus[g, G_PCIE_BW], bw, 0.0,
+                                                    network[w, L_BW], 0.0, collective)
+                            latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                   job[J_PS_COUNT], 0.0, gpus[g, G_PCIE_BW], bw, intra[i, L_LATENCY],
+                                                   network[w, L_BW], network[w, L_LATENCY], collective)
+                            tc = exposed_comm_seconds(nbytes * per_byte + hops * latency, overlap, backward)
+                            step = base + tc
+                            step = floor if floor > step else step
+                            rounded = np.float32(step)
+                            if rounded < smallest:
+                                smallest = rounded
+                                where = (a * n_intra + i) * n_net + w
+                if where >= 0:
+                    best_step[j, g, ni, p] = smallest
+                    best_index[j, g, ni, p] = where
+
+
+def run_fused(grid, jobs, n_gpu, terms):
+    """``fused_argmin`` over ``grid``'s tables for the job table ``jobs`` and GPU counts
+    ``n_gpu``, with the per-(job, gpu, precision) ``terms`` (t_data, t_flop, t_mem, fits_memory)
+    from ``model.compute_terms``; returns (best_step, best_index)."""
+    shape = (len(jobs), len(grid.gpu_table), n_gpu.shape[1], len(grid.prec_table))
+    best_step, best_index = np.empty(shape), np.empty(shape, np.int32)
+    fused_argmin(jobs, n_gpu, grid.arch_codes, grid.gpu_table, grid.prec_table, grid.intra_table, grid.intra_fits,
+                 grid.network_table, grid.options, *terms, best_step, best_index)
+    return best_step, best_index
