@@ -120,7 +120,7 @@ def bench_kernel(grid, n_jobs):
     configs = grid.configs // len(grid.jobs) * n_jobs
     t_kernel = timed(lambda: run_kernel(model.evaluate_block, grid, jobs, n_gpu, True, out), 5)
     ref_out = allocate(grid, 1, True)
-    t_ref = timed(lambda: run_kernel(reference.evaluate_block, grid, jobs[:1], n_gpu[:1], True, ref_out), 3)
+    t_ref = timed(lambda: run_kernel(reference.evaluate_block, grid, jobs[:1], n_gpu[:1], True, ref_out), 2)
     ref_configs = grid.configs // len(grid.jobs)
     from numba.typed import List
 
@@ -367,10 +367,12 @@ start = time.perf_counter()
 grid, _ = prepare(spec)
 grid.job_index
 read = time.perf_counter() - start
+read_bytes = rss() - base
 start = time.perf_counter()
 current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
 current = time.perf_counter() - start
-print(json.dumps({"jobs": len(grid.jobs), "read_s": read, "current_s": current, "bytes": rss() - base}))
+print(json.dumps({"jobs": len(grid.jobs), "read_s": read, "current_s": current, "read_bytes": read_bytes,
+                  "bytes": rss() - base}))
 """
 
 
@@ -382,8 +384,8 @@ def bench_job_tables(folder, jobs):
                           text=True)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     line(f"job tables, {jobs:,} jobs", f"{found['read_s'] + found['current_s']:.1f} s",
-         f"read + table {found['read_s']:.1f} s, current predictions {found['current_s']:.1f} s,"
-         f" {found['bytes'] / jobs:,.0f} B/job")
+         f"read + table {found['read_s']:.1f} s and {found['read_bytes'] / jobs:,.0f} B/job; current predictions "
+         f"{found['current_s']:.1f} s, {found['bytes'] / jobs:,.0f} B/job in all (peak)")
     return {f"jobs{jobs}_s": found["read_s"] + found["current_s"], f"jobs{jobs}_bytes": found["bytes"] / jobs}
 
 
@@ -590,7 +592,7 @@ def write_page(page, output, figures, load_start, wall, profile):
 
 PROFILES = {
     # kernel jobs, full-sweep jobs, sweep repeats, reduce-only job counts, thread-test jobs, job-table sizes
-    "quick": dict(kernel_jobs=8, sweep_jobs=128, sweep_repeat=1, reduce_jobs=(1800,), thread_jobs=256,
+    "quick": dict(kernel_jobs=8, sweep_jobs=64, sweep_repeat=1, reduce_jobs=(1800,), thread_jobs=256,
                   table_jobs=(100_000,)),
     "full": dict(kernel_jobs=8, sweep_jobs=512, sweep_repeat=2, reduce_jobs=(1800, 18000), thread_jobs=1800,
                  table_jobs=(100_000, 1_000_000)),

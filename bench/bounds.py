@@ -54,65 +54,77 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
                  fits_memory, best_step, best_index):
     """Per (job, gpu, n_gpu, precision): the smallest float32 step time [s] over the valid
     (arch, intra, network) that fit in memory and its flat index (a * I + i) * W + w (first on
-    ties; NaN and -1 when none), computed and folded in one pass."""
+    ties; NaN and -1 when none), computed and folded in one pass: the communication time once
+    per (arch, n_gpu, intra, network), then every foldable precision."""
     n_jobs, n_gpus = jobs.shape[0], gpus.shape[0]
     n_arch, n_counts = arch.shape[0], n_gpu.shape[1]
     n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
     collective, topology = options[O_COLLECTIVE], options[O_TOPOLOGY]
     sync_latency, bucket_bytes, bucket_overlap = options[O_SYNC_LATENCY], options[O_BUCKET_BYTES], \
         options[O_BUCKET_OVERLAP]
+    per_prec = np.empty((n_jobs * n_gpus, 5, n_prec))   # base, bytes, backward, hops, overlap
+    kept = np.empty((n_jobs * n_gpus, n_prec), np.int64)
+    smallest = np.empty((n_jobs * n_gpus, n_prec))
+    where = np.empty((n_jobs * n_gpus, n_prec), np.int64)
     for jg in prange(n_jobs * n_gpus):
         j = jg // n_gpus
         g = jg % n_gpus
         job = jobs[j]
         k = job[J_GPUS_PER_NODE]
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
-        for ni in range(n_counts):
-            for p in range(n_prec):
-                best_step[j, g, ni, p] = np.nan
-                best_index[j, g, ni, p] = -1
+        values, columns, low, at = per_prec[jg], kept[jg], smallest[jg], where[jg]
+        n_kept = 0
         for p in range(n_prec):
             base = t_data[j, g, p] + t_flop[j, g, p] + t_mem[j, g, p]
             if fits_memory[j, g, p] != 1 or base != base:
                 continue
             nbytes = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-            backward = 2.0 / 3.0 * (t_flop[j, g, p] + t_mem[j, g, p]) / job[J_ACCUM]
-            hops = latency_multiplier(nbytes, sync_latency, bucket_bytes)
-            overlap = overlap_fraction(nbytes, job[J_OVERLAP], bucket_overlap, bucket_bytes)
-            for ni in range(n_counts):
-                n = n_gpu[j, ni]
-                floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
-                smallest = np.inf
-                where = -1
-                for a in range(n_arch):
-                    if configuration_reason(arch[a], n, k, True, LINK_NETWORK) != REASON_VALID:
+            values[0, n_kept] = base
+            values[1, n_kept] = nbytes
+            values[2, n_kept] = 2.0 / 3.0 * (t_flop[j, g, p] + t_mem[j, g, p]) / job[J_ACCUM]
+            values[3, n_kept] = latency_multiplier(nbytes, sync_latency, bucket_bytes)
+            values[4, n_kept] = overlap_fraction(nbytes, job[J_OVERLAP], bucket_overlap, bucket_bytes)
+            columns[n_kept] = p
+            n_kept += 1
+        for ni in range(n_counts):
+            n = n_gpu[j, ni]
+            floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
+            for c in range(n_kept):
+                low[c] = np.inf
+                at[c] = -1
+            for a in range(n_arch):
+                if n_kept == 0 or configuration_reason(arch[a], n, k, True, LINK_NETWORK) != REASON_VALID:
+                    continue
+                for i in range(n_intra):
+                    if intra_fits[g, i] == 0:
                         continue
-                    last_intra = n_intra
-                    for i in range(n_intra):
-                        if intra_fits[g, i] == 0 or i > last_intra:
+                    bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
+                    for w in range(1 if ignores_network(arch[a]) else n_net):
+                        if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
                             continue
-                        if ignores_intra(arch[a]):
-                            last_intra = i
-                        bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
-                        for w in range(1 if ignores_network(arch[a]) else n_net):
-                            if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
-                                continue
-                            per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                    job[J_PS_COUNT], 1.0, gpus[g, G_PCIE_BW], bw, 0.0,
-                                                    network[w, L_BW], 0.0, collective)
-                            latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                   job[J_PS_COUNT], 0.0, gpus[g, G_PCIE_BW], bw, intra[i, L_LATENCY],
-                                                   network[w, L_BW], network[w, L_LATENCY], collective)
-                            tc = exposed_comm_seconds(nbytes * per_byte + hops * latency, overlap, backward)
-                            step = base + tc
-                            step = floor if floor > step else step
-                            rounded = np.float32(step)
-                            if rounded < smallest:
-                                smallest = rounded
-                                where = (a * n_intra + i) * n_net + w
-                if where >= 0:
-                    best_step[j, g, ni, p] = smallest
-                    best_index[j, g, ni, p] = where
+                        per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                job[J_PS_COUNT], 1.0, gpus[g, G_PCIE_BW], bw, 0.0,
+                                                network[w, L_BW], 0.0, collective)
+                        latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                               job[J_PS_COUNT], 0.0, gpus[g, G_PCIE_BW], bw, intra[i, L_LATENCY],
+                                               network[w, L_BW], network[w, L_LATENCY], collective)
+                        for c in range(n_kept):
+                            tc = exposed_comm_seconds(values[1, c] * per_byte + values[3, c] * latency, values[4, c],
+                                                      values[2, c])
+                            step = values[0, c] + tc
+                            rounded = np.float32(floor if floor > step else step)
+                            if rounded < low[c]:
+                                low[c] = rounded
+                                at[c] = (a * n_intra + i) * n_net + w
+                    if ignores_intra(arch[a]):
+                        break   # the other links give the same numbers: the first one is the best
+            for p in range(n_prec):
+                best_step[j, g, ni, p] = np.nan
+                best_index[j, g, ni, p] = -1
+            for c in range(n_kept):
+                if at[c] >= 0:
+                    best_step[j, g, ni, columns[c]] = low[c]
+                    best_index[j, g, ni, columns[c]] = at[c]
 
 
 def run_fused(grid, jobs, n_gpu, terms):

@@ -157,9 +157,9 @@ def _population_jobs(rows, header, path: Path, options: Options, cats: Catalogue
         current_key = tuple(row.get(k) for k in CURRENT_COLUMNS)
         if current_key not in current_cells:
             current_cells[current_key] = _row_current(row, cats, origin)
-        current = current_cells[current_key]
-        jobs.append(Job(name, model, _batch(row, cats.workloads.row(model), origin), dict(option_cells[option_key]),
-                        None if current is None else dict(current), extra))
+        # jobs with the same cells share their (never modified) options and current dicts
+        jobs.append(Job(name, model, _batch(row, cats.workloads.row(model), origin), option_cells[option_key],
+                        current_cells[current_key], extra))
     return jobs
 
 
