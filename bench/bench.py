@@ -71,6 +71,19 @@ def timed(fn, repeat=3, warm=True):
     return min(times), statistics.median(times), max(times)
 
 
+def timed_pair(first, second, repeat=3):
+    """``timed`` of two functions, their calls alternating (so that both see the same load)."""
+    first()
+    second()
+    times = ([], [])
+    for _ in range(repeat):
+        for fn, out in zip((first, second), times):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return [(min(t), statistics.median(t), max(t)) for t in times]
+
+
 def spread(times, configs=None) -> str:
     """'min / median / max' of times [s], or of rates [M configurations/s] when ``configs``."""
     if configs is None:
@@ -115,18 +128,18 @@ def population_spec(folder: Path, jobs: int, **kw) -> SweepSpec:
 # --- 1. the block kernel --------------------------------------------------------------------------
 def bench_kernel(grid, n_jobs):
     """Kernel (full cube) vs the numpy reference (warm, repeated) vs a parallel fill of its outputs."""
+    from numba.typed import List
+
     jobs, n_gpu = grid.job_rows(0, n_jobs)
     out = allocate(grid, n_jobs, True)
     configs = grid.configs // len(grid.jobs) * n_jobs
-    t_kernel = timed(lambda: run_kernel(model.evaluate_block, grid, jobs, n_gpu, True, out), 5)
+    f4 = List([out[n].reshape(-1) for n, (d, _, _) in CUBE_VARIABLES.items() if np.dtype(d).itemsize == 4])
+    u1 = List([out[n].reshape(-1) for n, (d, _, _) in CUBE_VARIABLES.items() if np.dtype(d).itemsize == 1])
+    t_kernel, t_fill = timed_pair(lambda: run_kernel(model.evaluate_block, grid, jobs, n_gpu, True, out),
+                                  lambda: _fill(f4, u1), 5)
     ref_out = allocate(grid, 1, True)
     t_ref = timed(lambda: run_kernel(reference.evaluate_block, grid, jobs[:1], n_gpu[:1], True, ref_out), 2)
     ref_configs = grid.configs // len(grid.jobs)
-    from numba.typed import List
-
-    f4 = List([out[n].reshape(-1) for n, (d, _, _) in CUBE_VARIABLES.items() if np.dtype(d).itemsize == 4])
-    u1 = List([out[n].reshape(-1) for n, (d, _, _) in CUBE_VARIABLES.items() if np.dtype(d).itemsize == 1])
-    t_fill = timed(lambda: _fill(f4, u1), 5)
     bytes_per_config = sum(np.dtype(d).itemsize for d, _, _ in CUBE_VARIABLES.values())
     rate, ref_rate, fill_rate = configs / t_kernel[0], ref_configs / t_ref[0], configs / t_fill[0]
     line("kernel, full cube", spread(t_kernel, configs), f"{configs:,} configs, {bytes_per_config} B written each")
@@ -323,11 +336,12 @@ def _kernel_and_bound(grid, repeat):
     whether their bests are equal."""
     tables = reduce_tables(grid)
     terms = [tables[2][n] for n in JOB_GPU_VARIABLES]
-    t_kernel = timed(lambda: reduce_kernel(grid, *tables), repeat)
+    reduce_kernel(grid, *tables)
     best = run_fused(grid, tables[0], tables[1], terms)
     same = (np.array_equal(best[0], tables[2]["best_step_time"], equal_nan=True)
             and np.array_equal(best[1], tables[2]["best_index"]))
-    t_fused = timed(lambda: run_fused(grid, tables[0], tables[1], terms), repeat)
+    t_kernel, t_fused = timed_pair(lambda: reduce_kernel(grid, *tables),
+                                   lambda: run_fused(grid, tables[0], tables[1], terms), repeat)
     return t_kernel, t_fused, same
 
 
@@ -339,12 +353,15 @@ def bench_threads(folder, jobs):
     grid, _ = prepare(spec)
     tables = reduce_tables(grid)
     cores = numba.config.NUMBA_NUM_THREADS
-    numba.set_num_threads(1)
-    try:
-        t_one = timed(lambda: reduce_kernel(grid, *tables), 3)
-    finally:
-        numba.set_num_threads(cores)
-    t_all = timed(lambda: reduce_kernel(grid, *tables), 3)
+
+    def one_thread():
+        numba.set_num_threads(1)
+        try:
+            reduce_kernel(grid, *tables)
+        finally:
+            numba.set_num_threads(cores)
+
+    t_one, t_all = timed_pair(one_thread, lambda: reduce_kernel(grid, *tables), 3)
     scaling = t_one[0] / t_all[0]
     line("reduce kernel, 1 thread", spread(t_one, grid.configs), f"{grid.configs:,} configs")
     line(f"reduce kernel, {cores} threads", spread(t_all, grid.configs))
@@ -359,7 +376,10 @@ from paigrid.inputs.spec import SweepSpec
 from paigrid.predict import current_predictions
 from paigrid.sweeping import prepare
 import paigrid.store, paigrid.evaluate, numba  # imported before the baseline
-def rss():
+def rss():  # this process's peak resident memory [bytes] (VmHWM: ru_maxrss would start at the parent's)
+    for text in open("/proc/self/status"):
+        if text.startswith("VmHWM:"):
+            return int(text.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 spec = SweepSpec(workloads=sys.argv[1])
 base = rss()
@@ -592,7 +612,7 @@ def write_page(page, output, figures, load_start, wall, profile):
 
 PROFILES = {
     # kernel jobs, full-sweep jobs, sweep repeats, reduce-only job counts, thread-test jobs, job-table sizes
-    "quick": dict(kernel_jobs=8, sweep_jobs=64, sweep_repeat=1, reduce_jobs=(1800,), thread_jobs=256,
+    "quick": dict(kernel_jobs=8, sweep_jobs=64, sweep_repeat=1, reduce_jobs=(1800,), thread_jobs=128,
                   table_jobs=(100_000,)),
     "full": dict(kernel_jobs=8, sweep_jobs=512, sweep_repeat=2, reduce_jobs=(1800, 18000), thread_jobs=1800,
                  table_jobs=(100_000, 1_000_000)),

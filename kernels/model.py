@@ -554,6 +554,29 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                         continue
                     first_intra = i
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
+                    if not write_cube:  # reduce-only: each step folded as it is computed, no rows
+                        for w in range(n_w):
+                            if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
+                                continue
+                            per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                    job[J_PS_COUNT], 1.0, gpu[G_PCIE_BW], intra_bw, 0.0,
+                                                    network[w, L_BW], 0.0, collective)
+                            latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                   job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
+                                                   intra[i, L_LATENCY], network[w, L_BW],
+                                                   network[w, L_LATENCY], collective)
+                            for c in range(n_kept):  # the kept precisions are the foldable ones here
+                                p = kept[c]
+                                tc = exposed_comm_seconds(r_bytes[c] * per_byte + r_hops[c] * latency,
+                                                          r_overlap[c], r_backward[c])
+                                step = r_base[c] + tc
+                                input_bound = floor > step
+                                rounded = np.float32(floor if input_bound else step)
+                                if rounded < bsv[ni, p]:
+                                    bsv[ni, p] = rounded
+                                    biv[ni, p] = (a * n_intra + i) * n_net + w
+                                    bbv[ni, p] = bottleneck_code(r_td[c], r_tf[c], r_tm[c], tc, input_bound)
+                        continue
                     for w in range(n_w):
                         shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
                         if shape == REASON_VALID and not scale_missing:
