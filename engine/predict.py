@@ -10,9 +10,12 @@ from paigrid.errors import PaigridError
 from paigrid.evaluate import allocate, kernel_for, run_kernel
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import KernelTables, job_table_index
+from paigrid.inputs.tables import KernelTables, job_table_index, job_vector
 from paigrid.kernels.layout import REASON_VALID
 from paigrid.schema import bottleneck_name, reason_sentence
+
+#: up to this many jobs, ``config_values`` builds the job table row by row
+FEW_JOBS = 8
 
 
 def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options) -> list[dict]:
@@ -59,8 +62,11 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options) -> d
     intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
     fits = fits_matrix(cats, names["gpu"], names["intra"])
     option_row = option_vector(options)
-    distinct, job_index = job_table_index(jobs, cats, options)
-    job_table = distinct[job_index]
+    if len(jobs) <= FEW_JOBS:  # a few (predict, validate): row by row costs less than finding the distinct ones
+        job_table = np.stack([job_vector(job, cats, options) for job in jobs])
+    else:
+        distinct, job_index = job_table_index(jobs, cats, options)
+        job_table = distinct[job_index]
     n_gpu = np.array([[float(config["n_gpu"])] for config in configs])
 
     groups: dict[tuple, list[int]] = {}
@@ -78,6 +84,8 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options) -> d
         rows = np.array(members)
         out = allocate(tables, len(members), True)
         run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
+        if len(groups) == 1:  # every job, in order: the outputs as they are
+            return {name: array.reshape(len(members), -1)[:, 0] for name, array in out.items()}
         for name, array in out.items():
             if name not in values:
                 values[name] = np.empty(len(jobs), array.dtype)

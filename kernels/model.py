@@ -442,6 +442,8 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     that does not fit in memory (the reductions never take it).  An architecture that ignores a
     dimension (``ignores_intra``, ``ignores_network``) is computed once along it: the other
     cells are copies (cube) or are not folded (they tie with the first, which the bests keep).
+    When the cube is written, each (arch, n_gpu, intra) row of (network, precision) is computed
+    branch-free and then folded; in reduce-only each step is folded as it is computed.
     """
     n_jobs = jobs.shape[0]
     n_gpus = gpus.shape[0]
