@@ -411,7 +411,7 @@ def bench_job_tables(folder, jobs):
 
 def bench_block_memory(folder):
     """Memory of one block with the CLI's defaults (the kernel's output arrays), full and reduce-only."""
-    spec = population_spec(folder, 64)
+    spec = population_spec(folder, 1800)
     grid, _ = prepare(spec)
     out = {}
     for reduce_only in (False, True):
