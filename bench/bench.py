@@ -97,6 +97,7 @@ def line(label, value, note=""):
 
 
 def ratio_line(label, ratio, against):
+    """One printed ratio of the bench and the same-run baseline it is taken against."""
     print(f"  {label:<32} {ratio:>22}  (against {against})")
 
 
@@ -551,7 +552,7 @@ ratios compare with a baseline measured in the same run, so they move less than 
 """
 
 
-def _targets(f: dict, quick: bool) -> list[tuple[str, str, bool | None, str]]:
+def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
     """(goal, this run, met (None: not measured), why when missed) rows from the figures."""
     rows = [
         ("kernel >= 8x the numpy reference", f"{f['kernel_vs_numpy']:.0f}x", f["kernel_vs_numpy"] >= 8, ""),
@@ -604,10 +605,12 @@ def _targets(f: dict, quick: bool) -> list[tuple[str, str, bool | None, str]]:
 
 
 def write_page(page, output, figures, load_start, wall, profile):
+    """Write the speed page: the machine, the printed ``output``, the goals table from
+    ``figures`` and the methodology."""
     import h5py
     import numba
 
-    rows = _targets(figures, profile == "quick")
+    rows = _targets(figures)
     table = "\n".join(f"| {goal} | {value} | {'-' if ok is None else 'yes' if ok else '**no**'} |"
                       for goal, value, ok, _ in rows)
     missed = [f"- **{goal}**: {value}; {why}." for goal, value, ok, why in rows if ok is False]
@@ -631,6 +634,7 @@ PROFILES = {
 
 
 def main():
+    """Run the chosen profile, print every figure beside its baseline and write the page."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="where the bench writes its files (default: a temp dir)")
