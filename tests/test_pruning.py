@@ -6,7 +6,7 @@ most cells are invalid and many valid cells tie."""
 import numpy as np
 import pytest
 
-from kernel_tables import AMP, FP32, Tables, gpu, job, link
+from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link
 from paigrid.kernels import layout as L
 
 CUBE = ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "invalid_reason")
@@ -132,3 +132,125 @@ def test_the_kernel_ignores_what_the_schema_says_architectures_ignore():
             assert "network" in ignored, name
     assert model.ignores_intra(L.ARCH_1W1G) and model.ignores_network(L.ARCH_ALLREDUCE_LOCAL)
     assert not model.ignores_network(L.ARCH_PS_WORKER) and not model.ignores_intra(L.ARCH_ALLREDUCE_CLUSTER)
+
+
+# --- the parameter-server options, the ring inter-server volume and the pai-v2 compute model -------
+PS_OPTIONS = ("ps_local_reduce", "ps_nic_per_worker", "ps_colocated", "ps_latency", "ps_host_bw", "ps_sparse",
+              "ps_memory")
+OPTION_CASES = {
+    "ps_memory": dict(ps_memory=1),
+    "ps_sparse and ps_memory": dict(ps_sparse=1, ps_memory=1),
+    "every ps option": dict(ps_local_reduce=1, ps_colocated=1, ps_latency=1, ps_host_bw=46e9, ps_sparse=1,
+                            ps_memory=1),
+    "ps per-worker nic and update": dict(ps_nic_per_worker=1, ps_host_bw=30e9, ps_local_reduce=1),
+    "ring inter-server volume": dict(inter_volume=1),
+}
+
+
+def with_options(tables, seed, v2=False, **flags):
+    """``tables`` with embedding tables on most jobs (sparse parameter-server traffic), the options
+    ``flags`` (names of ``PS_OPTIONS`` and ``inter_volume``) and, when ``v2``, the pai-v2 compute
+    model with random class fields (per micro-batch FLOPs and bytes), class peaks [FLOP/s] and
+    launch overheads [s]."""
+    rng = np.random.default_rng(300 + seed)
+    for row in tables.jobs:
+        if rng.random() < 0.7:
+            row[L.J_EMB_PARAMS] = row[L.J_PARAMS] * rng.uniform(0.1, 0.99)
+            row[L.J_EMB_TOUCHED] = row[L.J_EMB_PARAMS] * rng.choice([1e-4, 0.05, 2.0])
+    for name, value in flags.items():
+        index = L.O_INTER_VOLUME if name == "inter_volume" else L.O_PS_LOCAL_REDUCE + PS_OPTIONS.index(name)
+        tables.options[index] = value
+    if "inter_volume" in flags:   # the ring volume applies to the default, hierarchical and pipelined collectives
+        tables.options[L.O_COLLECTIVE] = float(rng.choice([L.COLLECTIVE_DEFAULT, L.COLLECTIVE_HIERARCHICAL,
+                                                           L.COLLECTIVE_PIPELINED]))
+    if v2:
+        tables.options[L.O_MODEL] = L.MODEL_PAI_V2
+        for row in tables.jobs:
+            row[L.J_CLASS_FLOP:L.J_CLASS_FLOP + L.N_CLASSES] = row[L.J_FLOP] * rng.dirichlet(np.ones(L.N_CLASSES))
+            row[L.J_CLASS_BYTES:L.J_CLASS_BYTES + L.N_CLASSES] = row[L.J_MEMBOUND] * rng.dirichlet(np.ones(L.N_CLASSES))
+            row[[L.J_LAUNCHES, L.J_UPDATE_BYTES, L.J_ACTIVATION_V2, L.J_GRAPHS]] = [
+                rng.uniform(100, 3000), rng.uniform(8, 24), row[L.J_ACTIVATION] * rng.uniform(0.5, 1.5),
+                float(rng.integers(0, 2))]
+        tables.gpus[:, L.G_CLASS_MEM_BW] = tables.gpus[:, L.G_MEM_BW]
+        tables.gpus[:, L.G_LAUNCH_EAGER] = rng.uniform(3e-6, 9e-6, len(tables.gpus))
+        tables.gpus[:, L.G_LAUNCH_GRAPHS] = rng.uniform(1e-6, 3e-6, len(tables.gpus))
+        tables.class_peak = tables.peak[:, :, None] * rng.uniform(0.2, 1.0, tables.class_peak.shape)
+    return tables
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["pai-v1", "pai-v2"])
+@pytest.mark.parametrize("case", list(OPTION_CASES))
+@pytest.mark.parametrize("seed", range(3))
+def test_pruned_kernel_matches_the_reference_with_ps_and_volume_options(seed, case, v2):
+    """Every option that changes the exchange (``exchange_seconds``, the ps-worker update and sparse
+    traffic) or the memory check of ps-worker, under both compute models: the pruned kernel, full
+    cube and reduce-only, serial and parallel, gives the unpruned reference's numbers."""
+    tables = with_options(sparse_tables(40 + seed, tie_networks=seed == 1), seed, v2=v2, **OPTION_CASES[case])
+    expected = tables.run("reference")
+    assert (expected["best_index"] >= 0).any()
+    full = tables.run("kernel")
+    assert_agrees(full, expected, CUBE + REDUCTIONS)
+    for mode in ("serial", "kernel"):
+        for write_cube in (True, False):
+            out = tables.run(mode, write_cube)
+            assert_identical(out, full, REDUCTIONS + (CUBE if write_cube else ()))
+
+
+def ps_only_fit_tables(**options):
+    """Two jobs whose parameters, gradients and optimizer state (FP32, 8 bytes of state a
+    parameter: 16 B x 1.5e9 = 24 GB) do not fit a 20 GB GPU with 1 GB of activations and 1 GB of
+    workspace, while their weights and gradients alone (12 GB) do: all-reduce fits no
+    precision, ps-worker with ``ps_memory`` fits FP32 and AMP's (6 + 2) bytes a parameter.  Every
+    architecture, GPU counts inside one server and across several, a NVSwitch and a PCIe link, a
+    network and none; the second job declares embeddings (sparse traffic)."""
+    jobs = [job(params=1.5e9, activation=1e9, opt_state=8.0, gpus_per_node=4, batch=64),
+            job(params=1.5e9, activation=1e9, opt_state=8.0, gpus_per_node=8, batch=32, nics=2,
+                emb_params=1.2e9, emb_touched=3e6)]
+    gpus = [gpu(memory=20 * GB), gpu(memory=20 * GB, mem_bw=2000 * GB, pcie_bw=25 * GB)]
+    intra = [link(300 * GB, 3e-6, L.LINK_NVSWITCH), link(12 * GB, 8e-6, L.LINK_PCIE)]
+    network = [link(12.5 * GB, 2e-5, L.LINK_NETWORK), link(0.0, 0.0, L.LINK_NONE), link(50 * GB, 1e-5, L.LINK_NETWORK)]
+    return Tables(jobs, [[1, 2, 4, 8, 16, 32]], list(range(5)), gpus, [[15e12, 60e12], [30e12, 120e12]],
+                  [FP32, AMP], intra, [[1, 1], [1, 1]], network, **options)
+
+
+@pytest.mark.parametrize("extra", [{}, dict(ps_sparse=1), dict(ps_sparse=1, ps_local_reduce=1, ps_host_bw=46e9)],
+                         ids=["dense", "sparse", "sparse, local reduce, update"])
+def test_reduce_only_folds_ps_worker_where_only_it_fits(extra):
+    """With ``ps_memory`` a precision that fits in memory for no other architecture still fits for
+    ps-worker: reduce-only must keep it and fold it for ps-worker alone.  The bests are ps-worker
+    configurations exactly where the reference says so; without ``ps_memory`` nothing fits."""
+    on = ps_only_fit_tables(ps_memory=1, **extra)
+    expected = on.run("reference")
+    assert (expected["fits_memory"] == 0).all()                 # the all-reduce check fails everywhere
+    arch_of_best = np.where(expected["best_index"] >= 0, expected["best_index"] // (2 * 3), -1)
+    assert (arch_of_best == L.ARCH_PS_WORKER).all()             # a network exists: ps-worker is valid everywhere
+    full = on.run("kernel")
+    assert_agrees(full, expected, CUBE + REDUCTIONS)
+    for mode in ("serial", "kernel"):
+        for write_cube in (True, False):
+            assert_identical(on.run(mode, write_cube), full, REDUCTIONS + (CUBE if write_cube else ()))
+    off = ps_only_fit_tables(**extra)
+    for mode in ("serial", "kernel"):
+        out = off.run(mode, False)
+        assert np.isnan(out["best_step"]).all() and (out["best_index"] == -1).all()
+
+
+def test_reduce_only_keeps_each_architectures_own_fit():
+    """A job that fits for every architecture in pure FP16 but only for ps-worker in FP32
+    (ps_memory): in reduce-only the FP16 bests range over every architecture and the FP32 bests
+    over ps-worker only, as in the reference.  Per parameter: FP32 4 + 4 + 4 B of state (16.4 GB
+    with activations and workspace, over 14 GB), FP16 2 + 2 + 4 B (11.1 GB); a ps-worker GPU
+    holds 8 B (FP32, 11.6 GB)."""
+    big = job(params=1.2e9, activation=1e9, opt_state=4.0, gpus_per_node=8)
+    fp16 = [0.5, 2.0, 2.0, 2.0]
+    tables = Tables([big], [[1, 4, 8, 16]], list(range(5)), [gpu(memory=14 * GB)], [[15e12, 60e12]], [FP32, fp16],
+                    [link(300 * GB, 3e-6, L.LINK_NVSWITCH)], [[1]], [link(12.5 * GB, 2e-5, L.LINK_NETWORK)],
+                    ps_memory=1)
+    expected = tables.run("reference")
+    assert list(expected["fits_memory"][0, 0]) == [0, 1]
+    arch_of_best = expected["best_index"][0, 0] // 1                # one intra link, one network: index = arch
+    assert (arch_of_best[:, 0] == L.ARCH_PS_WORKER).all()         # FP32: ps-worker only
+    assert (arch_of_best[:, 1] != L.ARCH_PS_WORKER).any()         # FP16: the others take part
+    for mode in ("serial", "kernel"):
+        assert_identical(tables.run(mode, False), tables.run("kernel"), REDUCTIONS)
+    assert_agrees(tables.run("kernel"), expected, CUBE + REDUCTIONS)
