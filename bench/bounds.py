@@ -5,8 +5,11 @@ already-compressed chunks with ``write_direct_chunk``).
 ``fused_argmin`` computes the same bests as ``kernels.model.evaluate_block`` with
 ``write_cube=False`` (the bench checks that it does) in the leanest loop: no row buffers, no
 scratch, every valid (arch, intra, network) of each (job, gpu, n_gpu, precision) folded as it is
-computed, with the kernel's own scalar formulas (``comm_seconds`` and the rest) and the same
-pruning (valid combinations only, an architecture once along what it ignores).
+computed, with the kernel's own scalar formulas (``exchange_seconds``, the parameter server's
+wire fraction and update term, and the rest) and the same pruning (valid combinations only, an
+architecture once along what it ignores).  It checks memory with the one flag of
+``compute_terms`` for every architecture, so it equals the kernel unless ``ps_memory`` is on
+(where ps-worker has a check of its own); the bench runs the defaults, where it is off.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ import numpy as np
 from numba import njit, prange
 
 from paigrid.kernels.layout import (
+    ARCH_PS_WORKER,
     G_PCIE_BW,
     J_ACCUM,
     J_BATCH,
     J_GPUS_PER_NODE,
     J_INPUT_RATE,
     J_NICS_PER_NODE,
+    J_OPT_STATE,
     J_OVERLAP,
     J_PARAMS,
     J_PCIE_ROOTS,
@@ -32,14 +37,18 @@ from paigrid.kernels.layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_PS_HOST_BW,
+    O_PS_LOCAL_REDUCE,
+    O_PS_NIC_PER_WORKER,
+    O_PS_SPARSE,
     O_SYNC_LATENCY,
     O_TOPOLOGY,
     P_COMM_BYTES,
     REASON_VALID,
 )
 from paigrid.kernels.model import (
-    comm_seconds,
     configuration_reason,
+    exchange_seconds,
     exposed_comm_seconds,
     ignores_intra,
     ignores_network,
@@ -47,6 +56,7 @@ from paigrid.kernels.model import (
     latency_multiplier,
     overlap_fraction,
 )
+from paigrid.kernels.ps import ps_update_fixed_seconds, ps_wire_fraction
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
@@ -73,6 +83,8 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
         k = job[J_GPUS_PER_NODE]
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
         values, columns, low, at = per_prec[jg], kept[jg], smallest[jg], where[jg]
+        ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])   # bytes a ps-worker moves per byte of S
+        ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
         n_kept = 0
         for p in range(n_prec):
             base = t_data[j, g, p] + t_flop[j, g, p] + t_mem[j, g, p]
@@ -95,6 +107,11 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
             for a in range(n_arch):
                 if n_kept == 0 or configuration_reason(arch[a], n, k, True, LINK_NETWORK) != REASON_VALID:
                     continue
+                is_ps = arch[a] == ARCH_PS_WORKER
+                unit = ps_fraction if is_ps else 1.0
+                update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
+                                                 options[O_PS_NIC_PER_WORKER], ps_update_bytes,
+                                                 options[O_PS_HOST_BW]) if is_ps else 0.0
                 for i in range(n_intra):
                     if intra_fits[g, i] == 0:
                         continue
@@ -102,15 +119,15 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
                     for w in range(1 if ignores_network(arch[a]) else n_net):
                         if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
                             continue
-                        per_byte = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                job[J_PS_COUNT], 1.0, gpus[g, G_PCIE_BW], bw, 0.0,
-                                                network[w, L_BW], 0.0, collective)
-                        latency = comm_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                               job[J_PS_COUNT], 0.0, gpus[g, G_PCIE_BW], bw, intra[i, L_LATENCY],
-                                               network[w, L_BW], network[w, L_LATENCY], collective)
+                        per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                    job[J_PS_COUNT], unit, gpus[g, G_PCIE_BW], bw, 0.0,
+                                                    network[w, L_BW], 0.0, collective, options)
+                        latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                   job[J_PS_COUNT], 0.0, gpus[g, G_PCIE_BW], bw, intra[i, L_LATENCY],
+                                                   network[w, L_BW], network[w, L_LATENCY], collective, options)
                         for c in range(n_kept):
-                            tc = exposed_comm_seconds(values[1, c] * per_byte + values[3, c] * latency, values[4, c],
-                                                      values[2, c])
+                            tc = exposed_comm_seconds(values[1, c] * per_byte + values[3, c] * latency + update,
+                                                      values[4, c], values[2, c])
                             step = values[0, c] + tc
                             rounded = np.float32(floor if floor > step else step)
                             if rounded < low[c]:
