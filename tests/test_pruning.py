@@ -254,3 +254,47 @@ def test_reduce_only_keeps_each_architectures_own_fit():
     for mode in ("serial", "kernel"):
         assert_identical(tables.run(mode, False), tables.run("kernel"), REDUCTIONS)
     assert_agrees(tables.run("kernel"), expected, CUBE + REDUCTIONS)
+
+
+@pytest.mark.parametrize("model", ["pai-v1", "pai-v2"])
+def test_catalogue_grid_with_a_sparse_workload_matches_the_reference(model):
+    """End to end from the catalogues: multi-interests (declared embedding tables) and a dense
+    model on K80 (12 GB: multi-interests' Adam state does not fit) and A100 GPUs, every
+    architecture, with sparse traffic, the PS memory check and the update on: the pruned kernel,
+    full cube and reduce-only, gives the reference's numbers and bests, and ps-worker is the best
+    of some (job, gpu, n_gpu, precision) where the all-reduce check fails."""
+    from paigrid.evaluate import allocate, run_kernel
+    from paigrid.inputs.spec import SweepSpec
+    from paigrid.kernels import model as kernel_model
+    from paigrid.kernels import reference
+    from paigrid.sweeping import prepare
+
+    spec = SweepSpec(workloads=["multi-interests", "resnet50"], gpu=["K80", "A100"], n_gpu=[1, 4, 16],
+                     intra=["pcie3", "nvswitch-nvlink3"], network=["none", "eth-25g"], precision=["fp32", "amp-fp16"])
+    spec.options = spec.options.with_overrides({"model": model, "ps_sparse": True, "ps_memory": True,
+                                                "ps_update": True}, "the test")
+    grid = prepare(spec)[0]
+    jobs, n_gpu = grid.job_rows(0, len(grid.jobs))
+    assert (jobs[:, L.J_EMB_PARAMS] > 0).any()
+    expected = allocate(grid, len(grid.jobs), True)
+    run_kernel(reference.evaluate_block, grid, jobs, n_gpu, True, expected)
+    full = allocate(grid, len(grid.jobs), True)
+    run_kernel(kernel_model.evaluate_block, grid, jobs, n_gpu, True, full)
+    names = [name for name in full if name in expected]
+    for name in names:
+        x, y = full[name], expected[name]
+        if x.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=f"NaN positions of {name}")
+            np.testing.assert_allclose(x, y, rtol=2e-6, err_msg=name)
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    for kernel in (kernel_model.evaluate_block, kernel_model.evaluate_block_serial):
+        reduced = allocate(grid, len(grid.jobs), False)
+        run_kernel(kernel, grid, jobs, n_gpu, False, reduced)
+        for name in ("best_step_time", "best_index", "best_bottleneck"):
+            np.testing.assert_array_equal(reduced[name], full[name], err_msg=name)
+    best, fits = full["best_index"], full["fits_memory"]
+    w = len(grid.network) * len(grid.intra)
+    ps_where_ar_fails = (best >= 0) & (best // w == list(grid.arch_codes).index(L.ARCH_PS_WORKER)) & \
+        (fits[:, :, None, :] == 0)
+    assert ps_where_ar_fails.any()
