@@ -10,7 +10,7 @@ from paigrid.errors import PaigridError
 from paigrid.evaluate import allocate, kernel_for, run_kernel
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import KernelTables, job_vector
+from paigrid.inputs.tables import KernelTables, job_table_index, job_vector
 from paigrid.kernels.layout import REASON_VALID
 from paigrid.schema import bottleneck_name, reason_sentence
 
@@ -46,8 +46,20 @@ def scale_tables(scale: dict[str, float], gpu_table, peak, class_peak, intra_tab
         job_table[:, field] *= fused
 
 
+#: up to this many jobs, ``config_values`` builds the job table row by row
+FEW_JOBS = 8
+
+
 def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
                     scale: dict[str, float] | None = None) -> list[dict]:
+    """Breakdown of ``jobs[i]`` at ``configs[i]`` (see ``config_values``) as one dict per job."""
+    values = config_values(jobs, configs, cats, eff, options, scale)
+    return [_result(job, config, {name: array[m] for name, array in values.items()}, cats)
+            for m, (job, config) in enumerate(zip(jobs, configs))]
+
+
+def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
+                  scale: dict[str, float] | None = None) -> dict[str, np.ndarray]:
     """Breakdown of ``jobs[i]`` at ``configs[i]`` (keys arch, gpu, n_gpu, intra, network, precision).
 
     Each result holds ``valid`` (bool), ``invalid_reason`` (the kernel's code, 0 when valid;
@@ -59,13 +71,15 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
     jobs that share a configuration (all but the GPU count) then go through the kernel together,
     one job per row with its own GPU count, in the serial compilation of the kernel unless the
     group is large (``evaluate.kernel_for``).  ``scale`` multiplies resources (``scale_tables``).
+    Returns every kernel output at each job's configuration as arrays over the jobs (name ->
+    (len(jobs),), the kernel's dtypes); ``predict_configs`` makes the dicts.
     """
     from paigrid.inputs.jobs import resolve_link
     from paigrid.inputs.tables import class_tables, fits_matrix, gpu_tables, link_table, option_vector
     from paigrid.kernels.layout import ARCH_NAMES
 
     if not jobs:
-        return []
+        return {}
     # every name once, canonical, and its position in the call's tables
     resolvers = {"gpu": cats.gpus.resolve, "intra": lambda n: resolve_link(cats, n, "intra"),
                  "network": lambda n: resolve_link(cats, n, "network"), "precision": cats.precisions.resolve}
@@ -82,7 +96,11 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
     intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
     fits = fits_matrix(cats, names["gpu"], names["intra"])
     option_row = option_vector(options)
-    job_table = np.stack([job_vector(job, cats, options, eff) for job in jobs])
+    if len(jobs) <= FEW_JOBS:  # a few (predict, validate): row by row costs less than finding the distinct ones
+        job_table = np.stack([job_vector(job, cats, options, eff) for job in jobs])
+    else:
+        distinct, job_index = job_table_index(jobs, cats, options, eff)
+        job_table = distinct[job_index]  # a copy: ``scale_tables`` below scales it in place
     n_gpu = np.array([[float(config["n_gpu"])] for config in configs])
     if scale:
         scale_tables(scale, gpu_table, peak, class_peak, intra_table, network_table, job_table)
@@ -92,7 +110,7 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
         key = (ARCH_NAMES.index(config["arch"]),
                *(position[dim][canonical[dim][config[dim]]] for dim in ("gpu", "intra", "network", "precision")))
         groups.setdefault(key, []).append(i)
-    results: list[dict] = [{} for _ in jobs]
+    values: dict[str, np.ndarray] = {}
     for (a, g, i, w, p), members in groups.items():
         tables = KernelTables(
             np.array([a], dtype=np.int64), gpu_table[g:g + 1], np.ascontiguousarray(peak[g:g + 1, p:p + 1]),
@@ -102,10 +120,13 @@ def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
         rows = np.array(members)
         out = allocate(tables, len(members), True)
         run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
-        for row, m in enumerate(members):
-            results[m] = _result(jobs[m], configs[m], {name: array[row].reshape(-1)[0] for name, array in out.items()},
-                                 cats)
-    return results
+        if len(groups) == 1:  # every job, in order: the outputs as they are
+            return {name: array.reshape(len(members), -1)[:, 0] for name, array in out.items()}
+        for name, array in out.items():
+            if name not in values:
+                values[name] = np.empty(len(jobs), array.dtype)
+            values[name][rows] = array.reshape(len(members), -1)[:, 0]
+    return values
 
 
 def _result(job: Job, config: dict, first: dict, cats) -> dict:
@@ -148,11 +169,18 @@ def current_predictions(jobs: list[Job], cats, eff, options) -> dict[str, np.nda
     cost = np.full(len(jobs), np.nan)
     with_current = [i for i, j in enumerate(jobs) if j.current is not None]
     if with_current:
-        results = predict_configs([jobs[i] for i in with_current], [jobs[i].current for i in with_current],
-                                  cats, eff, options)
-        for i, r in zip(with_current, results):
-            step[i], throughput[i], cost[i] = r["step_time"], r["throughput"], r["cost"]
+        values = config_values([jobs[i] for i in with_current], [jobs[i].current for i in with_current],
+                               cats, eff, options)
+        step[with_current] = _shortest_array(values["step_time"])
+        throughput[with_current] = _shortest_array(values["throughput"])
+        cost[with_current] = _shortest_array(values["cost"])
     return {"current_step_time": step, "current_throughput": throughput, "current_cost": cost}
+
+
+def _shortest_array(values: np.ndarray) -> np.ndarray:
+    """``_shortest`` of every float32 value, converted once per distinct value."""
+    distinct, inverse = np.unique(values.astype(np.float32), return_inverse=True)
+    return np.array([_shortest(v) for v in distinct], dtype=np.float64)[inverse.reshape(-1)]
 
 
 def reason_text(result: dict, job: Job, cats) -> str:

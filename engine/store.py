@@ -84,16 +84,19 @@ def prediction_bands(grid: Grid) -> np.ndarray:
     from paigrid.inputs.efficiency import band_group, prediction_band
 
     model, calibrated = grid_model(grid), grid.efficiency.origin != "defaults"
-    out = np.empty((len(grid.jobs), len(grid.n_gpu)), np.float32)
-    for j, job in enumerate(grid.jobs):
-        for k, n in enumerate(grid.n_gpu):
-            count = job.current["n_gpu"] if n == 0 else n
-            out[j, k] = prediction_band(model, calibrated, band_group(count, job.options["gpus_per_node"]))
-    return out
+    per_node = np.array([job.options["gpus_per_node"] for job in grid.jobs], dtype=np.float64)
+    if grid.n_gpu == [0]:
+        counts = grid.current_counts[:, None]
+    else:
+        counts = np.broadcast_to(np.asarray(grid.n_gpu, dtype=np.float64), (len(grid.jobs), len(grid.n_gpu)))
+    pairs, inverse = np.unique(np.stack(np.broadcast_arrays(counts, per_node[:, None]), axis=-1).reshape(-1, 2),
+                               axis=0, return_inverse=True)
+    bands = np.array([prediction_band(model, calibrated, band_group(n, k)) for n, k in pairs], np.float32)
+    return bands[inverse.reshape(-1)].reshape(counts.shape)   # one lookup per distinct (count, gpus_per_node)
 
 
 def _strings(values) -> np.ndarray:
-    return np.array([str(v) for v in values], dtype=object)
+    return np.array([v if isinstance(v, str) else str(v) for v in values], dtype=object)
 
 
 class CubeWriter:
@@ -101,7 +104,8 @@ class CubeWriter:
 
     def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
                  reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
-                 jobs_per_chunk: int = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu"):
+                 jobs_per_chunk: int = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu",
+                 flush_seconds: float = 0.0):
         import h5netcdf
         import h5py
 
@@ -116,6 +120,9 @@ class CubeWriter:
         self.blocks = blocks
         self.jobs_per_chunk = jobs_per_chunk
         self.compression = compression
+        self.flush_seconds = flush_seconds
+        self.unflushed: list[int] = []        # blocks written but not yet flushed and marked done
+        self.last_flush = time.monotonic()
         # The HDF5 file is opened here and handed to h5netcdf (which then leaves closing it to us), so
         # that this writer holds it: it flushes it itself and writes blocks straight to its datasets.
         # track_order: the creation order netCDF-4 needs, as h5netcdf sets it on files it creates.
@@ -139,6 +146,8 @@ class CubeWriter:
                     self.write_current(current)
                 self._publish()
             self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
+            if resume:
+                self._check_blocks()
             # blocks go straight to the h5py datasets: h5netcdf's __setitem__ adds ~1 ms per call
             self.datasets = {name: self.h5[name] for name in self.file.variables}
         except BaseException:
@@ -162,7 +171,9 @@ class CubeWriter:
         n_gpu = f.create_variable("n_gpu", ("n_gpu",), dtype=np.int32, data=np.asarray(grid.n_gpu, np.int32))
         n_gpu.attrs.update(units="1", long_name="GPUs in the job (0: each job's current count, see current_n_gpu)")
         self._metadata(text)
-        jobs_per_chunk = max(1, self.blocks[0][1] - self.blocks[0][0])
+        # the small variables: a block's jobs per chunk, at most about CHUNK_TARGET_BYTES of the largest
+        per_job = 8 * grid.shape[2] * grid.shape[3] * grid.shape[6]
+        jobs_per_chunk = max(1, min(self.blocks[0][1] - self.blocks[0][0], CHUNK_TARGET_BYTES // per_job))
         cube_chunk = (self.jobs_per_chunk, *grid.shape[1:])
         groups = [(JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
                   (BEST_VARIABLES, ("job", "gpu", "n_gpu", "precision"),
@@ -208,9 +219,9 @@ class CubeWriter:
             "batch": (np.float64, [j.batch for j in jobs], "samples", "per-GPU batch of one micro-batch"),
             "samples_per_step": (np.float64, [j.batch * j.options["grad_accum_steps"] for j in jobs],
                                  "samples", "per-GPU samples of one optimizer step"),
-            "tokens_per_sample": (np.float64, [_tokens(w, j.model) for j in jobs], "tokens/sample",
+            "tokens_per_sample": (np.float64, _per_model(jobs, lambda m: _tokens(w, m)), "tokens/sample",
                                   "tokens (or frames) per sample; throughput per token = throughput x this"),
-            "sample_unit": (text, _strings(w.row(j.model).get("sample_unit", "sample") for j in jobs), "1",
+            "sample_unit": (text, _strings(_per_model(jobs, lambda m: w.row(m).get("sample_unit", "sample"))), "1",
                             "what one sample is"),
         }
         for option, units in (("gpus_per_node", "1"), ("nics_per_node", "1"), ("grad_accum_steps", "1"),
@@ -256,6 +267,15 @@ class CubeWriter:
         self.creating = None
         fault_point("after-create")
 
+    def _check_blocks(self) -> None:
+        """Refuse to resume a file whose blocks are not this sweep's (made by a paigrid that sized
+        blocks differently)."""
+        stored = np.asarray(self.file.variables["block_start"][:], dtype=np.int64)
+        if not np.array_equal(stored, np.array([b[0] for b in self.blocks], np.int64)):
+            raise PaigridError(f"{self.tmp} was started with other blocks of jobs ({len(stored)} blocks, this "
+                               f"sweep makes {len(self.blocks)}); resume it with the paigrid that started it, or "
+                               "delete it to start over.")
+
     def _check_resumable(self, provenance: dict, attrs) -> None:
         if format_version(attrs) != FORMAT_VERSION:
             raise PaigridError(f"{self.tmp} was started in cube format {format_version(attrs)} and this paigrid "
@@ -299,18 +319,37 @@ class CubeWriter:
         """Indices of the blocks not yet written."""
         return [i for i, done in enumerate(self.done) if not done]
 
-    def write_block(self, block: Block) -> None:
-        """Write a block's arrays and encoded chunks, then mark it done and flush, so a crash
-        never half-marks it."""
+    def write_block(self, block: Block) -> list[int]:
+        """Write a block's arrays and encoded chunks; commit (``commit``) the blocks written so
+        far when ``flush_seconds`` have passed since the last flush.  Returns the blocks that
+        this call marked done (empty when the flush is not due yet)."""
         for name, data in block.arrays.items():
             self.datasets[name][block.start:block.stop] = data
         for name, chunks in block.chunks.items():
             dataset, corner = self.datasets[name], (0,) * (self.datasets[name].ndim - 1)
             for k, chunk in enumerate(chunks):
                 dataset.id.write_direct_chunk((block.start + k * self.jobs_per_chunk, *corner), chunk)
-        self.datasets["block_done"][block.index] = 1
+        self.unflushed.append(block.index)
+        if time.monotonic() - self.last_flush >= self.flush_seconds:
+            return self.commit()
+        return []
+
+    def commit(self) -> list[int]:
+        """Flush the blocks written since the last commit, then mark them done and flush again:
+        a block is marked done on disk only after its data is there, so a crash at any moment
+        never half-marks one (an unmarked block is redone on resume).  Returns those blocks."""
+        blocks, self.unflushed = self.unflushed, []
+        if not blocks:
+            return []
         self.flush()
-        self.done[block.index] = True
+        lo, hi = min(blocks), max(blocks) + 1
+        marks = self.datasets["block_done"][lo:hi]   # one read and one write for the whole range
+        marks[np.asarray(blocks) - lo] = 1
+        self.datasets["block_done"][lo:hi] = marks
+        self.flush()
+        self.done[blocks] = True
+        self.last_flush = time.monotonic()
+        return blocks
 
     def flush(self) -> None:
         """Put everything written so far on disk, HDF5 metadata included."""
@@ -319,6 +358,7 @@ class CubeWriter:
 
     def finish(self) -> Path:
         """Mark the file complete, close it and rename it to its final name."""
+        self.commit()
         if not self.done.all():
             raise PaigridError(f"{len(self.pending())} blocks are not written yet.")
         self.file.attrs["complete"] = 1
@@ -353,6 +393,12 @@ def creating_path(path: str | Path) -> Path:
     holds PATH.lock, so one such file per output)."""
     path = Path(path)
     return path.with_name(f".{path.name}.creating")
+
+
+def _per_model(jobs, value) -> list:
+    """``value(model)`` of each job's model, computed once per distinct model."""
+    cache: dict = {}
+    return [cache[j.model] if j.model in cache else cache.setdefault(j.model, value(j.model)) for j in jobs]
 
 
 def _json_attr(attrs, name: str):

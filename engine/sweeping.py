@@ -72,6 +72,37 @@ def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
     return [(s, min(s + jobs_per_block, n_jobs)) for s in range(0, n_jobs, jobs_per_block)]
 
 
+#: configurations per block of a full sweep when the spec does not fix ``jobs_per_block``: the
+#: block's cube outputs (22 bytes a configuration, about 90 MB) are in memory at once, twice (one
+#: block computed while the previous one is compressed and written)
+BLOCK_CONFIGS_FULL = 2**22
+#: the same for a reduce-only sweep, whose block keeps only its reductions in memory
+BLOCK_CONFIGS_REDUCE = 2**28
+#: at most this many jobs per block (the block's job table and reductions stay small)
+MAX_JOBS_PER_BLOCK = 2**16
+#: seconds between two flushes of a sweep whose blocks are sized by work (one whose spec fixes
+#: ``jobs_per_block`` flushes after every block); a block is marked done only once flushed
+FLUSH_SECONDS = 5.0
+
+
+def work_jobs_per_block(grid: Grid, reduce_only: bool) -> int:
+    """Jobs per block sized by work: about ``BLOCK_CONFIGS_FULL`` (or, reduce-only,
+    ``BLOCK_CONFIGS_REDUCE``) configurations of the grid per block, at least one job, at most
+    ``MAX_JOBS_PER_BLOCK`` and every job."""
+    per_job = max(1, grid.configs // len(grid.jobs))
+    target = BLOCK_CONFIGS_REDUCE if reduce_only else BLOCK_CONFIGS_FULL
+    return max(1, min(MAX_JOBS_PER_BLOCK, len(grid.jobs), target // per_job))
+
+
+def sweep_blocks(grid: Grid, jobs_per_block: int | None, reduce_only: bool) -> tuple[list[tuple[int, int]], int]:
+    """The blocks of a sweep ((start, stop) job ranges) and the jobs per chunk of its cube
+    variables: ``jobs_per_block`` jobs per block as the spec fixes it, or sized by work
+    (``work_jobs_per_block``) when it is None; a block holds whole chunks."""
+    per_block = jobs_per_block if jobs_per_block is not None else work_jobs_per_block(grid, reduce_only)
+    per_chunk = cube_jobs_per_chunk(grid, per_block)
+    return block_bounds(len(grid.jobs), per_block // per_chunk * per_chunk), per_chunk
+
+
 #: jobs chunks evaluated and compressed to estimate the size of a full cube
 SIZE_SAMPLES = 3
 #: the estimate is this much above the sample's extrapolation (jobs compress differently)
@@ -164,17 +195,21 @@ def cube_output(out: str | Path) -> Path:
 def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",
               reduce_only: bool = False, resume: bool = False, scheduler: str | None = None,
               workers: int | None = None, progress: bool = True, on_block=None,
-              space_check: bool = True, device: str | None = None, threads: int | None = None) -> SweepResult:
+              space_check: bool = True, device: str | None = None, threads: int | None = None,
+              flush_seconds: float | None = None) -> SweepResult:
     """Sweep ``spec`` into the cube file ``out`` and return what was done.
 
     ``reduce_only`` stores only the per-job reductions; ``resume`` continues ``out.partial``;
     ``scheduler`` (a Dask scheduler address) or ``workers`` (a local Dask cluster of that many
     processes) run the blocks on Dask workers; otherwise they run in this process.
-    ``on_block(n_written)`` is called after each block is safely written.  ``space_check``
-    refuses, before starting, a cube that would not fit in the free disk space.  ``device``
-    ("cpu" or "cuda"; None: the spec's) is where the kernels run; ``threads`` is numba's thread
-    count for the kernels and the compression (None: every core this process may use; with
-    ``workers``, the cores shared out among the worker processes).
+    ``on_block(n_written)`` is called each time blocks are safely written (flushed and marked
+    done; ``n_written`` of them so far).  ``space_check`` refuses, before starting, a cube that
+    would not fit in the free disk space.  ``device`` ("cpu" or "cuda"; None: the spec's) is
+    where the kernels run; ``threads`` is numba's thread count for the kernels and the
+    compression (None: every core this process may use; with ``workers``, the cores shared out
+    among the worker processes).  ``flush_seconds``: the least time between two flushes (blocks
+    written in between are marked done together, once flushed); default 0 (after every block)
+    when the spec fixes ``jobs_per_block``, ``FLUSH_SECONDS`` when the blocks are sized by work.
 
     One writer at a time: ``out.lock`` (``userfiles.OutputLock``) names the process writing.
     """
@@ -191,12 +226,13 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
         with contextlib.suppress(OSError):
             os.unlink(creating_path(out))   # left by a writer killed while creating: never published
         check_output(out, resume)
-        per_chunk = cube_jobs_per_chunk(grid, spec.jobs_per_block)
-        blocks = block_bounds(len(grid.jobs), spec.jobs_per_block // per_chunk * per_chunk)
+        blocks, per_chunk = sweep_blocks(grid, spec.jobs_per_block, reduce_only)
+        if flush_seconds is None:
+            flush_seconds = 0.0 if spec.jobs_per_block is not None else FLUSH_SECONDS
         if not resume and space_check:
             check_disk(out, grid, reduce_only, compression, per_chunk)
         return _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume,
-                           scheduler, workers, progress, on_block, made_on, threads)
+                           scheduler, workers, progress, on_block, made_on, threads, flush_seconds)
 
 
 def check_threads(threads: int | None, workers: int | None, scheduler: str | None) -> int | None:
@@ -228,7 +264,7 @@ def device_label(device: str) -> str:
 
 
 def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume, scheduler,
-                workers, progress, on_block, made_on="cpu", threads=None) -> SweepResult:
+                workers, progress, on_block, made_on="cpu", threads=None, flush_seconds=0.0) -> SweepResult:
     started = time.perf_counter()
     current = None if resume else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
     with contextlib.ExitStack() as stack:
@@ -239,7 +275,7 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
             client = dask_client(stack, scheduler, workers, threads)   # before the file: a bad address leaves nothing
         try:
             writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk, current,
-                                device=made_on)
+                                device=made_on, flush_seconds=flush_seconds)
         except KeyboardInterrupt:
             if resume or partial_path(out).exists():
                 raise PaigridError(f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
@@ -272,16 +308,23 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
                 # closing: on an error the block being computed is finished (its thread stopped)
                 # before the error goes on, never left running while the interpreter exits
                 with contextlib.closing(source):
-                    for block in source:
+                    for count, block in enumerate(source, 1):
                         _check_room(out, block)
-                        writer.write_block(block)
+                        committed = writer.write_block(block)
+                        fault_point(f"block-written-{count}")
                         written = int(writer.done.sum())
-                        fault_point(f"after-block-{written}")
+                        if committed:
+                            fault_point(f"after-block-{written}")
                         bar.advance((block.stop - block.start) * per_job, written, len(blocks))
-                        if on_block is not None:
+                        if committed and on_block is not None:
                             on_block(written)
+                    if writer.commit():  # the blocks written since the last flush
+                        fault_point(f"after-block-{int(writer.done.sum())}")
+                        if on_block is not None:
+                            on_block(int(writer.done.sum()))
             path = writer.finish()
         except KeyboardInterrupt:
+            _commit_quietly(writer)  # the blocks written whole before the interrupt
             writer.close()
             raise PaigridError(f"interrupted: {int(writer.done.sum())} of {len(blocks)} blocks are saved in "
                                f"{partial_path(out)}; run the same command with --resume to finish.") from None
@@ -292,6 +335,7 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
             if not isinstance(exc, _NoRoom):
                 writer.abandon()  # HDF5 failed mid-write: closing could crash; the flushed blocks are safe
             else:
+                _commit_quietly(writer)  # found before HDF5 tried: the blocks written so far are whole
                 writer.close()
             raise _write_failure(f"writing {partial_path(out)} failed ({os_reason(exc)}); "
                                  f"{int(writer.done.sum())} of {len(blocks)} blocks are saved; fix the cause and "
@@ -300,6 +344,13 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
             writer.close()
             raise
     return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
+
+
+def _commit_quietly(writer) -> None:
+    """Flush and mark done the blocks written whole so far, on the way out of an interrupted
+    sweep; if that fails they are simply redone on resume."""
+    with contextlib.suppress(Exception):
+        writer.commit()
 
 
 #: free disk space [bytes] a block must leave beside its own bytes, for HDF5's metadata

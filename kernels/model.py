@@ -8,7 +8,10 @@ optimizer update), so the bottleneck flags mean the same under both models.
 
 ``evaluate_block`` evaluates every configuration of a block of jobs (the Cartesian product
 job x arch x gpu x n_gpu x intra x network x precision) and folds it into the per-job
-reductions at the same time; with ``write_cube=False`` it only folds (reduce-only sweeps).
+reductions at the same time; with ``write_cube=False`` it only folds (reduce-only sweeps).  It
+computes only the valid (arch, n_gpu), (gpu, intra) and (gpu, precision) combinations, and an
+architecture once along the dimensions it ignores (``ignores_intra``, ``ignores_network``); the
+rest of the cube is written as invalid cells or copies, the same values a full evaluation gives.
 The scalar helpers are small ``@jit`` functions that LLVM inlines into the loop.
 
 All times are seconds per optimizer step of one data-parallel replica.  With the default
@@ -87,6 +90,7 @@ from .layout import (
     L_BW,
     L_KIND,
     L_LATENCY,
+    LINK_NETWORK,
     LINK_NONE,
     LINK_NVLINK_HCM,
     LINK_PCIE,
@@ -409,6 +413,46 @@ def _compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, 
 compute_terms = jit(serial_twin(_compute_terms, "compute_terms"))
 
 
+@jit
+def ignores_intra(arch):
+    """True for the architectures whose numbers do not read the intra-server link (1w1g, 1wng:
+    they exchange nothing over it); their validity still does (``intra_fits``)."""
+    return arch == ARCH_1W1G or arch == ARCH_1WNG
+
+
+@jit
+def ignores_network(arch):
+    """True for the single-server architectures (1w1g, 1wng, allreduce-local): neither their
+    numbers nor their validity read the network."""
+    return arch == ARCH_1W1G or arch == ARCH_1WNG or arch == ARCH_ALLREDUCE_LOCAL
+
+
+@jit
+def fill_invalid(st, tcm, thr, cst, enr, bot, why, start, stop, code):
+    """Write cells [start, stop) of the flat cube outputs as invalid with reason ``code``: NaN
+    in every float output, ``FLAG_FILL`` bottleneck (one array at a time: each loop is a fill)."""
+    for out in (st, tcm, thr, cst, enr):
+        for o in range(start, stop):
+            out[o] = np.nan
+    for o in range(start, stop):
+        bot[o] = FLAG_FILL
+    for o in range(start, stop):
+        why[o] = code
+
+
+@jit
+def copy_cells(st, tcm, thr, cst, enr, bot, why, source, target, count):
+    """Copy ``count`` cells of the flat cube outputs from offset ``source`` to ``target`` (one
+    array at a time: each loop is a copy)."""
+    for out in (st, tcm, thr, cst, enr):
+        for q in range(count):
+            out[target + q] = out[source + q]
+    for q in range(count):
+        bot[target + q] = bot[source + q]
+    for q in range(count):
+        why[target + q] = why[source + q]
+
+
 def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                     write_cube,
                     step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
@@ -434,6 +478,21 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     network among valid configurations that fit in memory, NaN when none), ``best_index``
     (int32, the flat index (a * I + i) * W + w of that configuration, first one on ties, -1
     when none) and ``best_bottleneck`` (uint8, its bottleneck flag).
+
+    The grid is pruned: only the valid (arch, n_gpu), (gpu, intra) and (gpu, precision)
+    combinations are computed.  An (arch, n_gpu) slab that rules 1-2 forbid and a (gpu, intra)
+    row the link cannot connect are written as invalid cells (with their reason codes) when the
+    cube is written and skipped otherwise; a precision whose per-(job, gpu) terms are NaN (the
+    GPU lacks it, or an input is missing) is computed only when the cube is written (its cells
+    come out NaN with their reason codes like any other) and, in reduce-only, so is a precision
+    that fits in memory under no architecture's check (the reductions never take it).  The check
+    is per architecture: with ``O_PS_MEMORY`` a ps-worker GPU holds no optimizer state
+    (``ps_fits_memory_flag``), so a precision may fit for ps-worker and not for the others; each
+    architecture folds only the precisions that fit by its own check.  An architecture that ignores a
+    dimension (``ignores_intra``, ``ignores_network``) is computed once along it: the other
+    cells are copies (cube) or are not folded (they tie with the first, which the bests keep).
+    When the cube is written, each (arch, n_gpu, intra) row of (network, precision) is computed
+    branch-free and then folded; in reduce-only each step is folded as it is computed.
     """
     n_jobs = jobs.shape[0]
     n_gpus = gpus.shape[0]
@@ -444,10 +503,14 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     topology = options[O_TOPOLOGY]
     sync_latency, bucket_bytes, bucket_overlap = options[O_SYNC_LATENCY], options[O_BUCKET_BYTES], \
         options[O_BUCKET_OVERLAP]
-    # rows over (network, precision) per (job, gpu): allocated once, before the parallel loop
-    scratch = np.empty((n_jobs * n_gpus, 11, row))
+    # rows over (network, kept precision) per (job, gpu): allocated once, before the parallel loop
+    scratch = np.empty((n_jobs * n_gpus, 10, row))
     step_rows = np.empty((n_jobs * n_gpus, row), np.float32)
     reason_rows = np.empty((2 * n_jobs * n_gpus, row), np.uint8)
+    # per (job, gpu): the kept precisions, the columns folded for every architecture but
+    # ps-worker, and those folded for ps-worker (its own memory check, ``O_PS_MEMORY``)
+    columns = np.empty((3 * n_jobs * n_gpus, n_prec), np.int64)
+    ps_memory = options[O_PS_MEMORY] != 0.0
     zero_code = np.uint8(REASON_VALID)  # typed once: the store below stays a uint8 select
     for jg in prange(n_jobs * n_gpus):
         j = jg // n_gpus
@@ -468,55 +531,137 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])
         ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
         ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
-        # Rows over (network, precision), filled once per (job, gpu) or per (arch, n, intra), so
-        # that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
-        rows = scratch[jg]
-        r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
-        r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
-        r_hops, r_overlap = rows[8], rows[9]  # latency multiplier and overlap fraction (communication v2)
-        r_fit_ps = rows[10]  # fits_memory of a ps-worker GPU (the memory check per architecture)
-        r_step = step_rows[jg]
-        r_reason = reason_rows[jg]  # the reason code of the configuration if its step is NaN
-        r_valid_shape = reason_rows[n_jobs * n_gpus + jg]  # the same when rules 1-4 pass
-        for w in range(n_net):
-            for p in range(n_prec):
-                q = w * n_prec + p
-                r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
-                r_base[q] = tdv[p] + tfv[p] + tmv[p]
-                r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-                r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
-                r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
-                r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
-                r_fit_ps[q] = fitv[p] if options[O_PS_MEMORY] == 0.0 or fitv[p] == FLAG_FILL else ps_fits_memory_flag(
-                    job, gpu, prec[p], ps_activation * prec[p, P_ACT_RATIO], options[O_WORKSPACE],
-                    options[O_PS_SPARSE])
-                # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
-                r_valid_shape[q] = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
+        # flat views of the cube outputs
+        st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
+        cst, enr = cost.reshape(-1), energy.reshape(-1)
+        bot, why = bottleneck.reshape(-1), invalid_reason.reshape(-1)
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         for ni in range(n_counts):
             for p in range(n_prec):
                 bsv[ni, p] = np.inf  # NaN after the loops where nothing was feasible
                 biv[ni, p] = -1
                 bbv[ni, p] = FLAG_FILL
-        # flat views of the cube outputs
-        st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
-        cst, enr = cost.reshape(-1), energy.reshape(-1)
-        bot, why = bottleneck.reshape(-1), invalid_reason.reshape(-1)
+        # The precisions of the rows ("kept", column c is precision kept[c]): all of them when the
+        # cube is written; in reduce-only those that can be folded by some architecture.
+        # ``folded`` / ``folded_ps``: the columns the reductions read (a numeric step that fits in
+        # memory) for every architecture but ps-worker / for ps-worker, whose GPUs hold no
+        # optimizer state with ``O_PS_MEMORY`` (``ps_fits_memory_flag``): a precision may fit
+        # there and not elsewhere.
+        kept, folded = columns[jg], columns[n_jobs * n_gpus + jg]
+        folded_ps = columns[2 * n_jobs * n_gpus + jg]
+        n_kept = 0
+        n_folded = 0
+        n_folded_ps = 0
+        for p in range(n_prec):
+            numeric = not np.isnan(tdv[p] + tfv[p] + tmv[p]) and not scale_missing
+            if not ps_memory or fitv[p] == FLAG_FILL:
+                fits_ps = fitv[p] == 1
+            else:
+                fits_ps = ps_fits_memory_flag(job, gpu, prec[p], ps_activation * prec[p, P_ACT_RATIO],
+                                              options[O_WORKSPACE], options[O_PS_SPARSE]) == 1
+            foldable = numeric and fitv[p] == 1
+            foldable_ps = numeric and fits_ps
+            if write_cube or foldable or foldable_ps:
+                if foldable:
+                    folded[n_folded] = n_kept
+                    n_folded += 1
+                if foldable_ps:
+                    folded_ps[n_folded_ps] = n_kept
+                    n_folded_ps += 1
+                kept[n_kept] = p
+                n_kept += 1
+        if n_kept == 0:  # reduce-only, and nothing to fold
+            for ni in range(n_counts):
+                for p in range(n_prec):
+                    bsv[ni, p] = np.nan
+            continue
+        # Rows over (network, kept precision), filled once per (job, gpu) or per (arch, n, intra),
+        # so that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
+        # When the cube is written the kept precisions are all of them: a row is a row of the cube.
+        rows = scratch[jg]
+        r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
+        r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
+        r_hops, r_overlap = rows[8], rows[9]  # latency multiplier and overlap fraction (communication v2)
+        r_step = step_rows[jg]
+        r_reason = reason_rows[jg]  # the reason code of the configuration if its step is NaN
+        r_valid_shape = reason_rows[n_jobs * n_gpus + jg]  # the same when rules 1-4 pass
+        for w in range(n_net):
+            for c in range(n_kept):
+                p = kept[c]
+                q = w * n_kept + c
+                r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
+                r_base[q] = tdv[p] + tfv[p] + tmv[p]
+                r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
+                r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
+                r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
+                r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
+                # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
+                r_valid_shape[q] = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
         for a in range(n_arch):
+            same_intra = ignores_intra(arch[a])
+            same_network = ignores_network(arch[a])
+            n_w = 1 if same_network else n_net  # networks computed (the rest copy the first)
+            is_ps = arch[a] == ARCH_PS_WORKER
+            # the columns this architecture folds: its own memory-fit check
+            fold_cols = folded_ps if is_ps else folded
+            n_fold = n_folded_ps if is_ps else n_folded
             for ni in range(n_counts):
                 n = n_gpu[j, ni]
+                slab = (((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra * row
+                # rules 1-2 (the architecture cannot run n GPUs, k per server) hold for the whole slab
+                arch_reason = configuration_reason(arch[a], n, k, True, LINK_NETWORK)
+                if arch_reason != REASON_VALID:
+                    if write_cube:
+                        fill_invalid(st, tcm, thr, cst, enr, bot, why, slab, slab + n_intra * row, arch_reason)
+                    continue
                 # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
                 floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
                 samples_per_s = n * samples_per_step
-                is_ps = arch[a] == ARCH_PS_WORKER
                 update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
                                                  options[O_PS_NIC_PER_WORKER], ps_update_bytes,
                                                  options[O_PS_HOST_BW]) if is_ps else 0.0
                 unit = ps_fraction if is_ps else 1.0  # bytes moved per byte of S
+                first_intra = -1  # the intra link computed, for an architecture that ignores it
                 for i in range(n_intra):
+                    o = slab + i * row
+                    if intra_fits[g, i] == 0:  # rule 4 (or 3, which comes first)
+                        if write_cube:
+                            for w in range(n_net):
+                                fill_invalid(st, tcm, thr, cst, enr, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
+                                             configuration_reason(arch[a], n, k, False, network[w, L_KIND]))
+                        continue
+                    if same_intra and first_intra >= 0:  # the same numbers as the first fitting link
+                        if write_cube:
+                            copy_cells(st, tcm, thr, cst, enr, bot, why, slab + first_intra * row, o, row)
+                        continue
+                    first_intra = i
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
-                    for w in range(n_net):
-                        shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
+                    if not write_cube:  # reduce-only: each step folded as it is computed, no rows
+                        for w in range(n_w):
+                            if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
+                                continue
+                            per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                        job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
+                                                        network[w, L_BW], 0.0, collective, options)
+                            latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
+                                                       job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
+                                                       intra[i, L_LATENCY], network[w, L_BW],
+                                                       network[w, L_LATENCY], collective, options)
+                            for f in range(n_fold):  # the precisions this architecture folds
+                                c = fold_cols[f]
+                                p = kept[c]
+                                tc = exposed_comm_seconds(r_bytes[c] * per_byte + r_hops[c] * latency + update,
+                                                          r_overlap[c], r_backward[c])
+                                step = r_base[c] + tc
+                                input_bound = floor > step
+                                rounded = np.float32(floor if input_bound else step)
+                                if rounded < bsv[ni, p]:
+                                    bsv[ni, p] = rounded
+                                    biv[ni, p] = (a * n_intra + i) * n_net + w
+                                    bbv[ni, p] = bottleneck_code(r_td[c], r_tf[c], r_tm[c], tc, input_bound)
+                        continue
+                    for w in range(n_w):
+                        shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
                         if shape == REASON_VALID and not scale_missing:
                             per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
                                                         job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
@@ -528,22 +673,21 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                         else:  # NaN makes every output of the configuration NaN: invalid
                             per_byte = np.nan
                             latency = np.nan
-                        for p in range(n_prec):
-                            r_per_byte[w * n_prec + p] = per_byte
-                            r_latency[w * n_prec + p] = latency
+                        for c in range(n_kept):
+                            r_per_byte[w * n_kept + c] = per_byte
+                            r_latency[w * n_kept + c] = latency
                         if write_cube:  # the reason codes are a cube output only
-                            for p in range(n_prec):
-                                q = w * n_prec + p
+                            for c in range(n_kept):
+                                q = w * n_kept + c
                                 r_reason[q] = shape if shape != REASON_VALID else r_valid_shape[q]
-                    o = ((((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra + i) * row
-                    for q in range(row):  # branch-free: vectorised
+                    for q in range(n_w * n_kept):  # branch-free: vectorised
                         raw = r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q] + update
                         tc = exposed_comm_seconds(raw, r_overlap[q], r_backward[q])
                         step = r_base[q] + tc
                         input_bound = floor > step
                         step = floor if input_bound else step
                         r_step[q] = step
-                        if write_cube:
+                        if write_cube:  # a row of the cube (the kept precisions are all of them)
                             bad = step != step  # NaN: invalid for one of the reasons 1-6
                             st[o + q] = step
                             tcm[o + q] = np.nan if bad else tc
@@ -553,11 +697,15 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             code = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
                             bot[o + q] = code
                             why[o + q] = r_reason[q] if bad else zero_code
-                    for w in range(n_net):  # fold the row into the bests of (n_gpu, precision)
-                        for p in range(n_prec):
-                            q = w * n_prec + p
-                            fits = r_fit_ps[q] == 1.0 if is_ps else fitv[p] == 1
-                            if r_step[q] < bsv[ni, p] and fits:
+                    if write_cube:
+                        for w in range(n_w, n_net):  # an architecture that ignores the network: copies
+                            copy_cells(st, tcm, thr, cst, enr, bot, why, o, o + w * n_prec, n_prec)
+                    for w in range(n_w):  # fold the row into the bests of (n_gpu, precision)
+                        for f in range(n_fold):
+                            c = fold_cols[f]
+                            q = w * n_kept + c
+                            p = kept[c]
+                            if r_step[q] < bsv[ni, p]:
                                 bsv[ni, p] = r_step[q]
                                 biv[ni, p] = (a * n_intra + i) * n_net + w
                                 tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q]

@@ -131,18 +131,35 @@ def _population_jobs(rows, header, path: Path, options: Options, cats: Catalogue
     if "job" not in header:
         raise PaigridError(f"{path} has a model column but no job column; a population file needs both.")
     jobs, seen = [], set()
+    # Rows repeat a few models, option values and current configurations: each distinct one is
+    # resolved and checked once (an error names the first line that has it, as row by row would).
+    models: dict[str, str] = {}
+    option_cells: dict[tuple, dict[str, float]] = {}
+    current_cells: dict[tuple, dict[str, object] | None] = {}
+    skip = {"job", "model", "batch", *JOB_OPTIONS, *CURRENT_COLUMNS}
+    extra_keys = [k for k in header if k not in skip]
     for line_no, row in rows:
         origin = f"{path} line {line_no}"
         name = row["job"].strip()
         if not name or name in seen:
             raise PaigridError(f"{origin}: job names must be non-empty and unique ({name!r}).")
         seen.add(name)
-        with _located(origin):
-            model = cats.workloads.resolve(row["model"])
-        check_workload(cats.workloads, model, cats)
-        extra = {k: v for k, v in row.items() if k not in ("job", "model", "batch", *JOB_OPTIONS, *CURRENT_COLUMNS)}
-        jobs.append(Job(name, model, _batch(row, cats.workloads.row(model), origin),
-                        _row_options(row, options, origin), _row_current(row, cats, origin), extra))
+        model = models.get(row["model"])
+        if model is None:
+            with _located(origin):
+                model = cats.workloads.resolve(row["model"])
+            check_workload(cats.workloads, model, cats)
+            models[row["model"]] = model
+        extra = {k: row[k] for k in extra_keys}
+        option_key = tuple(row.get(k) for k in JOB_OPTIONS)
+        if option_key not in option_cells:
+            option_cells[option_key] = _row_options(row, options, origin)
+        current_key = tuple(row.get(k) for k in CURRENT_COLUMNS)
+        if current_key not in current_cells:
+            current_cells[current_key] = _row_current(row, cats, origin)
+        # jobs with the same cells share their (never modified) options and current dicts
+        jobs.append(Job(name, model, _batch(row, cats.workloads.row(model), origin), option_cells[option_key],
+                        current_cells[current_key], extra))
     return jobs
 
 

@@ -5,7 +5,7 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
 
     model = "pai-v2"                                # compute model: pai-v1 | pai-v2 (default: DEFAULT_MODEL)
     workloads = ["resnet50", "bert-large-seq384"]   # names, or a CSV path; default: all built-in
-    jobs_per_block = 4                              # jobs per unit of work
+    jobs_per_block = 4                              # jobs per unit of work (default: sized by work)
     device = "cpu"                                  # cpu | cuda (an NVIDIA GPU; as --device)
 
     [grid]                                          # default: every value in the catalogues
@@ -199,7 +199,7 @@ class SweepSpec:
     precision: list[str] | None = None
     options: Options = field(default_factory=Options)
     catalogues: dict[str, str] = field(default_factory=dict)
-    jobs_per_block: int = 4
+    jobs_per_block: int | None = None          # None: blocks sized by work (``sweeping.work_jobs_per_block``)
     device: str = "cpu"                        # where the kernels run: "cpu" or "cuda" (not a model input)
     origin: str = "the default spec"
     sha256: str = ""                           # of the spec file ("" when not read from a file)
@@ -280,10 +280,11 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
         if not isinstance(value, str) or not value.strip():
             raise PaigridError(f"{origin}: catalogues.{kind} must be the path of a CSV file, not {value!r}.")
     spec.catalogues = {k: str(base_dir / v) for k, v in catalogues.items()}
-    blocks = data.get("jobs_per_block", spec.jobs_per_block)
-    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
-        raise PaigridError(f"{origin}: jobs_per_block must be a whole number >= 1.")
-    spec.jobs_per_block = blocks
+    if "jobs_per_block" in data:
+        blocks = data["jobs_per_block"]
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
+            raise PaigridError(f"{origin}: jobs_per_block must be a whole number >= 1.")
+        spec.jobs_per_block = blocks
     device = data.get("device", spec.device)
     if device not in DEVICES:
         raise PaigridError(f"{origin}: device must be one of {', '.join(DEVICES)}, not {device!r}.")

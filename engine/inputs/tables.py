@@ -76,14 +76,26 @@ class Grid(KernelTables):
         """Number of configurations in the grid."""
         return math.prod(self.shape)
 
+    @functools.cached_property
+    def job_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The job table as (distinct rows, row of each job): ``job_table_index`` of the jobs,
+        built once per grid."""
+        return job_table_index(self.jobs, self.cats, self.model_options, self.efficiency)
+
+    @functools.cached_property
+    def current_counts(self) -> np.ndarray:
+        """(J,) each job's current GPU count (read when ``n_gpu`` is ``[0]``)."""
+        return np.array([job.current["n_gpu"] for job in self.jobs], dtype=np.float64)
+
     def job_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """Job table (J, N_JOB_FIELDS) and GPU-count table (J, N) of jobs[start:stop]."""
-        jobs = self.jobs[start:stop]
-        table = np.stack([job_vector(job, self.cats, self.model_options, self.efficiency) for job in jobs])
+        """Job table (J, N_JOB_FIELDS) and GPU-count table (J, N) of jobs[start:stop] (array
+        gathers from ``job_index``: no Python per job)."""
+        rows, index = self.job_index
+        table = rows[index[start:stop]]
         if self.n_gpu == [0]:
-            counts = np.array([[job.current["n_gpu"]] for job in jobs], dtype=np.float64)
+            counts = self.current_counts[start:stop, None].copy()
         else:
-            counts = np.tile(np.asarray(self.n_gpu, dtype=np.float64), (len(jobs), 1))
+            counts = np.tile(np.asarray(self.n_gpu, dtype=np.float64), (len(table), 1))
         return table, counts
 
 
@@ -182,6 +194,27 @@ def job_vector(job: Job, cats: Catalogues, options: Options | None = None,
     if (options or Options()).model == "pai-v2" and "optimizer" in job.variant:
         row[L.J_OPT_STATE] = cats.optimizers.number(job.variant["optimizer"], "state_bytes_per_param")
     return row
+
+
+def job_table_index(jobs: list[Job], cats: Catalogues, options: Options | None = None,
+                    efficiency: Efficiency | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The job table of ``jobs`` as (K, N_JOB_FIELDS) distinct rows and the (J,) int32 row of
+    each job: ``job_vector`` once per distinct (model, batch, options, pai-v2 choices), which is
+    all a row depends on (``options`` and ``efficiency``, the sweep's, are the same for every
+    job; the embedding fields and a per-workload correction follow the model), so that
+    ``rows[index]`` equals the rows built job by job."""
+    keys: dict[tuple, int] = {}
+    index = np.empty(len(jobs), np.int32)
+    rows = []
+    for j, job in enumerate(jobs):
+        key = (job.model, job.batch, tuple(job.options.items()), tuple(job.variant.items()))
+        k = keys.get(key)
+        if k is None:
+            k = keys[key] = len(rows)
+            rows.append(job_vector(job, cats, options, efficiency))
+        index[j] = k
+    table = np.stack(rows) if rows else np.zeros((0, L.N_JOB_FIELDS))
+    return table, index
 
 
 def _pcie_bandwidth(cats: Catalogues, gen: float, eff: Efficiency) -> float:
