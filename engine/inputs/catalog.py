@@ -40,6 +40,7 @@ class Catalogue:
     sha256: str
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _numbers: dict[tuple[int, str], float] = field(default_factory=dict, repr=False)
+    _seen: dict[str, int] = field(default_factory=dict, repr=False)  # names as given, already found
 
     def __post_init__(self) -> None:
         for i, row in enumerate(self.rows):
@@ -65,12 +66,17 @@ class Catalogue:
 
     def _position(self, name: str) -> int:
         """Index of ``name``'s row; an unknown name is an error that lists the close matches."""
+        i = self._seen.get(name)
+        if i is not None:
+            return i
         i = self._index.get(str(name).strip().casefold())
         if i is None:
             close = difflib.get_close_matches(str(name), self.names + list(self._aliases()), n=4, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names)}."
             raise PaigridError(f"unknown {self.kind[:-1] if self.kind.endswith('s') else self.kind} "
                                f"{name!r} in {self.origin}{hint}")
+        if isinstance(name, str):
+            self._seen[name] = i
         return i
 
     def number(self, name: str, column: str) -> float:

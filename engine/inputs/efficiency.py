@@ -46,6 +46,9 @@ class Efficiency:
     origin: str = "defaults"
     classes: dict[str, float] = field(default_factory=dict)  # pai-v2: "class/generation/precision"
     workloads: dict[str, float] = field(default_factory=dict)  # pai-v2: per-workload correction factor
+    # class_for's answers (a prediction looks up every class of its GPU and precision); never an
+    # argument, so ``replace`` and ``overridden`` start an empty one
+    _class_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def flop_for(self, gpu: str, precision: str) -> float:
         """FLOP efficiency of ``gpu`` at ``precision``: per-GPU value if calibrated, else per precision."""
@@ -64,7 +67,11 @@ class Efficiency:
         ``launch_eager`` / ``launch_graphs``: us per launch) on a GPU ``generation`` at
         ``precision``: the most specific key, in the order generation before precision, exact
         precision before its family (``amp`` for amp-*) before ``*``."""
-        return self.classes[class_key(self.classes, cls, generation, precision)]
+        memo = self._class_memo.get((cls, generation, precision))
+        if memo is None:
+            memo = self._class_memo[cls, generation, precision] = self.classes[class_key(self.classes, cls, generation,
+                                                                                          precision)]
+        return memo
 
     def overridden(self, calibration: Efficiency) -> Efficiency:
         """A copy of these factors with ``calibration``'s values on top."""

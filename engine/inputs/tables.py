@@ -107,6 +107,23 @@ def _workload_classes() -> dict[str, dict[str, str]]:
     return {row["name"]: row for row in load("workload_classes").rows}
 
 
+@functools.cache
+def _class_numbers(model: str, attention: str) -> tuple | None:
+    """The numbers of a built-in workload's ``workload_classes.csv`` row for one attention
+    variant, parsed once: per class (GFLOP per sample, train MB per sample, weight MB per step;
+    zeros for the attention class not chosen), forward launches, FP32-under-AMP MB per sample and
+    kept activation MB per sample; None for a workload not in the file."""
+    row = _workload_classes().get(model)
+    if row is None:
+        return None
+    per_class = tuple((0.0, 0.0, 0.0) if name.startswith("attention_") and name != f"attention_{attention}" else
+                      (float(row[f"{name}_GFLOP_per_sample"]), float(row[f"{name}_train_MB_per_sample"]),
+                       float(row[f"{name}_weight_MB_per_step"])) for name in L.CLASS_NAMES)
+    return (per_class, float(row[f"launches_{attention}_per_step"]),
+            float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]),
+            float(row[f"activation_{attention}_MB_per_sample"]))
+
+
 def class_fields(job: Job, cats: Catalogues, options: Options | None = None,
                  efficiency: Efficiency | None = None) -> dict[int, float]:
     """The pai-v2 fields of a job-table row (``layout.J_CLASS_FLOP`` ... ``J_GRAPHS``), SI units.
@@ -135,22 +152,20 @@ def class_fields(job: Job, cats: Catalogues, options: Options | None = None,
     state = cats.optimizers.number(optimizer, "state_bytes_per_param")
     out = {L.J_CLASS_FLOP + c: 0.0 for c in range(L.N_CLASSES)}
     out.update({L.J_CLASS_BYTES + c: 0.0 for c in range(L.N_CLASSES)})
-    row = _workload_classes().get(job.model) if w.origin == "the built-in workloads.csv" else None
-    if row is None:
+    numbers = _class_numbers(job.model, attention) if w.origin == "the built-in workloads.csv" else None
+    if numbers is None:
         out[L.J_CLASS_FLOP + L.CLASS_GEMM_CONV] = 3.0 * w.number(job.model, "fwd_GFLOP_per_sample") * 1e9 * b
         out[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE] = w.number(job.model, "membound_MB_per_sample") * 1e6 * b
         out[L.J_LAUNCHES] = 0.0
         out[L.J_ACTIVATION_V2] = w.number(job.model, "activation_MB_per_sample") * 1e6 * b
     else:
-        for c, name in enumerate(L.CLASS_NAMES):
-            if name.startswith("attention_") and name != f"attention_{attention}":
-                continue
-            out[L.J_CLASS_FLOP + c] = 3.0 * float(row[f"{name}_GFLOP_per_sample"]) * 1e9 * b
-            out[L.J_CLASS_BYTES + c] = (float(row[f"{name}_train_MB_per_sample"]) * 1e6 * b
-                                        + 3.0 * float(row[f"{name}_weight_MB_per_step"]) * 1e6)
-        out[L.J_LAUNCHES] = 3.0 * float(row[f"launches_{attention}_per_step"])
-        out[L.J_AMP_FP32_BYTES] = float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]) * 1e6 * b
-        out[L.J_ACTIVATION_V2] = float(row[f"activation_{attention}_MB_per_sample"]) * 1e6 * b
+        per_class, launches, amp_fp32, activation = numbers
+        for c, (gflop, train_mb, weight_mb) in enumerate(per_class):
+            out[L.J_CLASS_FLOP + c] = 3.0 * gflop * 1e9 * b
+            out[L.J_CLASS_BYTES + c] = train_mb * 1e6 * b + 3.0 * weight_mb * 1e6
+        out[L.J_LAUNCHES] = 3.0 * launches
+        out[L.J_AMP_FP32_BYTES] = amp_fp32 * 1e6 * b
+        out[L.J_ACTIVATION_V2] = activation * 1e6 * b
     out.setdefault(L.J_AMP_FP32_BYTES, 0.0)
     factor = efficiency.workload_factor(job.model) if efficiency is not None else 1.0
     if factor != 1.0:
