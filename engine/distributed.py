@@ -46,11 +46,13 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
             raise PaigridError(f"{scheduler!r} is not a Dask scheduler address or scheduler file "
                                f"({str(exc).rstrip('.')}); give tcp://HOST:PORT or a scheduler file.") from None
     threads = str(threads or worker_threads(workers))
-    # the cluster is this command's own: its log lines (a cancelled task at Ctrl-C) are not for the user
+    # the cluster is this command's own: its log lines (a cancelled task, or a worker's heartbeat
+    # failing while the cluster closes at Ctrl-C) are not for the user; a task's error still
+    # reaches this process through its future
     import logging
 
-    logging.getLogger("distributed").setLevel(logging.ERROR)
-    with _sigint_ignored(), _environment(DASK_LOGGING__DISTRIBUTED="error"):  # the workers inherit both
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    with _sigint_ignored(), _environment(DASK_LOGGING__DISTRIBUTED="critical"):  # the workers inherit both
         cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    dashboard_address=":0", host="127.0.0.1",
                                                    env={"NUMBA_NUM_THREADS": threads}))
