@@ -66,7 +66,9 @@ class Transformer:
         return replace(self, seq_len=int(seq_len))
 
 
-def _whole(cell: str, origin: str, column: str, minimum: int, default: int | None = None) -> int:
+def whole_cell(cell: str, origin: str, column: str, minimum: int, default: int | None = None) -> int:
+    """A CSV cell as a whole number >= ``minimum`` (``default`` when empty and given); one
+    sentence naming ``origin`` and ``column`` otherwise."""
     text = (cell or "").strip()
     if not text and default is not None:
         return default
@@ -100,24 +102,26 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
     layer's expert buffers hold capacity_factor x the routed tokens, padding computed and sent).
     Every inconsistency is one sentence."""
     g = cells.get
-    heads = _whole(g("heads", ""), origin, "heads", 1)
+    heads = whole_cell(g("heads", ""), origin, "heads", 1)
     model = Transformer(
         name=(name or g("name") or g("model") or "").strip(),
-        layers=_whole(g("layers", ""), origin, "layers", 1), hidden=_whole(g("hidden", ""), origin, "hidden", 1),
-        heads=heads, kv_heads=_whole(g("kv_heads", ""), origin, "kv_heads", 1, heads),
-        ffn_hidden=_whole(g("ffn_hidden", ""), origin, "ffn_hidden", 1),
-        vocab=_whole(g("vocab", ""), origin, "vocab", 1), seq_len=_whole(g("seq_len", ""), origin, "seq_len", 1),
+        layers=whole_cell(g("layers", ""), origin, "layers", 1),
+        hidden=whole_cell(g("hidden", ""), origin, "hidden", 1),
+        heads=heads, kv_heads=whole_cell(g("kv_heads", ""), origin, "kv_heads", 1, heads),
+        ffn_hidden=whole_cell(g("ffn_hidden", ""), origin, "ffn_hidden", 1),
+        vocab=whole_cell(g("vocab", ""), origin, "vocab", 1),
+        seq_len=whole_cell(g("seq_len", ""), origin, "seq_len", 1),
         ffn_gated=_flag(g("ffn_gated", ""), origin, "ffn_gated", False),
-        experts=_whole(g("experts", ""), origin, "experts", 0, 0),
-        experts_per_token=_whole(g("experts_per_token", ""), origin, "experts_per_token", 0, 0),
-        moe_ffn_hidden=_whole(g("moe_ffn_hidden", ""), origin, "moe_ffn_hidden", 0, 0),
-        shared_experts=_whole(g("shared_experts", ""), origin, "shared_experts", 0, 0),
-        dense_layers=_whole(g("dense_layers", ""), origin, "dense_layers", 0, 0),
+        experts=whole_cell(g("experts", ""), origin, "experts", 0, 0),
+        experts_per_token=whole_cell(g("experts_per_token", ""), origin, "experts_per_token", 0, 0),
+        moe_ffn_hidden=whole_cell(g("moe_ffn_hidden", ""), origin, "moe_ffn_hidden", 0, 0),
+        shared_experts=whole_cell(g("shared_experts", ""), origin, "shared_experts", 0, 0),
+        dense_layers=whole_cell(g("dense_layers", ""), origin, "dense_layers", 0, 0),
         tied_embeddings=_flag(g("tied_embeddings", ""), origin, "tied_embeddings", True),
         linear_bias=_flag(g("linear_bias", ""), origin, "linear_bias", True),
         norm=(g("norm") or "layernorm").strip().casefold(),
         learned_positions=_flag(g("learned_positions", ""), origin, "learned_positions", True),
-        global_batch=_whole(g("global_batch_sequences", ""), origin, "global_batch_sequences", 1, 512),
+        global_batch=whole_cell(g("global_batch_sequences", ""), origin, "global_batch_sequences", 1, 512),
         capacity_factor=_capacity(g("capacity_factor", ""), origin))
     return check(model, origin)
 

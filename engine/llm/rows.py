@@ -31,7 +31,7 @@ from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
 from paigrid.llm.layouts import Layout, check_layout
-from paigrid.llm.models import Transformer, transformer_from_cells
+from paigrid.llm.models import Transformer, transformer_from_cells, whole_cell
 from paigrid.llm.shapes import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
 
 REQUIRED = ("id", "model", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "gpu", "gpus_per_node",
@@ -59,16 +59,7 @@ class LlmRow:
 
 
 def _whole(cells: dict, column: str, origin: str, minimum: int = 1, default: int | None = None) -> int:
-    text = (cells.get(column) or "").strip()
-    if not text and default is not None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value == int(value) and value >= minimum):
-        raise PaigridError(f"{origin}: {column} must be a whole number >= {minimum}, not {cells.get(column)!r}.")
-    return int(value)
+    return whole_cell(cells.get(column), origin, column, minimum, default)
 
 
 def _flag(cells: dict, column: str, origin: str) -> bool:
