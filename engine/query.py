@@ -276,12 +276,37 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
     from concurrent.futures import ThreadPoolExecutor
 
     reader = _ChunkReader(cube, ("step_time", "bottleneck"))
-    fits_all = cube.file["fits_memory"][:]   # (job, gpu, precision): kilobytes
+    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:], dtype=np.uint8)   # (job, gpu, precision): kB
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
     full = {d: np.array_equal(sel[d], np.arange(len(cube.labels[d]))) for d in LABEL_DIMS}
-    a_s, g_s, n_s, i_s, w_s, p_s = (sel[d] for d in LABEL_DIMS)
+    a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
+
+    kernel = None
+    if not pareto and top <= 256:   # one pass, the k best kept in order (small k)
+        from paigrid.kernels.scan import top_configurations as kernel
+
+        ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
+        ignores_intra = np.array(["intra" in ign for ign in ignores], dtype=np.bool_)
+        ignores_network = np.array(["network" in ign for ign in ignores], dtype=np.bool_)
+        shape = tuple(len(sel[d]) for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network"))
+        k = min(top, math.prod(shape))
+
+    def select_in_one_pass(raw_step, raw_code, fits, pos):
+        if by == "time":
+            factor = np.broadcast_to((n_values[pos][n_s] * samples[pos])[None, :], (len(g_s), len(n_s)))
+        else:
+            factor = np.broadcast_to((price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None], (len(g_s), len(n_s)))
+        cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
+        count = kernel(raw_step, fits, a_s, g_s, n_s, i_s, w_s, p_s, ignores_intra, ignores_network,
+                       np.ascontiguousarray(factor, dtype=np.float64), by == "time", k, cand, step)
+        gi, ni, pi, ai, ii, wi = np.unravel_index(cand[:count], shape)
+        cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
+        code = raw_code[cfg["a"], cfg["g"], cfg["n"], cfg["i"], cfg["w"], cfg["p"]]
+        return step[:count], code, cfg, raw_step
 
     def select(raw_step, raw_code, fits, pos):
+        if kernel is not None:
+            return select_in_one_pass(raw_step, raw_code, fits, pos)
         sub = raw_step
         for axis, dim in enumerate(LABEL_DIMS):
             if not full[dim]:
