@@ -30,8 +30,7 @@ def hostile_cube(request, tmp_path_factory):
     made invalid; written back through h5py, so every chunk keeps its filters and checksum."""
     path = tmp_path_factory.mktemp(f"scan-{request.param}") / "cube.h5"
     spec = load_spec(FORMAT1 / "spec.toml")
-    spec.options = spec.options.with_overrides({"compression": request.param}, "test")
-    run_sweep(spec, path, progress=False)
+    run_sweep(spec, path, compression=request.param, progress=False)
     rng = np.random.default_rng(12)
     with h5py.File(path, "r+") as f:
         step = f["step_time"][()]
@@ -100,7 +99,7 @@ WHERES = [{"network": [1]}, {"arch": [0, 2], "intra": [0, 2]}, {"gpu": [1, 2], "
 
 
 @pytest.mark.parametrize("by", ["time", "cost"])
-@pytest.mark.parametrize("top", [1, 3, 40])
+@pytest.mark.parametrize("top", [1, 3, 40, 300])
 def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top):
     cube = open_cube(hostile_cube)
     try:
