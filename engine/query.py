@@ -2,7 +2,9 @@
 
 The stored per-job reductions (best arch x intra x network for each gpu x n_gpu x precision)
 answer most queries by reading kilobytes.  A filter on arch, intra or network, or ``top`` > 1,
-needs the cube itself, which is then reduced one job chunk at a time.
+needs the cube itself, which is then scanned chunk by chunk (several jobs at once): the stored
+chunks are decompressed in parallel threads and each job's few candidate rows selected in one
+pass (``paigrid.kernels.scan``), so a scan costs little more than decompressing the cube.
 
 Ordering is the same on both paths, so they agree exactly: configurations are compared by
 time per sample (``step_time / (n_gpu x samples_per_step)``, i.e. the inverse throughput) or by
@@ -151,8 +153,8 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
     if math.isnan(step[k]):
         return float("nan"), float("nan")
     g, ni, p = cfg["g"][k], cfg["n"][k], cfg["p"][k]
-    if "prediction_band" in cube.file:   # stored from format 3 on
-        band = float(cube.file["prediction_band"][j, ni])
+    if "prediction_band" in meta:   # stored from format 3 on
+        band = float(meta["prediction_band"][pos, ni])
     else:
         calibrated = str_attr(cube.file.attrs, "calibration_sha256") not in ("", "null", "None")
         band = prediction_band(cube_model(cube.file.attrs), calibrated,
@@ -211,6 +213,8 @@ def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     meta["gpus_per_node"] = (f["gpus_per_node"][:][job_rows] if "gpus_per_node" in f
                              else np.full(len(job_rows), 8.0))
     meta["model"] = np.array(decode_strings(f["model"][:]), dtype=object)[job_rows]
+    if "prediction_band" in f:   # (job, n_gpu): read once, not per result row
+        meta["prediction_band"] = f["prediction_band"][:][job_rows]
     meta["current_throughput"] = (f["current_throughput"][:][job_rows] if "current_throughput" in f
                                   else np.full(len(job_rows), np.nan))
     return meta
