@@ -262,6 +262,12 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
         yield step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
 
 
+SCAN_KERNEL_CELLS = 30_000_000
+"""From this many selected cells (jobs x configurations) on, a scan decodes the chunks in
+parallel and selects with the compiled kernel; below, with h5py and numpy alone, since loading
+numba and its cached kernels (about 0.6 s) would cost more than it saves."""
+
+
 def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples: np.ndarray,
           n_values: np.ndarray, price: np.ndarray, by: str, top: int, pareto: bool):
     """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
@@ -279,14 +285,16 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    reader = _ChunkReader(cube, ("step_time", "bottleneck"))
+    cells = len(job_rows) * math.prod(len(sel[d]) for d in LABEL_DIMS)
+    compiled = cells >= SCAN_KERNEL_CELLS
+    reader = _ChunkReader(cube, ("step_time", "bottleneck"), parallel=compiled)
     fits_all = np.ascontiguousarray(cube.file["fits_memory"][:], dtype=np.uint8)   # (job, gpu, precision): kB
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
     full = {d: np.array_equal(sel[d], np.arange(len(cube.labels[d]))) for d in LABEL_DIMS}
     a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
 
     kernel = None
-    if not pareto and top <= 256:   # one pass, the k best kept in order (small k)
+    if compiled and not pareto and top <= 256:   # one pass, the k best kept in order (small k)
         from paigrid.kernels.scan import top_configurations as kernel
 
         ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
@@ -371,12 +379,13 @@ class _ChunkReader:
     but job): their stored bytes read by h5py in the calling thread (``raw``), decompressed and
     checked by ``decode`` (in any thread, without the GIL).  A variable that is not chunked so,
     an xarray Dataset, or a chunk that fails to decode is read through h5py (or xarray) instead,
-    so a damaged chunk fails as HDF5 reports it."""
+    so a damaged chunk fails as HDF5 reports it; so is every chunk without ``parallel`` (the
+    decoder's checksum loads numba)."""
 
     FILTERS = {"lz4": {"32001", "fletcher32"}, "zstd": {"32001", "fletcher32"},
                "gzip": {"gzip", "shuffle", "fletcher32"}, "none": {"fletcher32"}}
 
-    def __init__(self, cube: Cube, names):
+    def __init__(self, cube: Cube, names, parallel: bool = True):
         from paigrid.codecs import chunk_decoder
 
         self.datasets = [cube.file[name] for name in names]
@@ -386,7 +395,7 @@ class _ChunkReader:
         compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
         self.decoders = None
         try:
-            if all(c is not None and c[0] == self.rows and tuple(c[1:]) == tuple(d.shape[1:])
+            if parallel and all(c is not None and c[0] == self.rows and tuple(c[1:]) == tuple(d.shape[1:])
                    and set(d._filters) == self.FILTERS.get(compression) and hasattr(d, "id")
                    for c, d in zip(chunks, self.datasets)):
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]

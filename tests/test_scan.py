@@ -12,6 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
+from paigrid import query
 from paigrid.codecs import chunk_decoder, chunk_encoder
 from paigrid.cube import cube_from_dataset, open_cube
 from paigrid.inputs.spec import load_spec
@@ -98,9 +99,12 @@ WHERES = [{"network": [1]}, {"arch": [0, 2], "intra": [0, 2]}, {"gpu": [1, 2], "
           {"intra": [1], "n_gpu": [0, 2]}, {}]
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("by", ["time", "cost"])
 @pytest.mark.parametrize("top", [1, 3, 40, 300])
-def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top):
+def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled, monkeypatch):
+    # the compiled path (parallel decoding, the one-pass kernel) and the numpy one, on a small cube
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0 if compiled else 10**18)
     cube = open_cube(hostile_cube)
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
@@ -122,6 +126,8 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top):
 
 def test_the_scan_of_a_dataset_and_of_damaged_decoding_equal_the_file(hostile_cube, monkeypatch):
     import paigrid
+
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0)
 
     cube = open_cube(hostile_cube)
     try:
