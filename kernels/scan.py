@@ -10,7 +10,7 @@ decompression of the chunks it reads.
 
 import numpy as np
 
-from paigrid.kernels.jit import jit
+from .jit import jit
 
 
 @jit
