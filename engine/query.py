@@ -2,7 +2,9 @@
 
 The stored per-job reductions (best arch x intra x network for each gpu x n_gpu x precision)
 answer most queries by reading kilobytes.  A filter on arch, intra or network, or ``top`` > 1,
-needs the cube itself, which is then reduced one job chunk at a time.
+needs the cube itself, which is then scanned chunk by chunk (several jobs at once): the stored
+chunks are decompressed in parallel threads and each job's few candidate rows selected in one
+pass (``paigrid.kernels.scan``), so a scan costs little more than decompressing the cube.
 
 Ordering is the same on both paths, so they agree exactly: configurations are compared by
 time per sample (``step_time / (n_gpu x samples_per_step)``, i.e. the inverse throughput) or by
@@ -115,9 +117,12 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     meta = _job_metadata(cube, job_rows)
     price = cube.file["price"][:]
     n_values = _n_values(cube, job_rows)
-    candidates = (_scan_job(cube, j, sel) for j in job_rows) if needs_cube else _reduced_jobs(cube, job_rows, sel)
+    if needs_cube:
+        candidates = _scan(cube, job_rows, sel, meta["samples_per_step"], n_values, price, by, top, pareto)
+    else:
+        candidates = ((*found, None) for found in _reduced_jobs(cube, job_rows, sel))
     rows = []
-    for pos, (j, (step, code, cfg)) in enumerate(zip(job_rows, candidates)):
+    for pos, (j, (step, code, cfg, job_step)) in enumerate(zip(job_rows, candidates)):
         n = n_values[pos][cfg["n"]]
         samples = meta["samples_per_step"][pos]
         time_per_sample = step / (n * samples)
@@ -130,32 +135,34 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
             order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
         for k in order:
             row = _row(cube, j, pos, k, step, code, cfg, n, meta, price)
-            row["band"], row["ties"] = _band_and_ties(cube, j, pos, k, step, cfg, n, meta, sel, pareto)
+            row["band"], row["ties"] = _band_and_ties(cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_step)
             rows.append(row)
     return rows
 
 
-def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto) -> tuple[float, float]:
+def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_step=None) -> tuple[float, float]:
     """The prediction band of a result row (the cube's ``prediction_band``; for a cube older
     than format 3 ``efficiency.prediction_band`` of its model, calibrated or not, and the
     row's group) and its ties: how many other feasible
     arch x intra x network configurations of the same job, gpu, n_gpu and precision (within
     the filters) have a step time within the band of this one's, so that the data cannot tell
-    them apart (NaN: no band, a reduce-only cube or an infeasible row)."""
+    them apart (NaN: no band, a reduce-only cube or an infeasible row).  ``job_step`` is the
+    job's step_time [s] when a scan has it in memory already (None: read from the file)."""
     from paigrid.inputs.efficiency import band_group, prediction_band
 
     if math.isnan(step[k]):
         return float("nan"), float("nan")
     g, ni, p = cfg["g"][k], cfg["n"][k], cfg["p"][k]
-    if "prediction_band" in cube.file:   # stored from format 3 on
-        band = float(cube.file["prediction_band"][j, ni])
+    if "prediction_band" in meta:   # stored from format 3 on
+        band = float(meta["prediction_band"][pos, ni])
     else:
         calibrated = str_attr(cube.file.attrs, "calibration_sha256") not in ("", "null", "None")
         band = prediction_band(cube_model(cube.file.attrs), calibrated,
                                band_group(n[k], meta["gpus_per_node"][pos]))
     if math.isnan(band) or cube.mode == "reduce-only" or pareto:
         return band, float("nan")
-    block = cube.file["step_time"][j][np.ix_(sel["arch"], [g], [ni], sel["intra"], sel["network"], [p])]
+    job_step = cube.file["step_time"][j] if job_step is None else job_step
+    block = job_step[np.ix_(sel["arch"], [g], [ni], sel["intra"], sel["network"], [p])]
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
     distinct = first_of_equivalents(block[:, 0, 0, :, :, 0], arch_names)
     within = np.sum(distinct <= step[k] * (1.0 + band))
@@ -206,6 +213,8 @@ def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     meta["gpus_per_node"] = (f["gpus_per_node"][:][job_rows] if "gpus_per_node" in f
                              else np.full(len(job_rows), 8.0))
     meta["model"] = np.array(decode_strings(f["model"][:]), dtype=object)[job_rows]
+    if "prediction_band" in f:   # (job, n_gpu): read once, not per result row
+        meta["prediction_band"] = f["prediction_band"][:][job_rows]
     meta["current_throughput"] = (f["current_throughput"][:][job_rows] if "current_throughput" in f
                                   else np.full(len(job_rows), np.nan))
     return meta
@@ -253,21 +262,170 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
         yield step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
 
 
-def _scan_job(cube: Cube, j: int, sel: dict[str, np.ndarray]):
-    """Candidates of one job from the cube chunk: every selected feasible configuration."""
-    axes = [sel[d] for d in LABEL_DIMS]
-    step = cube.file["step_time"][j][np.ix_(*axes)].astype(np.float64)
-    code = cube.file["bottleneck"][j][np.ix_(*axes)]
-    fits = cube.file["fits_memory"][j][np.ix_(sel["gpu"], sel["precision"])] == 1
-    step = np.where(fits[None, :, None, None, None, :], step, np.nan)
-    # to (gpu, n_gpu, precision, arch, intra, network) order, the order of the reductions
-    order = (1, 2, 5, 0, 3, 4)
-    # each distinct configuration once: a dimension the architecture ignores is listed once
-    step = first_of_equivalents(step.transpose(order), [cube.labels["arch"][a] for a in sel["arch"]]).reshape(-1)
-    code = code.transpose(order).reshape(-1)
-    grids = np.meshgrid(*axes, indexing="ij")
-    a, g, n, i, w, p = (x.transpose(order).reshape(-1) for x in grids)
-    return step, code, {"g": g, "n": n, "p": p, "a": a, "i": i, "w": w}
+SCAN_KERNEL_CELLS = 30_000_000
+"""From this many selected cells (jobs x configurations) on, a scan decodes the chunks in
+parallel and selects with the compiled kernel; below, with h5py and numpy alone, since loading
+numba and its cached kernels (about 0.6 s) would cost more than it saves."""
+
+
+def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples: np.ndarray,
+          n_values: np.ndarray, price: np.ndarray, by: str, top: int, pareto: bool):
+    """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
+    each job (step [s], bottleneck code, configuration indices, the job's step_time [s]).
+
+    The cube is read chunk by chunk (several jobs at once): the main thread reads each chunk's
+    stored bytes and a pool of threads decompresses them and selects, vectorised, the few
+    configurations that can be rows (the ``top`` first by (metric, position) with ties kept in
+    (gpu, n_gpu, precision, arch, intra, network) order, or for ``pareto`` every one with a time
+    and a cost), in that order, so ``best_configurations`` ranks them exactly as it would rank
+    every configuration of the job.  ``samples`` [samples/step] and ``n_values`` [GPUs] are per
+    position in ``job_rows``; ``price`` [USD/GPU-hour] per gpu.
+    """
+    import os
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    cells = len(job_rows) * math.prod(len(sel[d]) for d in LABEL_DIMS)
+    compiled = cells >= SCAN_KERNEL_CELLS
+    reader = _ChunkReader(cube, ("step_time", "bottleneck"), parallel=compiled)
+    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:], dtype=np.uint8)   # (job, gpu, precision): kB
+    arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
+    full = {d: np.array_equal(sel[d], np.arange(len(cube.labels[d]))) for d in LABEL_DIMS}
+    a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
+
+    kernel = None
+    if compiled and not pareto and top <= 256:   # one pass, the k best kept in order (small k)
+        from paigrid.kernels.scan import top_configurations as kernel
+
+        ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
+        ignores_intra = np.array(["intra" in ign for ign in ignores], dtype=np.bool_)
+        ignores_network = np.array(["network" in ign for ign in ignores], dtype=np.bool_)
+        shape = tuple(len(sel[d]) for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network"))
+        k = min(top, math.prod(shape))
+
+    def select_in_one_pass(raw_step, raw_code, fits, pos):
+        if by == "time":
+            factor = np.broadcast_to((n_values[pos][n_s] * samples[pos])[None, :], (len(g_s), len(n_s)))
+        else:
+            factor = np.broadcast_to((price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None], (len(g_s), len(n_s)))
+        cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
+        count = kernel(raw_step, fits, a_s, g_s, n_s, i_s, w_s, p_s, ignores_intra, ignores_network,
+                       np.ascontiguousarray(factor, dtype=np.float64), by == "time", k, cand, step)
+        gi, ni, pi, ai, ii, wi = np.unravel_index(cand[:count], shape)
+        cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
+        code = raw_code[cfg["a"], cfg["g"], cfg["n"], cfg["i"], cfg["w"], cfg["p"]]
+        return step[:count], code, cfg, raw_step
+
+    def select(raw_step, raw_code, fits, pos):
+        if kernel is not None:
+            return select_in_one_pass(raw_step, raw_code, fits, pos)
+        sub = raw_step
+        for axis, dim in enumerate(LABEL_DIMS):
+            if not full[dim]:
+                sub = np.take(sub, sel[dim], axis=axis)
+        ok = fits[np.ix_(g_s, p_s)] == 1
+        sub = np.where(ok[None, :, None, None, None, :], sub, np.float32(np.nan))
+        # to (gpu, n_gpu, precision, arch, intra, network) order, each distinct configuration once
+        step = first_of_equivalents(sub.transpose(1, 2, 5, 0, 3, 4), arch_names)
+        shape = step.shape
+        time = step / (n_values[pos][n_s] * samples[pos])[None, :, None, None, None, None]
+        cost = (price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None, None, None, None, None] * step
+        if pareto:
+            cand = np.flatnonzero(~(np.isnan(time) | np.isnan(cost)))
+            if cand.size == 0:
+                cand = np.zeros(1, dtype=np.intp)
+        else:
+            metric = (time if by == "time" else cost).reshape(-1)
+            key = np.where(np.isnan(metric), np.inf, metric)
+            k = min(top, key.size)
+            kth = np.partition(key, k - 1)[k - 1]
+            below = np.flatnonzero(key < kth)
+            cand = np.union1d(below, np.flatnonzero(key == kth)[: k - below.size])
+        gi, ni, pi, ai, ii, wi = np.unravel_index(cand, shape)
+        cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
+        code = raw_code[cfg["a"], cfg["g"], cfg["n"], cfg["i"], cfg["w"], cfg["p"]]
+        return step.reshape(-1)[cand], code, cfg, raw_step
+
+    def work(start, members, stored):
+        step_chunk, code_chunk = reader.decode(start, stored)
+        return [select(step_chunk[j - start], code_chunk[j - start], fits_all[j], pos) for pos, j in members]
+
+    tasks: list[tuple[int, list]] = []   # runs of consecutive jobs in one chunk
+    for pos, j in enumerate(int(j) for j in job_rows):
+        start = j - j % reader.rows
+        if tasks and tasks[-1][0] == start:
+            tasks[-1][1].append((pos, j))
+        else:
+            tasks.append((start, [(pos, j)]))
+    threads = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+                         len(tasks)))
+    with ThreadPoolExecutor(threads) as pool:
+        pending: deque = deque()
+        queued = iter(tasks)
+        for start, members in queued:
+            pending.append(pool.submit(work, start, members, reader.raw(start)))
+            if len(pending) >= 2 * threads:
+                break
+        while pending:
+            done = pending.popleft().result()
+            for start, members in queued:
+                pending.append(pool.submit(work, start, members, reader.raw(start)))
+                break
+            yield from done
+
+
+class _ChunkReader:
+    """Chunks of cube variables over whole job ranges (the cube's chunks span every dimension
+    but job): their stored bytes read by h5py in the calling thread (``raw``), decompressed and
+    checked by ``decode`` (in any thread, without the GIL).  A variable that is not chunked so,
+    an xarray Dataset, or a chunk that fails to decode is read through h5py (or xarray) instead,
+    so a damaged chunk fails as HDF5 reports it; so is every chunk without ``parallel`` (the
+    decoder's checksum loads numba)."""
+
+    FILTERS = {"lz4": {"32001", "fletcher32"}, "zstd": {"32001", "fletcher32"},
+               "gzip": {"gzip", "shuffle", "fletcher32"}, "none": {"fletcher32"}}
+
+    def __init__(self, cube: Cube, names, parallel: bool = True):
+        from paigrid.codecs import chunk_decoder
+
+        self.datasets = [cube.file[name] for name in names]
+        chunks = [getattr(d, "chunks", None) for d in self.datasets]
+        self.rows = chunks[0][0] if chunks[0] else 1
+        self.jobs = len(self.datasets[0])
+        compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
+        self.decoders = None
+        try:
+            if parallel and all(c is not None and c[0] == self.rows and tuple(c[1:]) == tuple(d.shape[1:])
+                   and set(d._filters) == self.FILTERS.get(compression) and hasattr(d, "id")
+                   for c, d in zip(chunks, self.datasets)):
+                self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
+        except (AttributeError, TypeError, ValueError, PaigridError):
+            self.decoders = None
+
+    def raw(self, start: int):
+        """The stored bytes of each variable's chunk from job ``start`` (None: read through h5py)."""
+        if self.decoders is None:
+            return None
+        stored = []
+        for d in self.datasets:
+            try:
+                mask, data = d.id.read_direct_chunk((start,) + (0,) * (d.ndim - 1))
+            except (OSError, RuntimeError, ValueError, KeyError):
+                return None
+            if mask:
+                return None
+            stored.append(data)
+        return stored
+
+    def decode(self, start: int, stored) -> list[np.ndarray]:
+        """Each variable over the chunk's jobs ``start`` to ``start + rows`` (fewer at the end)."""
+        stop = min(start + self.rows, self.jobs)
+        if stored is not None:
+            try:
+                return [decode(data)[: stop - start] for decode, data in zip(self.decoders, stored)]
+            except (OSError, RuntimeError, ValueError):
+                pass   # h5py reads it again below, and fails as HDF5 does if it is damaged
+        return [np.asarray(d[start:stop]) for d in self.datasets]
 
 
 def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:

@@ -1,0 +1,174 @@
+"""The cube scan of ``paigrid query`` (``--top``, filters on arch, intra or network): chunk by
+chunk, decompressed in threads, candidates chosen with argpartition.  It must give the rows of
+a brute-force selection over every configuration, in the same order with the same ties, on a
+cube with many invalid cells and many equal step times, through the parallel decoder and
+through the plain h5py / xarray reads alike."""
+
+import itertools
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from paigrid import query
+from paigrid.codecs import chunk_decoder, chunk_encoder
+from paigrid.cube import cube_from_dataset, open_cube
+from paigrid.inputs.spec import load_spec
+from paigrid.query import _ChunkReader, best_configurations, job_indices
+from paigrid.schema import ARCH_IGNORES, LABEL_DIMS
+from paigrid.sweeping import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+FORMAT1 = ROOT / "tests" / "data" / "format1"
+
+
+@pytest.fixture(scope="module", params=["lz4", "gzip", "none"])
+def hostile_cube(request, tmp_path_factory):
+    """A small cube (4 jobs, 2 per chunk) whose step times are rounded to two digits (many
+    ties) and of which about 60% of the cells, and some (gpu, precision) memory fits, are
+    made invalid; written back through h5py, so every chunk keeps its filters and checksum."""
+    path = tmp_path_factory.mktemp(f"scan-{request.param}") / "cube.h5"
+    spec = load_spec(FORMAT1 / "spec.toml")
+    run_sweep(spec, path, compression=request.param, progress=False)
+    rng = np.random.default_rng(12)
+    with h5py.File(path, "r+") as f:
+        step = f["step_time"][()]
+        step = np.round(step, 2).astype(np.float32)
+        step[rng.random(step.shape) < 0.6] = np.nan
+        f["step_time"][()] = step
+        fits = f["fits_memory"][()]
+        fits[rng.random(fits.shape) < 0.2] = 0
+        f["fits_memory"][()] = fits
+    return path
+
+
+def _brute(cube, by, where, jobs, top):
+    """The rows (job, arch, intra, network, gpu, n_gpu, precision, step_time, bottleneck) by
+    looking at every configuration of every job in (gpu, n_gpu, precision, arch, intra, network)
+    order, each distinct one once, sorted by (metric, position)."""
+    f, labels = cube.file, cube.labels
+    sel = {d: where.get(d, list(range(len(labels[d])))) for d in LABEL_DIMS}
+    price, samples = f["price"][:], f["samples_per_step"][:]
+    rows = []
+    for j in job_indices(cube, jobs):
+        step, code, fits = f["step_time"][j].astype(np.float64), f["bottleneck"][j], f["fits_memory"][j]
+        found = []
+        for g, n, p, a in itertools.product(sel["gpu"], sel["n_gpu"], sel["precision"], sel["arch"]):
+            ignored = ARCH_IGNORES.get(labels["arch"][a], ())
+            seen = set()
+            for i, w in itertools.product(sel["intra"], sel["network"]):
+                value = step[a, g, n, i, w, p] if fits[g, p] == 1 else np.nan
+                group = (None if "intra" in ignored else i, None if "network" in ignored else w)
+                if np.isfinite(value) and group in seen:
+                    value = np.nan
+                if np.isfinite(value):
+                    seen.add(group)
+                n_value = float(labels["n_gpu"][n])
+                metric = (value / (n_value * samples[j]) if by == "time"
+                          else price[g] / 3600.0 * 1e6 / samples[j] * value)
+                found.append((np.inf if np.isnan(metric) else metric, len(found), value, a, g, n, i, w, p))
+        found.sort(key=lambda c: (c[0], c[1]))
+        chosen = [c for rank, c in enumerate(found[:top]) if rank == 0 or not np.isnan(c[2])]
+        for _, _, value, a, g, n, i, w, p in chosen:
+            if np.isnan(value):
+                rows.append((labels["job"][j],) + (None,) * 6 + (None,))
+                continue
+            ignored = ARCH_IGNORES.get(labels["arch"][a], ())
+            rows.append((labels["job"][j], labels["arch"][a], "any" if "intra" in ignored else labels["intra"][i],
+                         "any" if "network" in ignored else labels["network"][w], labels["gpu"][g],
+                         int(labels["n_gpu"][n]), labels["precision"][p], float(value), int(code[a, g, n, i, w, p])))
+    return rows
+
+
+def _seen(rows):
+    from paigrid.kernels import layout as L
+
+    out = []
+    for r in rows:
+        if r["arch"] is None:
+            out.append((r["job"],) + (None,) * 7)
+            continue
+        out.append((r["job"], r["arch"], r["intra"], r["network"], r["gpu"], r["n_gpu"], r["precision"],
+                    r["step_time"], L.BOTTLENECK_NAMES.index(r["bottleneck"])))
+    return out
+
+
+WHERES = [{"network": [1]}, {"arch": [0, 2], "intra": [0, 2]}, {"gpu": [1, 2], "network": [0, 2], "precision": [1]},
+          {"intra": [1], "n_gpu": [0, 2]}, {}]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("by", ["time", "cost"])
+@pytest.mark.parametrize("top", [1, 3, 40, 300])
+def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled, monkeypatch):
+    # the compiled path (parallel decoding, the one-pass kernel) and the numpy one, on a small cube
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0 if compiled else 10**18)
+    cube = open_cube(hostile_cube)
+    try:
+        reader = _ChunkReader(cube, ("step_time", "bottleneck"))
+        assert reader.decoders is not None and reader.rows == 2   # the parallel decoder, chunks of 2 jobs
+        jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]   # out of order, one twice
+        ties = 0
+        for where in WHERES:
+            if top == 1 and not any(d in where for d in ("arch", "intra", "network")):
+                where = {**where, "arch": list(range(len(cube.labels["arch"])))[::-1][:3][::-1]}
+            rows = best_configurations(cube, by, where, jobs, top)
+            assert _seen(rows) == _brute(cube, by, where, jobs, top), where
+            ties += sum(r["ties"] > 0 for r in rows if r["ties"] == r["ties"])
+            steps = [r["step_time"] for r in rows if r["arch"] is not None]
+            ties += len(steps) - len(set(steps))
+        assert ties > 0   # the cube has equal step times among the rows, so the order of ties is tested
+    finally:
+        cube.close()
+
+
+def test_the_scan_of_a_dataset_and_of_damaged_decoding_equal_the_file(hostile_cube, monkeypatch):
+    import paigrid
+
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0)
+
+    cube = open_cube(hostile_cube)
+    try:
+        expected = best_configurations(cube, "time", {"network": [0, 1]}, None, 5)
+        pareto = best_configurations(cube, "time", {"intra": [0, 1]}, None, 1, pareto=True)
+    finally:
+        cube.close()
+    with paigrid.open_dataset(hostile_cube) as ds:   # no stored chunks to decode: read through xarray
+        cube = cube_from_dataset(ds)
+        assert _seen(best_configurations(cube, "time", {"network": [0, 1]}, None, 5)) == _seen(expected)
+    # a chunk the decoder rejects is read again by h5py, which gives the same values
+    monkeypatch.setattr(_ChunkReader, "raw", lambda self, start: [b"xxxx"] * len(self.datasets))
+    cube = open_cube(hostile_cube)
+    try:
+        assert _seen(best_configurations(cube, "time", {"network": [0, 1]}, None, 5)) == _seen(expected)
+        again = best_configurations(cube, "time", {"intra": [0, 1]}, None, 1, pareto=True)
+        assert _seen(again) == _seen(pareto) and len(pareto) > len(set(r["job"] for r in pareto))
+    finally:
+        cube.close()
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd", "gzip", "none"])
+def test_the_chunk_decoder_inverts_the_encoder_and_checks_the_checksum(compression):
+    chunk = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5) / 7
+    stored = chunk_encoder(compression)(chunk)
+    decode = chunk_decoder(compression, chunk.dtype, chunk.shape)
+    assert np.array_equal(decode(stored), chunk)
+    damaged = bytearray(stored)
+    damaged[len(damaged) // 2] ^= 0xFF
+    with pytest.raises(OSError):
+        decode(bytes(damaged))
+
+
+def test_the_reader_falls_back_where_the_filters_are_not_the_cube_s(tmp_path):
+    path = tmp_path / "copy.h5"
+    shutil.copy(FORMAT1 / "cube.h5", path)
+    cube = open_cube(path)
+    try:
+        reader = _ChunkReader(cube, ("step_time", "bottleneck"))
+        start = 0
+        values = reader.decode(start, reader.raw(start))
+        assert np.array_equal(values[0], cube.file["step_time"][0:reader.rows], equal_nan=True)
+    finally:
+        cube.close()
