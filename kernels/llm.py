@@ -64,6 +64,16 @@ def network_path(domains, hw):
 
 
 @jit
+def group_path(gpus, hw):
+    """(bytes/s per GPU, s per message) of a group spanning ``gpus`` consecutive GPUs: the NVLink
+    domain's link when it fits in one domain, else the fabric path of the domains it spans."""
+    domain = hw[K.HW_DOMAIN]
+    if gpus <= domain:
+        return hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT]
+    return network_path(np.ceil(gpus / domain), hw)
+
+
+@jit
 def fabric_capacity(hw):
     """The most NVLink domains the fabric's tiers connect (inf with three tiers)."""
     tiers = hw[K.HW_TIERS]
@@ -206,10 +216,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     cp = 0.0
     if c > 1.0:
         passes = 3.0 + (1.0 if rc == 2.0 else 0.0)
-        if t * c <= domain:
-            bw, lat = intra_bw, intra_lat
-        else:
-            bw, lat = network_path(np.ceil(t * c / domain), hw)
+        bw, lat = group_path(t * c, hw)
         chunk = tokens * 2.0 * model[K.M_KV_DIM] / t * act
         exchange = passes * (c - 1.0) * (chunk / bw + lat)
         cp = max(0.0, exchange - tokens * ct[K.CT_ATTENTION])
@@ -217,10 +224,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     ep = 0.0
     if e > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        if t * e <= domain:
-            bw, lat = intra_bw, intra_lat
-        else:
-            bw, lat = network_path(np.ceil(t * e / domain), hw)
+        bw, lat = group_path(t * e, hw)
         nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
         ep = model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
     per_layer = tokens * ct[K.CT_LAYER] + tp + cp + ep
@@ -238,10 +242,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     bubble = (p - 1.0) / v * t_mb
     pp = 0.0
     if p > 1.0:
-        if n <= domain:
-            bw, lat = intra_bw, intra_lat
-        else:
-            bw, lat = network_path(np.ceil(n / domain), hw)
+        bw, lat = group_path(n, hw)
         pp = 2.0 * v * m * (tokens * h * act / t / bw + lat)
     # data parallel over the d x c ranks (stride t) of the stage with the most parameters (the
     # first): gradient reduce-scatter + parameter all-gather, or one all-reduce without ZeRO
