@@ -24,7 +24,6 @@ from paigrid.kernels.layout import (
     J_BATCH,
     J_GPUS_PER_NODE,
     J_INPUT_RATE,
-    J_NICS_PER_NODE,
     J_OPT_STATE,
     J_OVERLAP,
     J_PARAMS,
@@ -48,7 +47,7 @@ from paigrid.kernels.layout import (
 )
 from paigrid.kernels.model import (
     configuration_reason,
-    exchange_seconds,
+    exchange_terms,
     exposed_comm_seconds,
     ignores_intra,
     ignores_network,
@@ -119,12 +118,9 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
                     for w in range(1 if ignores_network(arch[a]) else n_net):
                         if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
                             continue
-                        per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                    job[J_PS_COUNT], unit, gpus[g, G_PCIE_BW], bw, 0.0,
-                                                    network[w, L_BW], 0.0, collective, options)
-                        latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                   job[J_PS_COUNT], 0.0, gpus[g, G_PCIE_BW], bw, intra[i, L_LATENCY],
-                                                   network[w, L_BW], network[w, L_LATENCY], collective, options)
+                        per_byte, latency = exchange_terms(arch[a], n, k, job, gpus[g, G_PCIE_BW], bw,
+                                                           intra[i, L_LATENCY], network[w, L_BW],
+                                                           network[w, L_LATENCY], unit, collective, options)
                         for c in range(n_kept):
                             tc = exposed_comm_seconds(values[1, c] * per_byte + values[3, c] * latency + update,
                                                       values[4, c], values[2, c])

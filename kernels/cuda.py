@@ -38,7 +38,6 @@ from .layout import (
     J_BATCH,
     J_GPUS_PER_NODE,
     J_INPUT_RATE,
-    J_NICS_PER_NODE,
     J_OPT_STATE,
     J_OVERLAP,
     J_PARAMS,
@@ -70,7 +69,7 @@ from .model import (  # the CPU compilations; ``load`` gives the kernels the GPU
     bottleneck_code,
     class_terms,
     configuration_reason,
-    exchange_seconds,
+    exchange_terms,
     exposed_comm_seconds,
     intra_fraction,
     job_gpu_terms,
@@ -292,13 +291,9 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
             for w in range(n_net):
                 shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
                 if shape == REASON_VALID and not scale_missing:
-                    per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
-                                                network[w, L_BW], 0.0, collective, options)
-                    latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                               job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
-                                               intra[i, L_LATENCY], network[w, L_BW], network[w, L_LATENCY],
-                                               collective, options)
+                    per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
+                                                       intra[i, L_LATENCY], network[w, L_BW],
+                                                       network[w, L_LATENCY], unit, collective, options)
                 else:  # NaN makes every output of the configuration NaN: invalid
                     per_byte = np.nan
                     latency = np.nan

@@ -257,6 +257,19 @@ def exchange_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, in
 
 
 @jit
+def exchange_terms(arch, n, k, job, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, unit, collective, options):
+    """(seconds per byte of S, seconds of latency) of one configuration's exchange: the bytes
+    term (``unit`` bytes moved per byte of S, latencies 0) and the latency term (no bytes) of
+    ``exchange_seconds``, with the job's NICs, PCIe roots and parameter servers (``job``, a row
+    of the job table)."""
+    per_byte = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], unit,
+                                pcie_bw, intra_bw, 0.0, net_bw, 0.0, collective, options)
+    latency = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], 0.0,
+                               pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective, options)
+    return per_byte, latency
+
+
+@jit
 def exposed_comm_seconds(raw, overlap, backward):
     """Communication left on the critical path when ``overlap`` of it may hide behind ``backward``
     (exactly ``raw`` for overlap 0, since ``backward`` >= 0)."""
@@ -640,13 +653,9 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                         for w in range(n_w):
                             if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
                                 continue
-                            per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                        job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
-                                                        network[w, L_BW], 0.0, collective, options)
-                            latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                       job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
-                                                       intra[i, L_LATENCY], network[w, L_BW],
-                                                       network[w, L_LATENCY], collective, options)
+                            per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
+                                                               intra[i, L_LATENCY], network[w, L_BW],
+                                                               network[w, L_LATENCY], unit, collective, options)
                             for f in range(n_fold):  # the precisions this architecture folds
                                 c = fold_cols[f]
                                 p = kept[c]
@@ -663,13 +672,9 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                     for w in range(n_w):
                         shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
                         if shape == REASON_VALID and not scale_missing:
-                            per_byte = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                        job[J_PS_COUNT], unit, gpu[G_PCIE_BW], intra_bw, 0.0,
-                                                        network[w, L_BW], 0.0, collective, options)
-                            latency = exchange_seconds(arch[a], n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS],
-                                                       job[J_PS_COUNT], 0.0, gpu[G_PCIE_BW], intra_bw,
-                                                       intra[i, L_LATENCY], network[w, L_BW],
-                                                       network[w, L_LATENCY], collective, options)
+                            per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
+                                                               intra[i, L_LATENCY], network[w, L_BW],
+                                                               network[w, L_LATENCY], unit, collective, options)
                         else:  # NaN makes every output of the configuration NaN: invalid
                             per_byte = np.nan
                             latency = np.nan
