@@ -57,13 +57,22 @@ POINTS = ["lock-taken", "creating", "skeleton-written", "after-create", "after-b
           "before-finish"]
 
 
+def _default_sigint() -> None:
+    """In the child, before Python starts: Ctrl-C as in a terminal.  A test suite started in the
+    background (``cmd &`` in a script) inherits SIGINT ignored, and Python then never turns it
+    into KeyboardInterrupt, so the Ctrl-C tests would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def command(*args, env=None, **popen):
-    """``paigrid ARGS`` as a process (kernels cached where the in-process tests cache them)."""
+    """``paigrid ARGS`` as a process (kernels cached where the in-process tests cache them), with
+    SIGINT at its default disposition (``_default_sigint``)."""
     full = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" /
                                                                                    "paigrid-tests-numba")),
             **(env or {})}
     return subprocess.Popen([sys.executable, "-c", "from paigrid.cli import main; main()", *map(str, args)],
-                            env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+                            env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint, **popen)
 
 
 def run_command(*args, env=None, timeout=120):
