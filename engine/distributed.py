@@ -99,7 +99,7 @@ def _sigint_ignored():
 
 
 def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], write_cube: bool,
-                scheduler: str | None, workers: int | None, compression: str, jobs_per_chunk: int,
+                scheduler: str | None, workers: int | None, compression: str, chunks: tuple[int, ...],
                 client=None, threads: int | None = None):
     """Yield evaluated blocks (in completion order) computed on Dask workers; the workers also
     compress the cube chunks, so the writer only copies bytes.  ``client``: one from
@@ -117,7 +117,7 @@ def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], writ
         def submit(i):
             start, stop = blocks[i]
             return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression,
-                                 jobs_per_chunk, threads, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
+                                 chunks, threads, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
 
         running = as_completed([submit(queue.pop(0)) for _ in range(min(len(queue), IN_FLIGHT_PER_WORKER * n_workers))])
         for future in running:

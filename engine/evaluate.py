@@ -35,7 +35,8 @@ def kernel_for(configs: int):
 @dataclass
 class Block:
     """The outputs of jobs[start:stop]: reductions and small variables as arrays, and the cube
-    variables either as arrays or, once encoded, as one compressed chunk (bytes) per job."""
+    variables either as arrays or, once encoded, as their compressed chunks (bytes, in
+    ``codecs.chunk_corners`` order over the block's jobs)."""
 
     index: int
     start: int
@@ -80,13 +81,13 @@ def run_kernel(kernel, grid: Grid | KernelTables, jobs: np.ndarray, n_gpu: np.nd
 
 def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
                    buffers: dict[str, np.ndarray] | None = None, compression: str | None = None,
-                   jobs_per_chunk: int = 1, threads: int | None = None) -> Block:
+                   chunks: int | tuple[int, ...] = 1, threads: int | None = None) -> Block:
     """Evaluate jobs[start:stop] of ``grid`` with the numba kernel (``kernel_for`` its size).
 
     ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
     arrays: fresh arrays cost a page fault per 4 KiB on first touch, a good part of a block's time.
-    With ``compression`` (a ``codecs.COMPRESSIONS`` name) the cube variables come back encoded,
-    one chunk per ``jobs_per_chunk`` jobs, compressed in parallel threads; the buffers are then
+    With ``compression`` (a ``codecs.COMPRESSIONS`` name) the cube variables come back encoded
+    in chunks of shape ``chunks`` (``cube_chunks``), compressed in parallel threads; the buffers are then
     free again on return.  ``threads``: numba's thread count for this call's thread (kernel and
     compression; None: as it is, at most ``NUMBA_NUM_THREADS``).
     """
@@ -109,33 +110,49 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
         grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
     block = Block(index, start, stop, out)
     if write_cube and compression is not None:
-        encode_cube(block, compression, jobs_per_chunk)
+        encode_cube(block, compression, chunks)
     if buffers is not None:  # the next block reuses the buffers: hand over copies
         block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
     return block
 
 
-def encode_cube(block: Block, compression: str, jobs_per_chunk: int) -> None:
-    """Replace the block's cube arrays by compressed chunks of ``jobs_per_chunk`` jobs, in
-    parallel threads (the codecs release the GIL; see ``codecs.chunk_encoder``).  A last chunk
-    past the end of the job axis is padded to the full chunk shape, as HDF5 stores edge chunks.
+def cube_chunks(shape: tuple[int, ...], chunks: int | tuple[int, ...]) -> tuple[int, ...]:
+    """The chunk shape of cube variables of ``shape``: ``chunks`` itself (a chunk shape, from
+    ``store.cube_chunk_shape``), or for an int that many jobs with every other dimension whole."""
+    if isinstance(chunks, (int, np.integer)):
+        return (int(chunks), *shape[1:])
+    return tuple(int(c) for c in chunks)
+
+
+def encode_cube(block: Block, compression: str, chunks: int | tuple[int, ...]) -> None:
+    """Replace the block's cube arrays by compressed chunks of shape ``chunks`` (``cube_chunks``),
+    one list per variable in ``codecs.chunk_corners`` order over the block's jobs, in parallel
+    threads (the codecs release the GIL; see ``codecs.chunk_encoder``).  A chunk past the end of
+    a dimension is padded to the full chunk shape, as HDF5 stores edge chunks.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     import numba
 
-    from paigrid.codecs import chunk_encoder
+    from paigrid.codecs import chunk_corners, chunk_encoder
 
     encode = chunk_encoder(compression)
     names = [name for name in CUBE_VARIABLES if name in block.arrays]
-    pieces = [(name, k) for name in names for k in range(0, block.stop - block.start, jobs_per_chunk)]
+    if not names:
+        return
+    shape = cube_chunks(block.arrays[names[0]].shape, chunks)
+    corners = chunk_corners((block.stop - block.start, *block.arrays[names[0]].shape[1:]), shape)
+    pieces = [(name, corner) for name in names for corner in corners]
 
     def encode_piece(piece):
-        name, k = piece
-        data = block.arrays[name][k:k + jobs_per_chunk]
-        if len(data) < jobs_per_chunk:
-            data = np.concatenate([data, np.zeros((jobs_per_chunk - len(data), *data.shape[1:]), data.dtype)])
-        return encode(data)
+        name, corner = piece
+        array = block.arrays[name]
+        data = array[tuple(slice(c, c + n) for c, n in zip(corner, shape))]
+        if data.shape != shape:
+            padded = np.zeros(shape, array.dtype)
+            padded[tuple(slice(0, n) for n in data.shape)] = data
+            data = padded
+        return encode(np.ascontiguousarray(data))
 
     with ThreadPoolExecutor(max_workers=numba.get_num_threads()) as pool:
         encoded = list(pool.map(encode_piece, pieces))

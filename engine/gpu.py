@@ -174,7 +174,7 @@ class CudaBlocks:
         done.record(self.stream)
         return _Launched(bounds, start, n_gpu, jobs, copied, done)
 
-    def finish(self, launched: _Launched, compression: str | None, jobs_per_chunk: int) -> list[Block]:
+    def finish(self, launched: _Launched, compression: str | None, chunks: int | tuple[int, ...]) -> list[Block]:
         """Wait for a launch's outputs and cut them into its ``Block``s (cube chunks compressed
         with ``compression``), holding no reference to the host buffers."""
         launched.done.synchronize()
@@ -189,7 +189,7 @@ class CudaBlocks:
             arrays["overall_best"], arrays["overall_step_time"] = best[rows], step[rows]
             block = Block(index, start, stop, arrays)
             if self.write_cube and compression is not None:
-                encode_cube(block, compression, jobs_per_chunk)
+                encode_cube(block, compression, chunks)
             block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
             out.append(block)
         return out
@@ -203,13 +203,13 @@ def launch_grid(threads: int) -> tuple[int, int]:
 
 
 def evaluate_block_cuda(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
-                        compression: str | None = None, jobs_per_chunk: int = 1) -> Block:
+                        compression: str | None = None, chunks: int | tuple[int, ...] = 1) -> Block:
     """``evaluate.evaluate_block`` on the GPU, for one block on its own (tests, the bench)."""
     gpu = CudaBlocks(grid, stop - start, write_cube)
-    return gpu.finish(gpu.launch([(index, start, stop)]), compression, jobs_per_chunk)[0]
+    return gpu.finish(gpu.launch([(index, start, stop)]), compression, chunks)[0]
 
 
-def run_cuda(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int,
+def run_cuda(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, chunks: int | tuple[int, ...],
              threads: int | None = None):
     """Yield evaluated blocks in order: launch k+1 is queued on the GPU before launch k is
     compressed (in a CPU thread, with ``threads`` compression threads; None: numba's thread
@@ -229,7 +229,7 @@ def run_cuda(grid: Grid, blocks, todo: list[int], write_cube: bool, compression:
         for run in runs:
             # its host buffers were freed by the launch before the last, finished below
             launched = gpu.launch([(i, *blocks[i]) for i in run])
-            future = pool.submit(gpu.finish, launched, compression, jobs_per_chunk)
+            future = pool.submit(gpu.finish, launched, compression, chunks)
             if pending is not None:
                 yield from pending.result()
             pending = future

@@ -147,7 +147,9 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
     arch x intra x network configurations of the same job, gpu, n_gpu and precision (within
     the filters) have a step time within the band of this one's, so that the data cannot tell
     them apart (NaN: no band, a reduce-only cube or an infeasible row).  ``job_step`` is the
-    job's step_time [s] when a scan has it in memory already (None: read from the file)."""
+    job's step_time [s] when a scan has it in memory already, over the coordinates its chunks
+    cover, with the position of each coordinate in it (``_ChunkReader.position``); None: read
+    from the file."""
     from paigrid.inputs.efficiency import band_group, prediction_band
 
     if math.isnan(step[k]):
@@ -161,10 +163,15 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
                                band_group(n[k], meta["gpus_per_node"][pos]))
     if math.isnan(band) or cube.mode == "reduce-only" or pareto:
         return band, float("nan")
-    job_step = cube.file["step_time"][j] if job_step is None else job_step
-    block = job_step[np.ix_(sel["arch"], [g], [ni], sel["intra"], sel["network"], [p])]
+    if job_step is None:   # only the chunks of this gpu, n_gpu and precision
+        block = np.asarray(cube.file["step_time"][j, :, g, ni, :, :, p])[np.ix_(sel["arch"], sel["intra"],
+                                                                                   sel["network"])]
+    else:
+        values, at = job_step
+        block = values[np.ix_(at["arch"][sel["arch"]], [at["gpu"][g]], [at["n_gpu"][ni]], at["intra"][sel["intra"]],
+                              at["network"][sel["network"]], [at["precision"][p]])][:, 0, 0, :, :, 0]
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
-    distinct = first_of_equivalents(block[:, 0, 0, :, :, 0], arch_names)
+    distinct = first_of_equivalents(block, arch_names)
     within = np.sum(distinct <= step[k] * (1.0 + band))
     return band, float(max(int(within) - 1, 0))
 
@@ -263,9 +270,10 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
 
 
 SCAN_KERNEL_CELLS = 30_000_000
-"""From this many selected cells (jobs x configurations) on, a scan decodes the chunks in
-parallel and selects with the compiled kernel; below, with h5py and numpy alone, since loading
-numba and its cached kernels (about 0.6 s) would cost more than it saves."""
+"""From this many selected cells (jobs x configurations) on, a scan selects with the compiled
+kernel; below, with numpy alone, since loading numba and its cached kernel (about 0.6 s) would
+cost more than it saves.  Either way the chunks are decoded in parallel threads (their
+checksums checked with numpy, ``codecs.fletcher32_numpy``, so decoding loads no numba)."""
 
 
 def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples: np.ndarray,
@@ -287,11 +295,15 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
 
     cells = len(job_rows) * math.prod(len(sel[d]) for d in LABEL_DIMS)
     compiled = cells >= SCAN_KERNEL_CELLS
-    reader = _ChunkReader(cube, ("step_time", "bottleneck"), parallel=compiled)
-    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:], dtype=np.uint8)   # (job, gpu, precision): kB
+    # only the chunks the filters touch, decoded over their covered coordinates ("local" indices)
+    reader = _ChunkReader(cube, ("step_time", "bottleneck"), sel)
+    covered, local = reader.covered, reader.local
+    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:][:, covered["gpu"]][:, :, covered["precision"]],
+                                    dtype=np.uint8)   # (job, covered gpu, covered precision): kB
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
-    full = {d: np.array_equal(sel[d], np.arange(len(cube.labels[d]))) for d in LABEL_DIMS}
+    full = {d: np.array_equal(local[d], np.arange(len(covered[d]))) for d in LABEL_DIMS}
     a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
+    la, lg, ln, li, lw, lp = (np.ascontiguousarray(local[d], dtype=np.int64) for d in LABEL_DIMS)
 
     kernel = None
     if compiled and not pareto and top <= 256:   # one pass, the k best kept in order (small k)
@@ -309,12 +321,12 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
         else:
             factor = np.broadcast_to((price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None], (len(g_s), len(n_s)))
         cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
-        count = kernel(raw_step, fits, a_s, g_s, n_s, i_s, w_s, p_s, ignores_intra, ignores_network,
+        count = kernel(raw_step, fits, la, lg, ln, li, lw, lp, ignores_intra, ignores_network,
                        np.ascontiguousarray(factor, dtype=np.float64), by == "time", k, cand, step)
         gi, ni, pi, ai, ii, wi = np.unravel_index(cand[:count], shape)
         cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
-        code = raw_code[cfg["a"], cfg["g"], cfg["n"], cfg["i"], cfg["w"], cfg["p"]]
-        return step[:count], code, cfg, raw_step
+        code = raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
+        return step[:count], code, cfg, (raw_step, reader.position)
 
     def select(raw_step, raw_code, fits, pos):
         if kernel is not None:
@@ -322,8 +334,8 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
         sub = raw_step
         for axis, dim in enumerate(LABEL_DIMS):
             if not full[dim]:
-                sub = np.take(sub, sel[dim], axis=axis)
-        ok = fits[np.ix_(g_s, p_s)] == 1
+                sub = np.take(sub, local[dim], axis=axis)
+        ok = fits[np.ix_(lg, lp)] == 1
         sub = np.where(ok[None, :, None, None, None, :], sub, np.float32(np.nan))
         # to (gpu, n_gpu, precision, arch, intra, network) order, each distinct configuration once
         step = first_of_equivalents(sub.transpose(1, 2, 5, 0, 3, 4), arch_names)
@@ -343,8 +355,8 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
             cand = np.union1d(below, np.flatnonzero(key == kth)[: k - below.size])
         gi, ni, pi, ai, ii, wi = np.unravel_index(cand, shape)
         cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
-        code = raw_code[cfg["a"], cfg["g"], cfg["n"], cfg["i"], cfg["w"], cfg["p"]]
-        return step.reshape(-1)[cand], code, cfg, raw_step
+        code = raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
+        return step.reshape(-1)[cand], code, cfg, (raw_step, reader.position)
 
     def work(start, members, stored):
         step_chunk, code_chunk = reader.decode(start, stored)
@@ -375,57 +387,107 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
 
 
 class _ChunkReader:
-    """Chunks of cube variables over whole job ranges (the cube's chunks span every dimension
-    but job): their stored bytes read by h5py in the calling thread (``raw``), decompressed and
-    checked by ``decode`` (in any thread, without the GIL).  A variable that is not chunked so,
-    an xarray Dataset, or a chunk that fails to decode is read through h5py (or xarray) instead,
-    so a damaged chunk fails as HDF5 reports it; so is every chunk without ``parallel`` (the
-    decoder's checksum loads numba)."""
+    """Chunks of cube variables over job ranges, restricted to the chunks that a selection of
+    the other dimensions touches (the chunk shape is the dataset's own, whatever it is: any
+    dimension may be split).  Their stored bytes are read by h5py in the calling thread
+    (``raw``), decompressed, checked and put together by ``decode`` (in any thread, without
+    the GIL) into an array over the rows' jobs and the *covered* coordinates: per dimension the
+    coordinates of the chunks it reads, in order (every coordinate when the chunks span the
+    dimension).  ``local[dim]`` gives the position of each selected coordinate in it.
+
+    A variable chunked otherwise than the first, an xarray Dataset, unknown filters, or a chunk
+    that fails to decode are read through h5py (or xarray) instead, the same covered regions, so
+    a damaged chunk fails as HDF5 reports it; so is every chunk without ``parallel``."""
 
     FILTERS = {"lz4": {"32001", "fletcher32"}, "zstd": {"32001", "fletcher32"},
                "gzip": {"gzip", "shuffle", "fletcher32"}, "none": {"fletcher32"}}
 
-    def __init__(self, cube: Cube, names, parallel: bool = True):
+    def __init__(self, cube: Cube, names, sel: dict[str, np.ndarray] | None = None, parallel: bool = True):
+        import itertools
+
         from paigrid.codecs import chunk_decoder
 
         self.datasets = [cube.file[name] for name in names]
-        chunks = [getattr(d, "chunks", None) for d in self.datasets]
-        self.rows = chunks[0][0] if chunks[0] else 1
-        self.jobs = len(self.datasets[0])
+        first = self.datasets[0]
+        shape = tuple(len(cube.labels[dim]) for dim in ("job", *LABEL_DIMS))
+        stored = getattr(first, "chunks", None)
+        self.chunks = tuple(stored) if stored else (1, *shape[1:])   # no stored chunks: read per job
+        self.rows = self.chunks[0]
+        self.jobs = shape[0]
+        sel = sel or {}
+        self.covered, self.local, runs = {}, {}, []
+        for dim, n, c in zip(LABEL_DIMS, shape[1:], self.chunks[1:]):
+            wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
+            starts = sorted({int(k) // c * c for k in wanted})
+            self.covered[dim] = np.concatenate([np.arange(s0, min(s0 + c, n)) for s0 in starts]).astype(np.intp)
+            self.local[dim] = np.searchsorted(self.covered[dim], wanted)
+            at = np.cumsum([0] + [min(s0 + c, n) - s0 for s0 in starts])
+            runs.append([(s0, min(s0 + c, n) - s0, int(a)) for s0, a in zip(starts, at)])
+        self.shape = tuple(len(self.covered[dim]) for dim in LABEL_DIMS)   # covered extents
+        self.position = {dim: np.full(n, -1, np.intp) for dim, n in zip(LABEL_DIMS, shape[1:])}
+        for dim in LABEL_DIMS:   # every coordinate's place among the covered ones (-1: not read)
+            self.position[dim][self.covered[dim]] = np.arange(len(self.covered[dim]))
+        # each chunk to read: its corner (after the job), where it goes and which part of it
+        self.pieces = [(tuple(r[0] for r in combo), tuple(slice(r[2], r[2] + r[1]) for r in combo),
+                        tuple(slice(0, r[1]) for r in combo)) for combo in itertools.product(*runs)]
+        self.whole = len(self.pieces) == 1 and self.shape == tuple(self.chunks[1:])
         compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
+        chunks = [getattr(d, "chunks", None) for d in self.datasets]
         self.decoders = None
         try:
-            if parallel and all(c is not None and c[0] == self.rows and tuple(c[1:]) == tuple(d.shape[1:])
-                   and set(d._filters) == self.FILTERS.get(compression) and hasattr(d, "id")
-                   for c, d in zip(chunks, self.datasets)):
+            if parallel and all(c is not None and tuple(c) == self.chunks
+                                and set(d._filters) == self.FILTERS.get(compression) and hasattr(d, "id")
+                                for c, d in zip(chunks, self.datasets)):
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
         except (AttributeError, TypeError, ValueError, PaigridError):
             self.decoders = None
 
     def raw(self, start: int):
-        """The stored bytes of each variable's chunk from job ``start`` (None: read through h5py)."""
+        """The stored bytes of each variable's chunks from job ``start`` (a list per variable, in
+        ``pieces`` order; None: read through h5py)."""
         if self.decoders is None:
             return None
         stored = []
         for d in self.datasets:
-            try:
-                mask, data = d.id.read_direct_chunk((start,) + (0,) * (d.ndim - 1))
-            except (OSError, RuntimeError, ValueError, KeyError):
-                return None
-            if mask:
-                return None
-            stored.append(data)
+            pieces = []
+            for corner, _, _ in self.pieces:
+                try:
+                    mask, data = d.id.read_direct_chunk((start, *corner))
+                except (OSError, RuntimeError, ValueError, KeyError):
+                    return None
+                if mask:
+                    return None
+                pieces.append(data)
+            stored.append(pieces)
         return stored
 
     def decode(self, start: int, stored) -> list[np.ndarray]:
-        """Each variable over the chunk's jobs ``start`` to ``start + rows`` (fewer at the end)."""
+        """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
+        covered coordinates."""
         stop = min(start + self.rows, self.jobs)
         if stored is not None:
             try:
-                return [decode(data)[: stop - start] for decode, data in zip(self.decoders, stored)]
+                return [self._assemble(stop - start, [decode(piece) for piece in (data if isinstance(data, list)
+                                                                                  else [data])])
+                        for decode, data in zip(self.decoders, stored)]
             except (OSError, RuntimeError, ValueError):
                 pass   # h5py reads it again below, and fails as HDF5 does if it is damaged
-        return [np.asarray(d[start:stop]) for d in self.datasets]
+        regions = [(slice(start, stop), *(slice(c0, c0 + part.stop) for c0, part in zip(corner, parts)))
+                   for corner, _, parts in self.pieces]
+        return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions], read=True)
+                for d in self.datasets]
+
+    def _assemble(self, n: int, parts: list[np.ndarray], read: bool = False) -> np.ndarray:
+        """The covered array of ``n`` jobs from its chunks, in ``pieces`` order (``read``: read
+        through h5py, already cut to their parts)."""
+        if len(parts) != len(self.pieces):
+            raise ValueError("a chunk is missing")
+        if self.whole:
+            return parts[0] if read else parts[0][:n]
+        out = np.empty((n, *self.shape), parts[0].dtype)
+        for (_, place, part), data in zip(self.pieces, parts):
+            out[(slice(None), *place)] = data if read else data[(slice(0, n), *part)]
+        return out
 
 
 def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:

@@ -5,7 +5,8 @@ for the blosc filters):
 
 - dimensions ``job, arch, gpu, n_gpu, intra, network, precision`` with labelled coordinates,
   and ``block`` (units of work);
-- the cube variables over all seven dimensions, chunked one job per chunk;
+- the cube variables over all seven dimensions, chunked by ``cube_chunk_shape`` (a few jobs, a
+  few GPUs, one network: readers take the chunk shape from the dataset);
 - ``t_data, t_flop, t_mem, fits_memory`` over (job, gpu, precision), which is all they vary with;
 - the per-job reductions ``best_*`` over (job, gpu, n_gpu, precision);
 - per-job metadata (model, batch, current configuration and its predicted throughput) and per-GPU
@@ -30,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from paigrid import __version__
-from paigrid.codecs import filter_kwargs
+from paigrid.codecs import chunk_corners, filter_kwargs
 from paigrid.errors import PaigridError
-from paigrid.evaluate import Block
+from paigrid.evaluate import Block, cube_chunks
 from paigrid.inputs.tables import Grid
 from paigrid.schema import (
     BAND_VARIABLE,
@@ -52,13 +53,37 @@ from paigrid.schema import (
 from paigrid.userfiles import fault_point, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
+#: a chunk of the cube variables holds at least about this much float32 (unless the whole block
+#: is smaller): below it compression and the per-chunk costs of writing and reading grow
+CUBE_CHUNK_BYTES = 2**18
+#: the dimensions along which the cube variables' chunks are split (see ``cube_chunk_shape``)
+CUBE_SPLIT_DIMS = ("gpu", "network")
 
 
-def cube_jobs_per_chunk(grid: Grid, jobs_per_block: int) -> int:
-    """Jobs per chunk of the cube variables: about 2 MiB of float32 per chunk (one job when a
-    job alone is larger), never more than a block."""
-    per_job = grid.configs // len(grid.jobs) * 4
-    return max(1, min(jobs_per_block, len(grid.jobs), CHUNK_TARGET_BYTES // per_job))
+def cube_chunk_shape(grid: Grid, jobs_per_block: int) -> tuple[int, ...]:
+    """The chunk shape of the cube variables over (job, arch, gpu, n_gpu, intra, network,
+    precision), a function of the grid alone (and of the block size, which a chunk never spans).
+
+    A chunk spans every arch, n_gpu, intra and precision, one network, a divisor of the GPUs and
+    a few jobs, so that the common slices decompress little more than they return: a filter on
+    network or gpu reads only its own chunks, one job reads ``jobs`` x what it returns and one
+    (gpu, network) plane over every job ``gpus`` x.  The two are kept about equal (``jobs`` ~
+    ``gpus`` ~ the square root of the (job, gpu, network) cells a chunk needs to hold about
+    ``CUBE_CHUNK_BYTES`` [bytes] of float32); networks are grouped too only when a chunk of every
+    job and GPU of one network is still smaller than that."""
+    j, a, g, n, i, w, p = grid.shape
+    jobs_cap = max(1, min(jobs_per_block, j))
+    cell = a * n * i * p * 4                                  # float32 bytes of one (job, gpu, network)
+    want = max(1, -(-CUBE_CHUNK_BYTES // cell))                # (job, gpu, network) cells per chunk
+    gpus = _divisor_at_least(g, math.isqrt(want - 1) + 1)     # ceil(sqrt(want)), rounded up to divide g
+    networks = _divisor_at_least(w, -(-want // (gpus * jobs_cap)))
+    jobs = min(jobs_cap, -(-want // (gpus * networks)))
+    return (jobs, a, gpus, n, i, networks, p)
+
+
+def _divisor_at_least(size: int, at_least: int) -> int:
+    """The smallest divisor of ``size`` that is at least ``at_least`` (``size`` when none is)."""
+    return next((d for d in range(max(1, at_least), size + 1) if size % d == 0), size)
 
 
 def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
@@ -104,7 +129,7 @@ class CubeWriter:
 
     def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
                  reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
-                 jobs_per_chunk: int = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu",
+                 chunks: int | tuple[int, ...] = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu",
                  flush_seconds: float = 0.0):
         import h5netcdf
         import h5py
@@ -118,7 +143,7 @@ class CubeWriter:
         self.grid = grid
         self.reduce_only = reduce_only
         self.blocks = blocks
-        self.jobs_per_chunk = jobs_per_chunk
+        self.chunks = cube_chunks(grid.shape, chunks)   # the cube variables' chunk shape
         self.compression = compression
         self.flush_seconds = flush_seconds
         self.unflushed: list[int] = []        # blocks written but not yet flushed and marked done
@@ -135,6 +160,9 @@ class CubeWriter:
             if resume:
                 # chunks must be encoded as the datasets were created, whatever --compression says now
                 self.compression = str(self.file.attrs["compression"])
+                # register the file's filters (blosc comes from hdf5plugin): HDF5 reads a chunk that
+                # the interrupted run left behind before it rewrites part of it
+                filter_kwargs(self.compression)
                 self._record_device(device)
             else:
                 fault_point("creating")
@@ -174,7 +202,7 @@ class CubeWriter:
         # the small variables: a block's jobs per chunk, at most about CHUNK_TARGET_BYTES of the largest
         per_job = 8 * grid.shape[2] * grid.shape[3] * grid.shape[6]
         jobs_per_chunk = max(1, min(self.blocks[0][1] - self.blocks[0][0], CHUNK_TARGET_BYTES // per_job))
-        cube_chunk = (self.jobs_per_chunk, *grid.shape[1:])
+        cube_chunk = self.chunks
         groups = [(JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
                   (BEST_VARIABLES, ("job", "gpu", "n_gpu", "precision"),
                    (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6])),
@@ -325,10 +353,12 @@ class CubeWriter:
         this call marked done (empty when the flush is not due yet)."""
         for name, data in block.arrays.items():
             self.datasets[name][block.start:block.stop] = data
+        if block.chunks:   # the chunks in the order encode_cube made them, from the block's first job
+            corners = chunk_corners((block.stop - block.start, *self.grid.shape[1:]), self.chunks)
         for name, chunks in block.chunks.items():
-            dataset, corner = self.datasets[name], (0,) * (self.datasets[name].ndim - 1)
-            for k, chunk in enumerate(chunks):
-                dataset.id.write_direct_chunk((block.start + k * self.jobs_per_chunk, *corner), chunk)
+            dataset = self.datasets[name]
+            for corner, chunk in zip(corners, chunks, strict=True):
+                dataset.id.write_direct_chunk((block.start + corner[0], *corner[1:]), chunk)
         self.unflushed.append(block.index)
         if time.monotonic() - self.last_flush >= self.flush_seconds:
             return self.commit()

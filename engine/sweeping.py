@@ -25,7 +25,7 @@ from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import Grid, build_grid
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
-from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes
+from paigrid.store import CubeWriter, creating_path, cube_chunk_shape, estimated_bytes
 from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 
@@ -94,13 +94,14 @@ def work_jobs_per_block(grid: Grid, reduce_only: bool) -> int:
     return max(1, min(MAX_JOBS_PER_BLOCK, len(grid.jobs), target // per_job))
 
 
-def sweep_blocks(grid: Grid, jobs_per_block: int | None, reduce_only: bool) -> tuple[list[tuple[int, int]], int]:
-    """The blocks of a sweep ((start, stop) job ranges) and the jobs per chunk of its cube
-    variables: ``jobs_per_block`` jobs per block as the spec fixes it, or sized by work
-    (``work_jobs_per_block``) when it is None; a block holds whole chunks."""
+def sweep_blocks(grid: Grid, jobs_per_block: int | None,
+                 reduce_only: bool) -> tuple[list[tuple[int, int]], tuple[int, ...]]:
+    """The blocks of a sweep ((start, stop) job ranges) and the chunk shape of its cube
+    variables (``store.cube_chunk_shape``): ``jobs_per_block`` jobs per block as the spec fixes
+    it, or sized by work (``work_jobs_per_block``) when it is None; a block holds whole chunks."""
     per_block = jobs_per_block if jobs_per_block is not None else work_jobs_per_block(grid, reduce_only)
-    per_chunk = cube_jobs_per_chunk(grid, per_block)
-    return block_bounds(len(grid.jobs), per_block // per_chunk * per_chunk), per_chunk
+    chunks = cube_chunk_shape(grid, per_block)
+    return block_bounds(len(grid.jobs), per_block // chunks[0] * chunks[0]), chunks
 
 
 #: jobs chunks evaluated and compressed to estimate the size of a full cube
@@ -109,7 +110,7 @@ SIZE_SAMPLES = 3
 SIZE_MARGIN = 1.25
 
 
-def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, jobs_per_chunk: int) -> int:
+def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, chunks: tuple[int, ...]) -> int:
     """The cube's likely size on disk [bytes]: a few chunks of jobs spread over the job list are
     evaluated and compressed as the sweep would, and their size is extrapolated to every job
     (with a margin); the small variables count uncompressed.  A reduce-only cube: the
@@ -118,25 +119,27 @@ def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, jobs_p
     n_jobs = len(grid.jobs)
     if reduce_only:
         return small
-    starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs_per_chunk * jobs_per_chunk
+    jobs = chunks[0]
+    starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs * jobs
                      for k in range(SIZE_SAMPLES)})
     sampled = stored = 0
     for start in starts:
-        stop = min(start + jobs_per_chunk, n_jobs)
-        block = evaluate_block(grid, -1, start, stop, True, None, compression, jobs_per_chunk)
-        stored += sum(len(chunk) for chunks in block.chunks.values() for chunk in chunks)
+        stop = min(start + jobs, n_jobs)
+        block = evaluate_block(grid, -1, start, stop, True, None, compression, chunks)
+        stored += sum(len(chunk) for encoded in block.chunks.values() for chunk in encoded)
         sampled += stop - start
     return int(stored / sampled * n_jobs * SIZE_MARGIN) + small
 
 
-def check_disk(path: Path, grid: Grid, reduce_only: bool, compression: str = "lz4", jobs_per_chunk: int = 1) -> None:
+def check_disk(path: Path, grid: Grid, reduce_only: bool, compression: str = "lz4",
+               chunks: int | tuple[int, ...] = 1) -> None:
     """Refuse, before starting, a cube that would not fit in the free disk space (its compressed
     size estimated from a sample, ``estimated_cube_bytes``)."""
     folder = path.parent if str(path.parent) else Path(".")
     free = shutil.disk_usage(folder).free
     if estimated_bytes(grid, reduce_only) <= free:
         return  # fits even uncompressed: no need to estimate
-    need = estimated_cube_bytes(grid, reduce_only, compression, jobs_per_chunk)
+    need = estimated_cube_bytes(grid, reduce_only, compression, chunks)
     if need > free:
         hint = "" if reduce_only else "; use --reduce-only to keep only the per-job bests, or sweep a smaller grid"
         raise PaigridError(f"the cube needs about {megabytes(need)} (estimated from a sample of its jobs, compressed) "
@@ -226,12 +229,12 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
         with contextlib.suppress(OSError):
             os.unlink(creating_path(out))   # left by a writer killed while creating: never published
         check_output(out, resume)
-        blocks, per_chunk = sweep_blocks(grid, spec.jobs_per_block, reduce_only)
+        blocks, chunks = sweep_blocks(grid, spec.jobs_per_block, reduce_only)
         if flush_seconds is None:
             flush_seconds = 0.0 if spec.jobs_per_block is not None else FLUSH_SECONDS
         if not resume and space_check:
-            check_disk(out, grid, reduce_only, compression, per_chunk)
-        return _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume,
+            check_disk(out, grid, reduce_only, compression, chunks)
+        return _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce_only, resume,
                            scheduler, workers, progress, on_block, made_on, threads, flush_seconds)
 
 
@@ -263,7 +266,7 @@ def device_label(device: str) -> str:
     return device_name(device)
 
 
-def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, reduce_only, resume, scheduler,
+def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce_only, resume, scheduler,
                 workers, progress, on_block, made_on="cpu", threads=None, flush_seconds=0.0) -> SweepResult:
     started = time.perf_counter()
     current = None if resume else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
@@ -274,7 +277,7 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
 
             client = dask_client(stack, scheduler, workers, threads)   # before the file: a bad address leaves nothing
         try:
-            writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, per_chunk, current,
+            writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, chunks, current,
                                 device=made_on, flush_seconds=flush_seconds)
         except KeyboardInterrupt:
             if resume or partial_path(out).exists():
@@ -298,13 +301,13 @@ def _sweep_into(out, grid, provenance, blocks, per_chunk, spec, compression, red
                     from paigrid.distributed import run_on_dask
 
                     source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression,
-                                         per_chunk, client=client, threads=threads)
+                                         chunks, client=client, threads=threads)
                 elif made_on != "cpu":
                     from paigrid.gpu import run_cuda
 
-                    source = run_cuda(grid, blocks, todo, not reduce_only, compression, per_chunk, threads)
+                    source = run_cuda(grid, blocks, todo, not reduce_only, compression, chunks, threads)
                 else:
-                    source = _run_local(grid, blocks, todo, not reduce_only, compression, per_chunk, threads)
+                    source = _run_local(grid, blocks, todo, not reduce_only, compression, chunks, threads)
                 # closing: on an error the block being computed is finished (its thread stopped)
                 # before the error goes on, never left running while the interpreter exits
                 with contextlib.closing(source):
@@ -445,7 +448,7 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
         return ds
 
 
-def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int,
+def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, chunks: tuple[int, ...],
                threads: int | None = None):
     """Yield evaluated blocks in order, computing (and compressing) the next one while the
     caller writes this one, on ``threads`` threads (None: numba's default).  One set of output
@@ -459,7 +462,7 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compressio
         pending = None
         for i in todo:
             future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression,
-                                 jobs_per_chunk, threads)
+                                 chunks, threads)
             if pending is not None:
                 yield pending.result()
             pending = future

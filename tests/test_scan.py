@@ -2,7 +2,9 @@
 chunk, decompressed in threads, candidates chosen with argpartition.  It must give the rows of
 a brute-force selection over every configuration, in the same order with the same ties, on a
 cube with many invalid cells and many equal step times, through the parallel decoder and
-through the plain h5py / xarray reads alike."""
+through the plain h5py / xarray reads alike, whatever the chunk shape (split along gpu and
+network as ``store.cube_chunk_shape`` chooses, or only along job as older cubes are), and
+reading only the chunks that the filters touch."""
 
 import itertools
 import shutil
@@ -12,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from paigrid import query
+from paigrid import query, store
 from paigrid.codecs import chunk_decoder, chunk_encoder
 from paigrid.cube import cube_from_dataset, open_cube
 from paigrid.inputs.spec import load_spec
@@ -24,14 +26,26 @@ ROOT = Path(__file__).resolve().parent.parent
 FORMAT1 = ROOT / "tests" / "data" / "format1"
 
 
-@pytest.fixture(scope="module", params=["lz4", "gzip", "none"])
+#: the chunk shape of the small cube's step_time per ``store.CUBE_CHUNK_BYTES``: whole but for
+#: the job (2 jobs per chunk, as the spec's blocks), split along network, along gpu and network
+CHUNKINGS = {2**20: (2, 5, 3, 3, 3, 3, 2), 1000: (1, 5, 3, 3, 3, 1, 2), 1: (1, 5, 1, 3, 3, 1, 2)}
+
+
+@pytest.fixture(scope="module", params=[("lz4", 2**20), ("gzip", 2**20), ("none", 2**20), ("lz4", 1000),
+                                        ("lz4", 1), ("gzip", 1)], ids=lambda p: f"{p[0]}-{p[1]}")
 def hostile_cube(request, tmp_path_factory):
-    """A small cube (4 jobs, 2 per chunk) whose step times are rounded to two digits (many
-    ties) and of which about 60% of the cells, and some (gpu, precision) memory fits, are
-    made invalid; written back through h5py, so every chunk keeps its filters and checksum."""
-    path = tmp_path_factory.mktemp(f"scan-{request.param}") / "cube.h5"
+    """A small cube (4 jobs, chunked as ``CHUNKINGS`` says) whose step times are rounded to two
+    digits (many ties) and of which about 60% of the cells, and some (gpu, precision) memory
+    fits, are made invalid; written back through h5py, so every chunk keeps its filters and
+    checksum."""
+    compression, chunk_bytes = request.param
+    path = tmp_path_factory.mktemp(f"scan-{compression}-{chunk_bytes}") / "cube.h5"
     spec = load_spec(FORMAT1 / "spec.toml")
-    run_sweep(spec, path, compression=request.param, progress=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "CUBE_CHUNK_BYTES", chunk_bytes)
+        run_sweep(spec, path, compression=compression, progress=False)
+    with h5py.File(path, "r") as f:
+        assert f["step_time"].chunks == CHUNKINGS[chunk_bytes] == f["bottleneck"].chunks
     rng = np.random.default_rng(12)
     with h5py.File(path, "r+") as f:
         step = f["step_time"][()]
@@ -96,7 +110,8 @@ def _seen(rows):
 
 
 WHERES = [{"network": [1]}, {"arch": [0, 2], "intra": [0, 2]}, {"gpu": [1, 2], "network": [0, 2], "precision": [1]},
-          {"intra": [1], "n_gpu": [0, 2]}, {}]
+          {"intra": [1], "n_gpu": [0, 2]}, {}, {"gpu": [2]}, {"gpu": [0], "network": [2]}, {"precision": [0]},
+          {"n_gpu": [1]}, {"arch": [1]}, {"network": [2, 0]}]
 
 
 @pytest.mark.parametrize("compiled", [True, False])
@@ -108,7 +123,8 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
     cube = open_cube(hostile_cube)
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
-        assert reader.decoders is not None and reader.rows == 2   # the parallel decoder, chunks of 2 jobs
+        assert reader.decoders is not None   # the parallel decoder, with the file's own chunk shape
+        assert reader.chunks == cube.file["step_time"].chunks and reader.rows == reader.chunks[0]
         jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]   # out of order, one twice
         ties = 0
         for where in WHERES:
@@ -172,3 +188,64 @@ def test_the_reader_falls_back_where_the_filters_are_not_the_cube_s(tmp_path):
         assert np.array_equal(values[0], cube.file["step_time"][0:reader.rows], equal_nan=True)
     finally:
         cube.close()
+
+
+def test_a_filtered_scan_reads_only_the_chunks_it_needs(hostile_cube):
+    cube = open_cube(hostile_cube)
+    try:
+        chunks = cube.file["step_time"].chunks
+        labels = {d: np.arange(len(cube.labels[d])) for d in LABEL_DIMS}
+        for where in WHERES:
+            sel = {d: np.asarray(where.get(d, labels[d])) for d in LABEL_DIMS}
+            reader = _ChunkReader(cube, ("step_time", "bottleneck"), sel)
+            read = {corner for corner, _, _ in reader.pieces}
+            needed = {tuple(int(k) // c * c for k, c in zip(cell, chunks[1:]))
+                      for cell in itertools.product(*(sel[d] for d in LABEL_DIMS))}
+            assert read == needed, where   # every chunk that holds a selected cell, and no other
+            start = 0
+            values, _ = reader.decode(start, reader.raw(start))
+            whole = cube.file["step_time"][start:start + reader.rows]
+            local = np.ix_(*(reader.local[d] for d in LABEL_DIMS))
+            chosen = np.ix_(*(sel[d] for d in LABEL_DIMS))
+            assert np.array_equal(values[(slice(None), *local)], whole[(slice(None), *chosen)], equal_nan=True)
+            # the h5py path reads the same covered regions
+            by_h5py = _ChunkReader(cube, ("step_time", "bottleneck"), sel, parallel=False)
+            again, _ = by_h5py.decode(start, by_h5py.raw(start))
+            assert by_h5py.decoders is None and np.array_equal(again, values, equal_nan=True)
+        if chunks[5] == 1:   # split along network: a filter on one network reads a third of the chunks
+            reader = _ChunkReader(cube, ("step_time",), {"network": np.array([1])})
+            assert reader.shape[4] == 1 and len(reader.pieces) * 3 == len(_ChunkReader(cube, ("step_time",)).pieces)
+    finally:
+        cube.close()
+
+
+@pytest.mark.parametrize("by", ["time", "cost"])
+def test_an_older_cube_chunked_by_job_is_scanned_as_before(by, monkeypatch):
+    # tests/data/format1: format 1, written by paigrid 0.1.0 through HDF5's own filters (2 jobs
+    # per chunk, every other dimension whole)
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0)
+    cube = open_cube(FORMAT1 / "cube.h5")
+    try:
+        assert cube.file["step_time"].chunks == (2, 5, 3, 3, 3, 3, 2)
+        for where in WHERES:
+            rows = best_configurations(cube, by, where, None, 3)
+            assert _seen(rows) == _brute(cube, by, where, None, 3), where
+    finally:
+        cube.close()
+
+
+def test_edge_chunks_are_padded_and_written_where_hdf5_reads_them(tmp_path):
+    # a chunk shape that divides no dimension but the arch: every edge chunk is padded
+    from paigrid.codecs import chunk_corners, filter_kwargs
+    from paigrid.evaluate import Block, encode_cube
+
+    rng = np.random.default_rng(3)
+    shape, chunks = (5, 2, 5, 3, 2, 7, 3), (2, 2, 3, 2, 2, 4, 2)
+    data = rng.random(shape).astype(np.float32)
+    block = Block(0, 0, 5, {"step_time": data.copy()})
+    encode_cube(block, "lz4", chunks)
+    with h5py.File(tmp_path / "edges.h5", "w") as f:
+        dataset = f.create_dataset("step_time", shape, np.float32, chunks=chunks, **filter_kwargs("lz4"))
+        for corner, chunk in zip(chunk_corners(shape, chunks), block.chunks["step_time"], strict=True):
+            dataset.id.write_direct_chunk(corner, chunk)
+        assert np.array_equal(dataset[()], data)
