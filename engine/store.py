@@ -53,39 +53,35 @@ from paigrid.schema import (
 from paigrid.userfiles import fault_point, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
-#: a chunk of the cube variables holds at least about this much float32 (unless the whole block
-#: is smaller): below it compression and the per-chunk costs of writing and reading grow
+#: a chunk of the cube variables holds at least about this much float32 (unless a block's jobs
+#: hold less): below it compression and the per-chunk costs of writing and reading grow
 CUBE_CHUNK_BYTES = 2**18
-#: the dimensions along which the cube variables' chunks are split (see ``cube_chunk_shape``)
-CUBE_SPLIT_DIMS = ("gpu", "network")
 
 
 def cube_chunk_shape(grid: Grid, jobs_per_block: int) -> tuple[int, ...]:
     """The chunk shape of the cube variables over (job, arch, gpu, n_gpu, intra, network,
-    precision), a function of the grid alone (and of the block size, which a chunk never spans).
+    precision), a function of the grid alone (and of the block size: a chunk never spans two
+    blocks).  HDF5 records it; readers take it from the dataset.
 
-    A chunk spans every arch, n_gpu, intra and precision, one network, a divisor of the GPUs and
-    a few jobs, so that the common slices decompress little more than they return: a filter on
-    network or gpu reads only its own chunks, one job reads ``jobs`` x what it returns and one
-    (gpu, network) plane over every job ``gpus`` x.  The two are kept about equal (``jobs`` ~
-    ``gpus`` ~ the square root of the (job, gpu, network) cells a chunk needs to hold about
-    ``CUBE_CHUNK_BYTES`` [bytes] of float32); networks are grouped too only when a chunk of every
-    job and GPU of one network is still smaller than that."""
+    A chunk spans every arch, n_gpu, intra, network and precision, the fewest GPUs (a divisor of
+    the grid's) that make about ``CUBE_CHUNK_BYTES`` [bytes] of float32 for one job, and one
+    job, or several when one job's every GPU is still much less (small grids).  So one job reads only
+    its own chunks, a filter on gpu only that gpu's, and a (gpu, network) plane over every job
+    the few GPUs of its chunk x every network.  The networks stay together because they
+    compress together: many configurations (the archs that ignore the network, the invalid
+    cells) repeat across networks, and chunks of one network compressed about 3x less and made
+    the sweep's compression several times slower in the measurements behind this choice (see
+    docs/cube.md)."""
     j, a, g, n, i, w, p = grid.shape
-    jobs_cap = max(1, min(jobs_per_block, j))
-    cell = a * n * i * p * 4                                  # float32 bytes of one (job, gpu, network)
-    want = max(1, -(-CUBE_CHUNK_BYTES // cell))                # (job, gpu, network) cells per chunk
-    gpus = _divisor_at_least(g, math.isqrt(want - 1) + 1)     # ceil(sqrt(want)), rounded up to divide g
-    networks = _divisor_at_least(w, -(-want // (gpus * jobs_cap)))
-    jobs = min(jobs_cap, -(-want // (gpus * networks)))
-    return (jobs, a, gpus, n, i, networks, p)
+    per_gpu = a * n * i * w * p * 4                            # float32 bytes of one (job, gpu)
+    gpus = _divisor_at_least(g, round(CUBE_CHUNK_BYTES / per_gpu))
+    jobs = max(1, min(jobs_per_block, j, round(CUBE_CHUNK_BYTES / (per_gpu * gpus))))
+    return (jobs, a, gpus, n, i, w, p)
 
 
 def _divisor_at_least(size: int, at_least: int) -> int:
     """The smallest divisor of ``size`` that is at least ``at_least`` (``size`` when none is)."""
     return next((d for d in range(max(1, at_least), size + 1) if size % d == 0), size)
-
-
 def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
     """Uncompressed size of the cube variables [bytes]: what a full sweep could need on disk."""
     per_config = 0 if reduce_only else sum(np.dtype(d).itemsize for d, _, _ in CUBE_VARIABLES.values())

@@ -26,26 +26,33 @@ ROOT = Path(__file__).resolve().parent.parent
 FORMAT1 = ROOT / "tests" / "data" / "format1"
 
 
-#: the chunk shape of the small cube's step_time per ``store.CUBE_CHUNK_BYTES``: whole but for
-#: the job (2 jobs per chunk, as the spec's blocks), split along network, along gpu and network
-CHUNKINGS = {2**20: (2, 5, 3, 3, 3, 3, 2), 1000: (1, 5, 3, 3, 3, 1, 2), 1: (1, 5, 1, 3, 3, 1, 2)}
+#: the chunkings of the small cube (4 jobs x 5 arch x 3 gpu x 3 n_gpu x 3 intra x 3 network x 2
+#: precision): ``store.cube_chunk_shape``'s for the grid (every dimension but the job whole, as
+#: older cubes too are chunked), the same with one GPU per chunk (as on larger grids), and one
+#: that splits every dimension it can, unevenly (edge chunks), along network too
+CHUNKINGS = {"job": (2, 5, 3, 3, 3, 3, 2), "gpu": (1, 5, 1, 3, 3, 3, 2), "uneven": (1, 5, 2, 2, 3, 1, 2)}
 
 
-@pytest.fixture(scope="module", params=[("lz4", 2**20), ("gzip", 2**20), ("none", 2**20), ("lz4", 1000),
-                                        ("lz4", 1), ("gzip", 1)], ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", params=[("lz4", "job"), ("gzip", "job"), ("none", "job"), ("lz4", "gpu"),
+                                        ("lz4", "uneven"), ("gzip", "uneven")], ids="-".join)
 def hostile_cube(request, tmp_path_factory):
     """A small cube (4 jobs, chunked as ``CHUNKINGS`` says) whose step times are rounded to two
     digits (many ties) and of which about 60% of the cells, and some (gpu, precision) memory
     fits, are made invalid; written back through h5py, so every chunk keeps its filters and
     checksum."""
-    compression, chunk_bytes = request.param
-    path = tmp_path_factory.mktemp(f"scan-{compression}-{chunk_bytes}") / "cube.h5"
+    import paigrid.sweeping as sweeping
+
+    compression, chunking = request.param
+    path = tmp_path_factory.mktemp(f"scan-{compression}-{chunking}") / "cube.h5"
     spec = load_spec(FORMAT1 / "spec.toml")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "CUBE_CHUNK_BYTES", chunk_bytes)
+        if chunking == "gpu":
+            patch.setattr(store, "CUBE_CHUNK_BYTES", 1)
+        elif chunking == "uneven":
+            patch.setattr(sweeping, "cube_chunk_shape", lambda grid, jobs_per_block: CHUNKINGS["uneven"])
         run_sweep(spec, path, compression=compression, progress=False)
     with h5py.File(path, "r") as f:
-        assert f["step_time"].chunks == CHUNKINGS[chunk_bytes] == f["bottleneck"].chunks
+        assert f["step_time"].chunks == CHUNKINGS[chunking] == f["bottleneck"].chunks
     rng = np.random.default_rng(12)
     with h5py.File(path, "r+") as f:
         step = f["step_time"][()]
@@ -212,9 +219,9 @@ def test_a_filtered_scan_reads_only_the_chunks_it_needs(hostile_cube):
             by_h5py = _ChunkReader(cube, ("step_time", "bottleneck"), sel, parallel=False)
             again, _ = by_h5py.decode(start, by_h5py.raw(start))
             assert by_h5py.decoders is None and np.array_equal(again, values, equal_nan=True)
-        if chunks[5] == 1:   # split along network: a filter on one network reads a third of the chunks
-            reader = _ChunkReader(cube, ("step_time",), {"network": np.array([1])})
-            assert reader.shape[4] == 1 and len(reader.pieces) * 3 == len(_ChunkReader(cube, ("step_time",)).pieces)
+        if chunks[2] == 1:   # one GPU per chunk: a filter on one gpu reads a third of the chunks
+            reader = _ChunkReader(cube, ("step_time",), {"gpu": np.array([1])})
+            assert reader.shape[1] == 1 and len(reader.pieces) * 3 == len(_ChunkReader(cube, ("step_time",)).pieces)
     finally:
         cube.close()
 
