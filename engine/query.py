@@ -147,9 +147,9 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
     arch x intra x network configurations of the same job, gpu, n_gpu and precision (within
     the filters) have a step time within the band of this one's, so that the data cannot tell
     them apart (NaN: no band, a reduce-only cube or an infeasible row).  ``job_step`` is the
-    job's step_time [s] when a scan has it in memory already, over the coordinates its chunks
-    cover, with the position of each coordinate in it (``_ChunkReader.position``); None: read
-    from the file."""
+    job's step_time [s] when a scan has it in memory already, over the selected coordinates,
+    with the position of each coordinate in it (``_ChunkReader.position``); None: read from the
+    file."""
     from paigrid.inputs.efficiency import band_group, prediction_band
 
     if math.isnan(step[k]):
@@ -295,13 +295,13 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
 
     cells = len(job_rows) * math.prod(len(sel[d]) for d in LABEL_DIMS)
     compiled = cells >= SCAN_KERNEL_CELLS
-    # only the chunks the filters touch, decoded over their covered coordinates ("local" indices)
+    # only the chunks the filters touch, cut to the selected coordinates ("local" indices)
     reader = _ChunkReader(cube, ("step_time", "bottleneck"), sel)
-    covered, local = reader.covered, reader.local
-    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:][:, covered["gpu"]][:, :, covered["precision"]],
-                                    dtype=np.uint8)   # (job, covered gpu, covered precision): kB
+    local = reader.local
+    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:][:, sel["gpu"]][:, :, sel["precision"]],
+                                    dtype=np.uint8)   # (job, selected gpu, selected precision): kB
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
-    full = {d: np.array_equal(local[d], np.arange(len(covered[d]))) for d in LABEL_DIMS}
+    full = {d: np.array_equal(local[d], np.arange(reader.shape[k])) for k, d in enumerate(LABEL_DIMS)}
     a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
     la, lg, ln, li, lw, lp = (np.ascontiguousarray(local[d], dtype=np.int64) for d in LABEL_DIMS)
 
@@ -390,14 +390,14 @@ class _ChunkReader:
     """Chunks of cube variables over job ranges, restricted to the chunks that a selection of
     the other dimensions touches (the chunk shape is the dataset's own, whatever it is: any
     dimension may be split).  Their stored bytes are read by h5py in the calling thread
-    (``raw``), decompressed, checked and put together by ``decode`` (in any thread, without
-    the GIL) into an array over the rows' jobs and the *covered* coordinates: per dimension the
-    coordinates of the chunks it reads, in order (every coordinate when the chunks span the
-    dimension).  ``local[dim]`` gives the position of each selected coordinate in it.
+    (``raw``), decompressed, checked and cut by ``decode`` (in any thread, without the GIL)
+    into an array over the rows' jobs and the selected coordinates, in the selection's order
+    (``coords[dim]``; ``local[dim]``: their positions in the array, ``position[dim]``: each
+    coordinate's, -1 where not selected).
 
     A variable chunked otherwise than the first, an xarray Dataset, unknown filters, or a chunk
-    that fails to decode are read through h5py (or xarray) instead, the same covered regions, so
-    a damaged chunk fails as HDF5 reports it; so is every chunk without ``parallel``."""
+    that fails to decode are read through h5py (or xarray) instead, the same chunks, so a damaged
+    chunk fails as HDF5 reports it; so is every chunk without ``parallel``."""
 
     FILTERS = {"lz4": {"32001", "fletcher32"}, "zstd": {"32001", "fletcher32"},
                "gzip": {"gzip", "shuffle", "fletcher32"}, "none": {"fletcher32"}}
@@ -415,22 +415,20 @@ class _ChunkReader:
         self.rows = self.chunks[0]
         self.jobs = shape[0]
         sel = sel or {}
-        self.covered, self.local, runs = {}, {}, []
+        self.coords, self.local, self.position, runs = {}, {}, {}, []
         for dim, n, c in zip(LABEL_DIMS, shape[1:], self.chunks[1:]):
             wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
-            starts = sorted({int(k) // c * c for k in wanted})
-            self.covered[dim] = np.concatenate([np.arange(s0, min(s0 + c, n)) for s0 in starts]).astype(np.intp)
-            self.local[dim] = np.searchsorted(self.covered[dim], wanted)
-            at = np.cumsum([0] + [min(s0 + c, n) - s0 for s0 in starts])
-            runs.append([(s0, min(s0 + c, n) - s0, int(a)) for s0, a in zip(starts, at)])
-        self.shape = tuple(len(self.covered[dim]) for dim in LABEL_DIMS)   # covered extents
-        self.position = {dim: np.full(n, -1, np.intp) for dim, n in zip(LABEL_DIMS, shape[1:])}
-        for dim in LABEL_DIMS:   # every coordinate's place among the covered ones (-1: not read)
-            self.position[dim][self.covered[dim]] = np.arange(len(self.covered[dim]))
-        # each chunk to read: its corner (after the job), where it goes and which part of it
-        self.pieces = [(tuple(r[0] for r in combo), tuple(slice(r[2], r[2] + r[1]) for r in combo),
-                        tuple(slice(0, r[1]) for r in combo)) for combo in itertools.product(*runs)]
-        self.whole = len(self.pieces) == 1 and self.shape == tuple(self.chunks[1:])
+            self.coords[dim], self.local[dim] = wanted, np.arange(len(wanted))
+            self.position[dim] = np.full(n, -1, np.intp)
+            self.position[dim][wanted[::-1]] = np.arange(len(wanted))[::-1]   # the first place of each
+            runs.append([(s0, *_cut(np.flatnonzero((wanted >= s0) & (wanted < s0 + c)), wanted, s0))
+                         for s0 in sorted({int(k) // c * c for k in wanted})])
+        self.shape = tuple(len(self.coords[dim]) for dim in LABEL_DIMS)
+        # each chunk to read: its corner (after the job), where its cells go and which they are
+        self.pieces = [(tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
+                       for combo in itertools.product(*runs)]
+        self.whole = (len(self.pieces) == 1 and self.shape == tuple(self.chunks[1:])
+                      and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2]))
         compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
         chunks = [getattr(d, "chunks", None) for d in self.datasets]
         self.decoders = None
@@ -463,7 +461,7 @@ class _ChunkReader:
 
     def decode(self, start: int, stored) -> list[np.ndarray]:
         """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
-        covered coordinates."""
+        selected coordinates."""
         stop = min(start + self.rows, self.jobs)
         if stored is not None:
             try:
@@ -472,22 +470,40 @@ class _ChunkReader:
                         for decode, data in zip(self.decoders, stored)]
             except (OSError, RuntimeError, ValueError):
                 pass   # h5py reads it again below, and fails as HDF5 does if it is damaged
-        regions = [(slice(start, stop), *(slice(c0, c0 + part.stop) for c0, part in zip(corner, parts)))
-                   for corner, _, parts in self.pieces]
-        return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions], read=True)
-                for d in self.datasets]
+        regions = [(slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
+                   for corner, _, _ in self.pieces]
+        return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions]) for d in self.datasets]
 
-    def _assemble(self, n: int, parts: list[np.ndarray], read: bool = False) -> np.ndarray:
-        """The covered array of ``n`` jobs from its chunks, in ``pieces`` order (``read``: read
-        through h5py, already cut to their parts)."""
+    def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
+        """The array of ``n`` jobs over the selected coordinates from its chunks, in ``pieces``
+        order (chunks read through h5py end at the dataset's edges)."""
         if len(parts) != len(self.pieces):
             raise ValueError("a chunk is missing")
         if self.whole:
-            return parts[0] if read else parts[0][:n]
+            return parts[0][:n]
         out = np.empty((n, *self.shape), parts[0].dtype)
-        for (_, place, part), data in zip(self.pieces, parts):
-            out[(slice(None), *place)] = data if read else data[(slice(0, n), *part)]
+        for (_, place, cells), data in zip(self.pieces, parts):
+            if all(isinstance(k, slice) for k in (*place, *cells)):
+                out[(slice(None), *place)] = data[(slice(0, n), *cells)]
+            else:
+                rows = np.arange(n)
+                out[np.ix_(rows, *map(_indices, place))] = data[np.ix_(rows, *map(_indices, cells))]
         return out
+
+
+def _cut(members: np.ndarray, wanted: np.ndarray, s0: int) -> tuple:
+    """Where the selected coordinates ``wanted[members]`` (those in the chunk from ``s0``) go in
+    the selection's order, and which cells of the chunk they are: slices when both run in steps
+    of one, else index arrays."""
+    place, cells = members, wanted[members] - s0
+    if len(place) and np.all(np.diff(place) == 1) and np.all(np.diff(cells) == 1):
+        return slice(int(place[0]), int(place[-1]) + 1), slice(int(cells[0]), int(cells[-1]) + 1)
+    return place, cells
+
+
+def _indices(part) -> np.ndarray:
+    """A slice or an index array as an index array."""
+    return np.arange(part.start, part.stop) if isinstance(part, slice) else np.asarray(part)
 
 
 def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:

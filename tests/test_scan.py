@@ -215,7 +215,7 @@ def test_a_filtered_scan_reads_only_the_chunks_it_needs(hostile_cube):
             local = np.ix_(*(reader.local[d] for d in LABEL_DIMS))
             chosen = np.ix_(*(sel[d] for d in LABEL_DIMS))
             assert np.array_equal(values[(slice(None), *local)], whole[(slice(None), *chosen)], equal_nan=True)
-            # the h5py path reads the same covered regions
+            # the h5py path reads the same chunks
             by_h5py = _ChunkReader(cube, ("step_time", "bottleneck"), sel, parallel=False)
             again, _ = by_h5py.decode(start, by_h5py.raw(start))
             assert by_h5py.decoders is None and np.array_equal(again, values, equal_nan=True)
