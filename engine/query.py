@@ -2,9 +2,10 @@
 
 The stored per-job reductions (best arch x intra x network for each gpu x n_gpu x precision)
 answer most queries by reading kilobytes.  A filter on arch, intra or network, or ``top`` > 1,
-needs the cube itself, which is then scanned chunk by chunk (several jobs at once): the stored
-chunks are decompressed in parallel threads and each job's few candidate rows selected in one
-pass (``paigrid.kernels.scan``), so a scan costs little more than decompressing the cube.
+needs the cube itself, which is then scanned chunk by chunk: only the chunks that hold a
+selected configuration (the chunk shape is the file's own), decompressed in parallel threads,
+and each job's few candidate rows selected in one pass (``paigrid.kernels.scan``), so a scan
+costs little more than decompressing the chunks it needs.
 
 Ordering is the same on both paths, so they agree exactly: configurations are compared by
 time per sample (``step_time / (n_gpu x samples_per_step)``, i.e. the inverse throughput) or by
@@ -279,10 +280,12 @@ checksums checked with numpy, ``codecs.fletcher32_numpy``, so decoding loads no 
 def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples: np.ndarray,
           n_values: np.ndarray, price: np.ndarray, by: str, top: int, pareto: bool):
     """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
-    each job (step [s], bottleneck code, configuration indices, the job's step_time [s]).
+    each job (step [s], bottleneck code, configuration indices, and the job's step_time [s] over
+    the selected coordinates with each coordinate's position in it).
 
-    The cube is read chunk by chunk (several jobs at once): the main thread reads each chunk's
-    stored bytes and a pool of threads decompresses them and selects, vectorised, the few
+    The cube is read by runs of the jobs that share chunks, each run only in the chunks that hold
+    a selected configuration (``_ChunkReader``): the main thread reads the chunks' stored bytes
+    and a pool of threads decompresses them and selects, vectorised, the few
     configurations that can be rows (the ``top`` first by (metric, position) with ties kept in
     (gpu, n_gpu, precision, arch, intra, network) order, or for ``pareto`` every one with a time
     and a cost), in that order, so ``best_configurations`` ranks them exactly as it would rank

@@ -256,3 +256,18 @@ def test_edge_chunks_are_padded_and_written_where_hdf5_reads_them(tmp_path):
         for corner, chunk in zip(chunk_corners(shape, chunks), block.chunks["step_time"], strict=True):
             dataset.id.write_direct_chunk(corner, chunk)
         assert np.array_equal(dataset[()], data)
+
+
+def test_the_chunk_shape_splits_the_gpus_and_never_spans_two_blocks():
+    from paigrid.inputs.spec import SweepSpec
+    from paigrid.sweeping import prepare, sweep_blocks
+
+    grid, _ = prepare(SweepSpec())   # the default grid: 18 GPUs, 13 networks, 0.58 M configurations a job
+    chunks = store.cube_chunk_shape(grid, 7)
+    assert chunks == (1, 5, 2, 11, 9, 13, 5)             # one job, 2 GPUs, everything else: 0.25 MiB of float32
+    assert 2**17 < np.prod(chunks) * 4 <= 2**19
+    small, _ = prepare(load_spec(FORMAT1 / "spec.toml"))  # 1,620 configurations a job: several jobs a chunk
+    for per_block in (1, 2, 3, 4):
+        blocks, chunks = sweep_blocks(small, per_block, False)
+        assert chunks[1:] == small.shape[1:] and 1 <= chunks[0] <= per_block
+        assert all((stop - start) % chunks[0] == 0 or stop == len(small.jobs) for start, stop in blocks)
