@@ -633,7 +633,8 @@ ratios compare with a baseline measured in the same run, so they move less than 
 - **Job tables**: in a fresh process, reading a population CSV of that many jobs and building the
   job table, then predicting every job's current configuration; the memory is the process's peak
   resident size after minus before. A block's memory is the kernel's output arrays of one block
-  of the CLI's default size.
+  of the CLI's default size (a full sweep holds two such sets: one block is computed while the
+  previous one is compressed).
 - **CLI defaults**: `paigrid --help` and the default `paigrid sweep` as commands, warm.
 - **GPU** (`bench/gpu.py`, run by this script where numba.cuda finds an NVIDIA GPU, skipped
   with the reason printed elsewhere): the reduce-only kernels of `--device cuda` over many

@@ -90,6 +90,15 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     free again on return.  ``threads``: numba's thread count for this call's thread (kernel and
     compression; None: as it is, at most ``NUMBA_NUM_THREADS``).
     """
+    block = compute_block(grid, index, start, stop, write_cube, buffers, threads)
+    return release_buffers(block, compression, jobs_per_chunk, buffers is not None)
+
+
+def compute_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool,
+                  buffers: dict[str, np.ndarray] | None, threads: int | None = None) -> Block:
+    """The kernel part of ``evaluate_block`` (same arguments): the block's arrays are left in
+    ``buffers`` (views), so they must be handed over (``release_buffers``) before the buffers
+    serve another block."""
     if threads is not None:
         import numba
 
@@ -107,10 +116,16 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     out["overall_best"], out["overall_step_time"] = overall_best(
         out["best_step_time"], out["best_index"], n_gpu, jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
         grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
-    block = Block(index, start, stop, out)
-    if write_cube and compression is not None:
+    return Block(index, start, stop, out)
+
+
+def release_buffers(block: Block, compression: str | None, jobs_per_chunk: int, in_buffers: bool) -> Block:
+    """Encode ``block``'s cube arrays when ``compression`` is given (``encode_cube``) and, when
+    its arrays are views of reused buffers (``in_buffers``), replace them by copies, so that the
+    buffers are free for the next block.  Returns the block."""
+    if compression is not None and any(name in block.arrays for name in CUBE_VARIABLES):
         encode_cube(block, compression, jobs_per_chunk)
-    if buffers is not None:  # the next block reuses the buffers: hand over copies
+    if in_buffers:
         block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
     return block
 

@@ -74,7 +74,8 @@ def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
 
 #: configurations per block of a full sweep when the spec does not fix ``jobs_per_block``: the
 #: block's cube outputs (22 bytes a configuration, about 90 MB) are in memory at once, twice (one
-#: block computed while the previous one is compressed and written)
+#: block computed while the previous one is compressed), beside the compressed chunks of the block
+#: being written
 BLOCK_CONFIGS_FULL = 2**22
 #: the same for a reduce-only sweep, whose block keeps only its reductions in memory
 BLOCK_CONFIGS_REDUCE = 2**28
@@ -447,24 +448,52 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
 
 def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, jobs_per_chunk: int,
                threads: int | None = None):
-    """Yield evaluated blocks in order, computing (and compressing) the next one while the
-    caller writes this one, on ``threads`` threads (None: numba's default).  One set of output
-    buffers serves every block: a block leaves ``evaluate_block`` as compressed chunks, so its
-    buffers are free before the next starts."""
-    from paigrid.evaluate import allocate
+    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default).
+
+    Reduce-only: the next block is computed while the caller writes this one, in one set of
+    output buffers (a block's reductions are copied out before the next starts).  Full cube: a
+    pipeline of three stages, each in its own thread: the kernel computes block k into one of two
+    buffer sets while block k - 1 is compressed (in parallel threads) and block k - 2 is written
+    by the caller; a buffer set is reused only once its block is compressed."""
+    from paigrid.evaluate import allocate, compute_block, release_buffers
 
     largest = max(stop - start for start, stop in blocks)
-    buffers = allocate(grid, largest, write_cube)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = None
-        for i in todo:
-            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression,
-                                 jobs_per_chunk, threads)
+    if not write_cube:
+        buffers = allocate(grid, largest, False)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = None
+            for i in todo:
+                future = pool.submit(evaluate_block, grid, i, *blocks[i], False, buffers, compression,
+                                     jobs_per_chunk, threads)
+                if pending is not None:
+                    yield pending.result()
+                pending = future
             if pending is not None:
                 yield pending.result()
-            pending = future
-        if pending is not None:
-            yield pending.result()
+        return
+
+    def encode(computed):
+        if threads is not None:   # numba's thread count is per thread: the compression's pool follows it
+            import numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        return release_buffers(computed.result(), compression, jobs_per_chunk, True)
+
+    slots = [allocate(grid, largest, True) for _ in range(min(2, len(todo)))]
+    in_flight = []   # the encoded blocks' futures, oldest first: at most one per buffer set
+    kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
+    try:
+        for count, i in enumerate(todo):
+            if len(in_flight) == len(slots):   # the oldest block's buffers are needed again
+                yield in_flight.pop(0).result()
+            computed = kernels.submit(compute_block, grid, i, *blocks[i], True, slots[count % len(slots)], threads)
+            in_flight.append(encoders.submit(encode, computed))
+        while in_flight:
+            yield in_flight.pop(0).result()
+    finally:
+        # on an error or an interrupt: queued blocks are dropped, running ones finish first
+        kernels.shutdown(wait=True, cancel_futures=True)
+        encoders.shutdown(wait=True, cancel_futures=True)
 
 
 class _Progress:
