@@ -220,3 +220,19 @@ def test_sparse_allgather_prediction_of_multi_interests():
     moved = (0.2e6 + 16 / 2 * 9984 * 1024) / 774.6e6
     assert out[True][0] == pytest.approx(out[False][0] * moved, rel=1e-3)   # latency terms: a little off
     assert out[True][1] == out[False][1]
+
+
+def test_coordination_lowers_a_collective_rows_bus_bandwidth():
+    """A collective row's all-reduce pays the coordination once (no buckets): 24 GPUs, log2
+    growth, ceil(log2 24) = 5 steps of 100 us."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.trust.measurements import load_measurements
+    from paigrid.trust.rowkinds import allreduce_seconds
+
+    cats = Catalogues.load()
+    path = str(resources.files("paigrid.datasets").joinpath("collectives_public.csv"))
+    row = [r for r in load_measurements(path, cats) if r.nodes > 1][0]
+    plain = allreduce_seconds(row, cats, defaults(), Options(), 1e8)
+    more = allreduce_seconds(row, cats, defaults(), Options(coordination_us=100.0), 1e8)
+    assert more - plain == pytest.approx(5 * 100e-6, rel=1e-9)
