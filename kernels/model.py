@@ -25,7 +25,11 @@ collective algorithm, topology-aware intra-server bandwidth, NICs per server, an
 pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time) and, for
 communication v2, gradient buckets of ``O_BUCKET_BYTES``: the latency hops paid once per bucket
 (``O_SYNC_LATENCY``, ``latency_multiplier``) and all buckets but the last hidden behind the
-backward pass (``O_BUCKET_OVERLAP``, ``overlap_fraction``).
+backward pass (``O_BUCKET_OVERLAP``, ``overlap_fraction``); the scaling losses of all-reduce:
+the part of the backward pass during which the exchange proceeds (``O_OVERLAP_IDLE``,
+``overlap_window``), coordination per all-reduce (``O_COORDINATION``, ``coordination_seconds``)
+and the sparse all-gather of touched embedding rows (``O_SPARSE_ALLGATHER``,
+``allgather_wire_fraction``).
 
 Validity is decided here and nowhere else: the kernel writes, per configuration, the code of the
 first rule (``layout.INVALID_REASONS``, in code order) that makes it impossible, 0 when none
@@ -73,6 +77,8 @@ from .layout import (
     J_BATCH,
     J_CLASS_BYTES,
     J_CLASS_FLOP,
+    J_EMB_PARAMS,
+    J_EMB_TOUCHED,
     J_FLOP,
     J_GPUS_PER_NODE,
     J_GRAPHS,
@@ -99,8 +105,11 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_COORDINATION,
+    O_COORDINATION_GROWTH,
     O_INTER_VOLUME,
     O_MODEL,
+    O_OVERLAP_IDLE,
     O_PS_COLOCATED,
     O_PS_HOST_BW,
     O_PS_LATENCY,
@@ -108,6 +117,7 @@ from .layout import (
     O_PS_MEMORY,
     O_PS_NIC_PER_WORKER,
     O_PS_SPARSE,
+    O_SPARSE_ALLGATHER,
     O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
@@ -257,15 +267,56 @@ def exchange_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, in
 
 
 @jit
+def coordination_seconds(arch, n, coordination, growth):
+    """Synchronisation time [s] of one all-reduce among n GPUs apart from its link latencies
+    (Horovod's negotiation of which tensors are ready, NCCL's launch and handshakes):
+    ``coordination`` seconds per participant step, ceil(log2 n) steps (``growth`` 0: tree-like)
+    or n - 1 (``growth`` 1: linear); 0 for one GPU and for architectures that do not all-reduce
+    (0 with ``coordination`` 0, version 1)."""
+    if coordination == 0.0 or n <= 1.0 or (arch != ARCH_ALLREDUCE_LOCAL and arch != ARCH_ALLREDUCE_CLUSTER):
+        return 0.0
+    steps = n - 1.0 if growth != 0.0 else np.ceil(np.log2(n))
+    return coordination * steps
+
+
+@jit
+def allgather_wire_fraction(job, n, arch, sparse_allgather):
+    """Bytes an all-reduce architecture's exchange costs per byte of the dense gradients S when
+    it all-gathers the touched embedding rows (``sparse_allgather``; TensorFlow's IndexedSlices
+    under Horovod) and all-reduces the rest: (P - E + n/2 x min(E, accum x touched)) / P for P
+    parameters of which E are embedding rows.  An all-gather in which every GPU contributes t
+    bytes moves (n - 1) t per GPU, what an all-reduce of n t / 2 bytes moves, hence n/2 (row
+    indices not counted).  1 when off, for a job without embeddings and for other architectures."""
+    emb = job[J_EMB_PARAMS]
+    if (sparse_allgather == 0.0 or not emb > 0.0 or n <= 1.0
+            or (arch != ARCH_ALLREDUCE_LOCAL and arch != ARCH_ALLREDUCE_CLUSTER)):
+        return 1.0
+    touched = job[J_ACCUM] * job[J_EMB_TOUCHED]
+    touched = touched if touched < emb else emb
+    return (job[J_PARAMS] - emb + 0.5 * n * touched) / job[J_PARAMS]
+
+
+@jit
+def wire_fraction(job, n, arch, ps_fraction, options):
+    """Bytes an architecture's exchange moves per byte of S: ``ps_fraction``
+    (``ps.ps_wire_fraction``) for ``ps-worker``, ``allgather_wire_fraction`` for the all-reduce
+    architectures, 1 otherwise."""
+    if arch == ARCH_PS_WORKER:
+        return ps_fraction
+    return allgather_wire_fraction(job, n, arch, options[O_SPARSE_ALLGATHER])
+
+
+@jit
 def exchange_terms(arch, n, k, job, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, unit, collective, options):
     """(seconds per byte of S, seconds of latency) of one configuration's exchange: the bytes
     term (``unit`` bytes moved per byte of S, latencies 0) and the latency term (no bytes) of
     ``exchange_seconds``, with the job's NICs, PCIe roots and parameter servers (``job``, a row
-    of the job table)."""
+    of the job table); the latency term includes ``coordination_seconds``."""
     per_byte = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], unit,
                                 pcie_bw, intra_bw, 0.0, net_bw, 0.0, collective, options)
     latency = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], 0.0,
                                pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective, options)
+    latency += coordination_seconds(arch, n, options[O_COORDINATION], options[O_COORDINATION_GROWTH])
     return per_byte, latency
 
 
@@ -275,6 +326,16 @@ def exposed_comm_seconds(raw, overlap, backward):
     (exactly ``raw`` for overlap 0, since ``backward`` >= 0)."""
     hidden = overlap * raw
     return raw - (backward if backward < hidden else hidden)
+
+
+@jit
+def overlap_window(t_flop, t_mem, accum, idle):
+    """Seconds of the last micro-batch's backward pass (2/3 of its compute, ``t_flop`` +
+    ``t_mem`` over ``accum`` micro-batches) during which the exchange proceeds: all of it but
+    the fraction ``idle`` (1 - option ``overlap_efficiency``; 0 in version 1), for an exchange
+    that competes with the backward pass for the GPU, the PCIe link and the framework's
+    communication thread."""
+    return (1.0 - idle) * (2.0 / 3.0 * (t_flop + t_mem) / accum)
 
 
 @jit
@@ -605,7 +666,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
                 r_base[q] = tdv[p] + tfv[p] + tmv[p]
                 r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-                r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
+                r_backward[q] = overlap_window(tfv[p], tmv[p], job[J_ACCUM], options[O_OVERLAP_IDLE])
                 r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
                 r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
                 # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
@@ -633,7 +694,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
                                                  options[O_PS_NIC_PER_WORKER], ps_update_bytes,
                                                  options[O_PS_HOST_BW]) if is_ps else 0.0
-                unit = ps_fraction if is_ps else 1.0  # bytes moved per byte of S
+                unit = wire_fraction(job, n, arch[a], ps_fraction, options)  # bytes moved per byte of S
                 first_intra = -1  # the intra link computed, for an architecture that ignores it
                 for i in range(n_intra):
                     o = slab + i * row

@@ -44,7 +44,8 @@ class Tables:
                  collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB, compute_model=L.MODEL_PAI_V1,
                  class_peak=None, sync_latency=0, bucket_bytes=25 * 2**20, bucket_overlap=0, ps_local_reduce=0,
                  ps_nic_per_worker=0, ps_colocated=0, ps_latency=0, ps_host_bw=0.0, ps_sparse=0, ps_memory=0,
-                 inter_volume=0):
+                 inter_volume=0, overlap_idle=0.0, coordination=0.0, coordination_growth=0,
+                 sparse_allgather=0):
         self.jobs = np.atleast_2d(np.asarray(jobs, dtype=np.float64))
         self.n_gpu = np.atleast_2d(np.asarray(n_gpu, dtype=np.float64))
         if self.n_gpu.shape[0] == 1 and self.jobs.shape[0] > 1:
@@ -58,7 +59,8 @@ class Tables:
         self.network = np.atleast_2d(np.asarray(network, dtype=np.float64))
         self.options = np.array([collective, topology, workspace, compute_model, sync_latency, bucket_bytes,
                                  bucket_overlap, ps_local_reduce, ps_nic_per_worker, ps_colocated, ps_latency,
-                                 ps_host_bw, ps_sparse, ps_memory, inter_volume], dtype=np.float64)
+                                 ps_host_bw, ps_sparse, ps_memory, inter_volume, overlap_idle, coordination,
+                                 coordination_growth, sparse_allgather], dtype=np.float64)
         assert self.options.shape == (L.N_OPTIONS,)
         shape = (*self.peak.shape, L.N_CLASSES)
         self.class_peak = np.full(shape, np.nan) if class_peak is None else np.broadcast_to(
