@@ -25,7 +25,7 @@ from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import Grid, build_grid
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
-from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes
+from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes, factor_bytes
 from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 
@@ -112,12 +112,14 @@ SIZE_MARGIN = 1.25
 def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, jobs_per_chunk: int) -> int:
     """The cube's likely size on disk [bytes]: a few chunks of jobs spread over the job list are
     evaluated and compressed as the sweep would, and their size is extrapolated to every job
-    (with a margin); the small variables count uncompressed.  A reduce-only cube: the
+    (with a margin); the small variables (and the factors of the derived ones) count
+    uncompressed.  A reduce-only cube: the
     uncompressed reductions."""
     small = estimated_bytes(grid, True)
     n_jobs = len(grid.jobs)
     if reduce_only:
         return small
+    small += factor_bytes(grid)   # stored uncompressed-sized: (job, n_gpu) and (job, gpu) float64
     starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs_per_chunk * jobs_per_chunk
                      for k in range(SIZE_SAMPLES)})
     sampled = stored = 0
