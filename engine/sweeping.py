@@ -73,7 +73,7 @@ def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
 
 
 #: configurations per block of a full sweep when the spec does not fix ``jobs_per_block``: the
-#: block's cube outputs (22 bytes a configuration, about 90 MB) are in memory at once, twice (one
+#: block's cube outputs (10 bytes a configuration, about 40 MB) are in memory at once, twice (one
 #: block computed while the previous one is compressed and written)
 BLOCK_CONFIGS_FULL = 2**22
 #: the same for a reduce-only sweep, whose block keeps only its reductions in memory
@@ -400,7 +400,8 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     ``jobs_per_block``, ``[grid]``, ``[options]``, ``[catalogues]``; relative paths from the
     current directory) or None for the default sweep.  With ``out`` None the cube is written to
     a temporary file, loaded into memory and the file removed (mind the size: 22 bytes per
-    configuration); otherwise ``out`` is written and returned opened lazily by
+    configuration once loaded, the 10 stored and throughput, cost and energy derived from them);
+    otherwise ``out`` is written and returned opened lazily by
     ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
     ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
     resume, scheduler (a Dask address or scheduler file), workers (a local Dask cluster), progress
