@@ -15,7 +15,18 @@ import numpy as np
 
 from paigrid.inputs.tables import Grid, KernelTables
 from paigrid.kernels import layout as L
-from paigrid.schema import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, decode_best
+from paigrid.schema import (
+    BEST_VARIABLES,
+    CRITERIA,
+    CUBE_VARIABLES,
+    DERIVED_VARIABLES,
+    FACTOR_VARIABLES,
+    JOB_GPU_VARIABLES,
+    OVERALL_DIMS,
+    decode_best,
+    derived_values,
+    factor_for_cube,
+)
 
 #: a kernel call over at most this many configurations runs the serial compilation: it evaluates
 #: about 10^8 configurations/s on one core, so up to here a call takes under a millisecond, which
@@ -113,6 +124,8 @@ def compute_block(grid: Grid, index: int, start: int, stop: int, write_cube: boo
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
     if not write_cube:
         out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
+    else:
+        out.update(step_factor_arrays(jobs, n_gpu, grid.gpu_table))
     out["overall_best"], out["overall_step_time"] = overall_best(
         out["best_step_time"], out["best_index"], n_gpu, jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
         grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
@@ -128,6 +141,23 @@ def release_buffers(block: Block, compression: str | None, jobs_per_chunk: int, 
     if in_buffers:
         block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
     return block
+
+
+def step_factor_arrays(jobs: np.ndarray, n_gpu: np.ndarray, gpu_table: np.ndarray) -> dict[str, np.ndarray]:
+    """The stored factors of throughput, cost and energy (``schema.FACTOR_VARIABLES``) of the
+    job rows ``jobs`` (J, N_JOB_FIELDS) at GPU counts ``n_gpu`` (J, N) over the GPU table
+    (``kernels.model.step_factors``: float64, the kernel's formulas)."""
+    from paigrid.kernels.model import step_factors
+
+    return dict(zip(FACTOR_VARIABLES, step_factors(jobs, n_gpu, gpu_table)))
+
+
+def derived_cube(step_time: np.ndarray, factors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Throughput [samples/s], cost [USD/1e6 samples] and energy [J/sample] over the cube's
+    seven dimensions (float32, NaN where ``step_time`` is), from ``step_time`` [s] (J, A, G, N,
+    I, W, P) and the factors of ``step_factor_arrays``, as every reader derives them."""
+    return {name: derived_values(name, step_time, factor_for_cube(factor, factors[factor]))
+            for name, (factor, *_) in DERIVED_VARIABLES.items()}
 
 
 def encode_cube(block: Block, compression: str, jobs_per_chunk: int) -> None:

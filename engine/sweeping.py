@@ -25,7 +25,7 @@ from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import Grid, build_grid
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
-from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes
+from paigrid.store import CubeWriter, creating_path, cube_jobs_per_chunk, estimated_bytes, factor_bytes
 from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 
@@ -73,7 +73,7 @@ def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
 
 
 #: configurations per block of a full sweep when the spec does not fix ``jobs_per_block``: the
-#: block's cube outputs (22 bytes a configuration, about 90 MB) are in memory at once, twice (one
+#: block's cube outputs (10 bytes a configuration, about 40 MB) are in memory at once, twice (one
 #: block computed while the previous one is compressed), beside the compressed chunks of the block
 #: being written
 BLOCK_CONFIGS_FULL = 2**22
@@ -113,12 +113,14 @@ SIZE_MARGIN = 1.25
 def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, jobs_per_chunk: int) -> int:
     """The cube's likely size on disk [bytes]: a few chunks of jobs spread over the job list are
     evaluated and compressed as the sweep would, and their size is extrapolated to every job
-    (with a margin); the small variables count uncompressed.  A reduce-only cube: the
+    (with a margin); the small variables (and the factors of the derived ones) count
+    uncompressed.  A reduce-only cube: the
     uncompressed reductions."""
     small = estimated_bytes(grid, True)
     n_jobs = len(grid.jobs)
     if reduce_only:
         return small
+    small += factor_bytes(grid)   # stored uncompressed-sized: (job, n_gpu) and (job, gpu) float64
     starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs_per_chunk * jobs_per_chunk
                      for k in range(SIZE_SAMPLES)})
     sampled = stored = 0
@@ -399,7 +401,8 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     ``jobs_per_block``, ``[grid]``, ``[options]``, ``[catalogues]``; relative paths from the
     current directory) or None for the default sweep.  With ``out`` None the cube is written to
     a temporary file, loaded into memory and the file removed (mind the size: 22 bytes per
-    configuration); otherwise ``out`` is written and returned opened lazily by
+    configuration once loaded, the 10 stored and throughput, cost and energy derived from them);
+    otherwise ``out`` is written and returned opened lazily by
     ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
     ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
     resume, scheduler (a Dask address or scheduler file), workers (a local Dask cluster), progress

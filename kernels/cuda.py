@@ -222,7 +222,7 @@ def _terms_kernel(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t
 
 
 def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options, write_cube,
-                           step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                           step_time, t_comm, bottleneck, invalid_reason,
                            t_data, t_flop, t_mem, fits_memory, best_step, best_index, best_bottleneck):
     """Every configuration of a block of jobs, one thread per (job, gpu, n_gpu, precision).
 
@@ -274,7 +274,6 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
                                       options[O_WORKSPACE], options[O_PS_SPARSE]) == 1
     n = n_gpu[j, ni]
     floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
-    samples_per_s = n * samples_per_step
     best = np.inf
     best_at = -1
     best_code = FLAG_FILL
@@ -308,9 +307,6 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
                     bad = step != step  # NaN: invalid for one of the reasons 1-6
                     step_time[j, a, g, ni, i, w, p] = step
                     t_comm[j, a, g, ni, i, w, p] = np.nan if bad else tc
-                    throughput[j, a, g, ni, i, w, p] = samples_per_s / step
-                    cost[j, a, g, ni, i, w, p] = usd_per_step * step
-                    energy[j, a, g, ni, i, w, p] = joule_per_step * step
                     if bad:
                         bottleneck[j, a, g, ni, i, w, p] = FLAG_FILL
                         invalid_reason[j, a, g, ni, i, w, p] = shape if shape != REASON_VALID else valid_shape

@@ -502,10 +502,10 @@ def ignores_network(arch):
 
 
 @jit
-def fill_invalid(st, tcm, thr, cst, enr, bot, why, start, stop, code):
+def fill_invalid(st, tcm, bot, why, start, stop, code):
     """Write cells [start, stop) of the flat cube outputs as invalid with reason ``code``: NaN
     in every float output, ``FLAG_FILL`` bottleneck (one array at a time: each loop is a fill)."""
-    for out in (st, tcm, thr, cst, enr):
+    for out in (st, tcm):
         for o in range(start, stop):
             out[o] = np.nan
     for o in range(start, stop):
@@ -515,10 +515,10 @@ def fill_invalid(st, tcm, thr, cst, enr, bot, why, start, stop, code):
 
 
 @jit
-def copy_cells(st, tcm, thr, cst, enr, bot, why, source, target, count):
+def copy_cells(st, tcm, bot, why, source, target, count):
     """Copy ``count`` cells of the flat cube outputs from offset ``source`` to ``target`` (one
     array at a time: each loop is a copy)."""
-    for out in (st, tcm, thr, cst, enr):
+    for out in (st, tcm):
         for q in range(count):
             out[target + q] = out[source + q]
     for q in range(count):
@@ -529,7 +529,7 @@ def copy_cells(st, tcm, thr, cst, enr, bot, why, source, target, count):
 
 def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                     write_cube,
-                    step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                    step_time, t_comm, bottleneck, invalid_reason,
                     t_data, t_flop, t_mem, fits_memory,
                     best_step, best_index, best_bottleneck):
     """Evaluate every configuration of a block of jobs and fold it into the per-job bests.
@@ -541,10 +541,12 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     ``options`` (N_OPTIONS,).
 
     Outputs over (J, A, G, N, I, W, P), float32 unless said: ``step_time`` [s],
-    ``t_comm`` [s, exposed], ``throughput`` [samples/s], ``cost`` [USD per 1e6 samples],
-    ``energy`` [J per sample], ``bottleneck`` (uint8 flag) and ``invalid_reason`` (uint8, a
+    ``t_comm`` [s, exposed], ``bottleneck`` (uint8 flag) and ``invalid_reason`` (uint8, a
     ``layout.REASON_*`` code, 0 where the configuration can exist); written only when
-    ``write_cube`` (pass arrays of any shape otherwise).  Inputs over (J, G, P), filled
+    ``write_cube`` (pass arrays of any shape otherwise).  Throughput, cost and energy are
+    step_time divided into or times a factor of (job, n_gpu) or (job, gpu) (``step_factors``):
+    they are not outputs, but a NaN factor (a missing batch, price or power) makes the
+    configuration invalid (``REASON_MISSING_INPUT``), as the model needs it.  Inputs over (J, G, P), filled
     beforehand by ``compute_terms`` (the compute model): ``t_data``, ``t_flop``, ``t_mem``
     [s per step, float64: read back for every configuration], ``fits_memory`` (uint8).
     Over (J, G, N, P):
@@ -598,6 +600,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
         joule_per_step = gpu[G_POWER] / samples_per_step
         # a NaN here would make throughput, cost or energy NaN for a numeric step: a missing input
+        # (the factors themselves are ``step_factors``, computed outside the kernel)
         scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
         overlap = job[J_OVERLAP]
         # parameter server (kernels.ps): the share of S a push moves (sparse traffic) and the
@@ -606,8 +609,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
         ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
         # flat views of the cube outputs
-        st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
-        cst, enr = cost.reshape(-1), energy.reshape(-1)
+        st, tcm = step_time.reshape(-1), t_comm.reshape(-1)
         bot, why = bottleneck.reshape(-1), invalid_reason.reshape(-1)
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         for ni in range(n_counts):
@@ -686,11 +688,10 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 arch_reason = configuration_reason(arch[a], n, k, True, LINK_NETWORK)
                 if arch_reason != REASON_VALID:
                     if write_cube:
-                        fill_invalid(st, tcm, thr, cst, enr, bot, why, slab, slab + n_intra * row, arch_reason)
+                        fill_invalid(st, tcm, bot, why, slab, slab + n_intra * row, arch_reason)
                     continue
                 # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
                 floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
-                samples_per_s = n * samples_per_step
                 update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
                                                  options[O_PS_NIC_PER_WORKER], ps_update_bytes,
                                                  options[O_PS_HOST_BW]) if is_ps else 0.0
@@ -701,12 +702,12 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                     if intra_fits[g, i] == 0:  # rule 4 (or 3, which comes first)
                         if write_cube:
                             for w in range(n_net):
-                                fill_invalid(st, tcm, thr, cst, enr, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
+                                fill_invalid(st, tcm, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
                                              configuration_reason(arch[a], n, k, False, network[w, L_KIND]))
                         continue
                     if same_intra and first_intra >= 0:  # the same numbers as the first fitting link
                         if write_cube:
-                            copy_cells(st, tcm, thr, cst, enr, bot, why, slab + first_intra * row, o, row)
+                            copy_cells(st, tcm, bot, why, slab + first_intra * row, o, row)
                         continue
                     first_intra = i
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
@@ -757,15 +758,12 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             bad = step != step  # NaN: invalid for one of the reasons 1-6
                             st[o + q] = step
                             tcm[o + q] = np.nan if bad else tc
-                            thr[o + q] = samples_per_s / step
-                            cst[o + q] = usd_per_step * step
-                            enr[o + q] = joule_per_step * step
                             code = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
                             bot[o + q] = code
                             why[o + q] = r_reason[q] if bad else zero_code
                     if write_cube:
                         for w in range(n_w, n_net):  # an architecture that ignores the network: copies
-                            copy_cells(st, tcm, thr, cst, enr, bot, why, o, o + w * n_prec, n_prec)
+                            copy_cells(st, tcm, bot, why, o, o + w * n_prec, n_prec)
                     for w in range(n_w):  # fold the row into the bests of (n_gpu, precision)
                         for f in range(n_fold):
                             c = fold_cols[f]
@@ -782,6 +780,20 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
             for p in range(n_prec):
                 if bsv[ni, p] == np.inf:
                     bsv[ni, p] = np.nan
+
+
+def step_factors(jobs, n_gpu, gpus):
+    """The factors that make throughput, cost and energy from a configuration's step time [s],
+    which the block kernel does not write (vectorised numpy, the kernel's float64 formulas):
+    ``samples_per_job_step`` (J, N) [samples] = n x batch x accumulation (throughput = it /
+    step), ``cost_per_step_second`` (J, G) [USD per 1e6 samples per s] = price / 3600 x 1e6 /
+    (batch x accumulation) and ``energy_per_step_second`` (J, G) [J per sample per s] = power /
+    (batch x accumulation) (cost, energy = it x step).  ``jobs`` (J, N_JOB_FIELDS), ``n_gpu``
+    (J, N), ``gpus`` (G, N_GPU_FIELDS)."""
+    samples_per_step = (jobs[:, J_BATCH] * jobs[:, J_ACCUM])[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (n_gpu * samples_per_step, gpus[None, :, G_PRICE] / 3600.0 * 1e6 / samples_per_step,
+                gpus[None, :, G_POWER] / samples_per_step)
 
 
 #: the block kernel for many configurations: parallel over (job, gpu)

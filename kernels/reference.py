@@ -331,7 +331,7 @@ def compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t
 
 def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                    write_cube,
-                   step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                   step_time, t_comm, bottleneck, invalid_reason,
                    t_data, t_flop, t_mem, fits_memory,
                    best_step, best_index, best_bottleneck):
     """Numpy version of ``model.evaluate_block``: same arguments, same outputs (filled in place;
@@ -398,6 +398,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         floor = np.minimum(n, k) * samples_per_step / job_col(J_INPUT_RATE)
         input_bound = floor > step
         step = np.where(input_bound, floor, step)
+        # throughput, cost and energy (not outputs): a NaN one makes the configuration invalid
         outputs = {"throughput": n * samples_per_step / step,
                    "cost": _axis(gpus[:, G_PRICE], 2) / 3600.0 * 1e6 / samples_per_step * step,
                    "energy": _axis(gpus[:, G_POWER], 2) / samples_per_step * step}
@@ -445,8 +446,22 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
 
     step_time[...] = step32
     t_comm[...] = np.where(ok, tc, np.nan)
-    throughput[...] = np.where(ok, outputs["throughput"], np.nan)
-    cost[...] = np.where(ok, outputs["cost"], np.nan)
-    energy[...] = np.where(ok, outputs["energy"], np.nan)
     bottleneck[...] = np.where(ok, code, FLAG_FILL)
     invalid_reason[...] = reason.astype(np.uint8)
+
+
+def step_factors(jobs, n_gpu, gpus):
+    """Loop version of ``model.step_factors``: (samples_per_job_step (J, N) [samples],
+    cost_per_step_second (J, G) [USD per 1e6 samples per s], energy_per_step_second (J, G)
+    [J per sample per s]), one element at a time."""
+    n_jobs, n_counts, n_gpus = jobs.shape[0], n_gpu.shape[1], gpus.shape[0]
+    samples, cost, energy = np.empty((n_jobs, n_counts)), np.empty((n_jobs, n_gpus)), np.empty((n_jobs, n_gpus))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(n_jobs):
+            per_gpu = jobs[j, J_BATCH] * jobs[j, J_ACCUM]
+            for ni in range(n_counts):
+                samples[j, ni] = n_gpu[j, ni] * per_gpu
+            for g in range(n_gpus):
+                cost[j, g] = gpus[g, G_PRICE] / 3600.0 * 1e6 / per_gpu
+                energy[j, g] = gpus[g, G_POWER] / per_gpu
+    return samples, cost, energy
