@@ -702,6 +702,23 @@ SCALING_VARIANTS = (
 )
 #: the validate commands of the all-rows fit of the overlap efficiency (filled by ``scaling_crossval_lines``)
 _SCALING_FIT_COMMANDS: list[list[str]] = []
+#: one leave-one-row-out fold as paigrid commands, calibrate then validate (filled by ``scaling_crossval_lines``)
+_SCALING_FOLD_COMMANDS: list[list[str]] = []
+
+
+def _scaling_fold(scaling: str, row_id: str) -> tuple[list[list[str]], float]:
+    """One leave-one-row-out fold of the overlap efficiency through the CLI: ``paigrid calibrate``
+    on every other row (its default fit on a scaling file) and ``paigrid validate`` of the row with
+    that calibration.  Returns the two commands (calibration file ``fold.toml``) and the row's
+    error (predicted - measured, points as a fraction)."""
+    with tempfile.TemporaryDirectory() as folder:
+        calibration = str(Path(folder) / "fold.toml")
+        commands = [["calibrate", scaling, "--rows-where", f"id!={row_id}", "--out", calibration],
+                    ["validate", scaling, "--rows-where", f"id={row_id}", "--calibration", calibration, "--json"]]
+        _run(commands[0])
+        error = json.loads(_run(commands[1]))["rows"][0]["error"]
+    shown = [[("fold.toml" if part == calibration else part) for part in command] for command in commands]
+    return shown, error
 
 
 def _fitted_range(folds: list[dict], name: str) -> str:
@@ -717,8 +734,9 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
 
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.spec import Options
-    from paigrid.trust.crossval import SCALING_FOLDS, best_point, scaling_grid, scaling_held_out
+    from paigrid.trust.crossval import SCALING_FOLDS, scaling_held_out
     from paigrid.trust.measurements import load_measurements
+    from paigrid.trust.scalingfit import best_point, scaling_grid
 
     cats = Catalogues.load()
     rows = load_measurements(scaling, cats)
@@ -757,6 +775,15 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
         lines.append(f"| {r.id} | {r.model} | {r.n_gpu} | {_pct(r.measured)} | {100 * a['error']:+.1f} pt | "
                      f"{a['fitted']['overlap_efficiency']:g} | {100 * b['error']:+.1f} pt | "
                      f"{b['fitted']['overlap_efficiency']:g} |")
+    commands, error = _scaling_fold(scaling, rows[0].id)
+    _SCALING_FOLD_COMMANDS[:] = commands
+    claim(abs(error - loro[rows[0].id]["error"]) < 1e-9,
+          "paigrid calibrate on the other rows and validate with its calibration give a row's leave-one-row-out error")
+    lines += ["", "One leave-one-row-out fold as commands (in the list of commands below): `paigrid calibrate` "
+              "on a scaling file fits the overlap efficiency by this grid fit (its default there; "
+              "`--fit scaling,coordination` adds the coordination time) and writes it with `bucket_overlap` to the "
+              f"calibration's `[options]`; `paigrid validate --calibration` then predicts the held-out {rows[0].id} at "
+              f"{100 * error:+.1f} pt, as in the table."]
     med = {fold: 100 * _median([abs(r["error"]) for r in folds[fold][0]]) for fold in SCALING_FOLDS}
     medians_of = {label: {fold: 100 * _median([abs(r["error"]) for r in value[0][fold][0]])
                           for fold in SCALING_FOLDS} for label, value in results.items()}
@@ -885,6 +912,7 @@ def multigpu_section() -> str:
               "Commands:", "",
               *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for _, flags in MULTI_MODELS],
               *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for flags in _SCALING_FIT_COMMANDS],
+              *[f"    paigrid {shlex.join(command)}" for command in _SCALING_FOLD_COMMANDS],
               f"    paigrid validate {collectives} --json", *[f"    {c}" for c in commands],
               *[f"    paigrid validate {path} {shlex.join(flags)} --json" for _, flags in COLLECTIVE_VARIANTS[1:]
                 for path in (collectives, scaling)],

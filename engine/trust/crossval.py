@@ -32,6 +32,7 @@ from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
 from paigrid.trust.calibrate import fit
 from paigrid.trust.measurements import GROUPS, Measurement
+from paigrid.trust.scalingfit import SCALING_GRIDS, best_point, scaling_grid
 from paigrid.trust.validate import validate
 
 #: fold kind -> the row attribute whose values are the folds
@@ -143,61 +144,20 @@ def bands(results: list[dict]) -> dict[str, float]:
 
 
 # --- the scaling rows: scaling-loss options fitted on rows left out of the judgement ------------------
-#: the grids of the options a scaling fit may set: the overlap efficiency in steps of 0.02, the
-#: coordination time 0 and 0.1 to 1000 us, 8 values a decade
-SCALING_GRIDS = {"overlap_efficiency": tuple(i / 50 for i in range(51)),
-                 "coordination_us": (0.0, *(round(10.0 ** (x / 8), 4) for x in range(-8, 25)))}
 #: fold kinds of the scaling rows -> the row attribute whose values are the folds
 SCALING_FOLDS = {"workload": "leave-one-workload-out", "id": "leave-one-row-out"}
-
-
-def _grid_points(fitted: tuple[str, ...]) -> list[dict]:
-    """Every combination of the ``SCALING_GRIDS`` values of the ``fitted`` options, in grid order."""
-    unknown = [name for name in fitted if name not in SCALING_GRIDS]
-    if unknown:
-        raise PaigridError(f"a scaling fit sets {' and '.join(SCALING_GRIDS)}, not {', '.join(unknown)}.")
-    points: list[dict] = [{}]
-    for name in fitted:
-        points = [{**p, name: value} for p in points for value in SCALING_GRIDS[name]]
-    return points
-
-
-def scaling_grid(rows: list[Measurement], cats: Catalogues, options: Options,
-                 fitted: tuple[str, ...]) -> list[tuple[dict, dict[str, float]]]:
-    """Each grid point of the ``fitted`` options (``SCALING_GRIDS``) with every row's error in
-    efficiency points as a fraction (predicted - measured) under ``options`` with that point
-    applied: [(point, {row id: error})].  A row's prediction does not depend on the other rows,
-    so the folds of ``scaling_held_out`` choose among these without recomputing them."""
-    from paigrid.trust.validate import validate_observed
-
-    base = defaults()
-    out = []
-    for point in _grid_points(fitted):
-        result = validate_observed(rows, base, replace(options, **point), cats)
-        out.append((point, {r["id"]: r["error"] for r in result["rows"]}))
-    return out
-
-
-def best_point(grid: list[tuple[dict, dict[str, float]]], ids: set[str]) -> tuple[dict, float]:
-    """The grid point with the least sum of squared errors over the rows ``ids`` (the first on
-    ties) and that sum."""
-    best, best_sse = {}, math.inf
-    for point, errors in grid:
-        sse = sum(errors[i] ** 2 for i in ids)
-        if sse < best_sse:
-            best, best_sse = point, sse
-    return best, best_sse
 
 
 def scaling_held_out(rows: list[Measurement], cats: Catalogues, options: Options, fitted: tuple[str, ...],
                      fold_by: str) -> tuple[list[dict], list[dict]]:
     """Each scaling row predicted with the ``fitted`` options (``SCALING_GRIDS``) least-squares
     fitted on the other rows of its fold kind (``workload``: the rows of the other workloads;
-    ``id``: every other row), the rest of ``options`` unchanged; with nothing fitted, the
-    options as given.  Returns (one dict per row: ``id``, ``workload``, ``fold``,
-    ``predicted`` - ``measured`` as ``error`` in points as a fraction, ``fitted`` {option:
-    value}) and (one dict per fold: its value, training and test row counts, the fitted values
-    and whether one lies on the end of its grid)."""
+    ``id``: every other row) by ``scalingfit.best_point``, as ``paigrid calibrate`` fits them
+    on a scaling file (``scalingfit.fit_scaling``, which also turns ``bucket_overlap`` on), the
+    rest of ``options`` unchanged; with nothing fitted, the options as given.  Returns (one dict
+    per row: ``id``, ``workload``, ``fold``, ``predicted`` - ``measured`` as ``error`` in points
+    as a fraction, ``fitted`` {option: value}) and (one dict per fold: its value, training and
+    test row counts, the fitted values and whether one lies on the end of its grid)."""
     if fold_by not in SCALING_FOLDS:
         raise PaigridError(f"scaling folds are by {' or '.join(SCALING_FOLDS)}, not {fold_by!r}.")
     grid = scaling_grid(rows, cats, options, fitted)
