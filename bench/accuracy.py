@@ -687,6 +687,152 @@ def variants_lines(scaling: str, collectives: str) -> list[str]:
     return lines
 
 
+#: the scaling-loss variants judged on rows left out of their fit (``crossval.scaling_held_out``):
+#: (label, options on top of validate's defaults, the options fitted); every variant has bucketed
+#: overlap, so the overlap efficiency is the fraction of its window that the exchange gets
+SCALING_VARIANTS = (
+    ("bucket_overlap, nothing fitted", {"bucket_overlap": True}, ()),
+    ("bucket_overlap + overlap_efficiency", {"bucket_overlap": True}, ("overlap_efficiency",)),
+    ("bucket_overlap + overlap_efficiency + coordination_us (log2)", {"bucket_overlap": True},
+     ("overlap_efficiency", "coordination_us")),
+    ("bucket_overlap + overlap_efficiency + coordination_us (linear)",
+     {"bucket_overlap": True, "coordination_growth": "linear"}, ("overlap_efficiency", "coordination_us")),
+    ("bucket_overlap + coordination_us (linear)", {"bucket_overlap": True, "coordination_growth": "linear"},
+     ("coordination_us",)),
+)
+#: the validate commands of the all-rows fit of the overlap efficiency (filled by ``scaling_crossval_lines``)
+_SCALING_FIT_COMMANDS: list[list[str]] = []
+#: one leave-one-row-out fold as paigrid commands, calibrate then validate (filled by ``scaling_crossval_lines``)
+_SCALING_FOLD_COMMANDS: list[list[str]] = []
+
+
+def _scaling_fold(scaling: str, row_id: str) -> tuple[list[list[str]], float]:
+    """One leave-one-row-out fold of the overlap efficiency through the CLI: ``paigrid calibrate``
+    on every other row (its default fit on a scaling file) and ``paigrid validate`` of the row with
+    that calibration.  Returns the two commands (calibration file ``fold.toml``) and the row's
+    error (predicted - measured, points as a fraction)."""
+    with tempfile.TemporaryDirectory() as folder:
+        calibration = str(Path(folder) / "fold.toml")
+        commands = [["calibrate", scaling, "--rows-where", f"id!={row_id}", "--out", calibration],
+                    ["validate", scaling, "--rows-where", f"id={row_id}", "--calibration", calibration, "--json"]]
+        _run(commands[0])
+        error = json.loads(_run(commands[1]))["rows"][0]["error"]
+    shown = [[("fold.toml" if part == calibration else part) for part in command] for command in commands]
+    return shown, error
+
+
+def _fitted_range(folds: list[dict], name: str) -> str:
+    values = sorted({f["fitted"][name] for f in folds})
+    return f"{values[0]:.3g}" if len(values) == 1 else f"{values[0]:.3g} to {values[-1]:.3g}"
+
+
+def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> list[str]:
+    """The scaling rows judged with scaling-loss options fitted on the other rows (leave one
+    workload out, leave one row out), the goal's verdict and the throughput rows' check of the
+    fitted overlap efficiency; the claims of the text checked."""
+    from dataclasses import replace
+
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.spec import Options
+    from paigrid.trust.crossval import SCALING_FOLDS, scaling_held_out
+    from paigrid.trust.measurements import load_measurements
+    from paigrid.trust.scalingfit import best_point, scaling_grid
+
+    cats = Catalogues.load()
+    rows = load_measurements(scaling, cats)
+    results = {}
+    lines = ["Fitted on rows left out of the judgement: each variant's options are least-squares fitted (on a grid: "
+             "the overlap efficiency in steps of 0.02, the coordination time 0 and 0.1 to 1000 us) to the other "
+             "workloads' rows (leave-one-workload-out, 4 rows per fit) or to every other row "
+             "(leave-one-row-out, 5 rows per fit), and the held-out rows are predicted with the fitted values "
+             "(`paigrid.trust.crossval.scaling_held_out`; validate's default compute model pai-v2, "
+             "25 MiB buckets). The rows cannot be left out by GPU: all six are one GPU, network and framework.", "",
+             "| variant | leave-one-workload-out: median \\|error\\| | max \\|error\\| | leave-one-row-out: median "
+             "\\|error\\| | max \\|error\\| | fitted per fold | fitted on all six rows |", "|---" * 7 + "|"]
+    for label, extra, fitted in SCALING_VARIANTS:
+        options = replace(Options(), **extra)
+        folds = {fold: scaling_held_out(rows, cats, options, fitted, fold) for fold in SCALING_FOLDS}
+        everything, _ = best_point(scaling_grid(rows, cats, options, fitted), {r.id for r in rows})
+        results[label] = (folds, everything, options)
+        cells = []
+        for fold in SCALING_FOLDS:
+            errors = [abs(r["error"]) for r in folds[fold][0]]
+            cells += [f"{100 * _median(errors):.1f} points", f"{100 * max(errors):.1f} points"]
+        per_fold = "; ".join(f"{name} {_fitted_range(folds['workload'][1] + folds['id'][1], name)}"
+                             for name in fitted) or "-"
+        overall = ", ".join(f"{name} {value:.3g}" for name, value in everything.items()) or "-"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {per_fold} | {overall} |")
+    main = "bucket_overlap + overlap_efficiency"
+    folds, everything, options = results[main]
+    lowo = {r["id"]: r for r in folds["workload"][0]}
+    loro = {r["id"]: r for r in folds["id"][0]}
+    lines += ["", f"Each row of {main}, held out:", "",
+              "| row | model | GPUs | measured | leave-one-workload-out error | overlap_efficiency fitted without "
+              "the workload | leave-one-row-out error | overlap_efficiency fitted without the row |",
+              "|---" * 8 + "|"]
+    for r in rows:
+        a, b = lowo[r.id], loro[r.id]
+        lines.append(f"| {r.id} | {r.model} | {r.n_gpu} | {_pct(r.measured)} | {100 * a['error']:+.1f} pt | "
+                     f"{a['fitted']['overlap_efficiency']:g} | {100 * b['error']:+.1f} pt | "
+                     f"{b['fitted']['overlap_efficiency']:g} |")
+    commands, error = _scaling_fold(scaling, rows[0].id)
+    _SCALING_FOLD_COMMANDS[:] = commands
+    claim(abs(error - loro[rows[0].id]["error"]) < 1e-9,
+          "paigrid calibrate on the other rows and validate with its calibration give a row's leave-one-row-out error")
+    lines += ["", "One leave-one-row-out fold as commands (in the list of commands below): `paigrid calibrate` "
+              "on a scaling file fits the overlap efficiency by this grid fit (its default there; "
+              "`--fit scaling,coordination` adds the coordination time) and writes it with `bucket_overlap` to the "
+              f"calibration's `[options]`; `paigrid validate --calibration` then predicts the held-out {rows[0].id} at "
+              f"{100 * error:+.1f} pt, as in the table."]
+    med = {fold: 100 * _median([abs(r["error"]) for r in folds[fold][0]]) for fold in SCALING_FOLDS}
+    medians_of = {label: {fold: 100 * _median([abs(r["error"]) for r in value[0][fold][0]])
+                          for fold in SCALING_FOLDS} for label, value in results.items()}
+    coordinated = [label for label in results if "coordination" in label and "overlap_efficiency" in label]
+    claim(all(medians_of[c][f] >= med[f] - 0.05 for c in coordinated for f in SCALING_FOLDS),
+          "a fitted coordination time does not lower the held-out median of the overlap efficiency alone")
+    vgg = [r for r in rows if r.model == "VGG-16"]
+    claim(len(vgg) == 2 and lowo[vgg[0].id]["error"] < 0 < lowo[vgg[1].id]["error"],
+          "held out, VGG-16 on 128 GPUs is predicted low and on 512 high")
+    efficiency = everything["overlap_efficiency"]
+    # the throughput rows (8 GPUs, one server) with the fitted overlap efficiency, against validate's defaults
+    flags = ["--option", "bucket_overlap=true", "--option", f"overlap_efficiency={efficiency:g}"]
+    _SCALING_FIT_COMMANDS[:] = [flags]
+    measurements = _default_measurements()
+    plain = json.loads(_run(["validate", measurements, "--rows-where", "n_gpu!=1", "--json"]))["summary"]
+    fitted = json.loads(_run(["validate", measurements, "--rows-where", "n_gpu!=1", *flags, "--json"]))["summary"]
+    one_plain, one_fitted = plain["multi_gpu_one_server"], fitted["multi_gpu_one_server"]
+    changes = [f"{what} {'worse' if one_fitted[key] > one_plain[key] else 'not worse'}"
+               for what, key in (("median", "median_abs_error"), ("mean", "mean_abs_error"))]
+    claim(one_fitted["mean_error"] > one_plain["mean_error"] > 0,
+          "the 8-GPU throughput rows are predicted high on average, and higher with the fitted overlap efficiency")
+    met = max(med.values()) <= SCALING_GOAL_POINTS
+    lines += ["", f"**Goal** (scaling): median |error| at most {SCALING_GOAL_POINTS:.0f} points, each row "
+              "predicted without fitting to that row. Nothing fitted: "
+              + "; ".join(f"{m}: median {medians[m]:.1f} points" for m in medians) + " ("
+              + (f"**missed** by {_and(missed)}" if missed else "met") + "). "
+              f"With the overlap efficiency fitted on the other rows: leave-one-workload-out median "
+              f"{med['workload']:.1f} points, leave-one-row-out {med['id']:.1f} points: "
+              + ("**Met**" if met else "**Missed**") + f" (overlap_efficiency {efficiency:g} fitted on all six rows: "
+              f"these runs' exchange proceeded during about a {'fifth' if efficiency < 0.25 else 'quarter'} of "
+              "the backward pass). What it does not earn: every fold fits nearly the same value, but all six rows "
+              "are one GPU generation, network and framework (TensorFlow 1 Horovod on Pascal over 25 Gb/s "
+              "RoCE), so the value is an effective one for that stack, not a transferable constant; and "
+              "VGG-16's drop from 128 to 512 GPUs is still not described (held out, VGG-16 is predicted low on "
+              "128 GPUs and high on 512). A coordination time per all-reduce that grows with the participants "
+              "(log2 n or n - 1, per bucket) is the mechanism that could describe that drop, but fitted on four "
+              "or five rows it does not lower the held-out error (table above): six rows cannot tell it from "
+              "noise. "
+              f"No default changes: the throughput rows (8 GPUs in one server, validate's defaults) go from "
+              f"{_pct(one_plain['median_abs_error'])} median and {_pct(one_plain['mean_abs_error'])} mean "
+              f"|error| to {_pct(one_fitted['median_abs_error'])} and {_pct(one_fitted['mean_abs_error'])} "
+              f"with `bucket_overlap` and `overlap_efficiency = {efficiency:g}`"
+              + f" ({' and '.join(changes)}; mean signed error {_signed(one_plain['mean_error'])} and "
+              f"{_signed(one_fitted['mean_error'])}: the model already predicts better 8-GPU scaling than "
+              "measured, and hiding more of the exchange raises it), and an efficiency fitted on one Horovod "
+              "stack is no default for NCCL on NVLink."]
+    return lines
+
+
 def multigpu_section() -> str:
     """The page's section on the scaling-efficiency and collective rows, goals included."""
     scaling, collectives = _builtin("scaling_public.csv"), _builtin("collectives_public.csv")
@@ -723,19 +869,14 @@ def multigpu_section() -> str:
           "the model does not describe VGG-16's drop from 128 to 512 GPUs")
     missed = [m for m, _ in MULTI_MODELS if not medians[m] <= SCALING_GOAL_POINTS]
     lines += ["", "Each cell: predicted scaling efficiency (predicted - measured, in points).", "",
-              f"**Goal** (scaling): median |error| at most {SCALING_GOAL_POINTS:.0f} points. "
-              + "; ".join(f"{m}: median {medians[m]:.1f} points" for m, _ in MULTI_MODELS) + ". "
-              + (f"**Missed** by {_and(missed)}. Why: version 1 exposes the whole gradient exchange (overlap 0), "
-                 "so it predicts every row low; Horovod all-reduces fused gradient buffers while the backward pass "
-                 "still runs. Bucketed overlap (25 MiB buckets, all but the last hidden behind the backward pass) "
-                 "swings every row high: it hides nearly the whole exchange, where these runs (TensorFlow 1 "
-                 "Horovod, one 25 Gb/s NIC per 4 GPUs) hid much less. Per-bucket latency (3 to 5 us per hop, "
-                 "links.csv) moves no row by a point. None of them describes VGG-16's drop from 79% on 128 GPUs "
-                 "to 68% on 512: the model's hierarchical all-reduce time hardly grows with the number of "
-                 "servers, so what grows there (congestion, Horovod's per-tensor coordination) is not in the "
-                 "model. Six rows of "
-                 "one GPU generation and one network cannot calibrate an overlap efficiency without fitting to "
-                 "the rows judged." if missed else "Met."), ""]
+              "Version 1 exposes the whole gradient exchange (overlap 0), so it predicts every row low; Horovod "
+              "all-reduces fused gradient buffers while the backward pass still runs. Bucketed overlap (25 MiB "
+              "buckets, all but the last hidden behind the backward pass) swings every row high: it hides nearly "
+              "the whole exchange, where these runs (TensorFlow 1 Horovod, one 25 Gb/s NIC per 4 GPUs) hid much "
+              "less. Per-bucket latency (3 to 5 us per hop, links.csv) moves no row by a point. None of them "
+              "describes VGG-16's drop from 79% on 128 GPUs to 68% on 512: the model's hierarchical all-reduce "
+              "time hardly grows with the number of servers.", "",
+              *scaling_crossval_lines(scaling, medians, missed), ""]
     held, commands = _held_out_collectives(collectives)
     defaults = json.loads(_run(["validate", collectives, "--json"]))
     by_id = {r["id"]: r for r in held}
@@ -770,6 +911,8 @@ def multigpu_section() -> str:
               *variants_lines(scaling, collectives), "",
               "Commands:", "",
               *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for _, flags in MULTI_MODELS],
+              *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for flags in _SCALING_FIT_COMMANDS],
+              *[f"    paigrid {shlex.join(command)}" for command in _SCALING_FOLD_COMMANDS],
               f"    paigrid validate {collectives} --json", *[f"    {c}" for c in commands],
               *[f"    paigrid validate {path} {shlex.join(flags)} --json" for _, flags in COLLECTIVE_VARIANTS[1:]
                 for path in (collectives, scaling)],

@@ -36,6 +36,7 @@ from paigrid.kernels.layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_OVERLAP_IDLE,
     O_PS_HOST_BW,
     O_PS_LOCAL_REDUCE,
     O_PS_NIC_PER_WORKER,
@@ -54,6 +55,8 @@ from paigrid.kernels.model import (
     intra_fraction,
     latency_multiplier,
     overlap_fraction,
+    overlap_window,
+    wire_fraction,
 )
 from paigrid.kernels.ps import ps_update_fixed_seconds, ps_wire_fraction
 
@@ -92,7 +95,8 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
             nbytes = job[J_PARAMS] * prec[p, P_COMM_BYTES]
             values[0, n_kept] = base
             values[1, n_kept] = nbytes
-            values[2, n_kept] = 2.0 / 3.0 * (t_flop[j, g, p] + t_mem[j, g, p]) / job[J_ACCUM]
+            values[2, n_kept] = overlap_window(t_flop[j, g, p], t_mem[j, g, p], job[J_ACCUM],
+                                               options[O_OVERLAP_IDLE])
             values[3, n_kept] = latency_multiplier(nbytes, sync_latency, bucket_bytes)
             values[4, n_kept] = overlap_fraction(nbytes, job[J_OVERLAP], bucket_overlap, bucket_bytes)
             columns[n_kept] = p
@@ -107,7 +111,7 @@ def fused_argmin(jobs, n_gpu, arch, gpus, prec, intra, intra_fits, network, opti
                 if n_kept == 0 or configuration_reason(arch[a], n, k, True, LINK_NETWORK) != REASON_VALID:
                     continue
                 is_ps = arch[a] == ARCH_PS_WORKER
-                unit = ps_fraction if is_ps else 1.0
+                unit = wire_fraction(job, n, arch[a], ps_fraction, options)
                 update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
                                                  options[O_PS_NIC_PER_WORKER], ps_update_bytes,
                                                  options[O_PS_HOST_BW]) if is_ps else 0.0

@@ -28,7 +28,15 @@ from xarray.core import indexing
 from paigrid.cube import cube_from_dataset, open_cube
 from paigrid.errors import PaigridError
 from paigrid.query import QUERY_UNITS, best_configurations, job_indices, label_indices
-from paigrid.schema import CRITERIA, DIMS, LABEL_DIMS, REDUCED_DIMS
+from paigrid.schema import (
+    CRITERIA,
+    DERIVED_VARIABLES,
+    DIMS,
+    LABEL_DIMS,
+    REDUCED_DIMS,
+    derived_values,
+    factor_for_cube,
+)
 
 #: the attributes of ``valid`` as format 1 stores it; later formats present it with the same
 VALID_ATTRS = {"units": "1", "long_name": "1 where the configuration can exist",
@@ -65,7 +73,9 @@ def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
     paigrid cube is refused with the sentences of ``paigrid.cube.open_cube``.  Every cube format
     is presented with the same variables: where the file stores ``invalid_reason`` (format 2:
     a reason code, 0 = valid) instead of ``valid``, ``valid`` [1, flag 0/1] is derived from it,
-    lazily, as ``invalid_reason == 0``.  Units are in each variable's ``units`` attribute
+    lazily, as ``invalid_reason == 0``; where it stores the factors of throughput, cost and
+    energy instead of the variables (format 4), they are derived from step_time, lazily too
+    (``present``).  Units are in each variable's ``units`` attribute
     (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
     """
     import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
@@ -80,16 +90,32 @@ def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
 
 def present(ds: xr.Dataset) -> xr.Dataset:
     """Give ``ds`` (a cube Dataset, changed in place and returned) the variables of every
-    format: ``valid`` [1] = ``invalid_reason == 0`` as uint8 where the file stores the reason
-    code instead (format 2), computed lazily from the indexed part only."""
-    if "valid" in ds.variables or "invalid_reason" not in ds.variables:
-        return ds
-    reason = ds["invalid_reason"]
-    if reason.chunks is not None:   # dask
-        data = (reason.data == 0).astype(np.uint8)
-    else:
-        data = indexing.LazilyIndexedArray(_ValidFromReason(reason.variable))
-    ds["valid"] = xr.Variable(reason.dims, data, attrs=dict(VALID_ATTRS))
+    format, computed lazily from the indexed part only: ``valid`` [1] = ``invalid_reason == 0``
+    as uint8 where the file stores the reason code instead (format 2 on), and ``throughput``
+    [samples/s], ``cost`` [USD/1e6 samples] and ``energy`` [J/sample] from ``step_time`` and
+    their stored factors where the file stores those instead (format 4 on;
+    ``schema.derived_values``: float64 arithmetic rounded to float32, NaN where step_time is),
+    with the attributes formats 1 to 3 stored them with and a ``derived_from`` attribute."""
+    if "valid" not in ds.variables and "invalid_reason" in ds.variables:
+        reason = ds["invalid_reason"]
+        if reason.chunks is not None:   # dask
+            data = (reason.data == 0).astype(np.uint8)
+        else:
+            data = indexing.LazilyIndexedArray(_ValidFromReason(reason.variable))
+        ds["valid"] = xr.Variable(reason.dims, data, attrs=dict(VALID_ATTRS))
+    for name, (factor, operation, dtype, units, long_name) in DERIVED_VARIABLES.items():
+        if name in ds.variables or factor not in ds.variables or "step_time" not in ds.variables:
+            continue
+        step = ds["step_time"]
+        attrs = {"units": units, "long_name": long_name,
+                 "derived_from": f"{factor} / step_time" if operation == "divide" else f"{factor} * step_time"}
+        if step.chunks is not None:   # dask: the same arithmetic, broadcast by xarray
+            values = ds[factor] / step.astype(np.float64) if operation == "divide" else \
+                ds[factor] * step.astype(np.float64)
+            data = values.transpose(*step.dims).astype(dtype).data
+        else:
+            data = indexing.LazilyIndexedArray(_Derived(name, step.variable, ds[factor].variable))
+        ds[name] = xr.Variable(step.dims, data, attrs=attrs)
     return ds
 
 
@@ -106,6 +132,29 @@ class _ValidFromReason(BackendArray):
 
     def _read(self, key: tuple) -> np.ndarray:
         return (np.asarray(self.reason[key].values) == 0).astype(np.uint8)
+
+
+class _Derived(BackendArray):
+    """A derived variable (``schema.DERIVED_VARIABLES``) over step_time's dimensions, read and
+    computed for the indexed part only: the indexed step times and the factor at the same
+    coordinates of its own dimensions."""
+
+    def __init__(self, name: str, step: xr.Variable, factor: xr.Variable):
+        self.name, self.step, self.factor = name, step, factor
+        self.shape = step.shape
+        self.dtype = np.dtype(DERIVED_VARIABLES[name][2])
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
+
+    def _read(self, key: tuple) -> np.ndarray:
+        dims = self.step.dims
+        step = np.asarray(self.step[key].values)
+        by_dim = dict(zip(dims, key))
+        factor = np.asarray(self.factor[tuple(by_dim[d] for d in self.factor.dims)].values)
+        kept = tuple(d for d, k in zip(dims, key) if not isinstance(k, (int, np.integer)))
+        name = DERIVED_VARIABLES[self.name][0]
+        return derived_values(self.name, step, factor_for_cube(name, factor, kept))
 
 
 def validity(ds: xr.Dataset) -> xr.DataArray:

@@ -15,7 +15,18 @@ import numpy as np
 
 from paigrid.inputs.tables import Grid, KernelTables
 from paigrid.kernels import layout as L
-from paigrid.schema import BEST_VARIABLES, CRITERIA, CUBE_VARIABLES, JOB_GPU_VARIABLES, OVERALL_DIMS, decode_best
+from paigrid.schema import (
+    BEST_VARIABLES,
+    CRITERIA,
+    CUBE_VARIABLES,
+    DERIVED_VARIABLES,
+    FACTOR_VARIABLES,
+    JOB_GPU_VARIABLES,
+    OVERALL_DIMS,
+    decode_best,
+    derived_values,
+    factor_for_cube,
+)
 
 #: a kernel call over at most this many configurations runs the serial compilation: it evaluates
 #: about 10^8 configurations/s on one core, so up to here a call takes under a millisecond, which
@@ -91,6 +102,15 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     free again on return.  ``threads``: numba's thread count for this call's thread (kernel and
     compression; None: as it is, at most ``NUMBA_NUM_THREADS``).
     """
+    block = compute_block(grid, index, start, stop, write_cube, buffers, threads)
+    return release_buffers(block, compression, chunks, buffers is not None)
+
+
+def compute_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool,
+                  buffers: dict[str, np.ndarray] | None, threads: int | None = None) -> Block:
+    """The kernel part of ``evaluate_block`` (same arguments): the block's arrays are left in
+    ``buffers`` (views), so they must be handed over (``release_buffers``) before the buffers
+    serve another block."""
     if threads is not None:
         import numba
 
@@ -105,15 +125,40 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
     if not write_cube:
         out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
+    else:
+        out.update(step_factor_arrays(jobs, n_gpu, grid.gpu_table))
     out["overall_best"], out["overall_step_time"] = overall_best(
         out["best_step_time"], out["best_index"], n_gpu, jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
         grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
-    block = Block(index, start, stop, out)
-    if write_cube and compression is not None:
+    return Block(index, start, stop, out)
+
+
+def release_buffers(block: Block, compression: str | None, chunks: int | tuple[int, ...], in_buffers: bool) -> Block:
+    """Encode ``block``'s cube arrays when ``compression`` is given (``encode_cube``) and, when
+    its arrays are views of reused buffers (``in_buffers``), replace them by copies, so that the
+    buffers are free for the next block.  Returns the block."""
+    if compression is not None and any(name in block.arrays for name in CUBE_VARIABLES):
         encode_cube(block, compression, chunks)
-    if buffers is not None:  # the next block reuses the buffers: hand over copies
+    if in_buffers:
         block.arrays = {name: np.array(array) for name, array in block.arrays.items()}
     return block
+
+
+def step_factor_arrays(jobs: np.ndarray, n_gpu: np.ndarray, gpu_table: np.ndarray) -> dict[str, np.ndarray]:
+    """The stored factors of throughput, cost and energy (``schema.FACTOR_VARIABLES``) of the
+    job rows ``jobs`` (J, N_JOB_FIELDS) at GPU counts ``n_gpu`` (J, N) over the GPU table
+    (``kernels.model.step_factors``: float64, the kernel's formulas)."""
+    from paigrid.kernels.model import step_factors
+
+    return dict(zip(FACTOR_VARIABLES, step_factors(jobs, n_gpu, gpu_table)))
+
+
+def derived_cube(step_time: np.ndarray, factors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Throughput [samples/s], cost [USD/1e6 samples] and energy [J/sample] over the cube's
+    seven dimensions (float32, NaN where ``step_time`` is), from ``step_time`` [s] (J, A, G, N,
+    I, W, P) and the factors of ``step_factor_arrays``, as every reader derives them."""
+    return {name: derived_values(name, step_time, factor_for_cube(factor, factors[factor]))
+            for name, (factor, *_) in DERIVED_VARIABLES.items()}
 
 
 def cube_chunks(shape: tuple[int, ...], chunks: int | tuple[int, ...]) -> tuple[int, ...]:

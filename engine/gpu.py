@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import Block, allocate, encode_cube, overall_best
+from paigrid.evaluate import Block, allocate, encode_cube, overall_best, step_factor_arrays
 from paigrid.inputs.tables import Grid
 from paigrid.kernels import layout as L
 from paigrid.schema import BEST_VARIABLES, CUBE_VARIABLES, JOB_GPU_VARIABLES
@@ -187,6 +187,8 @@ class CudaBlocks:
             rows = slice(start - launched.start, stop - launched.start)
             arrays = {name: array[rows] for name, array in launched.host.items()}
             arrays["overall_best"], arrays["overall_step_time"] = best[rows], step[rows]
+            if self.write_cube:
+                arrays.update(step_factor_arrays(launched.jobs[rows], launched.n_gpu[rows], grid.gpu_table))
             block = Block(index, start, stop, arrays)
             if self.write_cube and compression is not None:
                 encode_cube(block, compression, chunks)

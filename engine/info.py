@@ -11,7 +11,7 @@ import numpy as np
 from paigrid.cube import open_cube
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import BUILTIN, load
-from paigrid.schema import LABEL_DIMS, str_attr
+from paigrid.schema import DERIVED_VARIABLES, DIMS, LABEL_DIMS, str_attr
 
 
 def describe(path: str | Path) -> str:
@@ -36,7 +36,14 @@ def describe(path: str | Path) -> str:
         with h5netcdf.File(cube.path, "r") as nc:
             for name, var in nc.variables.items():
                 if name not in ("job", *LABEL_DIMS):
-                    lines.append(f"  {name:<18} [{var.attrs.get('units', '?')}]  ({', '.join(var.dimensions)})")
+                    lines.append(f"  {name:<22} [{var.attrs.get('units', '?')}]  ({', '.join(var.dimensions)})")
+            derived = [(name, spec) for name, spec in DERIVED_VARIABLES.items()
+                       if name not in nc.variables and spec[0] in nc.variables and "step_time" in nc.variables]
+        if derived:   # format 4: presented by open_dataset, not stored
+            lines.append("derived (not stored; paigrid.open_dataset presents them):")
+            for name, (factor, operation, _, units, _) in derived:
+                formula = f"{factor} / step_time" if operation == "divide" else f"{factor} x step_time"
+                lines.append(f"  {name:<22} [{units}]  ({', '.join(DIMS)}) = {formula}")
         lines.append("provenance:")
         for key in ("paigrid_version", "format_version", "model", "created", "compression", "efficiency_source",
                     "catalogue_sha256", "input_sha256", "spec"):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import allocate, kernel_for, run_kernel
+from paigrid.evaluate import allocate, derived_cube, kernel_for, run_kernel, step_factor_arrays
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import KernelTables, job_table_index, job_vector
@@ -71,8 +71,10 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     jobs that share a configuration (all but the GPU count) then go through the kernel together,
     one job per row with its own GPU count, in the serial compilation of the kernel unless the
     group is large (``evaluate.kernel_for``).  ``scale`` multiplies resources (``scale_tables``).
-    Returns every kernel output at each job's configuration as arrays over the jobs (name ->
-    (len(jobs),), the kernel's dtypes); ``predict_configs`` makes the dicts.
+    Returns every kernel output at each job's configuration, and throughput, cost and energy
+    derived from its step time as a cube's readers derive them (``evaluate.derived_cube``), as
+    arrays over the jobs (name -> (len(jobs),), the kernel's dtypes); ``predict_configs`` makes
+    the dicts.
     """
     from paigrid.inputs.jobs import resolve_link
     from paigrid.inputs.tables import class_tables, fits_matrix, gpu_tables, link_table, option_vector
@@ -120,6 +122,8 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
         rows = np.array(members)
         out = allocate(tables, len(members), True)
         run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
+        # throughput, cost and energy as a cube presents them: from the stored (float32) step time
+        out.update(derived_cube(out["step_time"], step_factor_arrays(job_table[rows], n_gpu[rows], tables.gpu_table)))
         if len(groups) == 1:  # every job, in order: the outputs as they are
             return {name: array.reshape(len(members), -1)[:, 0] for name, array in out.items()}
         for name, array in out.items():

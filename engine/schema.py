@@ -22,6 +22,16 @@ to the stored variables bumps it and keeps a reader for the older versions (see
    (``efficiency.prediction_band``; it depends on the model, on whether the sweep was
    calibrated, and on the group: one GPU, one server, several servers).  Every other variable
    is unchanged.
+4. ``throughput``, ``cost`` and ``energy`` are no longer stored over the seven dimensions: each
+   is ``step_time`` times or divided into a factor that depends on fewer dimensions, and the
+   factors are stored instead (``FACTOR_VARIABLES``, float64): ``samples_per_job_step`` over
+   (job, n_gpu) [samples] (throughput = it / step_time), ``cost_per_step_second`` and
+   ``energy_per_step_second`` over (job, gpu) [USD/1e6 samples and J/sample per second of
+   step] (cost, energy = it x step_time).  Readers present the three as before
+   (``DERIVED_VARIABLES``, ``derived_values``): computed in float64 from the stored float32
+   step time and rounded to float32, they are within one float32 unit in the last place of the
+   values format 3 stored (which the kernel rounded from its float64 step time), NaN where
+   step_time is.  Every other variable is unchanged.
 
 Every cube also carries the file attribute ``model``: the compute model that made it
 (``pai-v1`` or ``pai-v2``, ``kernels.layout.MODEL_NAMES``; ``cube_model`` reads it, ``pai-v1``
@@ -42,7 +52,7 @@ import numpy as np
 from paigrid.kernels import layout as L
 
 #: version of the stored variables (see the module docstring); 1 = paigrid 0.1.0 (no attribute)
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 #: the relative uncertainty of the predictions, per job and GPU count (format 3 on): name ->
 #: (dtype, units, long name)
@@ -62,12 +72,31 @@ REDUCED_DIMS = ("arch", "intra", "network")
 CUBE_VARIABLES = {
     "step_time": (np.float32, "s", "time of one optimizer step of one replica"),
     "t_comm": (np.float32, "s", "exposed weight/gradient communication per step"),
-    "throughput": (np.float32, "samples/s", "samples per second of the whole job"),
-    "cost": (np.float32, "USD/1e6 samples", "GPU rental cost per million samples"),
-    "energy": (np.float32, "J/sample", "GPU energy per sample at board power"),
     "bottleneck": (np.uint8, "1", "largest time component"),
     "invalid_reason": (np.uint8, "1", "why the configuration cannot exist; 0 where it can"),
 }
+#: the factors that make the derived variables from step_time (format 4 on), over fewer
+#: dimensions: name -> (dims, dtype, units, long name)
+FACTOR_VARIABLES = {
+    "samples_per_job_step": (("job", "n_gpu"), np.float64, "samples",
+                             "samples of the whole job per optimizer step (n_gpu x per-GPU samples per step); "
+                             "throughput = samples_per_job_step / step_time"),
+    "cost_per_step_second": (("job", "gpu"), np.float64, "USD/1e6 samples/s",
+                             "GPU rental cost per million samples per second of step time (USD/GPU-hour / 3600 x "
+                             "1e6 / per-GPU samples per step); cost = cost_per_step_second x step_time"),
+    "energy_per_step_second": (("job", "gpu"), np.float64, "J/sample/s",
+                               "GPU energy per sample per second of step time (board power / per-GPU samples per "
+                               "step); energy = energy_per_step_second x step_time"),
+}
+#: the variables over the seven dimensions that format 4 derives instead of storing: name ->
+#: (factor in ``FACTOR_VARIABLES``, "divide" (factor / step_time) or "multiply" (factor x
+#: step_time), dtype, units, long name); formats 1 to 3 store them with these attributes
+DERIVED_VARIABLES = {
+    "throughput": ("samples_per_job_step", "divide", np.float32, "samples/s", "samples per second of the whole job"),
+    "cost": ("cost_per_step_second", "multiply", np.float32, "USD/1e6 samples", "GPU rental cost per million samples"),
+    "energy": ("energy_per_step_second", "multiply", np.float32, "J/sample", "GPU energy per sample at board power"),
+}
+
 #: outputs over (job, gpu, precision)
 JOB_GPU_VARIABLES = {
     "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
@@ -182,6 +211,38 @@ def validity_variable(version: int) -> str:
 def is_valid(values: np.ndarray, version: int) -> np.ndarray:
     """True where a configuration can exist, from the values of ``validity_variable(version)``."""
     return np.asarray(values) == (1 if version < 2 else L.REASON_VALID)
+
+
+def derived_values(name: str, step_time, factor) -> np.ndarray:
+    """The values of the derived variable ``name`` (``DERIVED_VARIABLES``: throughput
+    [samples/s], cost [USD/1e6 samples], energy [J/sample]) from ``step_time`` [s] and the
+    variable's factor (``FACTOR_VARIABLES``), broadcast against each other: computed in float64
+    and rounded to float32, NaN where step_time is NaN."""
+    _, operation, dtype, _, _ = DERIVED_VARIABLES[name]
+    step = np.asarray(step_time, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        values = np.asarray(factor, dtype=np.float64) / step if operation == "divide" else \
+            np.asarray(factor, dtype=np.float64) * step
+    return values.astype(dtype)
+
+
+def factor_for_cube(name: str, values, dims=DIMS) -> np.ndarray:
+    """The factor ``name`` (``FACTOR_VARIABLES``), its values over its own dimensions, with
+    length-1 axes added so that it broadcasts against a variable over ``dims`` (the seven cube
+    dimensions, or those of a selection that keeps some of them, in cube order)."""
+    own = FACTOR_VARIABLES[name][0]
+    values = np.asarray(values)
+    kept = [d for d in own if d in dims]   # a dimension selected away is already indexed in ``values``
+    if [d for d in dims if d in own] != kept:
+        raise ValueError(f"{name}'s dimensions {own} are not in the order of {dims}")
+    shape = [values.shape[kept.index(d)] if d in kept else 1 for d in dims]
+    return values.reshape(shape)
+
+
+def stores_derived(version: int) -> bool:
+    """Whether a cube of format ``version`` stores throughput, cost and energy over the seven
+    dimensions (formats 1 to 3) rather than their factors (format 4 on)."""
+    return version < 4
 
 
 def partial_path(path: str | Path) -> Path:

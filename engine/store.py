@@ -5,8 +5,9 @@ for the blosc filters):
 
 - dimensions ``job, arch, gpu, n_gpu, intra, network, precision`` with labelled coordinates,
   and ``block`` (units of work);
-- the cube variables over all seven dimensions, chunked by ``cube_chunk_shape`` (a few jobs, a
-  few GPUs, one network: readers take the chunk shape from the dataset);
+- the cube variables over all seven dimensions, chunked by ``cube_chunk_shape`` (one job, a
+  few GPUs: readers take the chunk shape from the dataset), and the factors that make
+  throughput, cost and energy from step_time (``schema.FACTOR_VARIABLES``, format 4);
 - ``t_data, t_flop, t_mem, fits_memory`` over (job, gpu, precision), which is all they vary with;
 - the per-job reductions ``best_*`` over (job, gpu, n_gpu, precision);
 - per-job metadata (model, batch, current configuration and its predicted throughput) and per-GPU
@@ -41,6 +42,7 @@ from paigrid.schema import (
     CRITERIA,
     CUBE_VARIABLES,
     DIMS,
+    FACTOR_VARIABLES,
     FLAG_ATTRS,
     FORMAT_VERSION,
     JOB_GPU_VARIABLES,
@@ -83,12 +85,21 @@ def _divisor_at_least(size: int, at_least: int) -> int:
     """The smallest divisor of ``size`` that is at least ``at_least`` (``size`` when none is)."""
     return next((d for d in range(max(1, at_least), size + 1) if size % d == 0), size)
 def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
-    """Uncompressed size of the cube variables [bytes]: what a full sweep could need on disk."""
+    """Uncompressed size of the cube variables [bytes]: what a full sweep could need on disk
+    (the variables over seven dimensions and the factors of the derived ones only in a full
+    sweep; the reductions and the (job, gpu, precision) terms in both)."""
     per_config = 0 if reduce_only else sum(np.dtype(d).itemsize for d, _, _ in CUBE_VARIABLES.values())
     j, a, g, n, i, w, p = grid.shape
     small = sum(np.dtype(d).itemsize for d, _, _ in JOB_GPU_VARIABLES.values()) * j * g * p
     best = sum(np.dtype(d).itemsize for d, _, _ in BEST_VARIABLES.values()) * j * g * n * p
-    return per_config * grid.configs + small + best
+    return per_config * grid.configs + small + best + (0 if reduce_only else factor_bytes(grid))
+
+
+def factor_bytes(grid: Grid) -> int:
+    """Size of the factors of throughput, cost and energy (``FACTOR_VARIABLES``) [bytes]."""
+    size = dict(zip(DIMS, grid.shape))
+    return sum(np.dtype(dtype).itemsize * math.prod(size[d] for d in dims)
+               for dims, dtype, _, _ in FACTOR_VARIABLES.values())
 
 
 def grid_model(grid: Grid) -> str:
@@ -206,8 +217,10 @@ class CubeWriter:
                    (jobs_per_chunk, len(CRITERIA), len(OVERALL_DIMS))),
                   ({"overall_step_time": OVERALL_VARIABLES["overall_step_time"]}, ("job", "criterion"),
                    (jobs_per_chunk, len(CRITERIA)))]
-        if not self.reduce_only:
-            groups.insert(0, (CUBE_VARIABLES, names, cube_chunk))
+        if not self.reduce_only:   # the factors of the derived variables, chunked as the small variables
+            groups[:0] = [(CUBE_VARIABLES, names, cube_chunk)] + [
+                ({name: (dtype, units, long_name)}, dims, (jobs_per_chunk, grid.shape[DIMS.index(dims[1])]))
+                for name, (dims, dtype, units, long_name) in FACTOR_VARIABLES.items()]
         for variables, dims, chunks in groups:
             for name, (dtype, units, long_name) in variables.items():
                 fill = np.nan if np.dtype(dtype).kind == "f" else None

@@ -25,7 +25,7 @@ from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import Grid, build_grid
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
-from paigrid.store import CubeWriter, creating_path, cube_chunk_shape, estimated_bytes
+from paigrid.store import CubeWriter, creating_path, cube_chunk_shape, estimated_bytes, factor_bytes
 from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 
@@ -73,8 +73,9 @@ def block_bounds(n_jobs: int, jobs_per_block: int) -> list[tuple[int, int]]:
 
 
 #: configurations per block of a full sweep when the spec does not fix ``jobs_per_block``: the
-#: block's cube outputs (22 bytes a configuration, about 90 MB) are in memory at once, twice (one
-#: block computed while the previous one is compressed and written)
+#: block's cube outputs (10 bytes a configuration, about 40 MB) are in memory at once, twice (one
+#: block computed while the previous one is compressed), beside the compressed chunks of the block
+#: being written
 BLOCK_CONFIGS_FULL = 2**22
 #: the same for a reduce-only sweep, whose block keeps only its reductions in memory
 BLOCK_CONFIGS_REDUCE = 2**28
@@ -113,12 +114,14 @@ SIZE_MARGIN = 1.25
 def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, chunks: tuple[int, ...]) -> int:
     """The cube's likely size on disk [bytes]: a few chunks of jobs spread over the job list are
     evaluated and compressed as the sweep would, and their size is extrapolated to every job
-    (with a margin); the small variables count uncompressed.  A reduce-only cube: the
+    (with a margin); the small variables (and the factors of the derived ones) count
+    uncompressed.  A reduce-only cube: the
     uncompressed reductions."""
     small = estimated_bytes(grid, True)
     n_jobs = len(grid.jobs)
     if reduce_only:
         return small
+    small += factor_bytes(grid)   # stored uncompressed-sized: (job, n_gpu) and (job, gpu) float64
     jobs = chunks[0]
     starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs * jobs
                      for k in range(SIZE_SAMPLES)})
@@ -401,7 +404,8 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     ``jobs_per_block``, ``[grid]``, ``[options]``, ``[catalogues]``; relative paths from the
     current directory) or None for the default sweep.  With ``out`` None the cube is written to
     a temporary file, loaded into memory and the file removed (mind the size: 22 bytes per
-    configuration); otherwise ``out`` is written and returned opened lazily by
+    configuration once loaded, the 10 stored and throughput, cost and energy derived from them);
+    otherwise ``out`` is written and returned opened lazily by
     ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
     ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
     resume, scheduler (a Dask address or scheduler file), workers (a local Dask cluster), progress
@@ -450,24 +454,52 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
 
 def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, chunks: tuple[int, ...],
                threads: int | None = None):
-    """Yield evaluated blocks in order, computing (and compressing) the next one while the
-    caller writes this one, on ``threads`` threads (None: numba's default).  One set of output
-    buffers serves every block: a block leaves ``evaluate_block`` as compressed chunks, so its
-    buffers are free before the next starts."""
-    from paigrid.evaluate import allocate
+    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default).
+
+    Reduce-only: the next block is computed while the caller writes this one, in one set of
+    output buffers (a block's reductions are copied out before the next starts).  Full cube: a
+    pipeline of three stages, each in its own thread: the kernel computes block k into one of two
+    buffer sets while block k - 1 is compressed (in parallel threads) and block k - 2 is written
+    by the caller; a buffer set is reused only once its block is compressed."""
+    from paigrid.evaluate import allocate, compute_block, release_buffers
 
     largest = max(stop - start for start, stop in blocks)
-    buffers = allocate(grid, largest, write_cube)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = None
-        for i in todo:
-            future = pool.submit(evaluate_block, grid, i, *blocks[i], write_cube, buffers, compression,
-                                 chunks, threads)
+    if not write_cube:
+        buffers = allocate(grid, largest, False)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = None
+            for i in todo:
+                future = pool.submit(evaluate_block, grid, i, *blocks[i], False, buffers, compression,
+                                     chunks, threads)
+                if pending is not None:
+                    yield pending.result()
+                pending = future
             if pending is not None:
                 yield pending.result()
-            pending = future
-        if pending is not None:
-            yield pending.result()
+        return
+
+    def encode(computed):
+        if threads is not None:   # numba's thread count is per thread: the compression's pool follows it
+            import numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        return release_buffers(computed.result(), compression, chunks, True)
+
+    slots = [allocate(grid, largest, True) for _ in range(min(2, len(todo)))]
+    in_flight = []   # the encoded blocks' futures, oldest first: at most one per buffer set
+    kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
+    try:
+        for count, i in enumerate(todo):
+            if len(in_flight) == len(slots):   # the oldest block's buffers are needed again
+                yield in_flight.pop(0).result()
+            computed = kernels.submit(compute_block, grid, i, *blocks[i], True, slots[count % len(slots)], threads)
+            in_flight.append(encoders.submit(encode, computed))
+        while in_flight:
+            yield in_flight.pop(0).result()
+    finally:
+        # on an error or an interrupt: queued blocks are dropped, running ones finish first
+        kernels.shutdown(wait=True, cancel_futures=True)
+        encoders.shutdown(wait=True, cancel_futures=True)
 
 
 class _Progress:

@@ -51,6 +51,7 @@ from .layout import (
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
     O_MODEL,
+    O_OVERLAP_IDLE,
     O_PS_HOST_BW,
     O_PS_LOCAL_REDUCE,
     O_PS_MEMORY,
@@ -75,6 +76,8 @@ from .model import (  # the CPU compilations; ``load`` gives the kernels the GPU
     job_gpu_terms,
     latency_multiplier,
     overlap_fraction,
+    overlap_window,
+    wire_fraction,
 )
 from .ps import ps_fits_memory_flag, ps_update_fixed_seconds, ps_wire_fraction
 
@@ -219,7 +222,7 @@ def _terms_kernel(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t
 
 
 def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options, write_cube,
-                           step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                           step_time, t_comm, bottleneck, invalid_reason,
                            t_data, t_flop, t_mem, fits_memory, best_step, best_index, best_bottleneck):
     """Every configuration of a block of jobs, one thread per (job, gpu, n_gpu, precision).
 
@@ -255,7 +258,7 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
     fits = fits_memory[j, g, p] == 1
     base = td + tf + tm
     nbytes = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-    backward = 2.0 / 3.0 * (tf + tm) / job[J_ACCUM]
+    backward = overlap_window(tf, tm, job[J_ACCUM], options[O_OVERLAP_IDLE])
     hops = latency_multiplier(nbytes, options[O_SYNC_LATENCY], options[O_BUCKET_BYTES])
     share = overlap_fraction(nbytes, job[J_OVERLAP], options[O_BUCKET_OVERLAP], options[O_BUCKET_BYTES])
     valid_shape = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
@@ -271,7 +274,6 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
                                       options[O_WORKSPACE], options[O_PS_SPARSE]) == 1
     n = n_gpu[j, ni]
     floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
-    samples_per_s = n * samples_per_step
     best = np.inf
     best_at = -1
     best_code = FLAG_FILL
@@ -280,12 +282,11 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
         if is_ps:
             update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
                                              options[O_PS_NIC_PER_WORKER], ps_update_bytes, options[O_PS_HOST_BW])
-            unit = ps_fraction  # bytes moved per byte of S
             fits_arch = fits_ps
         else:
             update = 0.0
-            unit = 1.0
             fits_arch = fits
+        unit = wire_fraction(job, n, arch[a], ps_fraction, options)  # bytes moved per byte of S
         for i in range(n_intra):
             intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
             for w in range(n_net):
@@ -306,9 +307,6 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
                     bad = step != step  # NaN: invalid for one of the reasons 1-6
                     step_time[j, a, g, ni, i, w, p] = step
                     t_comm[j, a, g, ni, i, w, p] = np.nan if bad else tc
-                    throughput[j, a, g, ni, i, w, p] = samples_per_s / step
-                    cost[j, a, g, ni, i, w, p] = usd_per_step * step
-                    energy[j, a, g, ni, i, w, p] = joule_per_step * step
                     if bad:
                         bottleneck[j, a, g, ni, i, w, p] = FLAG_FILL
                         invalid_reason[j, a, g, ni, i, w, p] = shape if shape != REASON_VALID else valid_shape

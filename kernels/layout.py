@@ -105,7 +105,13 @@ O_PS_SPARSE = 12        # 1: a PS moves (and a PS GPU holds) only the embedding 
 O_PS_MEMORY = 13        # 1: a PS GPU holds no optimizer state (memory check per architecture)
 O_INTER_VOLUME = 14     # 1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross
 #                         every server), 0: 2(s-1)/s S (an ideal hierarchical all-reduce, version 1)
-N_OPTIONS = 15
+# scaling losses of data-parallel all-reduce (communication v2; each 0 in version 1)
+O_OVERLAP_IDLE = 15        # fraction of the backward pass during which the exchange cannot proceed,
+#                            1 - option ``overlap_efficiency`` (0: it proceeds during all of it)
+O_COORDINATION = 16        # coordination seconds per all-reduce and participant step (0: none)
+O_COORDINATION_GROWTH = 17  # participant steps of n GPUs: 0 ceil(log2 n) (tree-like), 1 n - 1 (linear)
+O_SPARSE_ALLGATHER = 18    # 1: all-reduce architectures all-gather the touched embedding rows (dense: all-reduce)
+N_OPTIONS = 19
 
 # --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
 MODEL_PAI_V1 = 0    # the PAI additive model: whole-step FLOPs and memory-bound bytes

@@ -25,7 +25,11 @@ collective algorithm, topology-aware intra-server bandwidth, NICs per server, an
 pipeline bound (``J_INPUT_RATE`` samples/s per server, a floor on the step time) and, for
 communication v2, gradient buckets of ``O_BUCKET_BYTES``: the latency hops paid once per bucket
 (``O_SYNC_LATENCY``, ``latency_multiplier``) and all buckets but the last hidden behind the
-backward pass (``O_BUCKET_OVERLAP``, ``overlap_fraction``).
+backward pass (``O_BUCKET_OVERLAP``, ``overlap_fraction``); the scaling losses of all-reduce:
+the part of the backward pass during which the exchange proceeds (``O_OVERLAP_IDLE``,
+``overlap_window``), coordination per all-reduce (``O_COORDINATION``, ``coordination_seconds``)
+and the sparse all-gather of touched embedding rows (``O_SPARSE_ALLGATHER``,
+``allgather_wire_fraction``).
 
 Validity is decided here and nowhere else: the kernel writes, per configuration, the code of the
 first rule (``layout.INVALID_REASONS``, in code order) that makes it impossible, 0 when none
@@ -73,6 +77,8 @@ from .layout import (
     J_BATCH,
     J_CLASS_BYTES,
     J_CLASS_FLOP,
+    J_EMB_PARAMS,
+    J_EMB_TOUCHED,
     J_FLOP,
     J_GPUS_PER_NODE,
     J_GRAPHS,
@@ -99,8 +105,11 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_COORDINATION,
+    O_COORDINATION_GROWTH,
     O_INTER_VOLUME,
     O_MODEL,
+    O_OVERLAP_IDLE,
     O_PS_COLOCATED,
     O_PS_HOST_BW,
     O_PS_LATENCY,
@@ -108,6 +117,7 @@ from .layout import (
     O_PS_MEMORY,
     O_PS_NIC_PER_WORKER,
     O_PS_SPARSE,
+    O_SPARSE_ALLGATHER,
     O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
@@ -257,15 +267,56 @@ def exchange_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, in
 
 
 @jit
+def coordination_seconds(arch, n, coordination, growth):
+    """Synchronisation time [s] of one all-reduce among n GPUs apart from its link latencies
+    (Horovod's negotiation of which tensors are ready, NCCL's launch and handshakes):
+    ``coordination`` seconds per participant step, ceil(log2 n) steps (``growth`` 0: tree-like)
+    or n - 1 (``growth`` 1: linear); 0 for one GPU and for architectures that do not all-reduce
+    (0 with ``coordination`` 0, version 1)."""
+    if coordination == 0.0 or n <= 1.0 or (arch != ARCH_ALLREDUCE_LOCAL and arch != ARCH_ALLREDUCE_CLUSTER):
+        return 0.0
+    steps = n - 1.0 if growth != 0.0 else np.ceil(np.log2(n))
+    return coordination * steps
+
+
+@jit
+def allgather_wire_fraction(job, n, arch, sparse_allgather):
+    """Bytes an all-reduce architecture's exchange costs per byte of the dense gradients S when
+    it all-gathers the touched embedding rows (``sparse_allgather``; TensorFlow's IndexedSlices
+    under Horovod) and all-reduces the rest: (P - E + n/2 x min(E, accum x touched)) / P for P
+    parameters of which E are embedding rows.  An all-gather in which every GPU contributes t
+    bytes moves (n - 1) t per GPU, what an all-reduce of n t / 2 bytes moves, hence n/2 (row
+    indices not counted).  1 when off, for a job without embeddings and for other architectures."""
+    emb = job[J_EMB_PARAMS]
+    if (sparse_allgather == 0.0 or not emb > 0.0 or n <= 1.0
+            or (arch != ARCH_ALLREDUCE_LOCAL and arch != ARCH_ALLREDUCE_CLUSTER)):
+        return 1.0
+    touched = job[J_ACCUM] * job[J_EMB_TOUCHED]
+    touched = touched if touched < emb else emb
+    return (job[J_PARAMS] - emb + 0.5 * n * touched) / job[J_PARAMS]
+
+
+@jit
+def wire_fraction(job, n, arch, ps_fraction, options):
+    """Bytes an architecture's exchange moves per byte of S: ``ps_fraction``
+    (``ps.ps_wire_fraction``) for ``ps-worker``, ``allgather_wire_fraction`` for the all-reduce
+    architectures, 1 otherwise."""
+    if arch == ARCH_PS_WORKER:
+        return ps_fraction
+    return allgather_wire_fraction(job, n, arch, options[O_SPARSE_ALLGATHER])
+
+
+@jit
 def exchange_terms(arch, n, k, job, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, unit, collective, options):
     """(seconds per byte of S, seconds of latency) of one configuration's exchange: the bytes
     term (``unit`` bytes moved per byte of S, latencies 0) and the latency term (no bytes) of
     ``exchange_seconds``, with the job's NICs, PCIe roots and parameter servers (``job``, a row
-    of the job table)."""
+    of the job table); the latency term includes ``coordination_seconds``."""
     per_byte = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], unit,
                                 pcie_bw, intra_bw, 0.0, net_bw, 0.0, collective, options)
     latency = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], 0.0,
                                pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective, options)
+    latency += coordination_seconds(arch, n, options[O_COORDINATION], options[O_COORDINATION_GROWTH])
     return per_byte, latency
 
 
@@ -275,6 +326,16 @@ def exposed_comm_seconds(raw, overlap, backward):
     (exactly ``raw`` for overlap 0, since ``backward`` >= 0)."""
     hidden = overlap * raw
     return raw - (backward if backward < hidden else hidden)
+
+
+@jit
+def overlap_window(t_flop, t_mem, accum, idle):
+    """Seconds of the last micro-batch's backward pass (2/3 of its compute, ``t_flop`` +
+    ``t_mem`` over ``accum`` micro-batches) during which the exchange proceeds: all of it but
+    the fraction ``idle`` (1 - option ``overlap_efficiency``; 0 in version 1), for an exchange
+    that competes with the backward pass for the GPU, the PCIe link and the framework's
+    communication thread."""
+    return (1.0 - idle) * (2.0 / 3.0 * (t_flop + t_mem) / accum)
 
 
 @jit
@@ -441,10 +502,10 @@ def ignores_network(arch):
 
 
 @jit
-def fill_invalid(st, tcm, thr, cst, enr, bot, why, start, stop, code):
+def fill_invalid(st, tcm, bot, why, start, stop, code):
     """Write cells [start, stop) of the flat cube outputs as invalid with reason ``code``: NaN
     in every float output, ``FLAG_FILL`` bottleneck (one array at a time: each loop is a fill)."""
-    for out in (st, tcm, thr, cst, enr):
+    for out in (st, tcm):
         for o in range(start, stop):
             out[o] = np.nan
     for o in range(start, stop):
@@ -454,10 +515,10 @@ def fill_invalid(st, tcm, thr, cst, enr, bot, why, start, stop, code):
 
 
 @jit
-def copy_cells(st, tcm, thr, cst, enr, bot, why, source, target, count):
+def copy_cells(st, tcm, bot, why, source, target, count):
     """Copy ``count`` cells of the flat cube outputs from offset ``source`` to ``target`` (one
     array at a time: each loop is a copy)."""
-    for out in (st, tcm, thr, cst, enr):
+    for out in (st, tcm):
         for q in range(count):
             out[target + q] = out[source + q]
     for q in range(count):
@@ -468,7 +529,7 @@ def copy_cells(st, tcm, thr, cst, enr, bot, why, source, target, count):
 
 def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                     write_cube,
-                    step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                    step_time, t_comm, bottleneck, invalid_reason,
                     t_data, t_flop, t_mem, fits_memory,
                     best_step, best_index, best_bottleneck):
     """Evaluate every configuration of a block of jobs and fold it into the per-job bests.
@@ -480,10 +541,12 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     ``options`` (N_OPTIONS,).
 
     Outputs over (J, A, G, N, I, W, P), float32 unless said: ``step_time`` [s],
-    ``t_comm`` [s, exposed], ``throughput`` [samples/s], ``cost`` [USD per 1e6 samples],
-    ``energy`` [J per sample], ``bottleneck`` (uint8 flag) and ``invalid_reason`` (uint8, a
+    ``t_comm`` [s, exposed], ``bottleneck`` (uint8 flag) and ``invalid_reason`` (uint8, a
     ``layout.REASON_*`` code, 0 where the configuration can exist); written only when
-    ``write_cube`` (pass arrays of any shape otherwise).  Inputs over (J, G, P), filled
+    ``write_cube`` (pass arrays of any shape otherwise).  Throughput, cost and energy are
+    step_time divided into or times a factor of (job, n_gpu) or (job, gpu) (``step_factors``):
+    they are not outputs, but a NaN factor (a missing batch, price or power) makes the
+    configuration invalid (``REASON_MISSING_INPUT``), as the model needs it.  Inputs over (J, G, P), filled
     beforehand by ``compute_terms`` (the compute model): ``t_data``, ``t_flop``, ``t_mem``
     [s per step, float64: read back for every configuration], ``fits_memory`` (uint8).
     Over (J, G, N, P):
@@ -537,6 +600,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
         joule_per_step = gpu[G_POWER] / samples_per_step
         # a NaN here would make throughput, cost or energy NaN for a numeric step: a missing input
+        # (the factors themselves are ``step_factors``, computed outside the kernel)
         scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
         overlap = job[J_OVERLAP]
         # parameter server (kernels.ps): the share of S a push moves (sparse traffic) and the
@@ -545,8 +609,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
         ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
         # flat views of the cube outputs
-        st, tcm, thr = step_time.reshape(-1), t_comm.reshape(-1), throughput.reshape(-1)
-        cst, enr = cost.reshape(-1), energy.reshape(-1)
+        st, tcm = step_time.reshape(-1), t_comm.reshape(-1)
         bot, why = bottleneck.reshape(-1), invalid_reason.reshape(-1)
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         for ni in range(n_counts):
@@ -605,7 +668,7 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
                 r_base[q] = tdv[p] + tfv[p] + tmv[p]
                 r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-                r_backward[q] = 2.0 / 3.0 * (tfv[p] + tmv[p]) / job[J_ACCUM]
+                r_backward[q] = overlap_window(tfv[p], tmv[p], job[J_ACCUM], options[O_OVERLAP_IDLE])
                 r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
                 r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
                 # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
@@ -625,27 +688,26 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 arch_reason = configuration_reason(arch[a], n, k, True, LINK_NETWORK)
                 if arch_reason != REASON_VALID:
                     if write_cube:
-                        fill_invalid(st, tcm, thr, cst, enr, bot, why, slab, slab + n_intra * row, arch_reason)
+                        fill_invalid(st, tcm, bot, why, slab, slab + n_intra * row, arch_reason)
                     continue
                 # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
                 floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
-                samples_per_s = n * samples_per_step
                 update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
                                                  options[O_PS_NIC_PER_WORKER], ps_update_bytes,
                                                  options[O_PS_HOST_BW]) if is_ps else 0.0
-                unit = ps_fraction if is_ps else 1.0  # bytes moved per byte of S
+                unit = wire_fraction(job, n, arch[a], ps_fraction, options)  # bytes moved per byte of S
                 first_intra = -1  # the intra link computed, for an architecture that ignores it
                 for i in range(n_intra):
                     o = slab + i * row
                     if intra_fits[g, i] == 0:  # rule 4 (or 3, which comes first)
                         if write_cube:
                             for w in range(n_net):
-                                fill_invalid(st, tcm, thr, cst, enr, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
+                                fill_invalid(st, tcm, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
                                              configuration_reason(arch[a], n, k, False, network[w, L_KIND]))
                         continue
                     if same_intra and first_intra >= 0:  # the same numbers as the first fitting link
                         if write_cube:
-                            copy_cells(st, tcm, thr, cst, enr, bot, why, slab + first_intra * row, o, row)
+                            copy_cells(st, tcm, bot, why, slab + first_intra * row, o, row)
                         continue
                     first_intra = i
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
@@ -696,15 +758,12 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             bad = step != step  # NaN: invalid for one of the reasons 1-6
                             st[o + q] = step
                             tcm[o + q] = np.nan if bad else tc
-                            thr[o + q] = samples_per_s / step
-                            cst[o + q] = usd_per_step * step
-                            enr[o + q] = joule_per_step * step
                             code = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
                             bot[o + q] = code
                             why[o + q] = r_reason[q] if bad else zero_code
                     if write_cube:
                         for w in range(n_w, n_net):  # an architecture that ignores the network: copies
-                            copy_cells(st, tcm, thr, cst, enr, bot, why, o, o + w * n_prec, n_prec)
+                            copy_cells(st, tcm, bot, why, o, o + w * n_prec, n_prec)
                     for w in range(n_w):  # fold the row into the bests of (n_gpu, precision)
                         for f in range(n_fold):
                             c = fold_cols[f]
@@ -721,6 +780,20 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
             for p in range(n_prec):
                 if bsv[ni, p] == np.inf:
                     bsv[ni, p] = np.nan
+
+
+def step_factors(jobs, n_gpu, gpus):
+    """The factors that make throughput, cost and energy from a configuration's step time [s],
+    which the block kernel does not write (vectorised numpy, the kernel's float64 formulas):
+    ``samples_per_job_step`` (J, N) [samples] = n x batch x accumulation (throughput = it /
+    step), ``cost_per_step_second`` (J, G) [USD per 1e6 samples per s] = price / 3600 x 1e6 /
+    (batch x accumulation) and ``energy_per_step_second`` (J, G) [J per sample per s] = power /
+    (batch x accumulation) (cost, energy = it x step).  ``jobs`` (J, N_JOB_FIELDS), ``n_gpu``
+    (J, N), ``gpus`` (G, N_GPU_FIELDS)."""
+    samples_per_step = (jobs[:, J_BATCH] * jobs[:, J_ACCUM])[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (n_gpu * samples_per_step, gpus[None, :, G_PRICE] / 3600.0 * 1e6 / samples_per_step,
+                gpus[None, :, G_POWER] / samples_per_step)
 
 
 #: the block kernel for many configurations: parallel over (job, gpu)

@@ -14,6 +14,7 @@ import numpy as np
 from .layout import (
     ARCH_1W1G,
     ARCH_1WNG,
+    ARCH_ALLREDUCE_CLUSTER,
     ARCH_ALLREDUCE_LOCAL,
     ARCH_PS_WORKER,
     BOTTLENECK_COMM,
@@ -68,8 +69,11 @@ from .layout import (
     O_BUCKET_BYTES,
     O_BUCKET_OVERLAP,
     O_COLLECTIVE,
+    O_COORDINATION,
+    O_COORDINATION_GROWTH,
     O_INTER_VOLUME,
     O_MODEL,
+    O_OVERLAP_IDLE,
     O_PS_COLOCATED,
     O_PS_HOST_BW,
     O_PS_LATENCY,
@@ -77,6 +81,7 @@ from .layout import (
     O_PS_MEMORY,
     O_PS_NIC_PER_WORKER,
     O_PS_SPARSE,
+    O_SPARSE_ALLGATHER,
     O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
@@ -169,6 +174,27 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
     return np.select(
         [arch == ARCH_1W1G, arch == ARCH_1WNG, arch == ARCH_ALLREDUCE_LOCAL, arch == ARCH_PS_WORKER],
         [np.zeros(np.shape(S)), one_wng, local, ps_worker], cluster)
+
+
+def allgather_fraction(params, emb, touched_per_micro_batch, accum, n, all_reduce):
+    """Bytes per byte of S an all-reduce architecture's exchange costs when it all-gathers the
+    touched embedding rows: P - E dense parameters all-reduced and, every GPU contributing its
+    t = min(E, accum x touched) rows, an all-gather that moves (n - 1) t per GPU, as an
+    all-reduce of n t / 2 would: (P - E + n t / 2) / P; 1 without embeddings, on one GPU and for
+    the other architectures."""
+    t = np.minimum(emb, accum * touched_per_micro_batch)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = (params - emb + 0.5 * n * t) / params
+    return np.where(all_reduce & (emb > 0.0) & (n > 1.0), fraction, 1.0)
+
+
+def coordination(n, all_reduce, seconds, growth):
+    """Coordination time [s] of one all-reduce among n GPUs: ``seconds`` per participant step,
+    ceil(log2 n) steps (``growth`` 0) or n - 1 (``growth`` 1); 0 on one GPU, for the other
+    architectures and with ``seconds`` 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = n - 1.0 if growth == 1.0 else np.ceil(np.log2(np.maximum(n, 1.0)))
+    return np.where(all_reduce & (n > 1.0), seconds * steps, 0.0)
 
 
 def ps_held_params(params, emb, touched_per_micro_batch, accum, sparse):
@@ -305,7 +331,7 @@ def compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t
 
 def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                    write_cube,
-                   step_time, t_comm, throughput, cost, energy, bottleneck, invalid_reason,
+                   step_time, t_comm, bottleneck, invalid_reason,
                    t_data, t_flop, t_mem, fits_memory,
                    best_step, best_index, best_bottleneck):
     """Numpy version of ``model.evaluate_block``: same arguments, same outputs (filled in place;
@@ -333,10 +359,19 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     with np.errstate(divide="ignore", invalid="ignore"):
         buckets = np.maximum(np.ceil(S / options[O_BUCKET_BYTES]), 1.0)
     per_hop = buckets if options[O_SYNC_LATENCY] == 1.0 else 1.0
-    raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S,
+    all_reduce = (a == ARCH_ALLREDUCE_LOCAL) | (a == ARCH_ALLREDUCE_CLUSTER)
+    # sparse all-gather: the all-reduce architectures all-gather the touched embedding rows
+    if options[O_SPARSE_ALLGATHER] == 1.0:
+        S_wire = S * allgather_fraction(job_col(J_PARAMS), job_col(J_EMB_PARAMS), job_col(J_EMB_TOUCHED),
+                                        job_col(J_ACCUM), n, all_reduce)
+    else:
+        S_wire = S
+    raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S_wire,
                        _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4) * per_hop,
                        _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective,
                        options[O_INTER_VOLUME] == 1.0)
+    # coordination: per all-reduce (per bucket with sync_latency), per participant step
+    raw = raw + per_hop * coordination(n, all_reduce, options[O_COORDINATION], options[O_COORDINATION_GROWTH])
     # the parameter server with its options (all off: the version-1 row of comm_seconds, the same
     # formula written again)
     sparse = options[O_PS_SPARSE] == 1.0
@@ -351,7 +386,8 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     grid_td = td[:, None, :, None, None, None, :]
     grid_tf = tf[:, None, :, None, None, None, :]
     grid_tm = tm[:, None, :, None, None, None, :]
-    backward = 2.0 / 3.0 * (grid_tf + grid_tm) / job_col(J_ACCUM)
+    # the part of the last backward pass during which the exchange proceeds (1 - overlap_efficiency idle)
+    backward = (1.0 - options[O_OVERLAP_IDLE]) * (2.0 / 3.0 * (grid_tf + grid_tm) / job_col(J_ACCUM))
     overlap = job_col(J_OVERLAP)
     if options[O_BUCKET_OVERLAP] == 1.0:  # all buckets but the last may hide behind the backward pass
         overlap = 1.0 - 1.0 / buckets
@@ -362,6 +398,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         floor = np.minimum(n, k) * samples_per_step / job_col(J_INPUT_RATE)
         input_bound = floor > step
         step = np.where(input_bound, floor, step)
+        # throughput, cost and energy (not outputs): a NaN one makes the configuration invalid
         outputs = {"throughput": n * samples_per_step / step,
                    "cost": _axis(gpus[:, G_PRICE], 2) / 3600.0 * 1e6 / samples_per_step * step,
                    "energy": _axis(gpus[:, G_POWER], 2) / samples_per_step * step}
@@ -409,8 +446,22 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
 
     step_time[...] = step32
     t_comm[...] = np.where(ok, tc, np.nan)
-    throughput[...] = np.where(ok, outputs["throughput"], np.nan)
-    cost[...] = np.where(ok, outputs["cost"], np.nan)
-    energy[...] = np.where(ok, outputs["energy"], np.nan)
     bottleneck[...] = np.where(ok, code, FLAG_FILL)
     invalid_reason[...] = reason.astype(np.uint8)
+
+
+def step_factors(jobs, n_gpu, gpus):
+    """Loop version of ``model.step_factors``: (samples_per_job_step (J, N) [samples],
+    cost_per_step_second (J, G) [USD per 1e6 samples per s], energy_per_step_second (J, G)
+    [J per sample per s]), one element at a time."""
+    n_jobs, n_counts, n_gpus = jobs.shape[0], n_gpu.shape[1], gpus.shape[0]
+    samples, cost, energy = np.empty((n_jobs, n_counts)), np.empty((n_jobs, n_gpus)), np.empty((n_jobs, n_gpus))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(n_jobs):
+            per_gpu = jobs[j, J_BATCH] * jobs[j, J_ACCUM]
+            for ni in range(n_counts):
+                samples[j, ni] = n_gpu[j, ni] * per_gpu
+            for g in range(n_gpus):
+                cost[j, g] = gpus[g, G_PRICE] / 3600.0 * 1e6 / per_gpu
+                energy[j, g] = gpus[g, G_POWER] / per_gpu
+    return samples, cost, energy

@@ -66,11 +66,16 @@ CASES = [
      {"model": "pai-v2", "ps_memory": True, "ps_local_reduce": True, "ps_latency": True, "collective": "tree",
       "sync_latency": True, "bucket_overlap": True, "inter_volume": "ring", "overlap": 0.5},
      ["gpt2-xl", "bert-large-seq384"], None),  # gpt2-xl fits an A100 at amp-fp16 only without optimizer state
+    ("pai-v2 scaling losses: overlap efficiency, linear coordination, sparse all-gather, bucketed overlap",
+     {"model": "pai-v2", "bucket_overlap": True, "overlap_efficiency": 0.3, "coordination_us": 20.0,
+      "coordination_growth": "linear", "sparse_allgather": True}, SPARSE_WORKLOADS, None),
 ]
 
 #: the options of main's parameter-server work: a case that sets any of them must change the CPU's
 #: outputs against the same case without them (so that it exercises the formulas it compares)
 NEW_OPTIONS = tuple(ALL_PS)
+#: the scaling-loss options: a case that sets them must change an allreduce-cluster step time
+SCALING_OPTIONS = ("overlap_efficiency", "coordination_us", "coordination_growth", "sparse_allgather")
 
 
 def grid_for(options, workloads=WORKLOADS, adjust=None):
@@ -120,9 +125,9 @@ def exercised(name, options, workloads, adjust):
     """Exit 1 unless the parameter-server and inter-volume options of the case change the CPU
     kernel's step times and, with ``ps_memory``, its best configurations (so the case compares
     those formulas, not the version-1 ones); a case without them passes."""
-    if not any(key in options for key in NEW_OPTIONS):
+    if not any(key in options for key in (*NEW_OPTIONS, *SCALING_OPTIONS)):
         return
-    plain = {key: value for key, value in options.items() if key not in NEW_OPTIONS}
+    plain = {key: value for key, value in options.items() if key not in (*NEW_OPTIONS, *SCALING_OPTIONS)}
     grid, base = grid_for(options, workloads, adjust), grid_for(plain, workloads, adjust)
     n = len(grid.jobs)
     got, ref = evaluate_block(grid, 0, 0, n, True).arrays, evaluate_block(base, 0, 0, n, True).arrays
@@ -131,8 +136,10 @@ def exercised(name, options, workloads, adjust):
     for arch in (ps, cluster):
         a, b = got["step_time"][:, arch], ref["step_time"][:, arch]
         changed.append(int(np.sum(~((a == b) | (np.isnan(a) & np.isnan(b))))))
-    if changed[0] == 0:
+    if any(key in options for key in NEW_OPTIONS) and changed[0] == 0:
         sys.exit(f"{name}: the options do not change a ps-worker step time")
+    if any(key in options for key in SCALING_OPTIONS) and changed[1] == 0:
+        sys.exit(f"{name}: the scaling-loss options do not change an allreduce-cluster step time")
     if options.get("inter_volume") == "ring" and options.get("collective") != "tree" and changed[1] == 0:
         sys.exit(f"{name}: inter_volume = ring does not change an allreduce-cluster step time")
     if options.get("ps_memory") and np.array_equal(got["best_index"], ref["best_index"]):
@@ -145,7 +152,8 @@ def main():
     shared = gpu_kernels.shared_helpers()
     for name in ("comm_seconds", "exchange_seconds", "configuration_reason", "class_terms", "job_gpu_terms",
                  "bottleneck_code", "ps_seconds", "ps_update_fixed_seconds", "ps_wire_fraction",
-                 "ps_fits_memory_flag"):
+                 "ps_fits_memory_flag", "overlap_window", "coordination_seconds", "allgather_wire_fraction",
+                 "wire_fraction"):
         if name not in shared:
             sys.exit(f"{name} is not among the helpers shared with the GPU: {sorted(shared)}")
     for name, module in shared.items():  # the GPU compiles the CPU helper's own code object

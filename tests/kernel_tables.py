@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from paigrid.evaluate import derived_cube
 from paigrid.kernels import layout as L
 from paigrid.kernels import model, reference
+from paigrid.schema import FACTOR_VARIABLES
 
 GB = 1e9
 
@@ -44,7 +46,8 @@ class Tables:
                  collective=L.COLLECTIVE_DEFAULT, topology=0, workspace=1 * GB, compute_model=L.MODEL_PAI_V1,
                  class_peak=None, sync_latency=0, bucket_bytes=25 * 2**20, bucket_overlap=0, ps_local_reduce=0,
                  ps_nic_per_worker=0, ps_colocated=0, ps_latency=0, ps_host_bw=0.0, ps_sparse=0, ps_memory=0,
-                 inter_volume=0):
+                 inter_volume=0, overlap_idle=0.0, coordination=0.0, coordination_growth=0,
+                 sparse_allgather=0):
         self.jobs = np.atleast_2d(np.asarray(jobs, dtype=np.float64))
         self.n_gpu = np.atleast_2d(np.asarray(n_gpu, dtype=np.float64))
         if self.n_gpu.shape[0] == 1 and self.jobs.shape[0] > 1:
@@ -58,7 +61,8 @@ class Tables:
         self.network = np.atleast_2d(np.asarray(network, dtype=np.float64))
         self.options = np.array([collective, topology, workspace, compute_model, sync_latency, bucket_bytes,
                                  bucket_overlap, ps_local_reduce, ps_nic_per_worker, ps_colocated, ps_latency,
-                                 ps_host_bw, ps_sparse, ps_memory, inter_volume], dtype=np.float64)
+                                 ps_host_bw, ps_sparse, ps_memory, inter_volume, overlap_idle, coordination,
+                                 coordination_growth, sparse_allgather], dtype=np.float64)
         assert self.options.shape == (L.N_OPTIONS,)
         shape = (*self.peak.shape, L.N_CLASSES)
         self.class_peak = np.full(shape, np.nan) if class_peak is None else np.broadcast_to(
@@ -70,13 +74,13 @@ class Tables:
                 self.network.shape[0], self.prec.shape[0])
 
     def run(self, implementation="kernel", write_cube=True):
-        """Outputs as a dict of arrays (the 23 outputs of ``evaluate_block``); ``implementation``
+        """Outputs as a dict of arrays (the 11 outputs of ``evaluate_block``, and with ``write_cube``
+        throughput, cost and energy derived from step_time and ``step_factors``); ``implementation``
         is "kernel" (parallel), "serial" (its serial compilation) or "reference" (numpy)."""
         j, a, g, n, i, w, p = self.shape
         full = (j, a, g, n, i, w, p) if write_cube else (1,) * 7
         out = {name: np.full(full, -7 if np.dtype(dtype).kind != "u" else 77, dtype) for name, dtype in (
-            ("step_time", np.float32), ("t_comm", np.float32), ("throughput", np.float32), ("cost", np.float32),
-            ("energy", np.float32), ("bottleneck", np.uint8), ("invalid_reason", np.uint8))}
+            ("step_time", np.float32), ("t_comm", np.float32), ("bottleneck", np.uint8), ("invalid_reason", np.uint8))}
         out.update({name: np.full((j, g, p), -7 if np.dtype(dtype).kind != "u" else 77, dtype) for name, dtype in (
             ("t_data", np.float64), ("t_flop", np.float64), ("t_mem", np.float64), ("fits_memory", np.uint8))})
         out.update({"best_step": np.full((j, g, n, p), -7.0), "best_index": np.full((j, g, n, p), -7, np.int32),
@@ -90,6 +94,10 @@ class Tables:
                 out["t_data"], out["t_flop"], out["t_mem"], out["fits_memory"])
         fn(self.jobs, self.n_gpu, self.arch, self.gpus, self.peak, self.prec, self.intra, self.fits, self.network,
            self.options, write_cube, *out.values())
+        if write_cube:   # throughput, cost and energy as readers derive them, from this implementation's factors
+            factors = (reference if implementation == "reference" else model).step_factors(self.jobs, self.n_gpu,
+                                                                                          self.gpus)
+            out.update(derived_cube(out["step_time"], dict(zip(FACTOR_VARIABLES, factors))))
         return out
 
 

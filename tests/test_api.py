@@ -15,12 +15,13 @@ import pytest
 import xarray as xr
 
 import paigrid
+from cube_compare import assert_within_one_ulp
 from paigrid.cube import open_cube
 from paigrid.dataset import VALID_ATTRS, present
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
 from paigrid.query import best_configurations, parse_where
-from paigrid.schema import partial_path
+from paigrid.schema import DERIVED_VARIABLES, FACTOR_VARIABLES, derived_values, factor_for_cube, partial_path
 from paigrid.sweeping import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,14 +93,21 @@ def test_a_cube_written_now_reads_as_the_format1_fixture(cube_path):
     """Variable for variable, the numbers of paigrid 0.1.0 (format 1) are those of a cube written
     now, both read through open_dataset; the stored form of validity may differ by format (valid
     in format 1, invalid_reason from format 2), the presented ``valid`` may not; format 3 adds
-    prediction_band."""
+    prediction_band; format 4 stores the factors of throughput, cost and energy instead, and they
+    are presented derived from step_time, within one float32 unit in the last place of format 1's
+    and exactly as the old step times and the new factors give them."""
     with paigrid.open_dataset(FORMAT1 / "cube.h5") as old, paigrid.open_dataset(cube_path) as new:
         assert "invalid_reason" not in old.variables
-        assert set(new.variables) - {"invalid_reason", "prediction_band"} == set(old.variables)
+        assert set(new.variables) - {"invalid_reason", "prediction_band", *FACTOR_VARIABLES} == set(old.variables)
         for name, want in old.variables.items():
             got = new.variables[name]
             assert got.dims == want.dims and got.dtype == want.dtype, name
-            if want.dtype.kind == "f":
+            if name in DERIVED_VARIABLES:
+                assert_within_one_ulp(got.values, want.values, name)
+                factor = DERIVED_VARIABLES[name][0]
+                np.testing.assert_array_equal(got.values, derived_values(
+                    name, old.step_time.values, factor_for_cube(factor, new[factor].values)), err_msg=name)
+            elif want.dtype.kind == "f":
                 np.testing.assert_array_equal(got.values, want.values, err_msg=name)
             else:
                 assert np.array_equal(got.values, want.values), name

@@ -305,10 +305,13 @@ def small_filesystem(folder: Path, size: str):
 
 @pytest.mark.parametrize("guard", ["checked", "inside-hdf5"])
 def test_a_real_full_disk_stops_cleanly_and_resumes(big, tmp_path, guard):
-    """A 2 MB tmpfs: the sweep stops with one sentence and a readable partial file, either found
-    before writing (the block check) or when HDF5 itself fails to write (the check switched off:
-    the process must not crash on the way out); after the disk grows, --resume finishes it."""
-    with small_filesystem(tmp_path / "disk", "2m") as disk:
+    """A tmpfs of half the finished cube's size: the sweep stops with one sentence and a readable
+    partial file, either found before writing (the block check) or when HDF5 itself fails to write
+    (the check switched off: the process must not crash on the way out); after the disk grows,
+    --resume finishes it.  (Sized from the cube, so that the disk is too small whatever the cube
+    format stores: 2 MB was half of a format-3 cube, and a format-4 cube of 1.5 MB fits in it.)"""
+    half = (big / "reference.h5").stat().st_size // 2 // 1024
+    with small_filesystem(tmp_path / "disk", f"{half}k") as disk:
         out = disk / "cube.h5"
         args = ["sweep", big / "spec.toml", "--out", out, "-q", "--no-space-check"]
         if guard == "checked":

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link, one
 from paigrid.kernels import layout as L
+from paigrid.kernels import model, reference
 
 NVSWITCH = link(100 * GB, 5e-6, L.LINK_NVSWITCH)
 ETH = link(3 * GB, 20e-6, L.LINK_NETWORK)
@@ -454,3 +455,24 @@ def test_kernels_import_only_numpy_and_numba_and_never_use_fastmath():
                 continue
             assert set(names) <= {"numpy", "numba"}, (path.name, names)
         assert "fastmath" not in path.read_text().replace("``fastmath``", ""), path.name
+
+
+def test_step_factors_agree_with_their_reference_incl_nan():
+    """The factors of throughput, cost and energy (format 4 stores them instead of the three
+    variables) equal the loop reference exactly, NaN where a batch, price or power is missing."""
+    tables = random_tables(5)
+    tables.jobs[1, L.J_BATCH] = np.nan
+    tables.gpus[0, L.G_PRICE] = np.nan
+    tables.gpus[-1, L.G_POWER] = np.nan
+    got = model.step_factors(tables.jobs, tables.n_gpu, tables.gpus)
+    want = reference.step_factors(tables.jobs, tables.n_gpu, tables.gpus)
+    for name, x, y in zip(("samples", "cost", "energy"), got, want):
+        assert x.dtype == y.dtype == np.float64, name
+        np.testing.assert_array_equal(x, y, err_msg=name)   # NaN == NaN here
+    samples, cost, energy = got
+    assert np.isnan(samples[1]).all() and np.isfinite(samples[0]).all()
+    assert np.isnan(cost[:, 0]).all() and np.isnan(energy[:, -1]).all() and np.isfinite(energy[0, 0])
+    # a missing factor makes the configurations invalid in the kernel, so no NaN derives from a number
+    out = tables.run()
+    assert (out["invalid_reason"][1] != L.REASON_VALID).all()
+    assert (out["invalid_reason"][:, :, 0] != L.REASON_VALID).all()

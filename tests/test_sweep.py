@@ -57,7 +57,10 @@ def test_every_variable_has_units_and_flags_are_cf(ds):
     for name, var in {**ds.data_vars, **ds.coords}.items():
         assert "units" in var.attrs, name
     assert ds.step_time.attrs["units"] == "s"
-    assert ds.throughput.attrs["units"] == "samples/s"
+    assert "throughput" not in ds.variables     # format 4 stores its factor; paigrid.open_dataset derives it
+    assert ds.samples_per_job_step.attrs["units"] == "samples" and ds.samples_per_job_step.dims == ("job", "n_gpu")
+    assert ds.cost_per_step_second.attrs["units"] == "USD/1e6 samples/s"
+    assert ds.energy_per_step_second.dims == ("job", "gpu")
     assert ds.bottleneck.dtype == np.uint8
     assert list(ds.bottleneck.attrs["flag_values"]) == [0, 1, 2, 3, 255]
     assert ds.bottleneck.attrs["flag_meanings"].split()[:4] == list(L.BOTTLENECK_NAMES)
@@ -70,7 +73,7 @@ def test_every_variable_has_units_and_flags_are_cf(ds):
 def test_provenance_attributes(ds):
     assert ds.attrs["complete"] == 1
     assert "paigrid_version" in ds.attrs and "catalogue_sha256" in ds.attrs
-    assert int(ds.attrs["format_version"]) == FORMAT_VERSION == 3
+    assert int(ds.attrs["format_version"]) == FORMAT_VERSION == 4
     assert "bert-large-seq384" in ds.attrs["spec"]
 
 
@@ -293,7 +296,7 @@ def test_every_compression_stores_the_same_values(cube_path, tmp_path, compressi
     run_sweep(load_spec(cube_path.parent / "spec.toml"), path, compression=compression, progress=False)
     with h5py.File(cube_path, "r") as lz4, h5py.File(path, "r") as other:
         assert other.attrs["compression"] == compression
-        for name in ("step_time", "throughput", "bottleneck", "invalid_reason", "t_flop", "best_step_time"):
+        for name in ("step_time", "samples_per_job_step", "bottleneck", "invalid_reason", "t_flop", "best_step_time"):
             np.testing.assert_array_equal(lz4[name][()], other[name][()], err_msg=name)
         if compression != "none":
             assert other["step_time"].compression is not None or other["step_time"]._filters
@@ -311,7 +314,8 @@ def test_chunks_of_several_jobs_with_a_partial_last_chunk(tmp_path, compression)
     run_sweep(load_spec(tmp_path / "single.toml"), tmp_path / "single.h5", compression=compression, progress=False)
     with h5py.File(tmp_path / "five.h5", "r") as a, h5py.File(tmp_path / "single.h5", "r") as b:
         assert a["step_time"].chunks[0] == 4 and b["step_time"].chunks[0] == 1   # 5 jobs: chunks of 4 + 1
-        for name in ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "invalid_reason"):
+        for name in ("step_time", "t_comm", "samples_per_job_step", "cost_per_step_second", "energy_per_step_second",
+                     "bottleneck", "invalid_reason"):
             np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
 
 

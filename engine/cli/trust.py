@@ -73,16 +73,19 @@ def _rows(measurements: Path, rows_where: list[str] | None, cats):
 @guarded
 def calibrate(
     measurements: Path = typer.Argument(
-        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv) "
-                                              "or collective bus bandwidths (datasets/collectives_public.csv: fits "
-                                              "the link efficiencies)."),
+        ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
+                                              "collective bus bandwidths (datasets/collectives_public.csv: fits "
+                                              "the link efficiencies) or scaling efficiencies "
+                                              "(datasets/scaling_public.csv: fits the scaling-loss options)."),
     out: Path = typer.Option(..., "--out", "-o", help="Calibration TOML to write."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     fit_groups: str | None = typer.Option(
         None, "--fit", help="Parameter groups to fit, comma-separated: flop, link, memory, overlap (pai-v1); "
                             "class, hbm, launch, link, workload (pai-v2; workload: one correction per "
-                            "workload of the rows). Default: flop,link under pai-v1, "
-                            "class,hbm,launch,link under pai-v2."),
+                            "workload of the rows); scaling (overlap_efficiency, with bucket_overlap), "
+                            "coordination (coordination_us) on a scaling-efficiency file. Default: flop,link "
+                            "under pai-v1, class,hbm,launch,link under pai-v2, link on a collectives file, "
+                            "scaling on a scaling-efficiency file."),
     share: str = typer.Option(
         "generation", "--share", help="pai-v2: one parameter per GPU generation (generation) or one for all "
                                       "generations (all), which transfers to generations without rows."),
@@ -95,7 +98,8 @@ def calibrate(
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
 ):
-    """Fit efficiency parameters to measurements by robust least squares on log throughput."""
+    """Fit efficiency parameters to measurements by robust least squares on log throughput (on
+    scaling-efficiency rows: the scaling-loss options, by least squares in efficiency points)."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.trust.calibrate import fit, write_calibration
     from paigrid.userfiles import check_writable_file
@@ -105,6 +109,12 @@ def calibrate(
     efficiency, options = _model(None, option, model)
     rows = _rows(measurements, rows_where, cats)
     groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
+    if rows[0].kind == "scaling":
+        unused = [name for name, given in (("--share", share != "generation"), ("--allow-bounds", allow_bounds),
+                                           ("--flop-per", flop_per != FlopPer.gpu_precision)) if given]
+        _calibrate_scaling(rows, efficiency, options, groups, cats, out,
+                           {"measurements": str(measurements), "rows_where": list(rows_where or [])}, unused)
+        return
     result = fit(rows, efficiency, options, groups, flop_per.value, cats, allow_bounds=allow_bounds, share=share)
     write_calibration(result, out, {"measurements": str(measurements), "rows_where": list(rows_where or [])})
     params = [{"parameter": p.name, "start": f"{p.start:.3f}", "fitted ± s.e.": f"{p.value:.3f} ± {_se(p.stderr)}",
@@ -132,6 +142,41 @@ def calibrate(
     unit = row_kind(rows[0].kind).unit
     typer.echo(_table(residual_rows, ["id", "model", "gpu", "precision", "n_gpu", "measured", "predicted", "error",
                                       "log_residual", "error_before"], {"measured": unit, "predicted": unit}))
+    typer.echo(f"wrote {out}", err=True)
+
+
+def _calibrate_scaling(rows, efficiency, options, groups, cats, out: Path, notes: dict, unused: list[str]) -> None:
+    """Fit the scaling-loss options to scaling-efficiency rows, write the calibration and print the
+    fitted values and each row's error in points; ``unused``: flags of efficiency fits that were
+    given (an error)."""
+    import statistics
+
+    from paigrid.errors import PaigridError
+    from paigrid.trust.scalingfit import FIT_OPTIONS, GRID_TEXT, fit_scaling, write_scaling_calibration
+
+    if unused:
+        raise PaigridError(f"{' and '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to fits of "
+                           f"efficiency parameters, not to a scaling fit on scaling-efficiency rows.")
+    result = fit_scaling(rows, efficiency, options, groups, cats)
+    write_scaling_calibration(result, out, notes)
+    on = ", ".join(f"{k} = {str(v).lower()}" for k, v in FIT_OPTIONS.items())
+    typer.echo(f"fitted {len(result.fitted)} option(s) to {len(result.rows)} scaling row(s) "
+               f"({result.degrees_of_freedom} degrees of freedom; model {options.model}, {on}; least squares in "
+               f"efficiency points on a grid; start = the option's value before the fit)")
+    table = [{"option": name, "start": f"{result.start[name]:g}", "fitted": f"{value:g}", "grid": GRID_TEXT[name],
+              "note": "at the end of its grid" if name in result.at_grid_end else ""}
+             for name, value in result.fitted.items()]
+    typer.echo(_table(table, ["option", "start", "fitted", "grid", "note"]))
+    residuals = [{"id": r.id, "model": r.model, "gpu": r.gpu, "n_gpu": r.n_gpu, "nodes": r.nodes,
+                  "measured": _plain_percent(r.measured), "predicted": _plain_percent(r.measured + e),
+                  "error": f"{100 * e:+.1f} pt", "error_before": f"{100 * b:+.1f} pt"}
+                 for r, e, b in zip(result.rows, result.errors, result.start_errors)]
+    typer.echo("\nresiduals (scaling efficiency; error = predicted - measured, in points; error_before: with the "
+               "start values)")
+    typer.echo(_table(residuals, ["id", "model", "gpu", "n_gpu", "nodes", "measured", "predicted", "error",
+                                  "error_before"]))
+    median = 100 * statistics.median(abs(e) for e in result.errors)
+    typer.echo(f"\nsummary: median |error| {median:.1f} pt over {len(result.rows)} row(s)")
     typer.echo(f"wrote {out}", err=True)
 
 

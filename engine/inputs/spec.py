@@ -37,6 +37,10 @@ empty spec sweeps the built-in workloads over the whole hardware catalogue:
     ps_sparse = false                               # only the touched embedding rows travel
     ps_memory = false                               # optimizer state on the parameter server hosts
     inter_volume = "hierarchical"                   # hierarchical | ring: all-reduce volume across servers
+    overlap_efficiency = 1.0                        # fraction of the backward pass the exchange proceeds in
+    coordination_us = 0.0                           # per participant step of each all-reduce
+    coordination_growth = "log2"                    # log2 | linear participant steps of n GPUs
+    sparse_allgather = false                        # all-reduce all-gathers the touched embedding rows
     attention = "eager"                             # pai-v2: eager | fused attention kernels
     execution = "eager"                             # pai-v2: eager | graphs kernel launches
 
@@ -70,7 +74,7 @@ DEFAULT_MODEL = "pai-v2"
 #: options whose values are words, and the words each accepts
 TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs"),
                 "ps_nic": ("shared", "per-worker"), "ps_placement": ("separate", "colocated"),
-                "inter_volume": ("hierarchical", "ring")}
+                "inter_volume": ("hierarchical", "ring"), "coordination_growth": ("log2", "linear")}
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,14 @@ class Options:
     # all-reduce across servers: the volume through a server's NICs, hierarchical 2(s-1)/s S
     # (version 1) or ring 2(n-1)/n S (NCCL's rings cross every server)
     inter_volume: str = "hierarchical"
+    # scaling losses of data-parallel all-reduce (docs/model.md, "Overlap efficiency and
+    # coordination"; the defaults are version 1): the fraction of the backward pass during which
+    # the exchange proceeds, coordination seconds per participant step of each all-reduce
+    # (ceil(log2 n) or n - 1 steps), and a sparse all-gather of the touched embedding rows
+    overlap_efficiency: float = 1.0
+    coordination_us: float = 0.0
+    coordination_growth: str = "log2"
+    sparse_allgather: bool = False
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVE_NAMES:
@@ -141,7 +153,7 @@ _INTEGER_OPTIONS = {"grad_accum_steps": 1, "gpus_per_node": 1, "nics_per_node": 
 
 #: options whose values are true or false
 BOOL_OPTIONS = ("topology_aware", "sync_latency", "bucket_overlap", "ps_local_reduce", "ps_latency", "ps_update",
-                "ps_sparse", "ps_memory")
+                "ps_sparse", "ps_memory", "sparse_allgather")
 
 
 def coerce_options(values: dict, origin: str) -> dict:
@@ -181,6 +193,13 @@ def check_options(values: dict, origin: str) -> None:
     bucket = values.get("bucket_mb")
     if bucket is not None and not 0 < bucket < math.inf:
         raise PaigridError(f"{origin}: bucket_mb must be a positive number of MiB, not {bucket}.")
+    efficiency = values.get("overlap_efficiency")
+    if efficiency is not None and not 0.0 <= efficiency <= 1.0:
+        raise PaigridError(f"{origin}: overlap_efficiency must be a fraction between 0 and 1, not {efficiency}.")
+    coordination = values.get("coordination_us")
+    if coordination is not None and not 0.0 <= coordination < math.inf:
+        raise PaigridError(f"{origin}: coordination_us must be a finite number of microseconds >= 0, "
+                           f"not {coordination}.")
     rate = values.get("input_rate_samples_per_s")
     if rate is not None and not rate > 0:
         raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")

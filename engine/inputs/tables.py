@@ -348,6 +348,10 @@ def option_vector(options: Options) -> np.ndarray:
     vec[L.O_PS_SPARSE] = 1.0 if options.ps_sparse else 0.0
     vec[L.O_PS_MEMORY] = 1.0 if options.ps_memory else 0.0
     vec[L.O_INTER_VOLUME] = 1.0 if options.inter_volume == "ring" else 0.0
+    vec[L.O_OVERLAP_IDLE] = 1.0 - options.overlap_efficiency
+    vec[L.O_COORDINATION] = options.coordination_us * 1e-6
+    vec[L.O_COORDINATION_GROWTH] = 1.0 if options.coordination_growth == "linear" else 0.0
+    vec[L.O_SPARSE_ALLGATHER] = 1.0 if options.sparse_allgather else 0.0
     return vec
 
 

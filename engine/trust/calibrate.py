@@ -35,7 +35,7 @@ known only to within a factor e: relative standard error of log p above 1).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,8 @@ from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.spec import Options
 from paigrid.trust.measurements import Measurement
+from paigrid.trust.scalingfit import SCALING_GROUPS
+from paigrid.trust.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.userfiles import write_text_atomically
 
 GROUPS = ("flop", "link", "memory", "overlap", "class", "hbm", "launch", "workload")
@@ -387,6 +389,11 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     rows = [r for r in rows if modelled(r)]
     if not rows:
         raise PaigridError("the selected rows are all of a kind the model has no term for; nothing to fit.")
+    scaling = [g for g in (parameters or ()) if g in SCALING_GROUPS]
+    if scaling:
+        kinds = ", ".join(sorted({r.kind for r in rows}))
+        raise PaigridError(f"--fit {','.join(scaling)} applies to scaling-efficiency rows (a file with a "
+                           f"scaling_efficiency column, such as datasets/scaling_public.csv), not to {kinds} rows.")
     if "workload" in (parameters or ()) and not v2:
         raise PaigridError("per-workload corrections (--fit workload) are parameters of compute model pai-v2; "
                            "pass --model pai-v2.")
@@ -443,27 +450,6 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
 
 
 # --- writing ------------------------------------------------------------------------------------
-def _toml_value(value) -> str:
-    import json
-
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, float):
-        value = float(value)
-        return repr(round(value, 6)) if math.isfinite(value) else ("nan" if math.isnan(value) else "inf")
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
-def _key(text: str) -> str:
-    import json
-
-    return json.dumps(text)
-
-
 def calibration_text(result: Fit, notes: dict | None = None) -> str:
     """The calibration TOML of ``result`` (format of ``efficiency.py``'s docstring, plus [fit])."""
     import statistics
@@ -476,15 +462,13 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
         if chosen:
             lines.append(f"[{section}]" + ("   # per-workload corrections: each applies to its workload only"
                                             if section == "workload_efficiency" else ""))
-            lines += [f"{_key(p.key)} = {_toml_value(p.value)}  # +- {p.stderr:.3g}"
+            lines += [f"{toml_key(p.key)} = {toml_value(p.value)}  # +- {p.stderr:.3g}"
                       f"{' (at a bound)' if p.at_bound else ''}" for p in chosen]
             lines.append("")
-    # the rows always set their own shape and accumulation, so those options did not shape the fit
-    options = {k: v for k, v in asdict(result.fitted_options()).items()
-               if v != getattr(Options(), k) and k not in ("gpus_per_node", "grad_accum_steps")}
+    options = non_default_options(result.fitted_options())
     if options:
         lines.append("[options]   # the model options the fit was made with (overlap: fitted, if listed below)")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in options.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in options.items()]
         lines.append("")
     errors = [p / r.measured - 1.0 for p, r in zip(result.predicted, result.rows)]
     fit_table = {**(notes or {}), **result.notes, "rows": [r.id for r in result.rows],
@@ -493,11 +477,11 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
                  "median_abs_error": statistics.median(abs(e) for e in errors),
                  "rms_log_residual": math.sqrt(statistics.fmean(r * r for r in result.residuals))}
     lines.append("[fit]   # provenance; paigrid reads only the tables above")
-    lines += [f"{k} = {_toml_value(v)}" for k, v in fit_table.items()]
+    lines += [f"{k} = {toml_value(v)}" for k, v in fit_table.items()]
     lines += ["", "[fit.uncertainty]   # one standard error of each fitted value"]
-    lines += [f"{_key(p.name)} = {_toml_value(p.stderr)}" for p in result.parameters if math.isfinite(p.stderr)]
+    lines += [f"{toml_key(p.name)} = {toml_value(p.stderr)}" for p in result.parameters if math.isfinite(p.stderr)]
     lines += ["", "[fit.residuals]   # log(predicted / measured) per row with the fitted values"]
-    lines += [f"{_key(r.id)} = {_toml_value(res)}" for r, res in zip(result.rows, result.residuals)]
+    lines += [f"{toml_key(r.id)} = {toml_value(res)}" for r, res in zip(result.rows, result.residuals)]
     return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,7 @@ from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
 from paigrid.trust.calibrate import fit
 from paigrid.trust.measurements import GROUPS, Measurement
+from paigrid.trust.scalingfit import SCALING_GRIDS, best_point, scaling_grid
 from paigrid.trust.validate import validate
 
 #: fold kind -> the row attribute whose values are the folds
@@ -140,3 +141,36 @@ def bands(results: list[dict]) -> dict[str, float]:
         high = min(low + 1, len(errors) - 1)
         out[group] = errors[low] + (errors[high] - errors[low]) * (position - low)
     return out
+
+
+# --- the scaling rows: scaling-loss options fitted on rows left out of the judgement ------------------
+#: fold kinds of the scaling rows -> the row attribute whose values are the folds
+SCALING_FOLDS = {"workload": "leave-one-workload-out", "id": "leave-one-row-out"}
+
+
+def scaling_held_out(rows: list[Measurement], cats: Catalogues, options: Options, fitted: tuple[str, ...],
+                     fold_by: str) -> tuple[list[dict], list[dict]]:
+    """Each scaling row predicted with the ``fitted`` options (``SCALING_GRIDS``) least-squares
+    fitted on the other rows of its fold kind (``workload``: the rows of the other workloads;
+    ``id``: every other row) by ``scalingfit.best_point``, as ``paigrid calibrate`` fits them
+    on a scaling file (``scalingfit.fit_scaling``, which also turns ``bucket_overlap`` on), the
+    rest of ``options`` unchanged; with nothing fitted, the options as given.  Returns (one dict
+    per row: ``id``, ``workload``, ``fold``, ``predicted`` - ``measured`` as ``error`` in points
+    as a fraction, ``fitted`` {option: value}) and (one dict per fold: its value, training and
+    test row counts, the fitted values and whether one lies on the end of its grid)."""
+    if fold_by not in SCALING_FOLDS:
+        raise PaigridError(f"scaling folds are by {' or '.join(SCALING_FOLDS)}, not {fold_by!r}.")
+    grid = scaling_grid(rows, cats, options, fitted)
+    out, folds = [], []
+    for value in sorted({getattr(r, fold_by) for r in rows}):
+        test = [r for r in rows if getattr(r, fold_by) == value]
+        train = {r.id for r in rows if getattr(r, fold_by) != value}
+        point, _ = best_point(grid, train)
+        errors = next(e for p, e in grid if p == point)
+        at_end = [name for name in fitted if point[name] in (SCALING_GRIDS[name][0], SCALING_GRIDS[name][-1])]
+        folds.append({"fold": value, "train_rows": len(train), "test_rows": len(test), "fitted": point,
+                      "at_grid_end": at_end})
+        out += [{"id": r.id, "workload": r.workload, "fold": value, "error": errors[r.id], "fitted": point}
+                for r in test]
+    order = {r.id: i for i, r in enumerate(rows)}
+    return sorted(out, key=lambda r: order[r["id"]]), folds

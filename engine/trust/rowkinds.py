@@ -96,10 +96,11 @@ register(RowKind("scaling", "fraction", _scaling))
 def allreduce_seconds(row, cats, efficiency, options, nbytes: float) -> float:
     """The model's all-reduce time [s] of ``nbytes`` among a row's n GPUs (its architecture,
     links, GPUs and NICs per server, the options' collective algorithm and topology), latency
-    terms included: ``kernels.model.exchange_seconds``, the function the sweep kernel uses."""
+    terms included: ``kernels.model.exchange_seconds``, the function the sweep kernel uses, and
+    the options' coordination time of one all-reduce (``coordination_seconds``, 0 by default)."""
     from paigrid.inputs.tables import COLLECTIVE_CODES, link_table, option_vector
     from paigrid.kernels import layout as L
-    from paigrid.kernels.model import exchange_seconds, intra_fraction
+    from paigrid.kernels.model import coordination_seconds, exchange_seconds, intra_fraction
 
     intra = link_table(cats, [row.intra], efficiency)[0]
     network = link_table(cats, [row.network], efficiency)[0]
@@ -109,10 +110,11 @@ def allreduce_seconds(row, cats, efficiency, options, nbytes: float) -> float:
     n, k = float(row.n_gpu), float(job["gpus_per_node"])
     roots = float(job["pcie_roots"])
     intra_bw = intra[L.L_BW] * intra_fraction(intra[L.L_KIND], n, k, roots, 1.0 if options.topology_aware else 0.0)
-    return float(exchange_seconds(float(L.ARCH_NAMES.index(row.arch)), n, k, float(job["nics_per_node"]), roots,
-                                  float(job["ps_count"]), nbytes, 1.0, intra_bw, intra[L.L_LATENCY],
-                                  network[L.L_BW], network[L.L_LATENCY], float(COLLECTIVE_CODES[options.collective]),
-                                  option_vector(options)))
+    arch, vector = float(L.ARCH_NAMES.index(row.arch)), option_vector(options)
+    seconds = exchange_seconds(arch, n, k, float(job["nics_per_node"]), roots, float(job["ps_count"]), nbytes, 1.0,
+                               intra_bw, intra[L.L_LATENCY], network[L.L_BW], network[L.L_LATENCY],
+                               float(COLLECTIVE_CODES[options.collective]), vector)
+    return float(seconds + coordination_seconds(arch, n, vector[L.O_COORDINATION], vector[L.O_COORDINATION_GROWTH]))
 
 
 def _collective(rows, cats, efficiency, options) -> list[float]:
