@@ -430,13 +430,19 @@ class _ChunkReader:
         # each chunk to read: its corner (after the job), where its cells go and which they are
         self.pieces = [(tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
                        for combo in itertools.product(*runs)]
+        # the selection as one box, when each dimension's coordinates run in steps of one (the box
+        # then holds exactly the chunks that hold them)
+        runs = all(len(v) and np.all(np.diff(v) == 1) for v in self.coords.values())
+        self.box = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in self.coords.values()) if runs else None
         self.whole = (len(self.pieces) == 1 and self.shape == tuple(self.chunks[1:])
                       and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2]))
         compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
         chunks = [getattr(d, "chunks", None) for d in self.datasets]
         self.decoders = None
         try:
-            if parallel and all(c is not None and tuple(c) == self.chunks
+            # a row of several chunks: h5py reads them in one call (in C), faster than decoding
+            # them one by one here (measured on chunks of 2 GPUs: a --top 3 scan 10% slower)
+            if parallel and len(self.pieces) == 1 and all(c is not None and tuple(c) == self.chunks
                                 and set(d._filters) == self.FILTERS.get(compression) and hasattr(d, "id")
                                 for c, d in zip(chunks, self.datasets)):
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
@@ -466,13 +472,15 @@ class _ChunkReader:
         """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
         selected coordinates."""
         stop = min(start + self.rows, self.jobs)
-        if stored is not None:
+        if stored is not None and self.decoders is not None:
             try:
                 return [self._assemble(stop - start, [decode(piece) for piece in (data if isinstance(data, list)
                                                                                   else [data])])
                         for decode, data in zip(self.decoders, stored)]
             except (OSError, RuntimeError, ValueError):
                 pass   # h5py reads it again below, and fails as HDF5 does if it is damaged
+        if self.box is not None:   # runs of coordinates: one read, of exactly the chunks needed
+            return [np.asarray(d[(slice(start, stop), *self.box)]) for d in self.datasets]
         regions = [(slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
                    for corner, _, _ in self.pieces]
         return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions]) for d in self.datasets]
