@@ -273,8 +273,9 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
 SCAN_KERNEL_CELLS = 30_000_000
 """From this many selected cells (jobs x configurations) on, a scan selects with the compiled
 kernel; below, with numpy alone, since loading numba and its cached kernel (about 0.6 s) would
-cost more than it saves.  Either way the chunks are decoded in parallel threads (their
-checksums checked with numpy, ``codecs.fletcher32_numpy``, so decoding loads no numba)."""
+cost more than it saves.  Either way the chunks are read as ``_ChunkReader`` says (decoded in
+parallel threads, their checksums checked with numpy, ``codecs.fletcher32_numpy``, so decoding
+loads no numba)."""
 
 
 def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples: np.ndarray,
@@ -392,11 +393,13 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
 class _ChunkReader:
     """Chunks of cube variables over job ranges, restricted to the chunks that a selection of
     the other dimensions touches (the chunk shape is the dataset's own, whatever it is: any
-    dimension may be split).  Their stored bytes are read by h5py in the calling thread
-    (``raw``), decompressed, checked and cut by ``decode`` (in any thread, without the GIL)
-    into an array over the rows' jobs and the selected coordinates, in the selection's order
-    (``coords[dim]``; ``local[dim]``: their positions in the array, ``position[dim]``: each
-    coordinate's, -1 where not selected).
+    dimension may be split).  ``decode`` gives an array over a row of jobs (one chunk's jobs)
+    and the selected coordinates, in the selection's order (``coords[dim]``; ``local[dim]``:
+    their positions in the array, ``position[dim]``: each coordinate's, -1 where not selected).
+    Where a row's selection is one chunk, its stored bytes are read by h5py in the calling thread
+    (``raw``) and decompressed and checked by ``decode`` in any thread, without the GIL; a row of
+    several chunks is read by h5py in one call when the selected coordinates run in steps of one
+    (their box: exactly those chunks), else chunk by chunk (``pieces``).
 
     A variable chunked otherwise than the first, an xarray Dataset, unknown filters, or a chunk
     that fails to decode are read through h5py (or xarray) instead, the same chunks, so a damaged
@@ -432,8 +435,8 @@ class _ChunkReader:
                        for combo in itertools.product(*runs)]
         # the selection as one box, when each dimension's coordinates run in steps of one (the box
         # then holds exactly the chunks that hold them)
-        runs = all(len(v) and np.all(np.diff(v) == 1) for v in self.coords.values())
-        self.box = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in self.coords.values()) if runs else None
+        stepwise = all(len(v) and np.all(np.diff(v) == 1) for v in self.coords.values())
+        self.box = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in self.coords.values()) if stepwise else None
         self.whole = (len(self.pieces) == 1 and self.shape == tuple(self.chunks[1:])
                       and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2]))
         compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
