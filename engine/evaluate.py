@@ -19,12 +19,11 @@ from paigrid.schema import (
     BEST_VARIABLES,
     CRITERIA,
     CUBE_VARIABLES,
-    DERIVED_VARIABLES,
     FACTOR_VARIABLES,
     JOB_GPU_VARIABLES,
     OVERALL_DIMS,
     decode_best,
-    derived_values,
+    derived_variables,
     factor_for_cube,
 )
 
@@ -157,8 +156,7 @@ def derived_cube(step_time: np.ndarray, factors: dict[str, np.ndarray]) -> dict[
     """Throughput [samples/s], cost [USD/1e6 samples] and energy [J/sample] over the cube's
     seven dimensions (float32, NaN where ``step_time`` is), from ``step_time`` [s] (J, A, G, N,
     I, W, P) and the factors of ``step_factor_arrays``, as every reader derives them."""
-    return {name: derived_values(name, step_time, factor_for_cube(factor, factors[factor]))
-            for name, (factor, *_) in DERIVED_VARIABLES.items()}
+    return derived_variables(step_time, {name: factor_for_cube(name, values) for name, values in factors.items()})
 
 
 def cube_chunks(shape: tuple[int, ...], chunks: int | tuple[int, ...]) -> tuple[int, ...]:

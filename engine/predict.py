@@ -7,12 +7,12 @@ import math
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import allocate, derived_cube, kernel_for, run_kernel, step_factor_arrays
+from paigrid.evaluate import allocate, kernel_for, run_kernel, step_factor_arrays
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import KernelTables, job_table_index, job_vector
 from paigrid.kernels.layout import REASON_VALID
-from paigrid.schema import bottleneck_name, reason_sentence
+from paigrid.schema import bottleneck_name, derived_variables, reason_sentence
 
 #: resources ``predict_configs`` can scale (the study's sensitivity analysis and fusion factor)
 SCALABLE = ("flop", "hbm", "pcie", "nvlink", "network", "membound_bytes")
@@ -72,7 +72,7 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     one job per row with its own GPU count, in the serial compilation of the kernel unless the
     group is large (``evaluate.kernel_for``).  ``scale`` multiplies resources (``scale_tables``).
     Returns every kernel output at each job's configuration, and throughput, cost and energy
-    derived from its step time as a cube's readers derive them (``evaluate.derived_cube``), as
+    derived from its step time as a cube's readers derive them (``schema.derived_variables``), as
     arrays over the jobs (name -> (len(jobs),), the kernel's dtypes); ``predict_configs`` makes
     the dicts.
     """
@@ -122,8 +122,11 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
         rows = np.array(members)
         out = allocate(tables, len(members), True)
         run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
-        # throughput, cost and energy as a cube presents them: from the stored (float32) step time
-        out.update(derived_cube(out["step_time"], step_factor_arrays(job_table[rows], n_gpu[rows], tables.gpu_table)))
+        # throughput, cost and energy as a cube presents them: from the stored (float32) step time,
+        # one configuration per job (every output of the call has one value per job)
+        factors = step_factor_arrays(job_table[rows], n_gpu[rows], tables.gpu_table)
+        out.update(derived_variables(out["step_time"].reshape(-1),
+                                     {name: factor.reshape(-1) for name, factor in factors.items()}))
         if len(groups) == 1:  # every job, in order: the outputs as they are
             return {name: array.reshape(len(members), -1)[:, 0] for name, array in out.items()}
         for name, array in out.items():
