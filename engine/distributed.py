@@ -19,9 +19,6 @@ from paigrid.evaluate import evaluate_block
 from paigrid.inputs.tables import Grid
 
 IN_FLIGHT_PER_WORKER = 2
-#: times a block is submitted before a cancelled task (its worker died and the scheduler forgot
-#: it) ends the sweep
-RESUBMISSIONS = 3
 
 
 def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, threads: int | None = None):
@@ -108,41 +105,23 @@ def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], writ
     compress the cube chunks, so the writer only copies bytes.  ``client``: one from
     ``dask_client`` (else one is made from ``scheduler`` / ``workers``).  ``threads``: numba
     threads per task (None: each worker's ``NUMBA_NUM_THREADS``; more is capped at it)."""
-    from concurrent.futures import CancelledError
-
     from dask.distributed import as_completed
 
     with ExitStack() as stack:
         if client is None:
             client = dask_client(stack, scheduler, workers, threads)
         n_workers = max(1, len(client.scheduler_info()["workers"]))
-        shared = [client.scatter(grid, broadcast=True)]
+        shared = client.scatter(grid, broadcast=True)
         queue = list(todo)
-        attempts: dict[int, int] = {}
 
         def submit(i):
             start, stop = blocks[i]
-            attempts[i] = attempts.get(i, 0) + 1
-            future = client.submit(evaluate_block, shared[0], i, start, stop, write_cube, None, compression, chunks,
-                                   threads, key=f"paigrid-block-{i}-{id(grid)}-{attempts[i]}", retries=3, pure=False)
-            future.block_index = i
-            return future
+            return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression,
+                                 chunks, threads, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
 
         running = as_completed([submit(queue.pop(0)) for _ in range(min(len(queue), IN_FLIGHT_PER_WORKER * n_workers))])
         for future in running:
-            try:
-                block = future.result()
-            except CancelledError:
-                # the scheduler dropped the task, or the scattered tables it needs, when a worker died
-                # (seen under heavy load): scatter the tables again and redo the block, a few times
-                i = future.block_index
-                if attempts[i] >= RESUBMISSIONS:
-                    raise PaigridError(f"block {i} was lost on the Dask cluster {attempts[i]} time(s) (its workers "
-                                       "died or the scheduler dropped it); the blocks saved so far are kept: run the "
-                                       "same command with --resume.") from None
-                shared[0] = client.scatter(grid, broadcast=True)
-                running.add(submit(i))
-                continue
+            block = future.result()
             future.release()
             if queue:
                 running.add(submit(queue.pop(0)))

@@ -78,54 +78,6 @@ def test_worker_killed_mid_sweep_loses_nothing(spec_file, reference_cube, cluste
     assert_same_cube(reference_cube, path)
 
 
-def _forget_pending_blocks(dask_scheduler):
-    """On the scheduler: release, for every client that still wants it, each block task whose
-    result the sweep has not taken yet (running or done), as the scheduler does when it loses a
-    task with a dead worker; returns their keys."""
-    keys = [key for key, task in dask_scheduler.tasks.items()
-            if str(key).startswith("paigrid-block") and task.who_wants]
-    for key in keys:
-        for wanting in list(dask_scheduler.tasks[key].who_wants):
-            dask_scheduler.client_releases_keys(keys=[key], client=wanting.client_key, stimulus_id="test-forget")
-    return keys
-
-
-def test_blocks_the_scheduler_forgets_are_redone(spec_file, reference_cube, cluster, tmp_path):
-    from dask.distributed import Client
-
-    forgotten = []
-
-    def forget_pending(written):
-        if written == 2 and not forgotten:
-            with Client(cluster.scheduler_address) as client:
-                forgotten.extend(client.run_on_scheduler(_forget_pending_blocks))
-
-    path = tmp_path / "forgotten.h5"
-    run_sweep(load_spec(spec_file), path, scheduler=cluster.scheduler_address, progress=False,
-              on_block=forget_pending)
-    assert forgotten, "no block was pending when the scheduler forgot them"
-    assert_same_cube(reference_cube, path)
-
-
-def test_a_block_lost_too_often_stops_the_sweep_resumably(spec_file, cluster, tmp_path, monkeypatch):
-    from dask.distributed import Client
-
-    import paigrid.distributed
-
-    monkeypatch.setattr(paigrid.distributed, "RESUBMISSIONS", 1)   # the first loss is one too many
-
-    def forget_pending(written):
-        if written == 2:
-            with Client(cluster.scheduler_address) as client:
-                assert client.run_on_scheduler(_forget_pending_blocks)
-
-    path = tmp_path / "lost.h5"
-    with pytest.raises(PaigridError, match=r"lost on the Dask cluster 1 time\(s\).*--resume"):
-        run_sweep(load_spec(spec_file), path, scheduler=cluster.scheduler_address, progress=False,
-                  on_block=forget_pending)
-    assert not path.exists() and partial_path(path).exists()
-
-
 def test_local_workers_option_starts_a_cluster(spec_file, reference_cube, tmp_path):
     path = tmp_path / "workers.h5"
     run_sweep(load_spec(spec_file), path, workers=2, progress=False)
