@@ -7,12 +7,13 @@ import math
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import allocate, kernel_for, run_kernel, step_factor_arrays
+from paigrid.evaluate import allocate, kernel_for, run_kernel
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import KernelTables, job_table_index, job_vector
 from paigrid.kernels.layout import REASON_VALID
-from paigrid.schema import bottleneck_name, derived_variables, reason_sentence
+from paigrid.kernels.model import config_derived
+from paigrid.schema import DERIVED_VARIABLES, bottleneck_name, reason_sentence
 
 #: resources ``predict_configs`` can scale (the study's sensitivity analysis and fusion factor)
 SCALABLE = ("flop", "hbm", "pcie", "nvlink", "network", "membound_bytes")
@@ -120,13 +121,15 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
             network_table[w:w + 1], option_row, 1,
             None if class_peak is None else np.ascontiguousarray(class_peak[g:g + 1, p:p + 1]))
         rows = np.array(members)
+        group_jobs, group_n = job_table[rows], n_gpu[rows]
         out = allocate(tables, len(members), True)
-        run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
+        run_kernel(kernel_for(len(members)), tables, group_jobs, group_n, True, out)
         # throughput, cost and energy as a cube presents them: from the stored (float32) step time,
-        # one configuration per job (every output of the call has one value per job)
-        factors = step_factor_arrays(job_table[rows], n_gpu[rows], tables.gpu_table)
-        out.update(derived_variables(out["step_time"].reshape(-1),
-                                     {name: factor.reshape(-1) for name, factor in factors.items()}))
+        # one configuration per job (every output of the call has one value per job), in one
+        # compiled loop (``schema.derived_variables`` on one-element arrays cost ~20 us)
+        derived = {name: np.empty(len(members), dtype) for name, (_, _, dtype, _, _) in DERIVED_VARIABLES.items()}
+        config_derived(group_jobs, group_n, gpu_table[g], out["step_time"].reshape(-1), *derived.values())
+        out.update(derived)
         if len(groups) == 1:  # every job, in order: the outputs as they are
             return {name: array.reshape(len(members), -1)[:, 0] for name, array in out.items()}
         for name, array in out.items():
