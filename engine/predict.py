@@ -7,12 +7,22 @@ import math
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import allocate, kernel_for, run_kernel, step_factor_arrays
-from paigrid.inputs.jobs import Job
+from paigrid.evaluate import allocate, kernel_for, run_kernel
+from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import KernelTables, job_table_index, job_vector
-from paigrid.kernels.layout import REASON_VALID
-from paigrid.schema import bottleneck_name, derived_variables, reason_sentence
+from paigrid.inputs.tables import (
+    KernelTables,
+    class_tables,
+    fits_matrix,
+    gpu_tables,
+    job_table_index,
+    job_vector,
+    link_table,
+    option_vector,
+)
+from paigrid.kernels.layout import ARCH_NAMES, REASON_VALID
+from paigrid.kernels.model import config_derived
+from paigrid.schema import DERIVED_VARIABLES, bottleneck_name, reason_sentence
 
 #: resources ``predict_configs`` can scale (the study's sensitivity analysis and fusion factor)
 SCALABLE = ("flop", "hbm", "pcie", "nvlink", "network", "membound_bytes")
@@ -72,14 +82,11 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     one job per row with its own GPU count, in the serial compilation of the kernel unless the
     group is large (``evaluate.kernel_for``).  ``scale`` multiplies resources (``scale_tables``).
     Returns every kernel output at each job's configuration, and throughput, cost and energy
-    derived from its step time as a cube's readers derive them (``schema.derived_variables``), as
+    derived from its step time as a cube's readers derive them (``schema.derived_variables``;
+    here in one compiled loop, ``kernels.model.config_derived``, equal to them bit for bit), as
     arrays over the jobs (name -> (len(jobs),), the kernel's dtypes); ``predict_configs`` makes
     the dicts.
     """
-    from paigrid.inputs.jobs import resolve_link
-    from paigrid.inputs.tables import class_tables, fits_matrix, gpu_tables, link_table, option_vector
-    from paigrid.kernels.layout import ARCH_NAMES
-
     if not jobs:
         return {}
     # every name once, canonical, and its position in the call's tables
@@ -99,7 +106,8 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     fits = fits_matrix(cats, names["gpu"], names["intra"])
     option_row = option_vector(options)
     if len(jobs) <= FEW_JOBS:  # a few (predict, validate): row by row costs less than finding the distinct ones
-        job_table = np.stack([job_vector(job, cats, options, eff) for job in jobs])
+        job_table = (job_vector(jobs[0], cats, options, eff)[None] if len(jobs) == 1
+                     else np.stack([job_vector(job, cats, options, eff) for job in jobs]))
     else:
         distinct, job_index = job_table_index(jobs, cats, options, eff)
         job_table = distinct[job_index]  # a copy: ``scale_tables`` below scales it in place
@@ -119,20 +127,26 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
             prec_table[p:p + 1], intra_table[i:i + 1], np.ascontiguousarray(fits[g:g + 1, i:i + 1]),
             network_table[w:w + 1], option_row, 1,
             None if class_peak is None else np.ascontiguousarray(class_peak[g:g + 1, p:p + 1]))
-        rows = np.array(members)
+        if len(groups) == 1:  # every job, in order
+            rows, group_jobs, group_n = None, job_table, n_gpu
+        else:
+            rows = np.array(members)
+            group_jobs, group_n = job_table[rows], n_gpu[rows]
         out = allocate(tables, len(members), True)
-        run_kernel(kernel_for(len(members)), tables, job_table[rows], n_gpu[rows], True, out)
+        run_kernel(kernel_for(len(members)), tables, group_jobs, group_n, True, out)
         # throughput, cost and energy as a cube presents them: from the stored (float32) step time,
-        # one configuration per job (every output of the call has one value per job)
-        factors = step_factor_arrays(job_table[rows], n_gpu[rows], tables.gpu_table)
-        out.update(derived_variables(out["step_time"].reshape(-1),
-                                     {name: factor.reshape(-1) for name, factor in factors.items()}))
-        if len(groups) == 1:  # every job, in order: the outputs as they are
-            return {name: array.reshape(len(members), -1)[:, 0] for name, array in out.items()}
+        # one configuration per job (every output of the call has one value per job), in one
+        # compiled loop (``schema.derived_variables`` on one-element arrays cost about 20 us)
+        derived = {name: np.empty(len(members), dtype) for name, (_, _, dtype, _, _) in DERIVED_VARIABLES.items()}
+        config_derived(group_jobs, group_n, gpu_table[g], out["step_time"].reshape(-1), *derived.values())
+        out.update(derived)
+        # every output has one value per job (one configuration each)
+        if rows is None:  # every job, in order: the outputs as they are
+            return {name: array.reshape(len(members)) for name, array in out.items()}
         for name, array in out.items():
             if name not in values:
                 values[name] = np.empty(len(jobs), array.dtype)
-            values[name][rows] = array.reshape(len(members), -1)[:, 0]
+            values[name][rows] = array.reshape(len(members))
     return values
 
 

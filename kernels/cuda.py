@@ -70,6 +70,8 @@ from .model import (  # the CPU compilations; ``load`` gives the kernels the GPU
     bottleneck_code,
     class_terms,
     configuration_reason,
+    cost_per_step_second,
+    energy_per_step_second,
     exchange_terms,
     exposed_comm_seconds,
     intra_fraction,
@@ -86,8 +88,9 @@ THREADS_PER_BLOCK = 128
 
 #: the modules whose scalar helpers the GPU kernels share (compiled a second time for the GPU)
 SHARED_MODULES = (model, ps)
-#: the block kernels of ``model``: compiled for the CPU only (the GPU has its own kernels here)
-CPU_ONLY = ("compute_terms", "evaluate_block", "evaluate_block_serial")
+#: the block kernels of ``model`` and its array functions: compiled for the CPU only (the GPU has
+#: its own kernels here; throughput, cost and energy factors are computed on the host)
+CPU_ONLY = ("compute_terms", "evaluate_block", "evaluate_block_serial", "step_factors", "config_derived")
 
 cuda = None  # a placeholder: ``load`` compiles copies of the kernels whose globals hold numba.cuda here
 
@@ -249,8 +252,8 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
     gpu = gpus[g]
     k = job[J_GPUS_PER_NODE]
     samples_per_step = job[J_BATCH] * job[J_ACCUM]
-    usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
-    joule_per_step = gpu[G_POWER] / samples_per_step
+    usd_per_step = cost_per_step_second(gpu[G_PRICE], samples_per_step)
+    joule_per_step = energy_per_step_second(gpu[G_POWER], samples_per_step)
     scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]

@@ -597,8 +597,8 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         tdv, tfv, tmv, fitv = t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g]
         k = job[J_GPUS_PER_NODE]
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
-        usd_per_step = gpu[G_PRICE] / 3600.0 * 1e6 / samples_per_step
-        joule_per_step = gpu[G_POWER] / samples_per_step
+        usd_per_step = cost_per_step_second(gpu[G_PRICE], samples_per_step)
+        joule_per_step = energy_per_step_second(gpu[G_POWER], samples_per_step)
         # a NaN here would make throughput, cost or energy NaN for a numeric step: a missing input
         # (the factors themselves are ``step_factors``, computed outside the kernel)
         scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
@@ -782,18 +782,56 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                     bsv[ni, p] = np.nan
 
 
+@jit
+def cost_per_step_second(price, samples_per_step):
+    """USD per 1e6 samples per second of step time: ``price`` [USD/GPU-hour] / 3600 x 1e6 /
+    the per-GPU samples per step (cost = it x step time)."""
+    return price / 3600.0 * 1e6 / samples_per_step
+
+
+@jit
+def energy_per_step_second(power, samples_per_step):
+    """J per sample per second of step time: board ``power`` [W] / the per-GPU samples per step
+    (energy = it x step time)."""
+    return power / samples_per_step
+
+
+@jit
 def step_factors(jobs, n_gpu, gpus):
     """The factors that make throughput, cost and energy from a configuration's step time [s],
-    which the block kernel does not write (vectorised numpy, the kernel's float64 formulas):
+    which the block kernel does not write (float64, the kernel's formulas):
     ``samples_per_job_step`` (J, N) [samples] = n x batch x accumulation (throughput = it /
-    step), ``cost_per_step_second`` (J, G) [USD per 1e6 samples per s] = price / 3600 x 1e6 /
-    (batch x accumulation) and ``energy_per_step_second`` (J, G) [J per sample per s] = power /
-    (batch x accumulation) (cost, energy = it x step).  ``jobs`` (J, N_JOB_FIELDS), ``n_gpu``
-    (J, N), ``gpus`` (G, N_GPU_FIELDS)."""
-    samples_per_step = (jobs[:, J_BATCH] * jobs[:, J_ACCUM])[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (n_gpu * samples_per_step, gpus[None, :, G_PRICE] / 3600.0 * 1e6 / samples_per_step,
-                gpus[None, :, G_POWER] / samples_per_step)
+    step), ``cost_per_step_second`` (J, G) [USD per 1e6 samples per s] and
+    ``energy_per_step_second`` (J, G) [J per sample per s] (cost, energy = it x step).
+    ``jobs`` (J, N_JOB_FIELDS), ``n_gpu`` (J, N), ``gpus`` (G, N_GPU_FIELDS)."""
+    n_jobs, n_counts, n_gpus = jobs.shape[0], n_gpu.shape[1], gpus.shape[0]
+    samples = np.empty((n_jobs, n_counts))
+    cost = np.empty((n_jobs, n_gpus))
+    energy = np.empty((n_jobs, n_gpus))
+    for j in range(n_jobs):
+        per_gpu = jobs[j, J_BATCH] * jobs[j, J_ACCUM]
+        for ni in range(n_counts):
+            samples[j, ni] = n_gpu[j, ni] * per_gpu
+        for g in range(n_gpus):
+            cost[j, g] = cost_per_step_second(gpus[g, G_PRICE], per_gpu)
+            energy[j, g] = energy_per_step_second(gpus[g, G_POWER], per_gpu)
+    return samples, cost, energy
+
+
+@jit
+def config_derived(jobs, n_gpu, gpu, step_time, throughput, cost, energy):
+    """Throughput [samples/s], cost [USD/1e6 samples] and energy [J/sample] of one configuration
+    per job, as a cube's readers derive them (``schema.derived_variables``): the job's factor
+    (``step_factors``) divided by or times its float32 step time, in float64, rounded to
+    float32, NaN where the step time is.  ``jobs`` (J, N_JOB_FIELDS), ``n_gpu`` (J, 1), ``gpu``
+    (N_GPU_FIELDS,), ``step_time`` (J,) float32; writes the (J,) float32 outputs.  For
+    ``predict``, where a dozen numpy operations on one-element arrays cost more than the kernel."""
+    for j in range(jobs.shape[0]):
+        per_gpu = jobs[j, J_BATCH] * jobs[j, J_ACCUM]
+        step = np.float64(step_time[j])
+        throughput[j] = np.float32(n_gpu[j, 0] * per_gpu / step)
+        cost[j] = np.float32(cost_per_step_second(gpu[G_PRICE], per_gpu) * step)
+        energy[j] = np.float32(energy_per_step_second(gpu[G_POWER], per_gpu) * step)
 
 
 #: the block kernel for many configurations: parallel over (job, gpu)

@@ -465,3 +465,14 @@ def step_factors(jobs, n_gpu, gpus):
                 cost[j, g] = gpus[g, G_PRICE] / 3600.0 * 1e6 / per_gpu
                 energy[j, g] = gpus[g, G_POWER] / per_gpu
     return samples, cost, energy
+
+
+def config_derived(jobs, n_gpu, gpu, step_time, throughput, cost, energy):
+    """Vectorised version of ``model.config_derived``: the factors of ``step_factors`` over the
+    one GPU ``gpu``, divided by or times the float64 step time, rounded to float32."""
+    samples, usd, joule = step_factors(jobs, n_gpu[:, :1], gpu[None, :])
+    step = step_time.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        throughput[...] = (samples[:, 0] / step).astype(np.float32)
+        cost[...] = (usd[:, 0] * step).astype(np.float32)
+        energy[...] = (joule[:, 0] * step).astype(np.float32)

@@ -457,6 +457,39 @@ def test_kernels_import_only_numpy_and_numba_and_never_use_fastmath():
         assert "fastmath" not in path.read_text().replace("``fastmath``", ""), path.name
 
 
+def test_config_derived_agrees_with_its_reference_and_the_readers_incl_nan():
+    """``predict``'s compiled throughput, cost and energy of one configuration per job equal the
+    reference and what a cube's readers derive (``schema.derived_variables`` over
+    ``step_factors``) bit for bit, NaN where the step time, batch, price or power is."""
+    from paigrid.schema import DERIVED_VARIABLES, derived_variables
+
+    tables = random_tables(6)
+    tables.jobs[1, L.J_BATCH] = np.nan
+    n_gpu = tables.n_gpu[:, :1].copy()
+    rng = np.random.default_rng(6)
+    step = rng.uniform(1e-4, 10.0, len(tables.jobs)).astype(np.float32)
+    step[2] = np.nan
+    for gpu_row in tables.gpus:
+        results = []
+        for implementation in (model, reference):
+            outs = [np.full(len(step), -1.0, np.float32) for _ in range(3)]
+            implementation.config_derived(tables.jobs, n_gpu, gpu_row, step, *outs)
+            results.append(outs)
+        factors = dict(zip(DERIVED_VARIABLES, model.step_factors(tables.jobs, n_gpu, gpu_row[None, :])))
+        readers = derived_variables(step, {DERIVED_VARIABLES[name][0]: factor.reshape(-1)
+                                           for name, factor in factors.items()})
+        for k, name in enumerate(DERIVED_VARIABLES):
+            got, want = results[0][k], results[1][k]
+            assert got.dtype == want.dtype == readers[name].dtype == np.float32, name
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            np.testing.assert_array_equal(got, readers[name], err_msg=name)
+            assert np.isnan(got[1]) and np.isnan(got[2]) and np.isfinite(got[0]), name
+    tables.gpus[0, L.G_PRICE] = np.nan
+    outs = [np.empty(len(step), np.float32) for _ in range(3)]
+    model.config_derived(tables.jobs, n_gpu, tables.gpus[0], step, *outs)
+    assert np.isnan(outs[1]).all() and np.isfinite(outs[0][0]) and np.isfinite(outs[2][0])
+
+
 def test_step_factors_agree_with_their_reference_incl_nan():
     """The factors of throughput, cost and energy (format 4 stores them instead of the three
     variables) equal the loop reference exactly, NaN where a batch, price or power is missing."""
