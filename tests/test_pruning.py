@@ -8,6 +8,7 @@ import pytest
 
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link
 from paigrid.kernels import layout as L
+from test_kernels import assert_same
 
 CUBE = ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "invalid_reason")
 REDUCTIONS = ("best_step", "best_index", "best_bottleneck")
@@ -52,14 +53,8 @@ def assert_identical(a, b, names):
 
 def assert_agrees(kernel, reference, names):
     """Kernel against the numpy reference: exact codes and indices, values to float rounding,
-    NaN in the same places."""
-    for name in names:
-        x, y = kernel[name], reference[name]
-        if x.dtype.kind == "f":
-            np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=f"NaN positions of {name}")
-            np.testing.assert_allclose(x, y, rtol=2e-6, err_msg=name)
-        else:
-            np.testing.assert_array_equal(x, y, err_msg=name)
+    NaN in the same places (``test_kernels.assert_same`` over ``names``)."""
+    assert_same({name: kernel[name] for name in names}, reference)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -280,14 +275,7 @@ def test_catalogue_grid_with_a_sparse_workload_matches_the_reference(model):
     run_kernel(reference.evaluate_block, grid, jobs, n_gpu, True, expected)
     full = allocate(grid, len(grid.jobs), True)
     run_kernel(kernel_model.evaluate_block, grid, jobs, n_gpu, True, full)
-    names = [name for name in full if name in expected]
-    for name in names:
-        x, y = full[name], expected[name]
-        if x.dtype.kind == "f":
-            np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=f"NaN positions of {name}")
-            np.testing.assert_allclose(x, y, rtol=2e-6, err_msg=name)
-        else:
-            np.testing.assert_array_equal(x, y, err_msg=name)
+    assert_agrees(full, expected, [name for name in full if name in expected])
     for kernel in (kernel_model.evaluate_block, kernel_model.evaluate_block_serial):
         reduced = allocate(grid, len(grid.jobs), False)
         run_kernel(kernel, grid, jobs, n_gpu, False, reduced)
