@@ -23,8 +23,6 @@ from paigrid.schema import (
     JOB_GPU_VARIABLES,
     OVERALL_DIMS,
     decode_best,
-    derived_variables,
-    factor_for_cube,
 )
 
 #: a kernel call over at most this many configurations runs the serial compilation: it evaluates
@@ -150,13 +148,6 @@ def step_factor_arrays(jobs: np.ndarray, n_gpu: np.ndarray, gpu_table: np.ndarra
     from paigrid.kernels.model import step_factors
 
     return dict(zip(FACTOR_VARIABLES, step_factors(jobs, n_gpu, gpu_table)))
-
-
-def derived_cube(step_time: np.ndarray, factors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Throughput [samples/s], cost [USD/1e6 samples] and energy [J/sample] over the cube's
-    seven dimensions (float32, NaN where ``step_time`` is), from ``step_time`` [s] (J, A, G, N,
-    I, W, P) and the factors of ``step_factor_arrays``, as every reader derives them."""
-    return derived_variables(step_time, {name: factor_for_cube(name, values) for name, values in factors.items()})
 
 
 def cube_chunks(shape: tuple[int, ...], chunks: int | tuple[int, ...]) -> tuple[int, ...]:

@@ -82,7 +82,7 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     one job per row with its own GPU count, in the serial compilation of the kernel unless the
     group is large (``evaluate.kernel_for``).  ``scale`` multiplies resources (``scale_tables``).
     Returns every kernel output at each job's configuration, and throughput, cost and energy
-    derived from its step time as a cube's readers derive them (``schema.derived_variables``;
+    derived from its step time as a cube's readers derive them (``schema.derived_values``;
     here in one compiled loop, ``kernels.model.config_derived``, equal to them bit for bit), as
     arrays over the jobs (name -> (len(jobs),), the kernel's dtypes); ``predict_configs`` makes
     the dicts.
@@ -136,7 +136,7 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
         run_kernel(kernel_for(len(members)), tables, group_jobs, group_n, True, out)
         # throughput, cost and energy as a cube presents them: from the stored (float32) step time,
         # one configuration per job (every output of the call has one value per job), in one
-        # compiled loop (``schema.derived_variables`` on one-element arrays cost about 20 us)
+        # compiled loop (``schema.derived_values`` on one-element arrays cost about 20 us)
         derived = {name: np.empty(len(members), dtype) for name, (_, _, dtype, _, _) in DERIVED_VARIABLES.items()}
         config_derived(group_jobs, group_n, gpu_table[g], out["step_time"].reshape(-1), *derived.values())
         out.update(derived)

@@ -218,22 +218,11 @@ def derived_values(name: str, step_time, factor) -> np.ndarray:
     [samples/s], cost [USD/1e6 samples], energy [J/sample]) from ``step_time`` [s] and the
     variable's factor (``FACTOR_VARIABLES``), broadcast against each other: computed in float64
     and rounded to float32, NaN where step_time is NaN."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _derive(name, np.asarray(step_time, dtype=np.float64), factor)
-
-
-def derived_variables(step_time, factors: dict) -> dict[str, np.ndarray]:
-    """Every derived variable (``derived_values``) from ``step_time`` [s] and ``factors`` (name
-    in ``FACTOR_VARIABLES`` -> values broadcasting against ``step_time``), in one pass."""
-    step = np.asarray(step_time, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return {name: _derive(name, step, factors[factor]) for name, (factor, *_) in DERIVED_VARIABLES.items()}
-
-
-def _derive(name: str, step: np.ndarray, factor) -> np.ndarray:
     _, operation, dtype, _, _ = DERIVED_VARIABLES[name]
+    step = np.asarray(step_time, dtype=np.float64)
     factor = np.asarray(factor, dtype=np.float64)
-    return (factor / step if operation == "divide" else factor * step).astype(dtype)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return (factor / step if operation == "divide" else factor * step).astype(dtype)
 
 
 def factor_for_cube(name: str, values, dims=DIMS) -> np.ndarray:

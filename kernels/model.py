@@ -821,7 +821,7 @@ def step_factors(jobs, n_gpu, gpus):
 @jit
 def config_derived(jobs, n_gpu, gpu, step_time, throughput, cost, energy):
     """Throughput [samples/s], cost [USD/1e6 samples] and energy [J/sample] of one configuration
-    per job, as a cube's readers derive them (``schema.derived_variables``): the job's factor
+    per job, as a cube's readers derive them (``schema.derived_values``): the job's factor
     (``step_factors``) divided by or times its float32 step time, in float64, rounded to
     float32, NaN where the step time is.  ``jobs`` (J, N_JOB_FIELDS), ``n_gpu`` (J, 1), ``gpu``
     (N_GPU_FIELDS,), ``step_time`` (J,) float32; writes the (J,) float32 outputs.  For

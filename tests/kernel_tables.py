@@ -2,10 +2,9 @@
 
 import numpy as np
 
-from paigrid.evaluate import derived_cube
 from paigrid.kernels import layout as L
 from paigrid.kernels import model, reference
-from paigrid.schema import FACTOR_VARIABLES
+from paigrid.schema import DERIVED_VARIABLES, FACTOR_VARIABLES, derived_values, factor_for_cube
 
 GB = 1e9
 
@@ -97,7 +96,9 @@ class Tables:
         if write_cube:   # throughput, cost and energy as readers derive them, from this implementation's factors
             factors = (reference if implementation == "reference" else model).step_factors(self.jobs, self.n_gpu,
                                                                                           self.gpus)
-            out.update(derived_cube(out["step_time"], dict(zip(FACTOR_VARIABLES, factors))))
+            factors = dict(zip(FACTOR_VARIABLES, factors))
+            out.update({name: derived_values(name, out["step_time"], factor_for_cube(factor, factors[factor]))
+                        for name, (factor, *_) in DERIVED_VARIABLES.items()})
         return out
 
 

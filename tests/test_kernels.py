@@ -459,9 +459,9 @@ def test_kernels_import_only_numpy_and_numba_and_never_use_fastmath():
 
 def test_config_derived_agrees_with_its_reference_and_the_readers_incl_nan():
     """``predict``'s compiled throughput, cost and energy of one configuration per job equal the
-    reference and what a cube's readers derive (``schema.derived_variables`` over
+    reference and what a cube's readers derive (``schema.derived_values`` over
     ``step_factors``) bit for bit, NaN where the step time, batch, price or power is."""
-    from paigrid.schema import DERIVED_VARIABLES, derived_variables
+    from paigrid.schema import DERIVED_VARIABLES, derived_values
 
     tables = random_tables(6)
     tables.jobs[1, L.J_BATCH] = np.nan
@@ -476,8 +476,7 @@ def test_config_derived_agrees_with_its_reference_and_the_readers_incl_nan():
             implementation.config_derived(tables.jobs, n_gpu, gpu_row, step, *outs)
             results.append(outs)
         factors = dict(zip(DERIVED_VARIABLES, model.step_factors(tables.jobs, n_gpu, gpu_row[None, :])))
-        readers = derived_variables(step, {DERIVED_VARIABLES[name][0]: factor.reshape(-1)
-                                           for name, factor in factors.items()})
+        readers = {name: derived_values(name, step, factor.reshape(-1)) for name, factor in factors.items()}
         for k, name in enumerate(DERIVED_VARIABLES):
             got, want = results[0][k], results[1][k]
             assert got.dtype == want.dtype == readers[name].dtype == np.float32, name
