@@ -638,8 +638,8 @@ ratios compare with a baseline measured in the same run, so they move less than 
   start, imports, job tables, current-configuration predictions and writing included). The
   kernel with one thread and with every thread is timed on the same prebuilt tables.
 - **Per-block cost** (`bench/blockcost.py`): `run_sweep` reduce-only in this process (warm: a
-  first run untimed), with two calls wrapped in a timer: `evaluate_block` (the block's compute:
-  compute-model terms, block kernel, overall bests, in the worker thread) and
+  first run untimed), with two calls wrapped in a timer: `evaluate.compute_block` (the block's compute:
+  compute-model terms, block kernel, overall bests, in the kernel's thread) and
   `CubeWriter.write_block` (writing its reductions and, when due, the flush and the done marks).
   The share is the writer's time over the compute time, summed over the blocks: once with the
   CLI's block sizes, once with 4-job blocks flushed every few seconds as the CLI does (hundreds

@@ -7,8 +7,8 @@ Used by ``bench/bench.py`` (the "per-block cost" lines); on its own:
 
 The sweep runs as ``run_sweep`` does for the CLI (reduce-only, the CLI's block sizes unless
 ``--jobs-per-block`` fixes them).  Two of its calls are wrapped with a timer, nothing else is
-changed: ``evaluate_block`` (the block's work in the worker thread: compute-model terms, the
-block kernel and the overall bests) and ``CubeWriter.write_block`` (in the sweep's thread:
+changed: ``evaluate.compute_block`` (the block's work in the kernel's thread: compute-model terms,
+the block kernel and the overall bests) and ``CubeWriter.write_block`` (in the sweep's thread:
 writing the block's reductions and, when due, the flush and the done marks).  The writer's share
 is its time over the block's compute time, summed over the blocks, and compared between the
 first and the last tenth of the blocks to see whether the per-block cost grows with the file.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paigrid import sweeping  # noqa: E402
+from paigrid import evaluate, sweeping  # noqa: E402
 from paigrid.inputs.spec import SweepSpec  # noqa: E402
 from paigrid.store import CubeWriter  # noqa: E402
 
@@ -36,15 +36,15 @@ WRITER_SHARE_GOAL = 0.05
 
 @contextmanager
 def timing_hooks():
-    """Wrap ``sweeping.evaluate_block`` and ``CubeWriter.write_block`` with timers; yields the two
+    """Wrap ``evaluate.compute_block`` and ``CubeWriter.write_block`` with timers; yields the two
     lists of per-call seconds (compute, write), in block order."""
     compute, write = [], []
-    evaluate, write_block = sweeping.evaluate_block, CubeWriter.write_block
+    compute_block, write_block = evaluate.compute_block, CubeWriter.write_block
 
-    def timed_evaluate(*args, **kwargs):
+    def timed_compute(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return evaluate(*args, **kwargs)
+            return compute_block(*args, **kwargs)
         finally:
             compute.append(time.perf_counter() - start)
 
@@ -55,11 +55,11 @@ def timing_hooks():
         finally:
             write.append(time.perf_counter() - start)
 
-    sweeping.evaluate_block, CubeWriter.write_block = timed_evaluate, timed_write
+    evaluate.compute_block, CubeWriter.write_block = timed_compute, timed_write
     try:
         yield compute, write
     finally:
-        sweeping.evaluate_block, CubeWriter.write_block = evaluate, write_block
+        evaluate.compute_block, CubeWriter.write_block = compute_block, write_block
 
 
 def block_costs(spec: SweepSpec, folder: Path, flush_seconds: float | None = None) -> dict:

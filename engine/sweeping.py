@@ -454,29 +454,14 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
 
 def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, chunks: tuple[int, ...],
                threads: int | None = None):
-    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default).
-
-    Reduce-only: the next block is computed while the caller writes this one, in one set of
-    output buffers (a block's reductions are copied out before the next starts).  Full cube: a
-    pipeline of three stages, each in its own thread: the kernel computes block k into one of two
-    buffer sets while block k - 1 is compressed (in parallel threads) and block k - 2 is written
-    by the caller; a buffer set is reused only once its block is compressed."""
+    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default): a pipeline
+    of three stages, each in its own thread.  The kernel computes block k into one of two buffer
+    sets while block k - 1 is handed over (a full cube's arrays compressed in parallel threads,
+    the reductions copied out) and block k - 2 is written by the caller; a buffer set is reused
+    only once its block is handed over."""
     from paigrid.evaluate import allocate, compute_block, release_buffers
 
     largest = max(stop - start for start, stop in blocks)
-    if not write_cube:
-        buffers = allocate(grid, largest, False)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = None
-            for i in todo:
-                future = pool.submit(evaluate_block, grid, i, *blocks[i], False, buffers, compression,
-                                     chunks, threads)
-                if pending is not None:
-                    yield pending.result()
-                pending = future
-            if pending is not None:
-                yield pending.result()
-        return
 
     def encode(computed):
         if threads is not None:   # numba's thread count is per thread: the compression's pool follows it
@@ -485,14 +470,15 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compressio
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         return release_buffers(computed.result(), compression, chunks, True)
 
-    slots = [allocate(grid, largest, True) for _ in range(min(2, len(todo)))]
+    slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
     in_flight = []   # the encoded blocks' futures, oldest first: at most one per buffer set
     kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
     try:
         for count, i in enumerate(todo):
             if len(in_flight) == len(slots):   # the oldest block's buffers are needed again
                 yield in_flight.pop(0).result()
-            computed = kernels.submit(compute_block, grid, i, *blocks[i], True, slots[count % len(slots)], threads)
+            computed = kernels.submit(compute_block, grid, i, *blocks[i], write_cube, slots[count % len(slots)],
+                                      threads)
             in_flight.append(encoders.submit(encode, computed))
         while in_flight:
             yield in_flight.pop(0).result()
