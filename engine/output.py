@@ -1,4 +1,11 @@
-"""Result output: an aligned text table, JSON or CSV on stdout (progress and errors go to stderr)."""
+"""Result output: an aligned text table, JSON or CSV on stdout (progress and errors go to stderr).
+
+Text that came from the user's files (job names, model names) is neutralised on the way out:
+in a table, control characters are shown escaped (``printable``), so a name cannot split a row
+or steer the terminal; in CSV, a cell that a spreadsheet would run as a formula (it begins with
+``=``, ``+``, ``-``, ``@``, a tab or a carriage return and is not a number) gets a leading single
+quote (``csv_cell``; the OWASP advice against CSV injection).  JSON escapes by itself.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,30 @@ import math
 import sys
 
 
+#: first characters that make a spreadsheet read a cell as a formula
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A value as a CSV cell may hold it: text beginning with one of ``FORMULA_STARTS`` that is
+    not a number gets a leading single quote, so no spreadsheet runs it; numbers are unchanged."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_row(values) -> list:
+    """``csv_cell`` of every value of a row."""
+    return [csv_cell(v) for v in values]
+
+
 def _cell(value) -> str:
+    from paigrid.errors import printable
+
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -17,7 +47,7 @@ def _cell(value) -> str:
         if value == 0 or 1e-3 <= abs(value) < 1e6:
             return f"{value:.4g}"
         return f"{value:.3e}"
-    return str(value)
+    return printable(str(value))
 
 
 def json_safe(value):
@@ -42,13 +72,13 @@ def emit(rows: list[dict], columns: list[str], fmt: str = "table", units: dict[s
         return
     if fmt == "csv":
         writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(columns)
+        writer.writerow(csv_row(columns))
         for r in rows:
-            writer.writerow(["" if r.get(c) is None or (isinstance(r.get(c), float) and math.isnan(r[c]))
-                             else r[c] for c in columns])
+            writer.writerow(csv_row("" if r.get(c) is None or (isinstance(r.get(c), float) and math.isnan(r[c]))
+                                    else r[c] for c in columns))
         return
     units = units or {}
-    header = [f"{c} [{units[c]}]" if c in units else c for c in columns]
+    header = [_cell(f"{c} [{units[c]}]" if c in units else c) for c in columns]
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in cells)) if cells else len(h) for i, h in enumerate(header)]
     stream.write("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip() + "\n")

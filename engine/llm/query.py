@@ -21,10 +21,14 @@ BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 def _open(path: str | Path):
     import h5py
 
+    from paigrid.userfiles import check_input_file, os_reason
+
+    check_input_file(path, "the LLM sweep file")
     try:
         f = h5py.File(path, "r")
-    except (OSError, FileNotFoundError) as exc:
-        raise PaigridError(f"cannot read {path}: {getattr(exc, 'strerror', None) or 'not an HDF5 file'}.") from None
+    except OSError as exc:
+        reason = "not an HDF5 file" if "signature" in str(exc) else os_reason(exc)
+        raise PaigridError(f"cannot read {path}: {reason}.") from None
     if f.attrs.get("kind") != "paigrid-llm-best":
         f.close()
         raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them).")
