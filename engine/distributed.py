@@ -9,6 +9,7 @@ slow disk never lets results pile up in worker memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -57,6 +58,15 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
                                                    dashboard_address=":0", host="127.0.0.1",
                                                    env={"NUMBA_NUM_THREADS": threads}))
     return stack.enter_context(Client(cluster))
+
+
+def check_workers(workers) -> None:
+    """One sentence for a local cluster size that is not a whole number of at least 1 (the
+    Python API gets the CLI's check of --workers)."""
+    if workers is None:
+        return
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise PaigridError(f"--workers (workers=) must be a whole number of at least 1, not {workers!r}.")
 
 
 def scheduler_file_address(path: str) -> str:
@@ -166,10 +176,8 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
         while queue and len(running) < in_flight:
             i = queue.pop(0)
             running[i] = submit(i)
-        try:
+        with contextlib.suppress(TimeoutError):
             wait(list(running.values()), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
-        except TimeoutError:
-            pass
         for i, future in list(running.items()):
             state = future.status
             if state in ("finished", "error"):

@@ -15,9 +15,10 @@ MAX_MESSAGE_CHARS = 2000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\x1b"}
 #: a quoted value, or a run of characters without spaces, longer than MAX_VALUE_CHARS
-_LONG = re.compile(r"'[^']{%d,}'|\"[^\"]{%d,}\"|\S{%d,}" % ((MAX_VALUE_CHARS + 1,) * 3))
+_N = MAX_VALUE_CHARS + 1
+_LONG = re.compile(rf"'[^']{{{_N},}}'|\"[^\"]{{{_N},}}\"|\S{{{_N},}}")
 #: a comma-separated list of more than MAX_LIST_ITEMS items without spaces
-_LIST = re.compile(r"(?:[^\s,;]+, ){%d,}[^\s,;.]+" % MAX_LIST_ITEMS)
+_LIST = re.compile(rf"(?:[^\s,;]+, ){{{MAX_LIST_ITEMS},}}[^\s,;.]+")
 
 
 def printable(text: str) -> str:

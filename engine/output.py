@@ -14,7 +14,6 @@ import json
 import math
 import sys
 
-
 #: first characters that make a spreadsheet read a cell as a formula
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

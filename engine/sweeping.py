@@ -221,6 +221,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     """
     out = cube_output(out)
     device = spec.device if device is None else device
+    from paigrid.distributed import check_workers
+
+    check_workers(workers)
     threads = check_threads(threads, workers, scheduler)
     if device != "cpu" and (scheduler or workers):
         raise PaigridError("--device cuda runs the kernels in this process; it cannot be combined with --scheduler "

@@ -70,12 +70,13 @@ class ClosedStream:
     """Stands for a standard stream the command was started without (``paigrid ... >&-``): any
     write is one sentence (a command that prints nothing, a sweep, runs as usual)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, silent: bool = False):
         self.name = name
+        self.silent = silent
 
     def write(self, text: str) -> int:
-        if not text:
-            return 0
+        if not text or self.silent:
+            return len(text)
         raise PaigridError(f"{self.name} is closed, so the results cannot be printed; give the command "
                            f"a {self.name} (or redirect it to a file).")
 
@@ -114,7 +115,7 @@ def guard_closed_streams() -> None:
         if name == "stdout":
             sys.stdout = ClosedStream("stdout")
         elif name == "stderr":
-            sys.stderr = open(os.devnull, "w")  # nowhere to say anything: fail silently, as Unix tools do
+            sys.stderr = ClosedStream("stderr", silent=True)  # nowhere to say anything: silent, as Unix tools are
 
 
 def os_error_sentence(exc: OSError) -> str:

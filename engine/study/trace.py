@@ -61,8 +61,8 @@ import math
 import os
 from collections import Counter, defaultdict
 
-from paigrid.study.population import POPULATION_COLUMNS
 from paigrid.output import csv_row
+from paigrid.study.population import POPULATION_COLUMNS
 from paigrid.userfiles import open_input, write_text_atomically
 
 TABLE_COLUMNS = {
