@@ -140,20 +140,26 @@ def open_input(path: str | Path, what: str):
         raise
 
 
-def check_input_file(path: str | Path, what: str) -> Path:
-    """One sentence unless ``path`` is an existing regular file (a symbolic link to one is
-    followed): for readers that open the file themselves (HDF5)."""
-    path = Path(path)
+def input_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be read as an input file ("it does not exist", "it is a folder, not a
+    file", ...), None when it is an existing regular file (a symbolic link to one is followed)."""
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        raise PaigridError(f"{what} {path} does not exist.") from None
+        return "it does not exist"
     except OSError as exc:
-        raise PaigridError(f"{what} {path} cannot be read ({_reason(exc)}).") from None
+        return f"it cannot be read ({_reason(exc)})"
     kind = input_kind(mode)
-    if kind is not None:
-        raise PaigridError(f"{what} {path} is {kind}, not a file.")
-    return path
+    return None if kind is None else f"it is {kind}, not a file"
+
+
+def check_input_file(path: str | Path, what: str) -> Path:
+    """One sentence unless ``path`` is an existing regular file (``input_problem``): for readers
+    that open the file themselves (HDF5)."""
+    problem = input_problem(path)
+    if problem:
+        raise PaigridError(f"cannot read {what} {path}: {problem}.")
+    return Path(path)
 
 
 def read_bounded_bytes(path: str | Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:

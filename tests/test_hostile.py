@@ -278,7 +278,7 @@ case("llm-sweep-model-unknown", [*LLM_SWEEP[:2], "-o", f"{T}/l.h5", "--models", 
 case("llm-sweep-n-gpu-word", [*LLM_SWEEP, "-o", f"{T}/l.h5", "--n-gpu", "8,x"], {}, "whole numbers")
 case("llm-sweep-network-intra", [*LLM_SWEEP, "-o", f"{T}/l.h5", "--network", "nvlink5"], {}, "not a network")
 case("llm-query-a-cube", ["llm", "query", f"{W}/cube.h5", "--model", "llama3-8b"], {}, "not an LLM sweep file")
-case("llm-query-missing", ["llm", "query", f"{T}/none.h5", "--model", "llama3-8b"], {}, "does not exist")
+case("llm-query-missing", ["llm", "query", f"{T}/none.h5", "--model", "llama3-8b"], {}, "cannot read")
 case("llm-predict-recompute", ["llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8",
                                "--recompute", "partial"], {}, "recompute must be one of")
 case("llm-predict-memory", ["llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"], {},

@@ -21,9 +21,11 @@ BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 def _open(path: str | Path):
     import h5py
 
-    from paigrid.userfiles import check_input_file, os_reason
+    from paigrid.userfiles import input_problem, os_reason
 
-    check_input_file(path, "the LLM sweep file")
+    problem = input_problem(path)
+    if problem:
+        raise PaigridError(f"cannot read {path}: {problem}.")
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
