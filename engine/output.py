@@ -35,6 +35,21 @@ def csv_row(values) -> list:
     return [csv_cell(v) for v in values]
 
 
+class CsvWriter:
+    """A CSV writer (lines end in ``\n``) whose rows are neutralised (``csv_row``) and whose
+    cells holding a carriage return are quoted (Python 3.11's writer leaves a lone ``\r``
+    unquoted when lines end in ``\n``, and a reader then splits the row there)."""
+
+    def __init__(self, stream):
+        self.plain = csv.writer(stream, lineterminator="\n")
+        self.quoted = csv.writer(stream, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+    def writerow(self, values) -> None:
+        row = csv_row(values)
+        carriage = any(isinstance(v, str) and "\r" in v for v in row)
+        (self.quoted if carriage else self.plain).writerow(row)
+
+
 def _cell(value) -> str:
     from paigrid.errors import printable
 
@@ -70,11 +85,11 @@ def emit(rows: list[dict], columns: list[str], fmt: str = "table", units: dict[s
         stream.write("\n")
         return
     if fmt == "csv":
-        writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(csv_row(columns))
+        writer = CsvWriter(stream)
+        writer.writerow(columns)
         for r in rows:
-            writer.writerow(csv_row("" if r.get(c) is None or (isinstance(r.get(c), float) and math.isnan(r[c]))
-                                    else r[c] for c in columns))
+            writer.writerow("" if r.get(c) is None or (isinstance(r.get(c), float) and math.isnan(r[c]))
+                            else r[c] for c in columns)
         return
     units = units or {}
     header = [_cell(f"{c} [{units[c]}]" if c in units else c) for c in columns]

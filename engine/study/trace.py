@@ -61,7 +61,7 @@ import math
 import os
 from collections import Counter, defaultdict
 
-from paigrid.output import csv_row
+from paigrid.output import CsvWriter
 from paigrid.study.population import POPULATION_COLUMNS
 from paigrid.userfiles import open_input, write_text_atomically
 
@@ -437,7 +437,7 @@ def write_population(rows, path):
     ``path`` untouched) if a row does not have exactly those columns.
     """
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = CsvWriter(buffer)
     writer.writerow(POPULATION_COLUMNS)
     for i, row in enumerate(rows):
         if set(row) != set(POPULATION_COLUMNS):
@@ -446,5 +446,5 @@ def write_population(rows, path):
             raise ValueError(f"Population row {i} has the wrong columns (missing "
                              f"{missing}, extra {extra}); nothing was written to "
                              f"{path}.")
-        writer.writerow(csv_row("" if row[c] is None else str(row[c]) for c in POPULATION_COLUMNS))
+        writer.writerow("" if row[c] is None else str(row[c]) for c in POPULATION_COLUMNS)
     write_text_atomically(path, buffer.getvalue())
