@@ -371,9 +371,9 @@ def test_the_api_names_a_damaged_chunk_as_the_cli_does(world, tmp_path, read):
     ds = paigrid.open_dataset(cube)
     with pytest.raises(PaigridError, match=f"chunk of job {job} of step_time fails its checksum"):
         if read == "values":
-            ds.step_time.values
+            _ = ds.step_time.values
         elif read == "throughput":
-            ds.throughput.values
+            _ = ds.throughput.values
         elif read == "best":
             ds.paigrid.best()
         else:
