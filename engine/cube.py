@@ -50,6 +50,11 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
                                "finish it with paigrid sweep --resume before querying it.")
         else:
             raise PaigridError(f"there is no cube at {path}.")
+    from paigrid.userfiles import input_problem
+
+    problem = input_problem(path)   # a FIFO or a device would never end: refused before HDF5 waits on it
+    if problem:
+        raise PaigridError(f"{path} is not a readable HDF5 cube: {problem}.")
     try:
         f = h5py.File(path, "r")
     except OSError:

@@ -297,7 +297,7 @@ def file_sha256(path: str | Path | None) -> str:
         return ""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_input(path, "the input file") as handle:
             for chunk in iter(lambda: handle.read(_READ_CHUNK), b""):
                 digest.update(chunk)
     except OSError as exc:
