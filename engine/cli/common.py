@@ -20,7 +20,7 @@ try:  # typer 0.2x carries its own copy of click
 except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions
 
-from paigrid.errors import PaigridError
+from paigrid.errors import PaigridError, tidy
 from paigrid.inputs.spec import DEFAULT_MODEL
 
 EXIT_ERROR = 2
@@ -34,8 +34,9 @@ MODEL_HELP = ("Compute model: pai-v1 (the PAI additive model) or pai-v2 (operato
 
 
 def fail(sentence: str, code: int = EXIT_ERROR):
-    """Print ``paigrid: error: SENTENCE`` on stderr and exit with ``code``."""
-    typer.echo(f"paigrid: error: {sentence}", err=True)
+    """Print ``paigrid: error: SENTENCE`` on stderr (tidied: ``paigrid.errors.tidy``) and exit
+    with ``code``."""
+    typer.echo(f"paigrid: error: {tidy(sentence)}", err=True)
     raise typer.Exit(code)
 
 
@@ -157,7 +158,7 @@ def guarded(command):
         except Exception as exc:  # an unexpected failure still gets one sentence, not a traceback
             if os.environ.get("PAIGRID_DEBUG"):
                 raise
-            typer.echo(f"paigrid: unexpected error: {exc.__class__.__name__}: {exc} "
+            typer.echo(f"paigrid: unexpected error: {exc.__class__.__name__}: {tidy(str(exc))} "
                        "(set PAIGRID_DEBUG=1 to see the traceback).", err=True)
             raise typer.Exit(EXIT_ERROR + 1) from None
 
@@ -180,10 +181,10 @@ class OneSentenceGroup(TyperGroup):
             code = exc.exit_code
         except click_exceptions.UsageError as exc:
             where = " ".join(["paigrid", *(exc.ctx.command_path.split(" ")[1:] if exc.ctx else [])])
-            typer.echo(f"paigrid: error: {usage_sentence(exc.format_message())}; see {where} --help.", err=True)
+            typer.echo(f"paigrid: error: {tidy(usage_sentence(exc.format_message()))}; see {where} --help.", err=True)
             code = exc.exit_code
         except click_exceptions.ClickException as exc:
-            typer.echo(f"paigrid: error: {usage_sentence(exc.format_message())}.", err=True)
+            typer.echo(f"paigrid: error: {tidy(usage_sentence(exc.format_message()))}.", err=True)
             code = exc.exit_code
         except (typer.Abort, getattr(click_exceptions, "Abort", typer.Abort)):
             typer.echo("paigrid: error: interrupted.", err=True)

@@ -111,7 +111,9 @@ def query(
     emit(rows, columns, fmt, QUERY_UNITS)
     empty = [r["job"] for r in rows if r["arch"] is None]
     if empty:
-        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        from paigrid.errors import listing
+
+        shown = listing(empty, 5)
         typer.echo(f"note: no valid configuration that fits in GPU memory under these filters for {shown}.", err=True)
 
 
@@ -135,6 +137,7 @@ def predict(
     """The full time breakdown of one configuration."""
     import json
 
+    from paigrid.errors import printable
     from paigrid.predict import predict_one
 
     result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
@@ -152,7 +155,7 @@ def predict(
         label = f"{key} [{units[key]}]" if key in units else key
         if key == "band" and value != value:  # NaN: no measurement of this group was held out
             value = "unknown (no held-out measurement of this group)"
-        typer.echo(f"{label:<28} {value:.6g}" if isinstance(value, float) else f"{label:<28} {value}")
+        typer.echo(f"{label:<28} {value:.6g}" if isinstance(value, float) else f"{label:<28} {printable(str(value))}")
 
 
 @app.command()
