@@ -157,6 +157,8 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
     future the scheduler cancelled or forgot (a worker killed while this client was paused,
     the scattered grid lost with it) is submitted again, under a new key, up to ``RESUBMITS``
     times, instead of ending the sweep in ``FutureCancelledError``."""
+    from concurrent.futures import CancelledError
+
     from dask.distributed import wait
 
     shared = client.scatter(grid, broadcast=True)
@@ -176,7 +178,8 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
         while queue and len(running) < in_flight:
             i = queue.pop(0)
             running[i] = submit(i)
-        with contextlib.suppress(TimeoutError):
+        # wait() raises for a cancelled future as as_completed does: each future's state is read below instead
+        with contextlib.suppress(TimeoutError, CancelledError):
             wait(list(running.values()), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
         for i, future in list(running.items()):
             state = future.status
@@ -204,5 +207,6 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
 
 def _lost(exc: BaseException) -> bool:
     """Whether ``exc`` says a future was cancelled or forgotten by the scheduler (not a task's error)."""
-    name = type(exc).__name__
-    return name in ("CancelledError", "FutureCancelledError") or "forgotten" in str(exc)
+    from concurrent.futures import CancelledError
+
+    return isinstance(exc, CancelledError) or "forgotten" in str(exc)

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 from collections import namedtuple
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import h5py
@@ -154,7 +155,7 @@ class _Future:
 
     def result(self):
         if self.status == "cancelled":
-            raise RuntimeError(f"FutureCancelledError: paigrid-block-{self.index} already forgotten")
+            raise CancelledError(f"paigrid-block-{self.index} already forgotten")
         if self.status == "error":
             raise ValueError("the task's own error")
         return ("block", self.index)
@@ -181,7 +182,11 @@ class _Client:
 def no_wait(monkeypatch):
     import dask.distributed
 
-    monkeypatch.setattr(dask.distributed, "wait", lambda futures, timeout=None, return_when=None: None)
+    def wait(futures, timeout=None, return_when=None):   # as distributed's: it raises for a cancelled future
+        if any(f.status == "cancelled" for f in futures):
+            raise CancelledError("1 Future cancelled for reason: already forgotten.")
+
+    monkeypatch.setattr(dask.distributed, "wait", wait)
 
 
 def test_a_dropped_future_is_submitted_again_instead_of_ending_the_sweep(no_wait):
