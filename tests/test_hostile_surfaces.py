@@ -408,6 +408,17 @@ def test_the_api_refuses_bad_workers_at_once_as_the_cli_does(world, tmp_path, wo
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_interrupted_in_memory_sweep_does_not_advise_a_resume(world):
+    import paigrid
+
+    def stop(_written):
+        raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match=r"in-memory sweep \(out=None\) was interrupted and kept nothing") as error:
+        paigrid.sweep(world / "spec.toml", on_block=stop)
+    assert "--resume" not in str(error.value) and ".partial" not in str(error.value)
+
+
 # --- resume: what changed is named ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def interrupted(world, tmp_path_factory):
