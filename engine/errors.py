@@ -30,16 +30,20 @@ def printable(text: str) -> str:
 
 
 def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, the cut counted ("abc... (1,234 characters)")."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+    """``text`` cut when longer than ``limit`` characters, the cut counted ("abc... (1,234
+    characters)"; cut a little short, so that a message tidied again is not cut twice)."""
+    return text if len(text) <= limit else f"{text[:limit - 10]}... ({len(text):,} characters)"
 
 
 def quoted(value) -> str:
     """One value as a message quotes it: printable (``printable``), at most ``MAX_VALUE_CHARS``
     characters, in quotes when it is text."""
     text = printable(value if isinstance(value, str) else repr(value))
-    text = shorten(text)
-    return f"'{text}'" if isinstance(value, str) else text
+    if not isinstance(value, str):
+        return shorten(text)
+    if len(text) <= MAX_VALUE_CHARS:
+        return f"'{text}'"
+    return f"'{text[:MAX_VALUE_CHARS - 10]}'... ({len(text):,} characters)"
 
 
 def listing(items, limit: int = MAX_LIST_ITEMS, word: str = "more") -> str:
@@ -61,7 +65,8 @@ def tidy(message: str) -> str:
         value = match.group()
         quote = value[0] if value[0] in "'\"" and value[-1] == value[0] else ""
         inner = value[1:-1] if quote else value
-        return f"{quote}{inner[:MAX_VALUE_CHARS]}{quote}... ({len(inner):,} characters)"
+        # cut a little short, so that a message tidied twice (an error wrapped in another) is cut once
+        return f"{quote}{inner[:MAX_VALUE_CHARS - 10]}{quote}... ({len(inner):,} characters)"
 
     def count(match: re.Match) -> str:
         items = match.group().split(", ")

@@ -243,7 +243,9 @@ def test_hostile_surface_gets_one_sentence_and_damages_nothing(hostile, world, t
 # --- the message helpers ------------------------------------------------------------------------------
 def test_messages_escape_control_characters_and_cut_long_values_and_lists():
     assert printable("a\nb\x1b[31m\tc\x85\u2028") == "a\\nb\\x1b[31m\\tc\\x85\\u2028"
-    assert quoted("x" * 500).startswith("'" + "x" * 200 + "...") and "(500 characters)" in quoted("x" * 500)
+    assert quoted("x" * 500) == "'" + "x" * 190 + "'... (500 characters)"
+    assert tidy(f"bad {quoted('x' * 500)}.") == f"bad {quoted('x' * 500)}."   # cut once, never twice
+    assert tidy("w " + "y" * 300) == "w " + "y" * 190 + "... (300 characters)"
     assert listing(range(25)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 15 more"
     assert listing(["a", "b"]) == "a, b"
     text = tidy("unknown key(s) " + ", ".join(f"k{i}" for i in range(40)) + "; known: a, b.")
