@@ -258,7 +258,80 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         "projections": projections,
     }
     result["headline"] = headline_rows(result)
+    models = _strings(f["model"])
+    band, fallback = _job_bands(cube, n)
+    result["bands"] = {"fallback": fallback, "fallback_jobs": int(np.sum(analysed & fallback["used"]))}
+    _headline_bands(result, values, cur, sibling, models, band)
+    result["paper"], result["designs"] = _paper_and_designs(cube, analysed, cur_idx, current, band, block_jobs)
     return result
+
+
+def _job_bands(cube: Cube, n: int) -> tuple[np.ndarray, dict]:
+    """Each job's relative prediction band at its current GPU count (the cube's
+    ``prediction_band``), a group without one taking the largest band of the cube's model
+    (``bands.fallback_band``, counted)."""
+    from paigrid.inputs.efficiency import prediction_band
+    from paigrid.study.bands import fallback_band
+
+    f = cube.file
+    stored = np.asarray(f["prediction_band"][:, 0], dtype=float) if "prediction_band" in f else np.full(n, np.nan)
+    model = cube_model(f.attrs)
+    calibrated = (str_attr(f.attrs, "efficiency_source") or "defaults") != "defaults"
+    known = [prediction_band(model, calibrated, g) for g in ("single_gpu", "multi_gpu_one_server", "multi_server")]
+    value = fallback_band(np.array(known))
+    used = ~np.isfinite(stored)
+    return np.where(used, value, stored), {"band": value, "used": used, "model": model, "calibrated": calibrated}
+
+
+def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models: np.ndarray,
+                    band: np.ndarray) -> None:
+    """Add to every headline row its band under correlated and under independent errors
+    (``bands``): ``band_correlated`` and ``band_independent``, (low, high) in the row's unit."""
+    from paigrid.study.bands import ErrorModel, share_band, speedup_band
+
+    current = values["current"]
+    total = sum(current[c] for c in COMPONENTS)
+    share = current["t_comm"] / np.where(total > 0, total, np.nan)
+    analysed = result["analysed"]
+    ps_all = int(np.sum(analysed & (cur["arch"] == "ps-worker")))
+    target_gpu = np.array([s[0] or g for s, g in zip(sibling, cur["gpu"])], dtype=object)
+    projections = result["projections"]
+    for model in (ErrorModel(correlated=True), ErrorModel(correlated=False)):
+        key = "band_correlated" if model.correlated else "band_independent"
+        for row in result["headline"]:
+            what = row["what"]
+            if what.startswith("communication share"):
+                mask = analysed & ((cur["arch"] == "ps-worker") if "PS/Worker" in what else True)
+                row[key] = share_band(model, models[mask], cur["gpu"][mask], band[mask], share[mask], np.mean)
+                continue
+            if "AllReduce-NVLink" in what:
+                p, tgt, gpus = projections["ps_nvlink"], values["nvlink"], target_gpu
+                if "fit in one server" in what:
+                    def figure(s):
+                        return float(np.mean(s > 1.0))
+                else:
+                    def figure(s):
+                        return float(np.sum(s > 1.0) / ps_all)
+            else:
+                p, tgt, gpus, figure = projections["ethernet"], values["eth100"], cur["gpu"], np.mean
+            jobs = p["job_index"]
+            row[key] = speedup_band(model, models[jobs], cur["gpu"][jobs], gpus[jobs], band[jobs], band[jobs],
+                                    current["step_time"][jobs], tgt["step_time"][jobs], figure)
+
+
+def _paper_and_designs(cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray,
+                       block_jobs: int) -> tuple[dict, dict]:
+    """The paper's figures under the model variants (``paper.compute_paper``) and the cluster-design
+    ranking (``designs.compute_designs``), both for the analysed jobs as the cube records them."""
+    from paigrid.study.designs import compute_designs
+    from paigrid.study.paper import Population, compute_paper
+
+    pop = Population.from_cube(cube, keep=analysed)
+    rows = np.flatnonzero(analysed)
+    paper = compute_paper(pop) if len(pop.jobs) else None
+    designs = compute_designs(cube, pop, rows, cur_idx["arch"][rows], cur_idx["precision"][rows],
+                              current["step_time"][rows], band[rows], block_jobs) if len(rows) else None
+    return paper, designs
 
 
 def _ps_nvlink(cur, analysed, values, sibling, model) -> dict:
