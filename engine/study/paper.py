@@ -2,10 +2,10 @@
 
 Part of the report (``study.report.compute_report`` calls :func:`compute_paper` on the jobs the
 cube records, :meth:`Population.from_cube`): where the cube holds the model that made it, this
-module predicts the same jobs directly (``predict.config_values``) under *variants* of the model -- version 1 (the paper's model),
-version 1 plus one named option, and communication v2 with every parameter-server option -- and
-under scaled resources, so that each difference from the paper can be traced to a mechanism that
-can be switched:
+module predicts the same jobs directly (``predict.predict_configs``) under *variants* of the
+model -- version 1 (the paper's model), version 1 plus one named option, and communication v2
+with every parameter-server option -- and under scaled resources, so that each difference from
+the paper can be traced to a mechanism that can be switched:
 
 * :func:`compute_paper` returns every number: the time shares per architecture, per job and
   weighted by GPUs; the paper's figures beside ours under each variant; the projections of
@@ -114,7 +114,7 @@ class Population:
         self.eff = defaults()
 
     @classmethod
-    def from_cube(cls, cube, keep=None) -> "Population":
+    def from_cube(cls, cube, keep=None) -> Population:
         """The jobs recorded in an open cube (``paigrid.cube.Cube``): each job's model, batch,
         per-job options (``gpus_per_node``, ``nics_per_node``, ``grad_accum_steps``, ``overlap``;
         the others from the spec stored in the cube's ``spec`` attribute) and current

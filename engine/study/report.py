@@ -219,6 +219,8 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         rung = [GPU_LADDERS[k][r] for k in ladder]
         sets[gen] = coords(gpu=_index(labels["gpu"], [x[0] for x in rung]),
                            intra=_index(labels["intra"], [x[1] for x in rung]))
+    for arch in labels["arch"]:
+        sets[f"arch:{arch}"] = coords(arch=label("arch", str(arch)))
     values = gather(cube, sets, block_jobs)
 
     current = values["current"]
@@ -262,8 +264,42 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     band, fallback = _job_bands(cube, n)
     result["bands"] = {"fallback": fallback, "fallback_jobs": int(np.sum(analysed & fallback["used"]))}
     _headline_bands(result, values, cur, sibling, models, band)
+    result["best_arch"] = _best_arch(values, labels, analysed, cur["arch"], band)
+    result["population"] = population_sources(cube)
     result["paper"], result["designs"] = _paper_and_designs(cube, analysed, cur_idx, current, band, block_jobs)
     return result
+
+
+def population_sources(cube: Cube) -> dict:
+    """Where the cube's jobs came from: the population file its provenance names (``input_sha256``
+    of the sweep), and, when that file is still there unchanged, its jobs per ``source`` -- among
+    them the trace importer's jobs that took the default family.  ``{"path", "status": "read" |
+    "missing" | "changed" | "none", "sources": {source: jobs}}``."""
+    import csv
+    import json
+
+    from paigrid.userfiles import file_sha256
+
+    inputs = json.loads(str_attr(cube.file.attrs, "input_sha256") or "{}")
+    entry = inputs.get("workloads") or {}
+    if not entry.get("path"):
+        return {"path": "", "status": "none", "sources": {}}
+    recorded = Path(entry["path"])
+    candidates = [recorded] if recorded.is_absolute() else [recorded, Path(cube.path).parent / recorded]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        return {"path": str(recorded), "status": "missing", "sources": {}}
+    if entry.get("sha256") and file_sha256(found) != entry["sha256"]:
+        return {"path": str(found), "status": "changed", "sources": {}}
+    sources: dict[str, int] = {}
+    with open(found, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if "source" not in (reader.fieldnames or []):
+            return {"path": str(found), "status": "read", "sources": {}}
+        for row in reader:
+            key = (row.get("source") or "").strip() or "(none)"
+            sources[key] = sources.get(key, 0) + 1
+    return {"path": str(found), "status": "read", "sources": sources}
 
 
 def _job_bands(cube: Cube, n: int) -> tuple[np.ndarray, dict]:
@@ -317,6 +353,23 @@ def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models
             jobs = p["job_index"]
             row[key] = speedup_band(model, models[jobs], cur["gpu"][jobs], gpus[jobs], band[jobs], band[jobs],
                                     current["step_time"][jobs], tgt["step_time"][jobs], figure)
+
+
+def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: np.ndarray, band: np.ndarray) -> dict:
+    """Each analysed job's fastest architecture on its current hardware, count and precision, and
+    whether it is a tie: the second fastest is slower by less than the job's band."""
+    archs = [str(a) for a in labels["arch"]]
+    times = np.stack([np.where(values[f"arch:{a}"]["valid"] & (values[f"arch:{a}"]["fits_memory"] != 0),
+                               values[f"arch:{a}"]["step_time"], np.inf) for a in archs], axis=1)
+    ranked = np.sort(times, axis=1)
+    usable = analysed & np.isfinite(ranked[:, 0])
+    tie = usable & (ranked[:, 1] <= ranked[:, 0] * (1 + band)) if len(archs) > 1 else np.zeros(len(band), bool)
+    best = np.array(archs, dtype=object)[np.argmin(times, axis=1)]
+    changes = usable & (best != current_arch)
+    counts = {a: int(np.sum(usable & (best == a))) for a in archs if np.any(usable & (best == a))}
+    return {"jobs": int(usable.sum()), "tied": int(tie.sum()), "not_current": int(changes.sum()),
+            "share_tied": float(np.mean(tie[usable])) if usable.any() else math.nan,
+            "share_not_current": float(np.mean(changes[usable])) if usable.any() else math.nan, "best": counts}
 
 
 def _paper_and_designs(cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray,
