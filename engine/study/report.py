@@ -249,7 +249,8 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         "gpu": _gpu_upgrades(analysed, values, ladder),
     }
     result = {
-        "cube": {"path": str(cube.path), "jobs": n, "labels": {d: list(map(str, labels[d])) for d in COORDS},
+        "cube": {"path": str(cube.path), "jobs": n, "job_names": list(map(str, labels["job"])),
+                 "labels": {d: list(map(str, labels[d])) for d in COORDS},
                  "created": str_attr(f.attrs, "created"), "paigrid_version": str_attr(f.attrs, "paigrid_version"),
                  "model": cube_model(f.attrs)},
         "current": {"arch": cur["arch"], "gpu": cur["gpu"], "n_gpu": n_gpu, **{c: current[c] for c in COMPONENTS},
@@ -262,6 +263,7 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     result["headline"] = headline_rows(result)
     models = _strings(f["model"])
     band, fallback = _job_bands(cube, n)
+    result["job_band"] = band
     result["bands"] = {"fallback": fallback, "fallback_jobs": int(np.sum(analysed & fallback["used"]))}
     _headline_bands(result, values, cur, sibling, models, band)
     result["best_arch"] = _best_arch(values, labels, analysed, cur["arch"], band)
@@ -356,8 +358,9 @@ def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models
 
 
 def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: np.ndarray, band: np.ndarray) -> dict:
-    """Each analysed job's fastest architecture on its current hardware, count and precision, and
-    whether it is a tie: the second fastest is slower by less than the job's band."""
+    """Each analysed job's fastest architecture on its current hardware, count and precision (the
+    first in label order among equals), whether another is faster than its own, and whether the best
+    is a tie: the second fastest is slower by less than the job's band."""
     archs = [str(a) for a in labels["arch"]]
     times = np.stack([np.where(values[f"arch:{a}"]["valid"] & (values[f"arch:{a}"]["fits_memory"] != 0),
                                values[f"arch:{a}"]["step_time"], np.inf) for a in archs], axis=1)
@@ -365,7 +368,8 @@ def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: n
     usable = analysed & np.isfinite(ranked[:, 0])
     tie = usable & (ranked[:, 1] <= ranked[:, 0] * (1 + band)) if len(archs) > 1 else np.zeros(len(band), bool)
     best = np.array(archs, dtype=object)[np.argmin(times, axis=1)]
-    changes = usable & (best != current_arch)
+    own = np.array([times[k, archs.index(a)] if a in archs else np.inf for k, a in enumerate(current_arch)])
+    changes = usable & (own > ranked[:, 0])      # a job already on one of its fastest architectures stays
     counts = {a: int(np.sum(usable & (best == a))) for a in archs if np.any(usable & (best == a))}
     return {"jobs": int(usable.sum()), "tied": int(tie.sum()), "not_current": int(changes.sum()),
             "share_tied": float(np.mean(tie[usable])) if usable.any() else math.nan,
