@@ -134,7 +134,12 @@ The cube must come from a population swept with the study spec (n_gpu = "current
 The report holds the mean time breakdown, communication-share CDF and bottleneck counts per
 architecture, the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU
 generations P100 -> V100 -> A100 -> H100 and fp32 -> mixed precision, and paigrid's headline
-numbers next to the paper's."""
+numbers next to the paper's with their prediction bands; the paper's figures under model
+variants (per job and by GPU, the placement bracket, the PS/Worker projections one change at a
+time, the sensitivity table, memory- against FLOP-bound time with the fusion factor), predicted
+for the jobs the cube records; and the cluster designs of the cube ranked for the population
+(cost, GPU-hours, energy, time, the Pareto front: designs_pareto.png, designs.csv), with the
+jobs whose best architecture or design is a tie within the band."""
 
 
 @app.command(help=REPORT_HELP)
