@@ -89,28 +89,44 @@ def cheapest_counts(pop, designs: list[dict], today: np.ndarray, block: int = 20
     best_n = np.zeros((n, len(designs)), np.int64)
     best_t = np.full((n, len(designs)), np.nan)
     best_b = np.full((n, len(designs)), L.FLAG_FILL, np.uint8)
-    pairs = [(i, c) for i in range(n) for c in counts[i] if c < n0[i]]
+    # the step time at a count on a design does not depend on the job's current hardware: jobs alike in
+    # everything else (model, batch, options, architecture, precision, count) are predicted once
+    keys = [(j.model, j.batch, tuple(sorted(j.options.items())), j.current["arch"], j.current["precision"], int(c))
+            for j, c in zip(pop.jobs, n0)]
+    distinct = list(dict.fromkeys(keys))
+    first_job = {}
+    for i, k in enumerate(keys):
+        first_job.setdefault(k, i)
+    where = {k: u for u, k in enumerate(distinct)}
+    of_job = np.array([where[k] for k in keys], dtype=np.int64)
+    pairs = [(u, c) for u, k in enumerate(distinct) for c in counts[first_job[k]] if c < k[-1]]
     if not pairs:
         return {"gpu_hours": hours, "n_gpu": best_n, "step_time": best_t, "bottleneck": best_b}
-    job_of = np.array([i for i, _ in pairs])
+    rep = np.array([first_job[distinct[u]] for u, _ in pairs])
+    unit = np.array([u for u, _ in pairs])
     count_of = np.array([c for _, c in pairs])
+    u_time = np.full((len(distinct), len(designs)), np.inf)
+    u_n = np.zeros((len(distinct), len(designs)), np.int64)
+    u_b = np.full((len(distinct), len(designs)), L.FLAG_FILL, np.uint8)
     for d, design in enumerate(designs):
         for p0 in range(0, len(pairs), block):
             sel = slice(p0, p0 + block)
-            jobs = [pop.jobs[i] for i in job_of[sel]]
+            jobs = [pop.jobs[i] for i in rep[sel]]
             configs = [{**pop.jobs[i].current, **design, "n_gpu": int(c), **({"arch": "1w1g"} if c == 1 else {})}
-                       for i, c in zip(job_of[sel], count_of[sel])]
+                       for i, c in zip(rep[sel], count_of[sel])]
             v = config_values(jobs, configs, pop.cats, pop.eff, pop.options)
             ok = (v["invalid_reason"] == 0) & (v["fits_memory"] == 1)
-            t = np.asarray(v["step_time"], dtype=float)
-            gh = np.where(ok, n0[job_of[sel]] * t / today[job_of[sel]], np.inf)
-            order = np.lexsort((gh, job_of[sel]))            # per job, the fewest GPU-hours first
-            first = order[np.r_[True, job_of[sel][order][1:] != job_of[sel][order][:-1]]]
-            i = job_of[sel][first]
-            better = gh[first] < hours[i, d]
-            i, m = i[better], first[better]
-            hours[i, d], best_n[i, d] = gh[m], count_of[sel][m]
-            best_t[i, d], best_b[i, d] = t[m], np.asarray(v["bottleneck"])[m]
+            t = np.where(ok, np.asarray(v["step_time"], dtype=float), np.inf)
+            # per job, GPU-hours n0 x T(n) / T0 are fewest where T(n) is: the count of the shortest step
+            order = np.lexsort((t, unit[sel]))
+            first = order[np.r_[True, unit[sel][order][1:] != unit[sel][order][:-1]]]
+            u = unit[sel][first]
+            better = t[first] < u_time[u, d]
+            u, m = u[better], first[better]
+            u_time[u, d], u_n[u, d], u_b[u, d] = t[m], count_of[sel][m], np.asarray(v["bottleneck"])[m]
+    best_t = np.where(np.isfinite(u_time[of_job]), u_time[of_job], np.nan)
+    hours = np.where(np.isfinite(best_t), n0[:, None] * best_t / today[:, None], np.inf)
+    best_n, best_b = u_n[of_job], u_b[of_job]
     return {"gpu_hours": hours, "n_gpu": best_n, "step_time": best_t, "bottleneck": best_b}
 
 

@@ -2,7 +2,7 @@
 
 Part of the report (``study.report.compute_report`` calls :func:`compute_paper` on the jobs the
 cube records, :meth:`Population.from_cube`): where the cube holds the model that made it, this
-module predicts the same jobs directly (``predict.predict_configs``) under *variants* of the
+module predicts the same jobs directly (``predict.config_values``) under *variants* of the
 model -- version 1 (the paper's model), version 1 plus one named option, and communication v2
 with every parameter-server option -- and under scaled resources, so that each difference from
 the paper can be traced to a mechanism that can be switched:
@@ -36,7 +36,7 @@ from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.jobs import load_jobs
 from paigrid.inputs.spec import Options, SweepSpec
-from paigrid.predict import predict_configs
+from paigrid.predict import _shortest_array, config_values
 from paigrid.study.common import ARCHS, COMPONENTS, ETHERNET, NVLINK_SERVER, pct, times
 
 #: model variants: name -> (what it is, option overrides of version 1)
@@ -166,11 +166,18 @@ class Population:
             for dim, value in (change or {}).items():
                 config[dim] = value[i] if isinstance(value, np.ndarray) else value
             configs.append(config)
-        results = predict_configs([self.jobs[i] for i in index], configs, self.cats, self.eff, options, scale)
-        for i, r in zip(index, results):
-            for v in ("step_time", *COMPONENTS):
-                out[v][i] = r[v]
-            out["valid"][i], out["fits"][i] = r["valid"], r["fits_memory"]
+        if not len(index):
+            return out
+        values = config_values([self.jobs[i] for i in index], configs, self.cats, self.eff, options, scale)
+        valid = np.asarray(values["invalid_reason"]) == 0
+        for v in ("step_time", *COMPONENTS):
+            # float32 values as predict_one and predict_configs give them (the shortest decimal)
+            out[v][index] = np.where(valid, _shortest_array(np.asarray(values[v])), np.nan)
+        # fits as ``predict`` says it: for a valid configuration, whether the kernel's memory check of its
+        # architecture kept it (best_step_time finite; ps_memory frees a PS worker of optimizer state)
+        fits = np.where(valid, np.isfinite(np.asarray(values["best_step_time"], dtype=float)),
+                        np.asarray(values["fits_memory"]) == 1)
+        out["valid"][index], out["fits"][index] = valid, fits
         return out
 
 
