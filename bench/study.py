@@ -80,9 +80,9 @@ def run(args: list[str], folder: Path) -> tuple[float, float, str]:
 
 
 def report_section(report: str) -> str:
-    """``report.md`` one heading level down, its figures under docs/figures/study/."""
+    """``report.md`` one heading level down, its figures (and designs.csv) under docs/figures/study/."""
     report = re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", report, flags=re.MULTILINE)
-    return re.sub(r"\]\(([\w.-]+\.png)\)", r"](figures/study/\1)", report).strip()
+    return re.sub(r"\]\(([\w.-]+\.(?:png|csv))\)", r"](figures/study/\1)", report).strip()
 
 
 def page(report: str, rows: list[str], jobs: int, seed: int) -> str:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         if FIGURES.exists():
             shutil.rmtree(FIGURES)
         FIGURES.mkdir(parents=True)
-        for figure in sorted((folder / "report").glob("*.png")):
+        for figure in sorted([*(folder / "report").glob("*.png"), *(folder / "report").glob("*.csv")]):
             shutil.copy2(figure, FIGURES / figure.name)
     PAGE.write_text(page(report, rows, args.jobs, args.seed), encoding="utf-8")
     print(f"wrote {PAGE} and {len(list(FIGURES.glob('*.png')))} figures in {FIGURES}")

@@ -81,7 +81,8 @@ def render_designs(d: dict | None, best_arch: dict, figures: dict) -> list[str]:
                      f"{pct(x['faster'])} | {pct(x['slower'])} | {pct(x['faster_beyond_band'])} / "
                      f"{pct(x['slower_beyond_band'])} | {mix} |")
     if len(d["designs"]) > SHOWN:
-        lines += ["", f"The other {len(d['designs']) - SHOWN:,} designs are in `{figures['designs_csv']}`."]
+        lines += ["", f"The other {len(d['designs']) - SHOWN:,} designs are in "
+                      f"[{figures['designs_csv']}]({figures['designs_csv']})."]
     front = [f"{_name(d['designs'][k]['design'])} at the {kind} count" for k, kind in d["pareto"]]
     lines += ["", "The Pareto front of cost against time (job-hours), over the designs that run the most jobs: "
               + "; ".join(front) + " (cheapest first). Every other point costs more for the same time or takes "

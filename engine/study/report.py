@@ -355,6 +355,9 @@ def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models
             jobs = p["job_index"]
             row[key] = speedup_band(model, models[jobs], cur["gpu"][jobs], gpus[jobs], band[jobs], band[jobs],
                                     current["step_time"][jobs], tgt["step_time"][jobs], figure)
+        for row in result["headline"]:
+            if row["unit"] == "share":   # a share of jobs or of time stays within 0 and 1
+                row[key] = tuple(float(np.clip(x, 0.0, 1.0)) for x in row[key])
 
 
 def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: np.ndarray, band: np.ndarray) -> dict:

@@ -153,7 +153,7 @@ def write_figures(numbers: dict, folder: Path) -> dict[str, str]:
 def _plot_designs(d: dict, path: Path) -> None:
     """Cost [USD] against time [job-hours] of every design at the current and cheapest counts,
     today's population as a star, the Pareto front as a line."""
-    fig, ax = _figure(8.5, 5.5)
+    fig, ax = _figure(8.5, 6.5)
     fewest = min(x["cannot_run"] for x in d["designs"])
     for kind, marker, label in (("current", "o", "current GPU count"), ("cheapest", "^", "cheapest GPU count")):
         full = [x for x in d["designs"] if x["cannot_run"] == fewest]
@@ -166,18 +166,23 @@ def _plot_designs(d: dict, path: Path) -> None:
     front = [(d["designs"][k][kind]["job_hours"], d["designs"][k][kind]["cost"]) for k, kind in d["pareto"]]
     if front:
         ax.plot(*zip(*front), color="black", linewidth=1.2, label="Pareto front")
-        for (k, kind), (x, y) in zip(d["pareto"], front):
+        for m, ((k, kind), (x, y)) in enumerate(zip(d["pareto"], front)):
             ax.annotate(" / ".join(d["designs"][k]["design"].values()) + f" ({kind})", (x, y), fontsize=6,
-                        xytext=(4, 2), textcoords="offset points")
+                        xytext=(4, 3 if m % 2 == 0 else -9), textcoords="offset points")
     ax.scatter([d["today"]["job_hours"]], [d["today"]["cost"]], marker="*", s=160, color="#d62728", label="today",
                zorder=5)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for axis, scale in ((ax.xaxis, ax.set_xscale), (ax.yaxis, ax.set_yscale)):
+        scale("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("time: sum over jobs of the hours to do one hour of today's work [job-hours]")
     ax.set_ylabel("cost of that work [USD]")
     ax.set_title("Cluster designs for the population: cost against time")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=7)
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, fontsize=7, ncol=2)
     fig.savefig(path, dpi=120)
 
 
