@@ -130,6 +130,14 @@ def cheapest_counts(pop, designs: list[dict], today: np.ndarray, block: int = 20
     return {"gpu_hours": hours, "n_gpu": best_n, "step_time": best_t, "bottleneck": best_b}
 
 
+def _per_gpu(cube, pop, variable: str, column: str) -> dict[str, float]:
+    """GPU name -> the cube's ``price`` [USD/GPU-hour] or ``power`` [W]; a cube written before
+    they were stored takes the GPU catalogue's column."""
+    if variable in cube.file:
+        return dict(zip(map(str, cube.labels["gpu"]), np.asarray(cube.file[variable][:], dtype=float)))
+    return {str(g): pop.cats.gpus.number(str(g), column) for g in cube.labels["gpu"]}
+
+
 def _bottleneck_mix(codes: np.ndarray) -> dict[str, int]:
     return {name: int(np.sum(codes == k)) for k, name in enumerate(L.BOTTLENECK_NAMES)}
 
@@ -142,9 +150,8 @@ def compute_designs(cube, pop, rows: np.ndarray, arch_idx: np.ndarray, prec_idx:
     population's totals as it runs), ``ties`` and ``best`` (per-job best designs), ``pareto``
     (indices into ``designs`` of the points on the front) and ``dims``."""
     grid = read_designs(cube, rows, arch_idx, prec_idx, block_jobs)
-    f = cube.file
-    price = dict(zip(cube.labels["gpu"], np.asarray(f["price"][:], dtype=float)))
-    power = dict(zip(cube.labels["gpu"], np.asarray(f["power"][:], dtype=float)))
+    price, power = (_per_gpu(cube, pop, name, column) for name, column in
+                    (("price", "price_USD_per_gpu_hour"), ("power", "tdp_W")))
     n0 = pop.n_gpu
     # designs no analysed job can run (an NVLink intra link on a PCIe card) are not designs
     usable = grid["ok"].any(axis=0)
