@@ -165,9 +165,11 @@ def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH
     from paigrid.cube import reading
     from paigrid.info import describe
 
+    from paigrid.errors import printable
+
     with reading(path):
         text = describe(path)
-    typer.echo(text)
+    typer.echo("\n".join(printable(line) for line in text.split("\n")))  # names from the user's files, escaped
 
 
 @app.command()
