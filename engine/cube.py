@@ -64,6 +64,10 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     except PaigridError:
         f.close()
         raise
+    except (KeyError, OSError, RuntimeError) as exc:   # h5py's errors for damaged metadata (a header, a B-tree)
+        f.close()
+        reason = " ".join(str(exc).strip("'\"").split("(")[-1].rstrip(")").split())
+        raise PaigridError(f"{path} is damaged: its metadata cannot be read ({reason or 'unreadable'}).") from None
 
 
 def cube_from_dataset(ds, allow_incomplete: bool = False) -> Cube:
@@ -151,6 +155,10 @@ def reading(path: str | Path):
     try:
         yield
     except (OSError, RuntimeError) as exc:
+        raise damage(path, exc) from None
+    except KeyError as exc:   # h5py's for an object whose header fails its checksum
+        if "Unable to" not in str(exc):
+            raise
         raise damage(path, exc) from None
 
 

@@ -83,7 +83,7 @@ def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
     open_cube(path).close()  # the checks and their sentences: exists, finished, a paigrid cube
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
-    except (OSError, ValueError, RuntimeError) as exc:
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise damage(path, exc) from None
     return present(_guarded(ds, path))
 
@@ -114,7 +114,7 @@ class _Guarded(BackendArray):
     def _read(self, key: tuple) -> np.ndarray:
         try:
             return np.asarray(self.var[key].values)
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, KeyError) as exc:
             raise damage(self.path, exc) from None
 
 

@@ -385,6 +385,32 @@ def test_the_api_names_a_damaged_chunk_as_the_cli_does(world, tmp_path, read):
     assert_one_sentence(code, stderr, f"chunk of job {job} of step_time fails its checksum")
 
 
+@pytest.mark.parametrize("variable", ["step_time", "gpu", "job"])
+def test_damaged_metadata_is_one_sentence_from_the_cli_and_the_api(world, tmp_path, variable):
+    """Bytes of a variable's object header flipped (its metadata checksum fails): h5py raises a
+    KeyError or OSError; the query and open_dataset say the file is damaged."""
+    import shutil
+
+    import h5py
+
+    import paigrid
+
+    cube = tmp_path / "cube.h5"
+    shutil.copyfile(world / "cube.h5", cube)
+    with h5py.File(cube, "r") as f:
+        address = h5py.h5o.get_info(f[variable].id).addr
+    with open(cube, "r+b") as handle:
+        handle.seek(address + 16)
+        data = handle.read(8)
+        handle.seek(address + 16)
+        handle.write(bytes(b ^ 0xFF for b in data))
+    code, _, stderr = invoke("query", cube, "--best-arch")
+    assert_one_sentence(code, stderr, "damaged")
+    with pytest.raises(PaigridError, match="damaged"):
+        with paigrid.open_dataset(cube) as ds:
+            ds.paigrid.best()
+
+
 def test_an_undamaged_cube_reads_the_same_through_the_api(world):
     import h5py
     import numpy as np
