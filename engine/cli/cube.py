@@ -163,9 +163,8 @@ def predict(
 def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH.partial).")):
     """Dimensions, sizes, provenance and completeness of a cube."""
     from paigrid.cube import reading
-    from paigrid.info import describe
-
     from paigrid.errors import printable
+    from paigrid.info import describe
 
     with reading(path):
         text = describe(path)
