@@ -60,13 +60,19 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
     return stack.enter_context(Client(cluster))
 
 
-def check_workers(workers) -> None:
-    """One sentence for a local cluster size that is not a whole number of at least 1 (the
-    Python API gets the CLI's check of --workers)."""
+def check_workers(workers, scheduler=None) -> None:
+    """One sentence for a local cluster size that is not a whole number of at least 1, a
+    scheduler that is not text, or both given (the Python API gets the CLI's checks of
+    --workers and --scheduler)."""
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise PaigridError(f"--scheduler (scheduler=) takes tcp://HOST:PORT or a scheduler file's path, not "
+                           f"{type(scheduler).__name__}.")
     if workers is None:
         return
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise PaigridError(f"--workers (workers=) must be a whole number of at least 1, not {workers!r}.")
+    if scheduler:
+        raise PaigridError("choose one of --scheduler and --workers (scheduler= and workers=).")
 
 
 def scheduler_file_address(path: str) -> str:

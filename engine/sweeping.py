@@ -223,7 +223,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     device = spec.device if device is None else device
     from paigrid.distributed import check_workers
 
-    check_workers(workers)
+    check_workers(workers, scheduler)
     threads = check_threads(threads, workers, scheduler)
     if device != "cpu" and (scheduler or workers):
         raise PaigridError("--device cuda runs the kernels in this process; it cannot be combined with --scheduler "

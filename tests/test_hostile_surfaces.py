@@ -446,6 +446,16 @@ def test_an_interrupted_in_memory_sweep_does_not_advise_a_resume(world):
     assert "--resume" not in str(error.value) and ".partial" not in str(error.value)
 
 
+def test_the_api_refuses_workers_with_a_scheduler_as_the_cli_does(world, tmp_path):
+    import paigrid
+
+    with pytest.raises(PaigridError, match="choose one of --scheduler and --workers"):
+        paigrid.sweep(world / "spec.toml", tmp_path / "o.h5", workers=2, scheduler="tcp://127.0.0.1:1")
+    with pytest.raises(PaigridError, match="scheduler="):
+        paigrid.sweep(world / "spec.toml", tmp_path / "o.h5", scheduler=8786)
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- resume: what changed is named ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def interrupted(world, tmp_path_factory):
