@@ -149,6 +149,12 @@ case("report-block-jobs-beyond-int64", ["report", f"{W}/cube.h5", "--out", f"{T}
 case("calibrate-max-jobs-nan", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml", "--option",
                                 "overlap=nan"], {}, "overlap")
 
+for id, item, fragment in (("coordination-huge", "coordination_us=1e308", "coordination_us"),
+                           ("gpus-per-node-beyond-int64", f"gpus_per_node={HUGE}", "gpus_per_node"),
+                           ("grad-accum-trillion", "grad_accum_steps=1000000000000", "at most 2147483647"),
+                           ("bucket-inf", "bucket_mb=inf", "bucket_mb")):
+    case(f"option-{id}", [*PREDICT, "--option", item], {}, fragment)
+
 # --- text: line breaks in --option, long values, escape codes --------------------------------------------
 for command, args in (("predict", PREDICT), ("sweep", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q"]),
                       ("validate", ["validate", f"{W}/measurements.csv"]),
