@@ -280,6 +280,7 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
         "nominal_GB_per_s": _NON_NEGATIVE, "efficiency": _FRACTION, "latency_us": _NON_NEGATIVE,
         "pcie_gen": Rule(low=0.0, high=99.0, whole=True, required=False, empty=True),
         "fits_gpus": Rule(number=False, empty=True),
+        "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
     },
     "workloads": {
         "name": _TEXT, "aliases": _NOTE,
@@ -452,6 +453,8 @@ class Catalogues:
         """sha256 of each catalogue's text, for the cube's provenance."""
         return {kind: getattr(self, kind).sha256 for kind in BUILTIN}
 
-    def links_of_scope(self, scope: str) -> list[str]:
-        """Names of the intra-server links (``intra``) or networks (``network``), in file order."""
-        return [row["name"] for row in self.links.rows if row["scope"] == scope]
+    def links_of_scope(self, scope: str, default_only: bool = False) -> list[str]:
+        """Names of the intra-server links (``intra``) or networks (``network``), in file order; with
+        ``default_only``, those of the default grid only (``Catalogue.default_names``)."""
+        names = self.links.default_names if default_only else self.links.names
+        return [row["name"] for row in self.links.rows if row["scope"] == scope and row["name"] in names]

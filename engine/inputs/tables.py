@@ -366,9 +366,10 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
         raise PaigridError("the sweep has no jobs.")
     arch = list(spec.arch or L.ARCH_NAMES)
     gpus = _unique([cats.gpus.resolve(n) for n in (spec.gpu or cats.gpus.default_names)], "gpu")
-    intra = _unique([resolve_link(cats, n, "intra") for n in (spec.intra or cats.links_of_scope("intra"))], "intra")
+    intra = _unique([resolve_link(cats, n, "intra")
+                     for n in (spec.intra or cats.links_of_scope("intra", default_only=True))], "intra")
     network = _unique([resolve_link(cats, n, "network")
-                       for n in (spec.network or cats.links_of_scope("network"))], "network")
+                       for n in (spec.network or cats.links_of_scope("network", default_only=True))], "network")
     defaults = cats.precisions.default_names
     known_prec = [p for p in PRECISIONS_ORDER if p in defaults] + [p for p in defaults if p not in PRECISIONS_ORDER]
     precision = _unique([cats.precisions.resolve(n) for n in (spec.precision or known_prec)], "precision")
