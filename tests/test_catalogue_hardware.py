@@ -128,6 +128,8 @@ def test_the_default_grid_keeps_its_gpus_and_precisions(cats):
     job = Job("j", "resnet50", 32.0, {key: getattr(options, key) for key in JOB_OPTIONS})
     grid = build_grid(SweepSpec(), [job], cats, defaults())
     assert grid.gpu == DEFAULT_GRID and grid.precision == cats.precisions.default_names
+    assert "pcie6" not in grid.intra and len(grid.intra) == 9 and len(grid.network) == 13
+    assert grid.configs == 5 * 18 * 11 * 9 * 13 * 5      # one job: the default sweep's size per workload
     wider = build_grid(SweepSpec(gpu=["RTX-3090", "GB300"], precision=["mxfp8", "nvfp4", "fp8-cs"]), [job], cats,
                        defaults())
     assert wider.gpu == ["RTX-3090", "GB300"] and wider.precision == ["mxfp8", "nvfp4", "fp8-current"]
@@ -166,6 +168,12 @@ def test_precisions_need_their_hardware(cats):
         assert eff.class_for("gemm_conv", "Blackwell", variant) == eff.class_for("gemm_conv", "Blackwell", "fp8")
         assert eff.flop_for("B200", variant) > 0
     assert eff.class_for("gemm_conv", "Blackwell", "nvfp4") < eff.class_for("gemm_conv", "Blackwell", "fp8")
+    # FlashAttention-2 needs Ampere or newer: the new Turing and Pascal cards fall back as Volta does
+    for generation in ("Turing", "Pascal"):
+        assert eff.class_for("attention_fused", generation, "amp-fp16") == eff.class_for("attention_fused", "Volta",
+                                                                                          "amp-fp16")
+    assert eff.class_for("attention_fused", "Turing", "amp-fp16") < eff.class_for("attention_fused", "Ampere",
+                                                                                  "amp-fp16")
     result = run("predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "H100", "--n-gpu", 1, "--intra",
                  "pcie5", "--network", "none", "--precision", "mxfp8")
     assert_clean_error(result, "the H100-SXM5-80GB has no mxfp8 support (mxfp8 needs hardware of the generation(s) "
