@@ -17,7 +17,7 @@ from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import JOB_OPTIONS, Options, SweepSpec
 from paigrid.inputs.tables import build_grid
-from paigrid.llm.compute import peak_flops
+from paigrid.llm.compute import intra_link_for, peak_flops
 from paigrid.predict import predict_configs
 
 DATASETS = resources.files("paigrid.datasets")
@@ -129,6 +129,9 @@ def test_the_default_grid_keeps_its_gpus_and_precisions(cats):
     grid = build_grid(SweepSpec(), [job], cats, defaults())
     assert grid.gpu == DEFAULT_GRID and grid.precision == cats.precisions.default_names
     assert "pcie6" not in grid.intra and len(grid.intra) == 9 and len(grid.network) == 13
+    links = {gpu: intra_link_for(cats, gpu) for gpu in ("H800-SXM5-80GB", "GB300", "B300", "H100-SXM5-96GB-HBM2e")}
+    assert links == {"H800-SXM5-80GB": "nvswitch-nvlink4-h800", "GB300": "nvlink5", "B300": "nvlink5",
+                     "H100-SXM5-96GB-HBM2e": "nvswitch-nvlink4"}
     assert grid.configs == 5 * 18 * 11 * 9 * 13 * 5      # one job: the default sweep's size per workload
     wider = build_grid(SweepSpec(gpu=["RTX-3090", "GB300"], precision=["mxfp8", "nvfp4", "fp8-cs"]), [job], cats,
                        defaults())
