@@ -79,6 +79,14 @@ def test_every_spelling_of_the_measurement_files_names_exactly_one_row(cats):
         assert spelling in spellings and cats.gpus.resolve(spelling) == name
 
 
+def test_the_llm_files_precision_names_are_catalogue_precisions(cats):
+    with DATASETS.joinpath("llm_public_v2.csv").open(encoding="utf-8", newline="") as handle:
+        plain = {row["precision"] for row in csv.DictReader(handle) if " " not in row["precision"]}
+    assert plain == {"amp-bf16", "fp8", "fp8-cs", "fp8-blockwise", "mxfp8", "nvfp4"}
+    assert {cats.precisions.resolve(p) for p in plain} == {"amp-bf16", "fp8", "fp8-current", "fp8-blockwise", "mxfp8",
+                                                           "nvfp4"}
+
+
 def test_a_semicolon_inside_brackets_is_part_of_an_alias():
     from paigrid.inputs.catalog import _split
 
