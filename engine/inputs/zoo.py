@@ -245,7 +245,7 @@ class Model:
     #: measured spellings of the model (``measured_public_v2.csv``'s ``model`` column) and the
     #: ``seq_len_or_image_size`` each applies at ("" = any)
     aliases: list[tuple[str, str]] = field(default_factory=list)
-    #: the ``v2`` table: ``model`` (the ``models_v2.csv`` row), ``params`` and ``flops`` (bools:
+    #: the ``v2`` table: ``model`` (the ``models_v2.csv`` rows, a list), ``params`` and ``flops`` (bools:
     #: compare with the row's figures), ``params_M``/``gflops`` (an independent count), ``source``,
     #: ``params_note``/``flops_note`` (why the layers disagree); empty without one
     v2: dict = field(default_factory=dict)
@@ -785,10 +785,13 @@ def _v2(table, scope: dict, where: _Where) -> dict:
     """A model's ``v2`` table, its ``params``/``flops`` flags and counts evaluated in ``scope``."""
     if table is None:
         return {}
-    if not isinstance(table, dict) or not isinstance(table.get("model"), str):
-        raise where.fail("'v2' must be a table naming its models_v2.csv row: v2 = { model = \"...\" }")
+    names = table.get("model") if isinstance(table, dict) else None
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise where.fail("'v2' must be a table naming its models_v2.csv row(s): v2 = { model = \"...\" }")
     _check_keys(table, V2_KEYS, where, "a model's 'v2' table")
-    out = {key: str(table.get(key, "")) for key in ("model", "source", "params_note", "flops_note")}
+    out = {key: str(table.get(key, "")) for key in ("source", "params_note", "flops_note")}
+    out["model"] = names
     for key in ("params", "flops"):
         out[key] = _flag(table, key, scope, where, True)
     for key in ("params_M", "gflops"):
