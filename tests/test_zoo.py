@@ -273,6 +273,13 @@ BAD = [
     (zoo_file('{ op = "linear", in = "2**1000", out = 4 }'), ["a power is limited"]),
     (zoo_file('{ op = "linear", in = "max()", out = 4 }'), ["max() cannot take 0 argument(s)"]),
     (zoo_file(head="blocks = 3"), ["'blocks' must hold [blocks.NAME] tables"]),
+    (zoo_file('{ op = "linear", in = 4, out = 4, times = 2, index = 3 }'), ["'index' must be a name"]),
+    (zoo_file(model='source = "s"\neach = { s = [1, 2] }\n'), ["needs its names in the model name"]),
+    (zoo_file(model='source = "s"\neach = { s = 3 }\n'), ["'each' must be a table of name = [value, ...]"]),
+    (zoo_file(model='source = "s"\naliases = "x"\n'), ["'aliases' must be a list"]),
+    (zoo_file(model='source = "s"\nv2 = { models = "x" }\n'), ["'v2' must be a table naming"]),
+    (zoo_file(model='source = "s"\nv2 = { model = "x", param = 1 }\n'), ["'v2' table has no key 'param'"]),
+    (zoo_file(model='source = "s"\nv2 = { model = "x", params_M = 1 }\n'), ["needs its 'source'"]),
 ]
 
 
@@ -284,6 +291,32 @@ def test_bad_zoo_input_is_one_sentence(text, fragments):
     assert message.startswith("bad.toml") and message.endswith(".") and "\n" not in message, message
     for fragment in fragments:
         assert fragment in message, message
+
+
+def test_indexed_repeats_and_each_variants():
+    """``index`` gives each copy of a repeated layer its number; ``each`` makes one model per
+    value, its name, source, alias size and numbers formatted with the value."""
+    text = """
+[blocks.grow]
+args = ["cin"]
+layers = [ { op = "linear", in = "cin", out = 8, bias = false } ]
+
+[models."m-seq{s}"]
+source = "at {s}"
+each = { s = [2, 4] }
+aliases = ["M"]
+alias_size = "{s}"
+v2 = { model = "M", params = "s == 4" }
+layers = [ { use = "grow", times = 3, index = "i", cin = "s + 10*i" } ]
+"""
+    short, long = zoo.parse_zoo(text, "t.toml")
+    assert (short.name, long.name, long.source) == ("m-seq2", "m-seq4", "at 4")
+    assert short.params == 8 * (2 + 12 + 22) and long.params == 8 * (4 + 14 + 24)
+    assert [layer.path for layer in short.layers] == ["#1 (use grow) [i=0] > #1 (linear)",
+                                                       "#1 (use grow) [i=1] > #1 (linear)",
+                                                       "#1 (use grow) [i=2] > #1 (linear)"]
+    assert short.aliases == [("M", "2")] and not short.v2["params"] and long.v2["params"]
+    assert zoo.resolve_measured("m", "4", [short, long]) == "m-seq4"
 
 
 def test_nested_layer_paths_name_the_block(tmp_path):

@@ -175,3 +175,10 @@ def test_same_size():
     assert zoo.same_size("224x224", "224") and zoo.same_size("384", "384.0")
     assert zoo.same_size("segment 8000 samples", "Segment 8000 samples")
     assert not zoo.same_size("224x224", "256") and not zoo.same_size("300x200", "300")
+
+
+def test_docs_list_every_model():
+    page = (ROOT / "docs" / "zoo.md").read_text(encoding="utf-8")
+    assert zoo.with_models_table(page, MODELS) == page, "run python -m paigrid.inputs.zoo --docs docs/zoo.md"
+    for model in MODELS:
+        assert f"| `{model.workloads[0]}` |" in page
