@@ -152,6 +152,9 @@ ELTWISE = {
     "tanh": (1, 1, 1, 2, 0, 1, 1),
     "sigmoid": (1, 1, 1, 2, 0, 1, 1),
     "gelu": (1, 1, 2, 1, 1, 0, 8),
+    "silu": (1, 1, 2, 1, 1, 0, 4),
+    "hardswish": (1, 1, 2, 1, 1, 0, 4),
+    "hardsigmoid": (1, 1, 1, 2, 0, 1, 3),
     "gelu_tanh": (10, 8, 20, 8, 1, 3, 9),
     "add": (2, 1, 2, 1, 0, 0, 1),
     "mul": (2, 1, 4, 1, 0, 0, 1),
@@ -206,7 +209,16 @@ V2_KEYS = {"model", "params", "flops", "params_M", "gflops", "source", "params_n
 BLOCK_KEYS = {"args", "defaults", "let", "layers", "note"}
 FILE_KEYS = {"about", "blocks", "models"}
 CLASS_OVERRIDES = ("gemm_conv", "small_conv", "attention")
-FUNCTIONS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "sqrt": math.sqrt}
+def _divisible(value: float, divisor: float = 8) -> float:
+    """``value`` rounded to a multiple of ``divisor`` (at least ``divisor``, never 10% below
+    ``value``): the channel rounding of the TensorFlow MobileNet/EfficientNet code and timm's
+    ``make_divisible``."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+FUNCTIONS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "sqrt": math.sqrt,
+             "divisible": _divisible}
 
 
 @dataclass
@@ -653,6 +665,8 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
                                 + (f" (did you mean {close[0]!r}?)" if close else ""))
             if name in stack:
                 raise here.fail(f"block {name!r} uses itself ({' > '.join([*stack, name])})")
+            if n == 0:
+                continue  # a block used 0 times adds nothing (its sizes may not even be valid then)
             block = blocks[name]
             args = {key: value for key, value in spec.items() if key not in USE_KEYS}
             missing = [a for a in block["args"] if a not in args]
