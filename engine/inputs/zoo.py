@@ -1019,13 +1019,28 @@ def models_table(models: list[Model] | None = None) -> str:
     """A Markdown table of every zoo model: workload, file, parameters (M), forward GFLOP per
     sample, the ``models_v2.csv`` row(s) it describes and the measured spellings that reach it."""
     models = builtin_models() if models is None else models
-    lines = ["| workload | file | params (M) | fwd GFLOP / sample | models_v2.csv row | measured as |",
-             "|---|---|---:|---:|---|---|"]
+    lines = ["| workload | file | params (M) | fwd GFLOP / sample | models_v2.csv row | checked against "
+             "(params; FLOPs) | measured as |",
+             "|---|---|---:|---:|---|---|---|"]
     for model in models:
         spellings = "; ".join(f"{a} @ {s}" if s else a for a, s in model.aliases)
         lines.append(f"| `{model.workloads[0]}` | {Path(model.origin).name} | {model.params / 1e6:.2f} | "
-                     f"{model.flops() / 1e9:.4g} | {'; '.join(model.v2.get('model', []))} | {spellings} |")
+                     f"{model.flops() / 1e9:.4g} | {'; '.join(model.v2.get('model', []))} | {_checked(model)} | "
+                     f"{spellings} |")
     return "\n".join(lines)
+
+
+def _checked(model: Model) -> str:
+    """How the v2 table compares a model's parameters and FLOPs (see ``tests/test_zoo_v2.py``)."""
+    if not model.v2:
+        return ""
+    def one(what: str, count: str) -> str:
+        if model.v2[f"{what}_note"]:
+            return "note"
+        if not model.v2[what]:
+            return "other size"
+        return "independent" if not math.isnan(model.v2[count]) else "file"
+    return f"{one('params', 'params_M')}; {one('flops', 'gflops')}"
 
 
 def with_models_table(page: str, models: list[Model] | None = None) -> str:
