@@ -171,3 +171,37 @@ def test_docs_list_every_model():
     assert zoo.with_models_table(page, MODELS) == page, "run python -m paigrid.inputs.zoo --docs docs/zoo.md"
     for model in MODELS:
         assert f"| `{model.workloads[0]}` |" in page
+
+
+def test_measurement_aliases_agree_with_the_zoo():
+    """The rows of measurement_aliases.csv for spellings of measured_public_v2.csv (those that
+    name a catalogue workload, so that the catalogue's reader resolves them too) give the zoo's
+    answer; every zoo alias naming a catalogue workload is among them."""
+    aliases = list(csv.DictReader((DATASETS / "measurement_aliases.csv").read_text(encoding="utf-8").splitlines()))
+    spellings = {(r["model"], r["seq_len_or_image_size"]) for r in MEASURED}
+    checked = 0
+    for row in aliases:
+        for name, size in spellings:
+            if name.casefold() == row["measured_model"].casefold() and (
+                    not row["seq_len_or_image_size"] or zoo.same_size(row["seq_len_or_image_size"], size)):
+                assert zoo.resolve_measured(name, size, MODELS) == row["workload"], (name, size)
+                checked += 1
+    catalogue = set(load("workloads").names)
+    listed = {(r["measured_model"], r["seq_len_or_image_size"]) for r in aliases}
+    for row in zoo.alias_rows(MODELS):
+        if row["workload"] in catalogue:
+            assert (row["measured_model"], row["seq_len_or_image_size"]) in listed, row
+    assert checked >= 4
+
+
+def test_docs_table_is_written_between_its_markers(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text(f"# t\n\n{zoo.DOCS_START}\nold\n{zoo.DOCS_END}\nafter\n", encoding="utf-8")
+    assert zoo.main(["--docs", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "old" not in text and text.endswith(f"{zoo.DOCS_END}\nafter\n") and "| `mpt-7b-seq2048` |" in text
+    bare = tmp_path / "bare.md"
+    bare.write_text("# no markers\n", encoding="utf-8")
+    assert zoo.main(["--docs", str(bare)]) == 2
+    assert "has no zoo-models markers" in capsys.readouterr().err
+    assert bare.read_text(encoding="utf-8") == "# no markers\n"

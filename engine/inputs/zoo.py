@@ -6,7 +6,17 @@ shapes.  Parameterised ``blocks`` and ``times`` (repetition) keep a ResNet or a 
 every model carries a ``source``.  Numbers may be arithmetic expressions over the model's ``let``
 names and a block's arguments.  ``python -m paigrid.inputs.zoo`` regenerates
 ``datasets/workload_classes.csv`` from the built-in zoo; ``--check`` compares instead of writing,
-``--show FILE.toml`` prints the per-class numbers of a user's zoo file.
+``--show FILE.toml`` prints the per-class numbers of a user's zoo file, ``--docs PAGE.md``
+rewrites the table of zoo models in ``docs/zoo.md``.
+
+A layer or block used ``times = n`` with ``index = "i"`` is n copies that differ, the i-th
+evaluated with i = 0 .. n - 1 (DenseNet's growing inputs, a stage whose first block strides).
+A model with ``each = { s = [...] }`` is one model per value, ``{s}`` in its name, source and
+``alias_size`` replaced by it (MPT at each sequence length).  ``aliases`` (with
+``alias_size``) are the spellings of ``measured_public_v2.csv``'s ``model`` column that mean
+the model (``resolve_measured``); ``v2`` names the ``models_v2.csv`` row(s) it describes and
+how its parameters and FLOPs compare with them (``tests/test_zoo_v2.py``).  ``divisible(v, d)``
+is the MobileNet/EfficientNet channel rounding.
 
 Units and conventions
 ---------------------
@@ -1043,10 +1053,11 @@ def _checked(model: Model) -> str:
     return f"{one('params', 'params_M')}; {one('flops', 'gflops')}"
 
 
-def with_models_table(page: str, models: list[Model] | None = None) -> str:
+def with_models_table(page: str, models: list[Model] | None = None, origin: str = "the page") -> str:
     """``page`` with the text between ``DOCS_START`` and ``DOCS_END`` replaced by the table."""
     if DOCS_START not in page or DOCS_END not in page:
-        raise PaigridError("the page has no zoo-models markers to write the table between.")
+        raise PaigridError(f"{origin} has no zoo-models markers ({DOCS_START} ... {DOCS_END}) to write "
+                           "the table between.")
     head, rest = page.split(DOCS_START, 1)
     _, tail = rest.split(DOCS_END, 1)
     return f"{head}{DOCS_START}\n{models_table(models)}\n{DOCS_END}{tail}"
@@ -1066,7 +1077,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.docs:
             page = read_text(args.docs, "the documentation page")
-            write_text_atomically(Path(args.docs), with_models_table(page))
+            write_text_atomically(Path(args.docs), with_models_table(page, origin=args.docs))
             print(f"wrote the zoo models table of {args.docs}")
             return 0
         if args.show:
