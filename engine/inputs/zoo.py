@@ -219,6 +219,8 @@ V2_KEYS = {"model", "params", "flops", "params_M", "gflops", "source", "params_n
 BLOCK_KEYS = {"args", "defaults", "let", "layers", "note"}
 FILE_KEYS = {"about", "blocks", "models"}
 CLASS_OVERRIDES = ("gemm_conv", "small_conv", "attention")
+
+
 def _divisible(value: float, divisor: float = 8) -> float:
     """``value`` rounded to a multiple of ``divisor`` (at least ``divisor``, never 10% below
     ``value``): the channel rounding of the TensorFlow MobileNet/EfficientNet code and timm's
