@@ -205,3 +205,26 @@ def test_docs_table_is_written_between_its_markers(tmp_path, capsys):
     assert zoo.main(["--docs", str(bare)]) == 2
     assert "has no zoo-models markers" in capsys.readouterr().err
     assert bare.read_text(encoding="utf-8") == "# no markers\n"
+
+
+def test_rows_measured_in_other_units_find_their_count():
+    """A throughput in mel frames, audio samples or tokens per second converts to samples per
+    second with the zoo entry's ``per_sample`` count of that unit."""
+    by_name = {w: m for m in MODELS for w in m.workloads}
+    units = {"mel": "mel frames", "audio samples": "audio samples", "tokens": "tokens"}
+    seen = 0
+    for r in MEASURED:
+        wanted = [unit for key, unit in units.items() if key in r["throughput_unit"]]
+        if wanted and r["model"] not in NOT_YET_RESOLVABLE:
+            model = by_name[zoo.resolve_measured(r["model"], r["seq_len_or_image_size"], MODELS)]
+            assert model.per_sample.get(wanted[0], 0) > 0, (r["id"], model.name, wanted[0])
+            seen += 1
+    assert seen > 1000
+
+
+def test_per_sample_counts():
+    by_name = {w: m for m in MODELS for w in m.workloads}
+    assert by_name["mpt-7b-seq8192"].per_sample == {"tokens": 8192}
+    assert by_name["waveglow"].per_sample == {"audio samples": 8000, "mel frames": 32}
+    assert by_name["tacotron2"].sample.startswith("one utterance of 100 characters and 566 mel frames")
+    assert by_name["mpt-7b-seq8192"].sample == "one 8192-token sequence"

@@ -15,7 +15,8 @@ A model with ``each = { s = [...] }`` is one model per value, ``{s}`` in its nam
 ``alias_size`` replaced by it (MPT at each sequence length).  ``aliases`` (with
 ``alias_size``) are the spellings of ``measured_public_v2.csv``'s ``model`` column that mean
 the model (``resolve_measured``); ``v2`` names the ``models_v2.csv`` row(s) it describes and
-how its parameters and FLOPs compare with them (``tests/test_zoo_v2.py``).  ``divisible(v, d)``
+how its parameters and FLOPs compare with them (``tests/test_zoo_v2.py``); ``per_sample``
+counts the other units of one sample (mel frames, audio samples, tokens).  ``divisible(v, d)``
 is the MobileNet/EfficientNet channel rounding.
 
 Units and conventions
@@ -211,7 +212,7 @@ FIELDS = {
 }
 USE_KEYS = {"use", "name", "times", "index", "instances", "note"}
 MODEL_KEYS = {"source", "layers", "let", "workloads", "sample", "notes", "optimizer", "each", "aliases",
-              "alias_size", "v2"}
+              "alias_size", "v2", "per_sample"}
 #: keys of a model's ``v2`` table: the ``models_v2.csv`` row it describes, whether its parameters
 #: and FLOPs are compared with that row's, an independent count where the row has none, and the
 #: recorded reason where the layers disagree with the row
@@ -274,6 +275,9 @@ class Model:
     #: compare with the row's figures), ``params_M``/``gflops`` (an independent count), ``source``,
     #: ``params_note``/``flops_note`` (why the layers disagree); empty without one
     v2: dict = field(default_factory=dict)
+    #: counts of other units in one sample ("mel frames", "audio samples", "tokens"), for
+    #: throughputs measured in them
+    per_sample: dict[str, float] = field(default_factory=dict)
 
     @property
     def params(self) -> float:
@@ -803,9 +807,13 @@ def _model(where: _Where, spec: dict, values: dict, blocks: dict, origin: str) -
     if not isinstance(size, str):
         raise where.fail("'alias_size' must be a string such as \"384\" or \"224x224\"")
     size = _format(size, values, where, "'alias_size'")
+    counts = spec.get("per_sample", {})
+    if not isinstance(counts, dict):
+        raise where.fail("'per_sample' must be a table of unit = count, such as { tokens = \"s\" }")
+    per_sample = {unit: _number(counts, unit, scope, where) for unit in counts}
     return Model(name, _format(source.strip(), values, where, "the source"), origin, workloads, layers,
-                 str(spec.get("sample", "")), str(spec.get("optimizer", "")),
-                 [(a.strip(), size) for a in aliases], _v2(spec.get("v2"), scope, where))
+                 _format(str(spec.get("sample", "")), values, where, "the sample"), str(spec.get("optimizer", "")),
+                 [(a.strip(), size) for a in aliases], _v2(spec.get("v2"), scope, where), per_sample)
 
 
 def _v2(table, scope: dict, where: _Where) -> dict:
@@ -1031,14 +1039,15 @@ def models_table(models: list[Model] | None = None) -> str:
     """A Markdown table of every zoo model: workload, file, parameters (M), forward GFLOP per
     sample, the ``models_v2.csv`` row(s) it describes and the measured spellings that reach it."""
     models = builtin_models() if models is None else models
-    lines = ["| workload | file | params (M) | fwd GFLOP / sample | models_v2.csv row | checked against "
-             "(params; FLOPs) | measured as |",
-             "|---|---|---:|---:|---|---|---|"]
+    lines = ["| workload | file | params (M) | fwd GFLOP / sample | per sample | models_v2.csv row | "
+             "checked against (params; FLOPs) | measured as |",
+             "|---|---|---:|---:|---|---|---|---|"]
     for model in models:
         spellings = "; ".join(f"{a} @ {s}" if s else a for a, s in model.aliases)
+        counts = ", ".join(f"{n:g} {unit}" for unit, n in model.per_sample.items())
         lines.append(f"| `{model.workloads[0]}` | {Path(model.origin).name} | {model.params / 1e6:.2f} | "
-                     f"{model.flops() / 1e9:.4g} | {'; '.join(model.v2.get('model', []))} | {_checked(model)} | "
-                     f"{spellings} |")
+                     f"{model.flops() / 1e9:.4g} | {counts} | {'; '.join(model.v2.get('model', []))} | "
+                     f"{_checked(model)} | {spellings} |")
     return "\n".join(lines)
 
 
