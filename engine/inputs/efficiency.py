@@ -249,18 +249,18 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
     origin = str(path)
     tables = {section: _fractions(data.get(section, {}), origin, section)
               for section in ("flop_efficiency", "memory_efficiency", "link_efficiency")}
-    for section in ("flop_efficiency", "memory_efficiency", "link_efficiency", "class_efficiency",
-                    "workload_efficiency"):
-        _within_bounds(tables.get(section, data.get(section, {})), origin, section)
+    tables["class_efficiency"] = _class_values(dict(data.get("class_efficiency", {})), origin)
+    tables["workload_efficiency"] = _factors(dict(data.get("workload_efficiency", {})), origin, "workload_efficiency")
+    for section, table in tables.items():   # each section's own checks first, then the physical range
+        _within_bounds(table, origin, section)
     return Efficiency(_canonical(tables["flop_efficiency"], origin, "flop_efficiency", lambda k: _flop_key(k, cats)),
                       _canonical(tables["memory_efficiency"], origin, "memory_efficiency",
                                  lambda k: "default" if k.strip().casefold() == "default" else cats.gpus.resolve(k)),
                       _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
                       options, origin=origin,
-                      classes=_canonical(_class_values(dict(data.get("class_efficiency", {})), origin), origin,
-                                         "class_efficiency", lambda k: _class_key(k, cats)),
-                      workloads=_canonical(_factors(dict(data.get("workload_efficiency", {})), origin,
-                                                    "workload_efficiency"), origin, "workload_efficiency",
+                      classes=_canonical(tables["class_efficiency"], origin, "class_efficiency",
+                                         lambda k: _class_key(k, cats)),
+                      workloads=_canonical(tables["workload_efficiency"], origin, "workload_efficiency",
                                            cats.workloads.resolve))
 
 
