@@ -82,10 +82,14 @@ def query(
     path: Path = typer.Argument(..., help="Cube file."),
     best_arch: bool = typer.Option(False, "--best-arch", help="Best architecture and interconnect per job."),
     pareto: bool = typer.Option(False, "--pareto", help="Every configuration on each job's time/cost Pareto front."),
-    by: By = typer.Option(By.time, help="Rank by time per sample (throughput) or by cost per sample."),
-    where: list[str] | None = typer.Option(None, help="Filter DIM=VALUE[,VALUE...] (repeatable)."),
+    by: By = typer.Option(By.time, help="Rank by time, cost or energy per sample."),
+    where: list[str] | None = typer.Option(
+        None, help="Filter DIM=VALUE[,VALUE...] (repeatable); DIM of either family: arch, gpu, n_gpu, intra, network, "
+        "precision; LLM jobs also layout, domain, tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp."),
     job: list[str] | None = typer.Option(None, help="Only this job (repeatable)."),
     top: int = typer.Option(1, help="Best K configurations per job."),
+    tokens: float | None = typer.Option(None, "--tokens", min=1.0,
+                                        help="Token budget: add the days, cost and energy to train it."),
     calibration: Path | None = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
@@ -99,6 +103,21 @@ def query(
     fmt = output_format(json_out, csv_out)
     if best_arch == pareto:
         raise PaigridError("say what to query: --best-arch or --pareto.")
+    from paigrid.cube import families_of
+
+    if tokens or "llm" in families_of(path):   # one row per job of every family, in the same columns
+        from paigrid.llm.query import FAMILY_COLUMNS, FAMILY_UNITS, TRAIN_COLUMNS, query_every_family
+
+        if top < 1:
+            raise PaigridError(f"--top must be at least 1, not {top}.")
+        if pareto and top > 1:
+            raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
+        rows, notes = query_every_family(path, by.value, where or [], job, top, pareto, tokens, calibration)
+        emit(rows, FAMILY_COLUMNS + (TRAIN_COLUMNS if tokens else []), fmt, FAMILY_UNITS)
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        _note_empty(rows)
+        return
     cube = open_cube(path)
     try:
         check_calibration(cube, calibration)
@@ -109,6 +128,11 @@ def query(
     finally:
         cube.close()
     emit(rows, columns, fmt, QUERY_UNITS)
+    _note_empty(rows)
+
+
+def _note_empty(rows: list[dict]) -> None:
+    """The note on stderr naming the jobs without a valid configuration under the filters."""
     empty = [r["job"] for r in rows if r["arch"] is None]
     if empty:
         shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
