@@ -354,7 +354,7 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
             all_blocks = len(blocks) + len(writer.llm_blocks)
             with _Progress(progress, total) as bar:
                 if grid is None:
-                    source = iter(())
+                    source = (block for block in ())   # no data-parallel jobs: no blocks
                 elif client is not None:
                     from paigrid.distributed import run_on_dask
 
@@ -486,7 +486,7 @@ def _write_failure(sentence: str, exc: BaseException) -> PaigridError:
     return error
 
 
-def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, **kw):
+def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, group: str | None = None, **kw):
     """Sweep from Python and return the cube as an ``xarray.Dataset`` (``paigrid sweep`` as a
     function, for notebooks and libraries).
 
@@ -502,11 +502,16 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     (default False: no progress lines on stderr), on_block, device ("cpu" or "cuda"), threads
     (numba threads), and any other keyword-only argument of ``run_sweep``.  The variables carry
     their units (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
+
+    The spec's workloads may name LLM models too (``llama3-8b``): ``group`` chooses the family
+    returned, None the data-parallel root (or, for a sweep of LLM jobs only, the ``llm`` group),
+    ``"llm"`` the LLM group (``paigrid.open_dataset(path, group="llm")``); both are in ``out``.
     """
     import copy
     import inspect
     import tempfile
 
+    from paigrid.cube import families_of
     from paigrid.dataset import open_dataset
     from paigrid.inputs.spec import load_spec, spec_from_dict
 
@@ -528,15 +533,18 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
         raise PaigridError(f"spec must be a SweepSpec, the path of a TOML spec, a dict or None, "
                            f"not {type(spec).__name__}.")
     kw.setdefault("progress", False)
+    def family(path):
+        return group if group is not None or "dp" in families_of(path) else "llm"
+
     if out is not None:
         run_sweep(spec, out, reduce_only=reduce_only, **kw)
-        return open_dataset(out)
+        return open_dataset(out, group=family(out))
     if kw.get("resume"):
         raise PaigridError("resume needs the out file of the interrupted sweep.")
     with tempfile.TemporaryDirectory(prefix="paigrid-") as folder:
         path = Path(folder) / "cube.h5"
         run_sweep(spec, path, reduce_only=reduce_only, **kw)
-        with open_dataset(path) as ds:
+        with open_dataset(path, group=family(path)) as ds:
             ds.load()
         ds.encoding.pop("source", None)   # the file is gone
         return ds
