@@ -295,3 +295,12 @@ def test_layout_labels_round_trip():
         parse_label("tp8-pp1-v1-cp1-ep1-mb1-zero1-selective-sp", 12)
     with pytest.raises(PaigridError, match="not a layout label"):
         parse_label("tp8 pp4")
+
+
+def test_the_declared_keys_are_documented():
+    """docs/commands.md holds the [grid] and [llm] tables as the declarations render them."""
+    from paigrid.inputs.spec import grid_keys_table
+    from paigrid.llm.layouts import space_keys_table
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "commands.md").read_text()
+    assert grid_keys_table() in text and space_keys_table() in text

@@ -422,3 +422,12 @@ def load_spec(path: str | Path | None) -> SweepSpec:
     spec = spec_from_dict(data, str(path), path.parent)
     spec.sha256 = hashlib.sha256(text.encode()).hexdigest()
     return spec
+
+
+def grid_keys_table() -> str:
+    """The [grid] keys as a Markdown table (docs/commands.md holds it; a test checks it is current)."""
+    lines = ["| key | families | what | default |", "|---|---|---|---|"]
+    for key in GRID_KEYS:
+        unit = f" [{key.unit}]" if key.unit else ""
+        lines.append(f"| `{key.name}` | {', '.join(key.families)} | {key.doc}{unit} | {key.default} |")
+    return "\n".join(lines)

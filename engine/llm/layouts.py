@@ -308,3 +308,14 @@ def space_from_table(table: dict, origin: str) -> Space:
 def space_to_table(space: Space) -> dict:
     """The ``[llm]`` table of a space (every key), as stored in a cube's spec."""
     return {key.name: (list(v) if isinstance(v := getattr(space, key.name), tuple) else v) for key in SPACE_KEYS}
+
+
+def space_keys_table() -> str:
+    """The [llm] keys as a Markdown table (docs/commands.md holds it; a test checks it is current)."""
+    lines = ["| key | what | default |", "|---|---|---|"]
+    for key in SPACE_KEYS:
+        default = space_default(key)
+        shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in default) \
+            if isinstance(default, list) else str(default)
+        lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every divisor'} |")
+    return "\n".join(lines)
