@@ -364,7 +364,7 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
         raise PaigridError(f"{origin}: [grid] must be a table.")
     unknown = set(grid) - set(GRID)
     if unknown:
-        raise PaigridError(f"{origin}: unknown grid key(s) {', '.join(sorted(unknown))}; "
+        raise PaigridError(f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; "
                            f"known: {', '.join(GRID)}.")
     for name, value in grid.items():
         setattr(spec, name, _grid_value(GRID[name], value, origin))
