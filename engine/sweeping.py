@@ -429,6 +429,7 @@ def _sweep_llm(writer, llm: LlmGrid | None, todo: list[int], bar, per_block: int
     for count, index in enumerate(todo, 1):
         results, reason = evaluate_llm_block(llm, *blocks[index])
         bests = best_over_layouts(results, reason, len(CUBE_REASON_NAMES))
+        _check_llm_room(writer, results, reason, bests)
         before = int(writer.llm_done.sum())
         writer.write_llm_block(index, results, reason, bests)
         fault_point(f"llm-block-written-{count}")
@@ -440,6 +441,23 @@ def _sweep_llm(writer, llm: LlmGrid | None, todo: list[int], bar, per_block: int
         bar.advance(per_block, int(writer.done.sum()) + written + len(writer.unflushed_llm), all_blocks)
     if writer.commit():
         fault_point(f"after-llm-block-{int(writer.llm_done.sum())}")
+
+
+def _check_llm_room(writer, results, reason, bests) -> None:
+    """``_check_room`` for an LLM block: its uncompressed bytes (the float32 cells of a full
+    sweep and the bests) and some slack must fit in the free disk space."""
+    need = sum(a.nbytes for a in bests.values()) + ROOM_SLACK
+    if not writer.reduce_only:
+        need += results.size * 4 + reason.nbytes
+    folder = writer.path.parent if str(writer.path.parent) else Path(".")
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if need > free:
+        import errno
+
+        raise _NoRoom(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _commit_quietly(writer) -> None:

@@ -31,7 +31,9 @@ def sweep(
     spec_file: Path | None = typer.Argument(
         None, metavar="[SPEC.toml]", help="Sweep spec; default: built-in workloads x the full catalogue."),
     out: Path = typer.Option(..., "--out", "-o", help="Cube file to write (netCDF-4/HDF5)."),
-    workloads: str | None = typer.Option(None, help="Workload names (comma-separated) or a workloads/population CSV."),
+    workloads: str | None = typer.Option(
+        None, help="Job names, comma-separated: workloads and LLM models (of datasets/llm_models.csv), or a "
+        "workloads, population or LLM models CSV."),
     compression: Compression = typer.Option(
         Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."),
     reduce_only: bool = typer.Option(False, "--reduce-only", help="Keep only the per-job reductions, not the cube."),

@@ -108,10 +108,15 @@ def split_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], list[LlmJo
             return [], [LlmJob(n, model(n, llm_catalogue)) for n in llm_catalogue.names], cats
         if "model" in header and "job" in header:
             llm_catalogue = load_catalogue()
-            llm_rows = [(n, r) for n, r in rows if _is_llm_model(r.get("model", ""), cats, llm_catalogue)]
+            families = {}   # each distinct model cell resolved once
+            for _, r in rows:
+                cell = r.get("model", "")
+                if cell not in families:
+                    families[cell] = _is_llm_model(cell, cats, llm_catalogue)
+            llm_rows = [(n, r) for n, r in rows if families[r.get("model", "")]]
             if llm_rows:
                 llm = [LlmJob(r["job"].strip(), model(r["model"], llm_catalogue)) for _, r in llm_rows]
-                dp_rows = [(n, r) for n, r in rows if (n, r) not in llm_rows]
+                dp_rows = [(n, r) for n, r in rows if not families[r.get("model", "")]]
                 dp = _population_jobs(dp_rows, header, path, spec.options, cats) if dp_rows else []
                 names = [j.name for j in dp] + [j.name for j in llm]
                 if len(set(names)) != len(names) or not all(names):

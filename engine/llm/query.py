@@ -28,7 +28,11 @@ def _open(path: str | Path):
     except (OSError, FileNotFoundError) as exc:
         raise PaigridError(f"cannot read {path}: {getattr(exc, 'strerror', None) or 'not an HDF5 file'}.") from None
     if f.attrs.get("kind") != "paigrid-llm-best":
+        cube = "llm" in f and "block_done" in f["llm"]
         f.close()
+        if cube:
+            raise PaigridError(f"{path} is not an LLM sweep file of paigrid llm sweep but a cube with LLM jobs; "
+                               "paigrid query answers them.")
         raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them).")
     return f
 
