@@ -304,3 +304,27 @@ def test_the_declared_keys_are_documented():
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "commands.md").read_text()
     assert grid_keys_table() in text and space_keys_table() in text
+
+
+def test_a_population_with_llm_jobs_sweeps_into_one_cube(tmp_path):
+    """The rows of ``paigrid population --llm-share`` that name LLM models are LLM-family jobs
+    (named by their job column; their data-parallel current_* columns do not apply to them)."""
+    from paigrid.study.population import synthetic_population
+    from paigrid.study.trace import write_population
+
+    rows = synthetic_population(4, seed=1, llm_share=0.5)
+    write_population(rows, tmp_path / "pop.csv")
+    spec = {"workloads": "pop.csv", "grid": {"gpu": ["H100"], "n_gpu": [8, 64], "precision": ["amp-bf16"],
+                                             "network": ["ib-ndr-400g"]},
+            "llm": {"cp": [1], "vpp": [1], "micro_batch": [1], "zero": [1], "recompute": ["full"]}}
+    dp, llm, _ = split_jobs(spec_from_dict(spec, "spec", tmp_path), Catalogues.load())
+    assert [j.name for j in llm] == [r["job"] for r in rows if r["job"].startswith("llm-")]
+    assert len(dp) + len(llm) == 4
+    (tmp_path / "spec.toml").write_text(
+        'workloads = "pop.csv"\n[grid]\ngpu = ["H100"]\nn_gpu = [8, 64]\nprecision = ["amp-bf16"]\n'
+        'network = ["ib-ndr-400g"]\n[llm]\ncp = [1]\nvpp = [1]\nmicro_batch = [1]\nzero = [1]\nrecompute = ["full"]\n')
+    swept = run("sweep", tmp_path / "spec.toml", "-o", tmp_path / "cube.h5", "-q")
+    assert swept.exit_code == 0, swept.output
+    answer = json.loads(run("query", tmp_path / "cube.h5", "--best-arch", "--json").output)
+    assert sorted(r["job"] for r in answer) == sorted(r["job"] for r in rows)
+    assert {r["family"] for r in answer} == {"dp", "llm"}
