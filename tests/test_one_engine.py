@@ -328,3 +328,15 @@ def test_a_population_with_llm_jobs_sweeps_into_one_cube(tmp_path):
     answer = json.loads(run("query", tmp_path / "cube.h5", "--best-arch", "--json").output)
     assert sorted(r["job"] for r in answer) == sorted(r["job"] for r in rows)
     assert {r["family"] for r in answer} == {"dp", "llm"}
+
+
+def test_per_answers_once_per_value_for_every_family(swept):
+    rows = json.loads(run("query", swept / "cube.h5", "--best-arch", "--per", "n_gpu", "--json").output)
+    by_job = {}
+    for r in rows:
+        by_job.setdefault(r["job"], []).append(r["n_gpu"])
+    assert by_job["resnet50"] == [8, 64, 512] and by_job["llama3-8b"] == [8, 64, 512]
+    assert set(by_job["llama3-70b"]) <= {8, 64, 512} and 512 in by_job["llama3-70b"]
+    alone = json.loads(run("query", swept / "cube.h5", "--best-arch", "--where", "n_gpu=64", "--json").output)
+    assert [r for r in rows if r["n_gpu"] == 64] == [r for r in alone if r["arch"] is not None]
+    assert_clean_error(run("query", swept / "cube.h5", "--best-arch", "--per", "arch"), "--per takes")

@@ -92,6 +92,8 @@ def query(
     top: int = typer.Option(1, help="Best K configurations per job."),
     tokens: float | None = typer.Option(None, "--tokens", min=1.0,
                                         help="Token budget: add the days, cost and energy to train it."),
+    per: str | None = typer.Option(None, "--per", help="Answer once per value of n_gpu, network, gpu or precision "
+                                                       "(each job's best at each GPU count, ...)."),
     calibration: Path | None = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
@@ -107,14 +109,14 @@ def query(
         raise PaigridError("say what to query: --best-arch or --pareto.")
     from paigrid.cube import families_of
 
-    if tokens or "llm" in families_of(path):   # one row per job of every family, in the same columns
+    if tokens or per or "llm" in families_of(path):   # one row per job of every family, in the same columns
         from paigrid.llm.query import FAMILY_COLUMNS, FAMILY_UNITS, TRAIN_COLUMNS, query_every_family
 
         if top < 1:
             raise PaigridError(f"--top must be at least 1, not {top}.")
         if pareto and top > 1:
             raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
-        rows, notes = query_every_family(path, by.value, where or [], job, top, pareto, tokens, calibration)
+        rows, notes = query_every_family(path, by.value, where or [], job, top, pareto, tokens, calibration, per)
         emit(rows, FAMILY_COLUMNS + (TRAIN_COLUMNS if tokens else []), fmt, FAMILY_UNITS)
         for note in notes:
             typer.echo(f"note: {note}", err=True)

@@ -391,11 +391,20 @@ class _Labelled:
         self.labels = labels
 
 
+#: the dimensions ``--per`` may group the rows of every job by
+PER_DIMS = ("n_gpu", "network", "gpu", "precision")
+
+
 def query_every_family(path: str | Path, by: str = "time", where: list[str] | None = None,
                        jobs: list[str] | None = None, top: int = 1, pareto: bool = False,
-                       tokens: float | None = None, calibration=None) -> tuple[list[dict], list[str]]:
+                       tokens: float | None = None, calibration=None,
+                       per: str | None = None) -> tuple[list[dict], list[str]]:
     """``paigrid query`` over every job family of a cube: (rows in ``FAMILY_COLUMNS`` (and
-    ``TRAIN_COLUMNS`` for ``tokens`` [tokens]), notes), data-parallel jobs first."""
+    ``TRAIN_COLUMNS`` for ``tokens`` [tokens]), notes), data-parallel jobs first.  ``per`` (one
+    of ``PER_DIMS``) answers once per value of that dimension (each job's best at each GPU
+    count, on each network, ...), as if ``--where DIM=VALUE`` were given for each value."""
+    if per is not None:
+        return _per_value(path, by, where or [], jobs, top, pareto, tokens, calibration, per)
     from paigrid.cube import check_calibration, families_of, open_cube, open_llm, reading
     from paigrid.query import best_configurations
 
@@ -442,3 +451,37 @@ def query_every_family(path: str | Path, by: str = "time", where: list[str] | No
             row["train_cost"] = tokens * row["cost_tokens"] / 1e6
             row["train_energy_MWh"] = tokens * row["energy_tokens"] / 3.6e9
     return rows, notes
+
+
+def _per_value(path, by, where, jobs, top, pareto, tokens, calibration, per) -> tuple[list[dict], list[str]]:
+    """``query_every_family`` once per value of the dimension ``per`` (values of either family,
+    in the data-parallel family's order, then the LLM family's), rows grouped by job."""
+    from paigrid.cube import families_of, open_cube, open_llm
+
+    if per not in PER_DIMS:
+        raise PaigridError(f"--per takes one of {', '.join(PER_DIMS)}, not {per!r}.")
+    if any(item.partition("=")[0].strip() == per for item in where):
+        raise PaigridError(f"--per {per} and --where {per}=... do not go together.")
+    values = []
+    families = families_of(path)
+    if "dp" in families:
+        cube = open_cube(path)
+        try:
+            values += [str(v) for v in cube.labels[per]]
+        finally:
+            cube.close()
+    if "llm" in families:
+        llm = open_llm(path)
+        try:
+            values += [str(v) for v in llm.labels[per] if str(v) not in values]
+        finally:
+            llm.close()
+    rows, notes = [], []
+    for value in values:
+        found, said = query_every_family(path, by, [*where, f"{per}={value}"], jobs, top, pareto, tokens, calibration)
+        rows += [r for r in found if r.get("arch") is not None]
+        notes += [n for n in said if n not in notes and f"{per}={value}" not in n]
+    order = {}
+    for row in rows:
+        order.setdefault(row["job"], len(order))
+    return sorted(rows, key=lambda r: order[r["job"]]), notes
