@@ -340,3 +340,16 @@ def test_per_answers_once_per_value_for_every_family(swept):
     alone = json.loads(run("query", swept / "cube.h5", "--best-arch", "--where", "n_gpu=64", "--json").output)
     assert [r for r in rows if r["n_gpu"] == 64] == [r for r in alone if r["arch"] is not None]
     assert_clean_error(run("query", swept / "cube.h5", "--best-arch", "--per", "arch"), "--per takes")
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ('workloads = ["llama3-8b"]\n[llm]\nzero = [4]\n', "llm.zero takes 0, 1, 2, 3"),
+    ('workloads = ["llama3-8b"]\n[llm]\ntensor = [2]\n', "unknown [llm] key(s) tensor"),
+    ('workloads = ["llama9"]\n', "nor is it an LLM model"),
+    ('workloads = ["llama3-8b"]\n[grid]\ndomain = [0]\n', "grid.domain must be"),
+    ('workloads = ["resnet50"]\n[grid]\nnetwork = ["dgx-h100-superpod"]\n', "only fabrics"),
+])
+def test_bad_spec_input_of_the_llm_family_is_one_sentence_and_writes_nothing(tmp_path, spec, fragment):
+    (tmp_path / "s.toml").write_text(spec)
+    assert_clean_error(run("sweep", tmp_path / "s.toml", "-o", tmp_path / "c.h5", "-q"), fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
