@@ -353,3 +353,31 @@ def test_bad_spec_input_of_the_llm_family_is_one_sentence_and_writes_nothing(tmp
     (tmp_path / "s.toml").write_text(spec)
     assert_clean_error(run("sweep", tmp_path / "s.toml", "-o", tmp_path / "c.h5", "-q"), fragment)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_server_defaults_come_from_the_gpu_catalogue_when_it_has_them(tmp_path):
+    """gpus.csv columns gpus_per_server and nvlink_domain_GPUs (where a catalogue has them) set the
+    LLM family's default domain and server; without them: 8 GPUs (an HGX board)."""
+    import csv
+    import io
+
+    from paigrid.llm.grid import build_llm_grid, catalogue_default
+
+    assert catalogue_default(Catalogues.load(), "H100-SXM5-80GB", "nvlink_domain_GPUs") == 8   # an HGX server
+    text = Path(paigrid.__file__).parent.parent.joinpath("datasets", "gpus.csv").read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    columns = list(rows[0]) + [c for c in ("gpus_per_server", "nvlink_domain_GPUs") if c not in rows[0]]
+    for row in rows:
+        row["gpus_per_server"], row["nvlink_domain_GPUs"] = ("4", "72") if row["name"] == "B200" else ("8", "8")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    (tmp_path / "gpus.csv").write_text(out.getvalue())
+    spec = spec_from_dict({"workloads": ["llama3-8b"], "grid": {"gpu": ["H100", "B200"], "n_gpu": [64]},
+                           "catalogues": {"gpus": "gpus.csv"}, "llm": {"cp": [1], "vpp": [1], "zero": [1]}},
+                          "spec", tmp_path)
+    cats = Catalogues.load(spec.catalogues)
+    dp, llm, cats = split_jobs(spec, cats)
+    grid = build_llm_grid(spec, llm, cats, defaults())
+    assert grid.domain == [8, 72] and grid.gpus_per_node == [8, 4]
