@@ -261,8 +261,8 @@ def predict_llm(model_name: str, gpu: str, n_gpu: int, layout: dict, domain: int
     ``layout`` holds tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp (dp = n_gpu / (tp x
     pp x cp)) or ``label`` (a layout label, with or without its dp); ``domain`` [GPUs] defaults
     to the GPU's catalogue server size (``llm.grid.catalogue_default``).  Adds ``layout`` (the
-    label with dp) and, for ``tokens`` [tokens], ``train_days``, ``train_cost_USD`` and
-    ``train_energy_MWh``.  A layout that does not divide ``n_gpu`` is one sentence."""
+    label with dp) and, for ``tokens`` [tokens], ``train_days``, ``train_cost`` [USD] and
+    ``train_energy_MWh`` (``llm.query.train_totals``).  A layout that does not divide ``n_gpu`` is one sentence."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
     from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
@@ -294,7 +294,9 @@ def predict_llm(model_name: str, gpu: str, n_gpu: int, layout: dict, domain: int
     result["layout_text"] = lay.describe()
     result["design"] = design
     if tokens and result["valid"]:
-        steps = tokens / ((global_batch or m.global_batch) * m.seq_len)
-        result.update(train_days=steps * result["step_time"] / 86400, train_cost_USD=steps * result["cost_per_step"],
-                      train_energy_MWh=steps * result["energy_per_step"] / 3.6e9)
+        from paigrid.llm.query import train_totals
+
+        batch_tokens = (global_batch or m.global_batch) * m.seq_len
+        result.update(train_totals(tokens, result["tokens_per_s"], result["cost_per_step"] / batch_tokens,
+                                   result["energy_per_step"] / batch_tokens))
     return result

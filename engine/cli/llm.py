@@ -254,5 +254,5 @@ def emit_llm_prediction(model: str, n_gpu: int, precision: str, layout: dict, gp
                f"{result['layout']}")
     rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
     rows += [{"quantity": k, "value": result[k], "unit": u} for k, u in
-             (("train_days", "days"), ("train_cost_USD", "USD"), ("train_energy_MWh", "MWh")) if k in result]
+             (("train_days", "days"), ("train_cost", "USD"), ("train_energy_MWh", "MWh")) if k in result]
     _emit(rows, ["quantity", "value", "unit"], "table")

@@ -110,11 +110,18 @@ def _row(labels, data, c, batch_tokens: float, tokens: float | None) -> dict:
     row["memory_per_gpu_GB"] = row.pop("memory_per_gpu") / 1e9
     row["cost_per_hour"] = row["cost_per_step"] / row["step_time"] * 3600.0
     if tokens:
-        steps = tokens / batch_tokens
-        row["train_days"] = steps * row["step_time"] / 86400.0
-        row["train_cost"] = steps * row["cost_per_step"]
-        row["train_energy_MWh"] = steps * row["energy_per_step"] / 3.6e9
+        row.update(train_totals(tokens, row["tokens_per_s"], row["cost_per_step"] / batch_tokens,
+                                row["energy_per_step"] / batch_tokens))
     return row
+
+
+def train_totals(tokens: float, tokens_per_s: float, usd_per_token: float, joules_per_token: float) -> dict:
+    """Time, cost and energy to train ``tokens`` [tokens] at ``tokens_per_s`` [tokens/s],
+    ``usd_per_token`` [USD/token] and ``joules_per_token`` [J/token]: ``train_days`` [days],
+    ``train_cost`` [USD], ``train_energy_MWh`` [MWh] (the one place this arithmetic is written;
+    the query, the LLM file's query and predict use it)."""
+    return {"train_days": tokens / tokens_per_s / 86400.0, "train_cost": tokens * usd_per_token,
+            "train_energy_MWh": tokens * joules_per_token / 3.6e9}
 
 
 # --- the LLM family of a cube (format 5): the array core of best / top / pareto --------------
@@ -447,9 +454,7 @@ def query_every_family(path: str | Path, by: str = "time", where: list[str] | No
                 part.close()
     if tokens:
         for row in rows:
-            row["train_days"] = tokens / row["throughput_tokens"] / 86400.0
-            row["train_cost"] = tokens * row["cost_tokens"] / 1e6
-            row["train_energy_MWh"] = tokens * row["energy_tokens"] / 3.6e9
+            row.update(train_totals(tokens, row["throughput_tokens"], row["cost_tokens"] / 1e6, row["energy_tokens"]))
     return rows, notes
 
 
