@@ -381,3 +381,15 @@ def test_server_defaults_come_from_the_gpu_catalogue_when_it_has_them(tmp_path):
     dp, llm, cats = split_jobs(spec, cats)
     grid = build_llm_grid(spec, llm, cats, defaults())
     assert grid.domain == [8, 72] and grid.gpus_per_node == [8, 4]
+
+
+def test_llm_query_reads_the_llm_jobs_of_a_cube_too(swept):
+    """``paigrid llm query`` (the alias of before) answers from a cube's llm group as the one query does."""
+    rows = json.loads(run("llm", "query", swept / "cube.h5", "--model", "llama3-70b", "--json").output)
+    one = json.loads(run("query", swept / "cube.h5", "--best-arch", "--job", "llama3-70b", "--per", "n_gpu",
+                         "--json").output)
+    valid = [r for r in rows if "step_time" in r and r["step_time"] is not None]
+    assert [r["step_time"] for r in valid] == [r["step_time"] for r in one]
+    assert [r["n_gpu"] for r in valid] == [r["n_gpu"] for r in one]
+    assert [parse_label(r["arch"]).describe() for r in one] == [r["layout"] for r in valid]
+    assert_clean_error(run("llm", "query", swept / "cube.h5", "--model", "resnet50"), "has no model")

@@ -27,14 +27,56 @@ def _open(path: str | Path):
         f = h5py.File(path, "r")
     except (OSError, FileNotFoundError) as exc:
         raise PaigridError(f"cannot read {path}: {getattr(exc, 'strerror', None) or 'not an HDF5 file'}.") from None
-    if f.attrs.get("kind") != "paigrid-llm-best":
-        cube = "llm" in f and "block_done" in f["llm"]
+    if f.attrs.get("kind") != "paigrid-llm-best" and not ("llm" in f and "block_done" in f["llm"]):
         f.close()
-        if cube:
-            raise PaigridError(f"{path} is not an LLM sweep file of paigrid llm sweep but a cube with LLM jobs; "
-                               "paigrid query answers them.")
-        raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them).")
+        raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them) nor a cube with LLM "
+                           "jobs.")
     return f
+
+
+def _legacy_view(f, path, model: str):
+    """(labels, per-field arrays over (n_gpu, gpu, domain, network), layouts per reason, reason
+    names, tokens per step) of ``model`` in an LLM file of ``paigrid llm sweep`` or in the group
+    ``llm`` of a cube (its bests, at its one precision), so ``query_best`` reads either."""
+    if f.attrs.get("kind") == "paigrid-llm-best":
+        labels = {d: _labels(f, d) for d in DIMS}
+        mi = _model_index(labels, path, model)
+        data = {name: f[name][mi] for name in (*VALUE_FIELDS, *LAYOUT_FIELDS)}
+        return (labels, data, f["layouts_by_reason"][mi], _labels(f, "reason"),
+                float(f["global_batch"][mi]) * float(f["seq_len"][mi]))
+    from paigrid.cube import open_llm
+
+    llm = open_llm(path)   # the checks of a cube: finished, not newer than this reader
+    llm.close()
+    g = f["llm"]
+    labels = {"model": _labels(g, "job"), **{d: _labels(g, d) for d in DIMS[1:]}}
+    mi = _model_index(labels, path, model)
+    if len(g["precision"]) != 1:
+        raise PaigridError(f"{path} holds several precisions; paigrid query answers it (with --where precision=...).")
+    best = {name: np.asarray(g[f"best_{name}"][mi][..., 0]).transpose(1, 0, 2, 3) for name in VALUE_FIELDS}
+    pick = np.asarray(g["best_layout"][mi][..., 0]).transpose(1, 0, 2, 3)
+    none = pick < 0
+    at = np.where(none, 0, pick)
+    degrees = {}
+    for name in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero", "sp"):
+        degrees[name] = np.where(none, np.nan, np.asarray(g[name][:], dtype=np.float64)[at])
+    codes = np.array([RECOMPUTE.index(v.decode() if isinstance(v, bytes) else v) for v in g["recompute"][:]], float)
+    degrees["recompute"] = np.where(none, np.nan, codes[at])
+    n = np.asarray(labels["n_gpu"], dtype=np.float64)[:, None, None, None]
+    degrees["dp"] = n / (degrees["tp"] * degrees["pp"] * degrees["cp"])
+    by_reason = np.asarray(g["layouts_by_reason"][mi][..., 0, :]).transpose(1, 0, 2, 3, 4).copy()
+    from paigrid.llm.layouts import REASON_N_GPU
+
+    by_reason[..., REASON_N_GPU] = 0   # labels of other GPU counts: not a reason of this one
+    return (labels, {**best, **degrees}, by_reason, _labels(g, "reason"),
+            float(g["global_batch"][mi]) * float(g["seq_len"][mi]))
+
+
+def _model_index(labels: dict, path, model: str) -> int:
+    names = [str(m).casefold() for m in labels["model"]]
+    if model.casefold() not in names:
+        raise PaigridError(f"{path} has no model {model!r}; it has {', '.join(labels['model'])}.")
+    return names.index(model.casefold())
 
 
 def _labels(f, dim: str) -> list:
@@ -55,15 +97,7 @@ def query_best(path: str | Path, model: str, n_gpu: list[int] | None = None, whe
     if per not in PER:
         raise PaigridError(f"--per must be one of {', '.join(PER)}, not {per!r}.")
     with _open(path) as f:
-        labels = {d: _labels(f, d) for d in DIMS}
-        names = [str(m).casefold() for m in labels["model"]]
-        if model.casefold() not in names:
-            raise PaigridError(f"{path} has no model {model!r}; it has {', '.join(labels['model'])}.")
-        mi = names.index(model.casefold())
-        data = {name: f[name][mi] for name in (*VALUE_FIELDS, *LAYOUT_FIELDS)}
-        by_reason = f["layouts_by_reason"][mi]
-        reason_names = _labels(f, "reason")
-        batch_tokens = float(f["global_batch"][mi]) * float(f["seq_len"][mi])
+        labels, data, by_reason, reason_names, batch_tokens = _legacy_view(f, path, model)
     keep = {d: list(range(len(labels[d]))) for d in DIMS[1:]}
     if n_gpu:
         missing = [n for n in n_gpu if n not in labels["n_gpu"]]
@@ -226,7 +260,7 @@ def llm_best(source: GroupSource, by: str = "time", where: dict[str, list[int]] 
     a layout filter and for one row per job the stored bests answer (within one design time,
     cost and energy are proportional, so the fastest layout is also the cheapest); otherwise the
     cells, which a reduce-only cube does not hold."""
-    from paigrid.llm.layouts import CUBE_REASON_NAMES, Layout, layout_label
+    from paigrid.llm.layouts import CUBE_REASON_NAMES, REASON_N_GPU, Layout, layout_label
 
     if by not in RANK_FIELDS:
         raise PaigridError(f"--by takes time, cost or energy, not {by!r}.")
@@ -267,6 +301,7 @@ def llm_best(source: GroupSource, by: str = "time", where: dict[str, list[int]] 
             counts = source.get("layouts_by_reason", (j,))[np.ix_(*sel[1:])].reshape(-1, len(CUBE_REASON_NAMES))
             counts = counts.sum(axis=0)
             counts[0] = 0
+            counts[REASON_N_GPU] = 0   # labels of other GPU counts say nothing about this one
             out.append(_empty_row(names[j], CUBE_REASON_NAMES[int(np.argmax(counts))] if counts.any() else None))
             continue
         for k in flat:
