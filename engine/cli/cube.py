@@ -155,7 +155,8 @@ def predict(
     intra: str | None = typer.Option(None, help="Data-parallel job: intra-server link (pcie3, nvlink2-hcm, ...)."),
     network: str | None = typer.Option(None, help="Network (eth-25g, ib-hdr-200g, none, ...; an LLM job also takes "
                                                   "fabrics of llm_fabrics.csv; default for it: ib-ndr-400g)."),
-    precision: str | None = typer.Option(None, help="fp32, tf32, amp-fp16, amp-bf16 or fp8 (LLM default: "
+    precision: str | None = typer.Option(None, help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, "
+                                                    "fp8, fp8-current, fp8-blockwise, mxfp8 or nvfp4 (LLM default: "
                                                     "amp-bf16)."),
     batch: float | None = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
     layout: str | None = typer.Option(None, help="LLM job: a layout label (tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-"

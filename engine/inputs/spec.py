@@ -1,14 +1,15 @@
 """Sweep specifications: which jobs and which values of each dimension, and the model options.
 
 A spec is TOML (read with the standard library's ``tomllib``); every key is optional and the
-empty spec sweeps the built-in workloads over the whole hardware catalogue:
+empty spec sweeps the built-in workloads over the catalogues' default grid (the GPUs, links and
+precisions whose ``default_grid`` column is ``yes``; every row of a catalogue without one):
 
     model = "pai-v2"                                # compute model: pai-v1 | pai-v2 (default: DEFAULT_MODEL)
     workloads = ["resnet50", "bert-large-seq384"]   # names, or a CSV path; default: all built-in
     jobs_per_block = 4                              # jobs per unit of work (default: sized by work)
     device = "cpu"                                  # cpu | cuda (an NVIDIA GPU; as --device)
 
-    [grid]                                          # the keys of GRID_KEYS (docs/commands.md)
+    [grid]                                          # GRID_KEYS; default: the catalogues' default_grid rows
     arch = ["1w1g", "allreduce-local"]              # data-parallel family only
     gpu = ["V100", "A100"]                          # aliases resolve to catalogue names
     n_gpu = [1, 2, 4, 8]                            # or "current": each job's own GPU count
@@ -230,16 +231,18 @@ class GridKey:
 
 GRID_KEYS = (
     GridKey("arch", "names", ("dp",), "", "every architecture", "training architectures (data-parallel family)"),
-    GridKey("gpu", "names", ("dp", "llm"), "", "dp: every GPU of gpus.csv; llm: A100-SXM4-80GB, H100-SXM5-80GB, H200, "
-            "B200", "GPUs (names or aliases of gpus.csv)"),
+    GridKey("gpu", "names", ("dp", "llm"), "",
+            "dp: the default_grid rows of gpus.csv; llm: A100-SXM4-80GB, H100-SXM5-80GB, H200, B200",
+            "GPUs (names or aliases of gpus.csv)"),
     GridKey("n_gpu", "counts", ("dp", "llm"), "GPUs", "dp: 1, 2, ..., 1024; llm: 8, 16, ..., 16384",
             "GPU counts (\"current\": each data-parallel job's own; the LLM family then keeps its default)"),
-    GridKey("intra", "names", ("dp",), "", "every intra link of links.csv",
+    GridKey("intra", "names", ("dp",), "", "the default_grid intra links of links.csv",
             "intra-server links (data-parallel family)"),
-    GridKey("network", "names", ("dp", "llm"), "", "dp: every network of links.csv; llm: rdma-100g, ib-hdr-200g, "
-            "ib-ndr-400g, ib-xdr-800g", "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv "
-            "(LLM family only)"),
-    GridKey("precision", "names", ("dp", "llm"), "", "dp: every precision; llm: amp-bf16", "numeric precisions"),
+    GridKey("network", "names", ("dp", "llm"), "",
+            "dp: the default_grid networks of links.csv; llm: rdma-100g, ib-hdr-200g, ib-ndr-400g, ib-xdr-800g",
+            "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv (LLM family only)"),
+    GridKey("precision", "names", ("dp", "llm"), "", "dp: the default_grid precisions; llm: amp-bf16",
+            "numeric precisions"),
     GridKey("domain", "counts", ("llm",), "GPUs", "each GPU's nvlink_domain_GPUs column of gpus.csv, else 8 (an HGX "
             "server)", "NVLink domain sizes"),
     GridKey("gpus_per_node", "count", ("dp", "llm"), "GPUs", "each GPU's gpus_per_server column of gpus.csv, else 8; "
