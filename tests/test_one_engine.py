@@ -367,8 +367,12 @@ def test_server_defaults_come_from_the_gpu_catalogue_when_it_has_them(tmp_path):
     text = Path(paigrid.__file__).parent.parent.joinpath("datasets", "gpus.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     columns = list(rows[0]) + [c for c in ("gpus_per_server", "nvlink_domain_GPUs") if c not in rows[0]]
-    for row in rows:
-        row["gpus_per_server"], row["nvlink_domain_GPUs"] = ("4", "72") if row["name"] == "B200" else ("8", "8")
+    for row in rows:   # B200 as a 4-GPU tray of a 72-GPU domain; the other rows as they are (or empty)
+        if row["name"] in ("B200", "H100-SXM5-80GB"):
+            row["gpus_per_server"], row["nvlink_domain_GPUs"] = ("4", "72") if row["name"] == "B200" else ("8", "8")
+        else:
+            row.setdefault("gpus_per_server", "")
+            row.setdefault("nvlink_domain_GPUs", "")
     out = io.StringIO()
     writer = csv.DictWriter(out, columns, lineterminator="\n")
     writer.writeheader()
