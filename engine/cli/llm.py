@@ -66,12 +66,12 @@ def _names(text: str | None, what: str = "the list") -> list[str] | None:
 
 def _option_items(items: list[str] | None) -> dict[str, str]:
     """``--option KEY=VALUE`` items of the LLM model as strings (``LlmOptions.with_items`` reads them)."""
+    from paigrid.cli.common import option_item
+
     values = {}
     for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
-        values[key.strip()] = value.strip()
+        key, value = option_item(item)   # one sentence for a missing '=' or a line break
+        values[key] = value
     return values
 
 
