@@ -94,6 +94,14 @@ case("llm-predict-nics-nan", [*LLM_PREDICT, "--nics-per-gpu", "nan"], {}, "--nic
 case("llm-predict-nics-inf", [*LLM_PREDICT, "--nics-per-gpu", "inf"], {}, "not a finite number")
 case("llm-predict-option-newline", [*LLM_PREDICT, "--option", "weight_bytes=2\r\nx=1"], {}, "line break")
 
+# the unified commands with an LLM job (one engine: predict and sweep take LLM models as workloads)
+UNIFIED = ["predict", "--workload", "llama3-8b", "--gpu", "H100", "--n-gpu", "8"]
+case("unified-predict-tokens-inf", [*UNIFIED, "--tokens", "inf"], {}, "not a finite number")
+case("unified-predict-n-gpu-beyond-int64", [*UNIFIED[:-1], HUGE], {}, "--n-gpu")
+case("unified-predict-option-newline", [*UNIFIED, "--option", "weight_bytes=2\nx=1"], {}, "line break")
+case("unified-sweep-llm-n-gpu-twice", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
+     {"s.toml": 'workloads = ["llama3-8b"]\n[grid]\ngpu = ["H100"]\nn_gpu = [8, 8]\n'}, "twice")
+
 # --- inputs that never end: FIFOs, devices, sockets, folders ---------------------------------------
 for what, args in (("spec", ["sweep", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
                    ("workloads", ["sweep", f"{W}/spec.toml", "--workloads", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
