@@ -216,7 +216,11 @@ def _validate_observed(rows, efficiency, options, cats, json_out: bool) -> None:
     s = result["summary"]["overall"]
     median = "-" if s["median_abs_error"] is None else (
         f"{100 * s['median_abs_error']:.1f} pt" if points else _plain_percent(s["median_abs_error"]))
-    typer.echo(f"\nsummary: {s['count']} modelled row(s), median |error| {median}")
+    runs = " (twin rows of one run counted once)" if result["kind"] == "llm" else ""
+    typer.echo(f"\nsummary: {s['count']} modelled {'run' if runs else 'row'}(s){runs}, median |error| {median}")
+    if "refused" in result["summary"]:
+        refused = result["summary"]["refused"]
+        typer.echo(f"refused: {refused['count']} row(s) of {refused['runs']} run(s), each with its reason in the note")
 
 
 @app.command()

@@ -146,10 +146,14 @@ def forward_flops_per_token(model: Transformer) -> float:
             + logits_forward_flops(model))
 
 
-def model_flops_per_token(model: Transformer) -> float:
+def model_flops_per_token(model: Transformer, causal: bool = False) -> float:
     """Model FLOPs per token, forward + backward without recomputation (3 x forward: about
-    6 x active parameters + 12 L s h) [FLOP/token]; the numerator of MFU."""
-    return 3.0 * forward_flops_per_token(model)
+    6 x active parameters + 12 L s h) [FLOP/token]; the numerator of MFU.  ``causal`` counts
+    the attention core at half (the causal half of s x s, Megatron-Bridge's convention; the
+    twin rows of llm_public_v2.csv agree with it to 4%, NeMo's and torchtitan's with the full
+    count)."""
+    out = 3.0 * forward_flops_per_token(model)
+    return out - 1.5 * model.layers * attention_core_flops(model) if causal else out
 
 
 def hardware_flops_per_token(model: Transformer, recompute: str) -> float:
@@ -213,3 +217,36 @@ def activation_bytes_per_layer(model: Transformer, micro_batch: float, tensor: i
     split = terms["split"] / tensor
     core = 0.0 if recompute == "selective" else terms["core"] / tensor  # s/cp queries x all s keys
     return tokens * (replicated + split + core)
+
+
+def layer_gemms(model: Transformer, moe_layer: bool, tensor: int, tokens: float,
+                expert: int = 1) -> list[tuple[float, float, float, float]]:
+    """The forward GEMMs of one layer on one GPU of a tensor group of ``tensor`` for ``tokens``
+    tokens: ``(m, n, k, copies)`` of an m x k by k x n product done ``copies`` times (2 m n k
+    copies FLOPs).  Column-parallel GEMMs split n by t, row-parallel ones k; the routed experts
+    of a MoE layer are E / ep grouped GEMMs on the tokens routed to them from ep ranks
+    (tokens x top-k x capacity factor x ep / E each, balanced routing), the router one GEMM
+    counted 1 / t a GPU.  Their FLOPs add up to ``layer_forward_flops``'s gemm term (with
+    ``padded_expert_flops``) / t."""
+    h, t = model.hidden, float(tensor)
+    width_in = 2 if model.ffn_gated else 1
+    if model.mla:
+        out = [(tokens, model.kv_lora_rank + model.rope_head_dim, h, 1.0 / t),
+               (tokens, model.heads * (model.head_dim + model.v_head_dim) / t, model.kv_lora_rank, 1.0)]
+        if model.q_lora_rank:
+            out += [(tokens, model.q_lora_rank, h, 1.0 / t), (tokens, model.qk_dim / t, model.q_lora_rank, 1.0)]
+        else:
+            out.append((tokens, model.qk_dim / t, h, 1.0))
+    else:
+        out = [(tokens, (model.qk_dim + 2 * model.kv_heads * model.head_dim) / t, h, 1.0)]
+    out.append((tokens, h, model.value_dim / t, 1.0))
+    if not moe_layer:
+        f = model.ffn_hidden
+        return out + [(tokens, width_in * f / t, h, 1.0), (tokens, h, f / t, 1.0)]
+    f, e = model.moe_ffn_hidden, float(model.experts)
+    out.append((tokens, e, h, 1.0 / t))
+    if model.shared_experts:
+        out += [(tokens, width_in * f / t, h, float(model.shared_experts)), (tokens, h, f / t,
+                                                                              float(model.shared_experts))]
+    routed = tokens * model.experts_per_token * model.capacity_factor * expert / e
+    return out + [(routed, width_in * f / t, h, e / expert), (routed, h, f / t, e / expert)]
