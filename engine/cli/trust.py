@@ -109,6 +109,11 @@ def calibrate(
     efficiency, options = _model(None, option, model)
     rows = _rows(measurements, rows_where, cats)
     groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
+    if rows[0].kind == "llm":
+        from paigrid.trust.llmfit import calibrate_text
+
+        typer.echo(calibrate_text(rows, cats, efficiency, out, str(measurements)))
+        return
     if rows[0].kind == "scaling":
         unused = [name for name, given in (("--share", share != "generation"), ("--allow-bounds", allow_bounds),
                                            ("--flop-per", flop_per != FlopPer.gpu_precision)) if given]

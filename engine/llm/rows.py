@@ -436,7 +436,11 @@ def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None =
     """The model's breakdown of a row (``llm.evaluate.predict``) at its layout, design and options."""
     from paigrid.llm.evaluate import predict
 
+    from paigrid.llm.compute import llm_factor
+
     opts = row_options(options, row)
-    if row.tp_overlap:
-        opts = replace(opts, tp_overlap=True)
+    opts = replace(opts, tp_overlap=opts.tp_overlap or row.tp_overlap,
+                   overlap_efficiency=opts.overlap_efficiency * llm_factor(eff, "overlap"),
+                   workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
+                   fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0)
     return predict(row.model, row.layout, row.design, cats, eff, opts)
