@@ -102,6 +102,14 @@ def hierarchical_allreduce(nbytes, n, per_domain, hw, nvls, sharp):
 
 
 @jit
+def expert_tensor(t, d, c, e):
+    """The expert tensor-parallel degree: t when the e expert ranks fit in the d x c data ranks
+    (each expert split like the dense layers), else 1 (Megatron-Core's parallel folding: the
+    experts are not split and the expert group takes tensor ranks too, e | t x d x c)."""
+    return t if (d * c) % e == 0.0 else 1.0
+
+
+@jit
 def stage_layers(layers, p, v):
     """(most, fewest) layers a pipeline rank holds: ceil / floor of L / p, or with v > 1
     virtual stages v chunks of ceil / floor of L / (p v) layers (uneven stages where the layers
@@ -131,7 +139,7 @@ def layout_reason(lay, hw, model, ctab, options, mem_bytes):
         return K.REASON_CP_SEQ
     if (model[K.M_EXPERTS] == 0.0 and e > 1.0) or (model[K.M_EXPERTS] > 0.0 and model[K.M_EXPERTS] % e != 0.0):
         return K.REASON_EP_EXPERTS
-    if (d * c) % e != 0.0:
+    if (d * c) % e != 0.0 and (t * d * c) % e != 0.0:
         return K.REASON_EP_GROUP
     if model[K.M_GLOBAL_BATCH] % (d * b) != 0.0:
         return K.REASON_BATCH
@@ -157,14 +165,15 @@ def memory_bytes(lay, model, options, m):
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
     layers = stage_layers(model[K.M_LAYERS], p, v)[0]
-    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    et = expert_tensor(t, d, c, e)
+    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
     shards = d * c
     weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
     grads = params * options[K.OP_GRAD_BYTES] / (shards if zero >= 2.0 else 1.0)
     state = params * options[K.OP_OPT_BYTES] / (shards if zero >= 1.0 else 1.0)
     if zero >= 3.0:  # FSDP's unsharded working copies: this layer's and the prefetched layer's
         # weights, and this layer's gradients before their reduce-scatter
-        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)
+        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)
         weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
@@ -232,7 +241,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     ep = 0.0
     if e > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        bw, lat = group_path(t * e, hw)
+        bw, lat = group_path(expert_tensor(t, d, c, e) * e, hw)
         nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
         ep = model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
     tp *= 1.0 - options[K.OP_TP_HIDE]
@@ -256,7 +265,8 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     # data parallel over the d x c ranks (stride t) of the stage with the most parameters (the
     # first): gradient reduce-scatter + parameter all-gather, or one all-reduce without ZeRO
     # (which SHARP / NVLS shorten)
-    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e)) \
+        + model[K.M_EMBED_PARAMS] / t
     group = d * c
     per_domain = np.floor(domain / t) if t <= domain else 1.0
     reduce = innet if zero == 0.0 else 0.0

@@ -46,12 +46,14 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     tokens = b * M[K.M_SEQ] / c
     split_repl = np.where(sp > 0, t, 1.0)
     # memory
-    params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) + M[K.M_EMBED_PARAMS] / t
+    # expert tensor degree: t when the experts fit in the data x context ranks, else 1 (folding)
+    et = np.where(np.mod(d * c, e) == 0, t, 1.0)
+    params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) + M[K.M_EMBED_PARAMS] / t
     shards = d * c
     states = params * (options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
                        + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
                        + options[K.OP_OPT_BYTES] / np.where(zero >= 1, shards, 1.0))
-    gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) * (
+    gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
         2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     states = states + np.where(zero >= 3, gathered, 0.0)
     keep_repl = M[K.M_ACT_REPLICATED] / split_repl
@@ -75,7 +77,7 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         (K.REASON_TP_DOMAIN, t > H[K.HW_DOMAIN]),
         (K.REASON_CP_SEQ, np.mod(M[K.M_SEQ], c) != 0),
         (K.REASON_EP_EXPERTS, ((experts == 0) & (e > 1)) | ((experts > 0) & (np.mod(experts, e) != 0))),
-        (K.REASON_EP_GROUP, np.mod(d * c, e) != 0),
+        (K.REASON_EP_GROUP, (np.mod(d * c, e) != 0) & (np.mod(t * d * c, e) != 0)),
         (K.REASON_BATCH, np.mod(M[K.M_GLOBAL_BATCH], d * b) != 0),
         (K.REASON_PP_LAYERS, p * v > M[K.M_LAYERS]),
         (K.REASON_INTERLEAVE, (v > 1) & (p == 1)),
@@ -100,8 +102,8 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         bw_cp, lat_cp = np.where(cp_inside, intra_bw, bw_n), np.where(cp_inside, intra_lat, lat_n)
         exchange = (3.0 + extra / 2.0) * (c - 1.0) * (tokens * 2.0 * M[K.M_KV_DIM] / t * act / bw_cp + lat_cp)
         cp1 = np.where(c > 1, np.maximum(0.0, exchange - tokens * ct[:, K.CT_ATTENTION]), 0.0)
-        bw_n, lat_n = _path(np.ceil(t * e / dom), H)
-        ep_inside = t * e <= dom
+        bw_n, lat_n = _path(np.ceil(et * e / dom), H)
+        ep_inside = et * e <= dom
         bw_ep, lat_ep = np.where(ep_inside, intra_bw, bw_n), np.where(ep_inside, intra_lat, lat_n)
         a2a = tokens * M[K.M_TOPK] * h * act / t * (e - 1.0) / e / bw_ep + (e - 1.0) * lat_ep
         ep1 = np.where(e > 1, M[K.M_MOE_FRACTION] * (4.0 + extra) * a2a, 0.0)

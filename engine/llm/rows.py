@@ -413,9 +413,47 @@ def read_measured(cells: dict[str, str], origin: str, cats: Catalogues, eff=None
 
         eff = defaults()
     result = predict_row(row, cats, eff)
+    row, result = _lightest_recompute_that_fits(row, result, cats, eff)
+    row, result = _admit_published(row, result, cats, eff)
     if not result["valid"]:
         return row, result["reason"].rstrip(".")
     return row, ""
+
+
+def _admit_published(row: LlmRow, result: dict, cats: Catalogues, eff) -> tuple[LlmRow, dict]:
+    """A published run fitted in its GPUs' memory, so a memory refusal of a measured row is the
+    estimate's error, not the run's: the row is predicted all the same (``memory_margin``
+    unbounded) and its ``defaults`` record the over-estimate."""
+    from paigrid.kernels import llm_layout as K
+    from paigrid.llm.compute import memory_bytes
+
+    if result["valid"] or result["reason_code"] != K.REASON_MEMORY:
+        return row, result
+    admitted = replace(row, options=replace(row.options or LlmOptions.defaults(), memory_margin=math.inf))
+    out = predict_row(admitted, cats, eff)
+    estimate = out["memory_per_gpu"] / 2**30
+    note = (f"memory estimate {estimate:.1f} GiB above the GPU's {memory_bytes(cats, row.design.gpu) / 2**30:.1f} GiB "
+            f"(admitted: the published run fitted)")
+    return replace(admitted, defaults=row.defaults + (note,)), out
+
+
+def _lightest_recompute_that_fits(row: LlmRow, result: dict, cats: Catalogues, eff) -> tuple[LlmRow, dict]:
+    """A row whose recomputation is not stated and whose layout does not fit at its family's
+    default takes the least recomputation that fits (none, selective, full): the run did fit,
+    so it must have recomputed at least that much; its ``defaults`` say so."""
+    from paigrid.kernels import llm_layout as K
+
+    stated = not any(d.startswith("recompute=") for d in row.defaults)
+    if result["valid"] or result["reason_code"] != K.REASON_MEMORY or stated:
+        return row, result
+    for recompute in RECOMPUTE[RECOMPUTE.index(row.layout.recompute) + 1:]:
+        trial = replace(row, layout=replace(row.layout, recompute=recompute),
+                        defaults=tuple(f"recompute={recompute} (the least that fits; not stated)"
+                                       if d.startswith("recompute=") else d for d in row.defaults))
+        trial_result = predict_row(trial, cats, eff)
+        if trial_result["valid"]:
+            return trial, trial_result
+    return row, result
 
 
 def row_options(options: LlmOptions | None = None, row: LlmRow | None = None) -> LlmOptions:

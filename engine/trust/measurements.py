@@ -86,6 +86,7 @@ class Measurement:
     refused: str = ""           # why the model cannot predict the row (llm rows; empty: it can)
     note: str = ""              # what the row took by default (llm rows)
     run: str = ""               # the published run it measures (twin llm rows share it)
+    llm_row: object = None      # the ``llm.rows.LlmRow`` read from the cells (llm rows)
 
     @property
     def n_gpu(self) -> int:
@@ -392,7 +393,7 @@ def _llm(cells: dict[str, str], cats: Catalogues, origin: str) -> Measurement:
         grad_accum_steps=max(1, llm.model.global_batch // (lay.dp * lay.micro_batch)), size=cells["seq_len"].strip(),
         measured=llm.measured, source=(cells.get("source") or "").strip(), cells=cells, kind="llm",
         generation=(cats.gpus.row(llm.design.gpu).get("generation") or "").strip(), refused=reason,
-        note="defaults: " + ", ".join(llm.defaults) if llm.defaults else "", run=llm.run)
+        note="defaults: " + ", ".join(llm.defaults) if llm.defaults else "", run=llm.run, llm_row=llm)
 
 
 def modelled(row: Measurement) -> bool:

@@ -141,7 +141,8 @@ def _llm(rows, cats, efficiency, options) -> list[float]:
         if r.refused:
             out.append(float("nan"))
             continue
-        out.append(predict_row(read_row(r.cells, r.id, cats), cats, efficiency)["tokens_per_s"])
+        llm = r.llm_row if getattr(r, "llm_row", None) is not None else read_row(r.cells, r.id, cats)
+        out.append(predict_row(llm, cats, efficiency)["tokens_per_s"])
     return out
 
 
