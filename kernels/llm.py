@@ -191,6 +191,7 @@ def memory_bytes(lay, model, options, m):
     activations = layers * per_layer * in_flight * (1.0 + options[K.OP_FRAGMENTATION])
     if rc == 2.0:
         activations += full_layer  # the layer being recomputed
+    activations *= options[K.OP_ACT_STORE]
     if p == 1.0:
         activations += tokens * model[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t
     return weights + grads + state + activations + options[K.OP_WORKSPACE]

@@ -85,7 +85,8 @@ OP_OVERLAP_EFF = 11   # fraction of the overlap window that hides data-parallel 
                       # the overlapped collectives contend with compute and TP/CP/EP traffic for SMs and links)
 OP_MEMORY_MARGIN = 12  # a layout is refused only above (1 + margin) x the GPU's memory (what the estimate misses)
 OP_FRAGMENTATION = 13  # allocator fragmentation: fraction added to the activations
-N_OPTION_FIELDS = 14
+OP_ACT_STORE = 14     # stored activations relative to 16-bit ones (FP8 GEMM inputs kept in FP8: 0.75)
+N_OPTION_FIELDS = 15
 
 # --- compute table (C, T, 3 recompute, 2 sp, N_CT_FIELDS) -------------------------------------
 CT_LAYER = 0       # s per token of one (mean) layer, forward + backward + recomputation, one GPU of t

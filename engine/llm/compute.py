@@ -61,6 +61,7 @@ class LlmOptions:
     overlap_efficiency: float = 0.8
     memory_margin: float = 0.1
     fragmentation: float = 0.0
+    stored_activation_bytes: float = 2.0
 
     @classmethod
     def defaults(cls) -> LlmOptions:
@@ -112,6 +113,7 @@ class LlmOptions:
         vec[K.OP_OVERLAP_EFF] = min(1.0, self.overlap_efficiency)
         vec[K.OP_MEMORY_MARGIN] = self.memory_margin
         vec[K.OP_FRAGMENTATION] = self.fragmentation
+        vec[K.OP_ACT_STORE] = self.stored_activation_bytes / 2.0
         return vec
 
 
@@ -233,8 +235,11 @@ def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: 
             continue
         gen = generation(cats, gpu)
         large, half = gemm_efficiency(cats, eff, gpu, precision)
+        # the attention core runs at 16 bits whatever the GEMMs' precision (Transformer Engine's
+        # fused attention and FlashAttention compute in BF16 unless FP8 attention is asked for)
+        attn_peak = attention_peak(cats, gpu, precision, peak)
         rates = (peak, large, half,
-                 peak * min(1.0, eff.class_for(attention_class, gen, precision) * llm_factor(eff, "attention")),
+                 attn_peak * min(1.0, eff.class_for(attention_class, gen, precision) * llm_factor(eff, "attention")),
                  cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * min(1.0, eff.class_for("hbm", gen, "*")
                                                                   * llm_factor(eff, "hbm")))
         for ti, t in enumerate(tensor):
@@ -247,11 +252,35 @@ def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: 
                          for moe in ((False, True) if model.moe else (False,))}
                 fwd = _mean_layer(model, lambda moe, p=parts: p[moe][0])
                 core_fwd = _mean_layer(model, lambda moe, p=parts: p[moe][1])
+                overhead = _mean_layer(model, lambda moe: layer_overhead_seconds(model, moe, eff)) / tokens
                 for rc, extra in enumerate((0.0, core_fwd, fwd)):
-                    out[ci, ti, rc, sp, K.CT_LAYER] = 3.0 * fwd + extra
+                    passes = 4.0 / 3.0 if rc == 2 else 1.0  # a full recomputation runs the forward kernels again
+                    out[ci, ti, rc, sp, K.CT_LAYER] = 3.0 * fwd + extra + passes * overhead
                     out[ci, ti, rc, sp, K.CT_ATTENTION] = 3.0 * core_fwd
                     out[ci, ti, rc, sp, K.CT_LOGITS] = logits
     return out
+
+
+def attention_peak(cats: Catalogues, gpu: str, precision: str, peak: float) -> float:
+    """The dense peak the attention core runs at [FLOP/s]: the GPU's BF16 peak under an 8- or
+    4-bit precision (its GEMMs only are low precision), else the precision's own peak."""
+    if "fp8" in precision or "fp4" in precision:
+        bf16 = cats.gpus.number(gpu, "bf16_TFLOP_per_s")
+        return bf16 * 1e12 if bf16 > 0 else peak
+    return peak
+
+
+def layer_overhead_seconds(model: Transformer, moe: bool, eff=None) -> float:
+    """Fixed seconds per layer and micro-batch, forward + backward, that no FLOP or byte count
+    gives: kernel launch gaps of the layer's ~90 kernels (``[overhead] layer_us``) and, in a MoE
+    layer, the router's host synchronisation on per-expert token counts and the token
+    permutations (``moe_layer_us``); ``datasets/llm_defaults.toml``, factors ``overhead`` and
+    ``moe_overhead`` of a calibration."""
+    table = _defaults()["overhead"]
+    out = table["layer_us"] * llm_factor(eff, "overhead")
+    if moe:
+        out += table["moe_layer_us"] * llm_factor(eff, "moe_overhead")
+    return out * 1e-6
 
 
 #: bytes per logit per pass of the loss (fp32 logits written, read by softmax and cross-entropy)

@@ -343,6 +343,7 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
             used.append(f"attention={attention}")
     overlap = _cell(cells, "overlap").casefold()
     options = replace(LlmOptions.defaults(), attention=attention, overlap_dp=defaults["overlap_dp"],
+                      stored_activation_bytes=float(cats.precisions.row(precision)["activation_bytes"]),
                       **framework_state_bytes("legacy" if family == "legacy" else family, precision))
     if family != "legacy":
         used.append(f"overlap_dp={str(defaults['overlap_dp']).lower()}")
@@ -466,15 +467,14 @@ def row_options(options: LlmOptions | None = None, row: LlmRow | None = None) ->
 
 def _on_top(row_opts: LlmOptions, given: LlmOptions) -> LlmOptions:
     """The row's stack settings (attention, overlap, state bytes) over ``given``'s other values."""
-    keep = ("attention", "overlap_dp", "weight_bytes", "grad_bytes", "optimizer_bytes")
+    keep = ("attention", "overlap_dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "stored_activation_bytes")
     return replace(given, **{k: getattr(row_opts, k) for k in keep})
 
 
 def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None = None) -> dict:
     """The model's breakdown of a row (``llm.evaluate.predict``) at its layout, design and options."""
-    from paigrid.llm.evaluate import predict
-
     from paigrid.llm.compute import llm_factor
+    from paigrid.llm.evaluate import predict
 
     opts = row_options(options, row)
     opts = replace(opts, tp_overlap=opts.tp_overlap or row.tp_overlap,

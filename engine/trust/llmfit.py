@@ -208,3 +208,57 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
                  f"{100 * statistics.median(after):.1f}% fitted (in-sample; docs/accuracy.md has the held-out figures)")
     lines.append(f"wrote {out}")
     return "\n".join(lines)
+
+
+def memory_points(rows, cats, eff) -> list[dict]:
+    """Per predicted llm row that reports peak memory: the reported GiB and the model's parts at
+    no workspace and no fragmentation (``base`` GiB) and its activations (``activations`` GiB,
+    what fragmentation multiplies)."""
+    from paigrid.llm.rows import predict_row
+
+    out = []
+    for r in rows:
+        llm = getattr(r, "llm_row", None)
+        if r.refused or llm is None or not math.isfinite(llm.peak_memory_GiB):
+            continue
+        bare = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=0.0))
+        doubled = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=1.0))
+        base = predict_row(bare, cats, eff)["memory_per_gpu"] / 2**30
+        activations = predict_row(doubled, cats, eff)["memory_per_gpu"] / 2**30 - base
+        out.append({"id": r.id, "run": r.run or r.id, "reported": llm.peak_memory_GiB, "base": base,
+                    "activations": activations,
+                    "default": predict_row(llm, cats, eff)["memory_per_gpu"] / 2**30})
+    return out
+
+
+#: bounds of the memory fit: workspace [GiB], fragmentation [fraction of the activations]
+MEMORY_BOUNDS = ((0.0, 8.0), (0.0, 1.0))
+
+
+def fit_memory(points: list[dict]) -> tuple[float, float]:
+    """(workspace GiB, fragmentation) minimising the squared relative error of
+    ``base + workspace + fragmentation x activations`` against the reported peaks, bounded by
+    ``MEMORY_BOUNDS`` (a small grid refined once: two parameters)."""
+    if not points:
+        raise PaigridError("no predicted row reports peak memory; nothing to fit.")
+    best = (math.inf, 0.0, 0.0)
+    for w in np.linspace(*MEMORY_BOUNDS[0], 81):
+        for f in np.linspace(*MEMORY_BOUNDS[1], 101):
+            loss = sum(((p["base"] + w + f * p["activations"]) / p["reported"] - 1.0) ** 2 for p in points)
+            best = min(best, (loss, float(w), float(f)))
+    return best[1], best[2]
+
+
+def memory_crossval(points: list[dict]) -> list[dict]:
+    """Leave-one-run-out memory errors: each run's rows predicted with the workspace and
+    fragmentation fitted on the other runs' rows, and with the defaults."""
+    out = []
+    for run in sorted({p["run"] for p in points}):
+        train = [p for p in points if p["run"] != run]
+        w, f = fit_memory(train) if train else (0.0, 0.0)
+        for p in points:
+            if p["run"] == run:
+                held = p["base"] + w + f * p["activations"]
+                out.append({**p, "held_out": held, "error": held / p["reported"] - 1.0,
+                            "error_default": p["default"] / p["reported"] - 1.0})
+    return out
