@@ -28,7 +28,8 @@ How each cell reaches the model (docs/llm.md, "Measured runs", says the same):
   Megatron-Bridge's its causal half, ``shapes.model_flops_per_token``),
   ``hw-TFLOP/s/GPU`` (recomputation counted, Megatron-LM's 2020-2021 convention), ``MFU``
   written as ``56.8%`` (model FLOPs over the GPU's dense BF16 peak, torchtitan's convention,
-  FP8 runs included).  Every row is compared in tokens/s of the whole job.
+  FP8 runs included); torchtitan's own FLOPs are 6 x all parameters + 12 L h s
+  (``torchtitan_flops_per_token``).  Every row is compared in tokens/s of the whole job.
 * ``peak_memory_GB``: torchtitan prints GiB (2^30 bytes), so the column is read as GiB.
 * Free-text cells: ``recompute`` and ``precision`` are read by their first word
   (``selective (op)`` is selective; ``fp8 (torchao float8 rowwise)`` is fp8); ``sequence_parallel``
@@ -380,19 +381,31 @@ def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise PaigridError(f"{origin}: throughput must be a positive number, not {cells['throughput']!r}.")
+    framework = _cell(cells, "framework").casefold()
+    if "torchtitan" in framework:
+        flops = torchtitan_flops_per_token(model)
+    else:
+        flops = model_flops_per_token(model, "megatron-bridge" in framework)
     if unit == "MFU":
         peak = cats.gpus.number(gpu, MFU_PEAK_COLUMN) * 1e12
-        return value * peak * n / model_flops_per_token(model)
+        return value * peak * n / flops
     if unit == "hw-TFLOP/s/GPU":
         return value * 1e12 * n / hardware_flops_per_token(model, recompute)
     if unit == "model-TFLOP/s/GPU":
-        causal = "megatron-bridge" in _cell(cells, "framework").casefold()
-        return value * 1e12 * n / model_flops_per_token(model, causal)
+        return value * 1e12 * n / flops
     if unit == "sequences/s":
         return value * model.seq_len
     if unit == "tokens/s/GPU":
         return value * n
     return value
+
+
+def torchtitan_flops_per_token(model: Transformer) -> float:
+    """torchtitan's model FLOPs per token (``get_num_flop_per_token`` of its 2024 releases):
+    6 x every parameter, embeddings included, + 12 L a (h / a) s, the full s x s [FLOP/token]."""
+    from paigrid.llm.shapes import parameters
+
+    return 6.0 * parameters(model) + 12.0 * model.layers * model.heads * (model.hidden // model.heads) * model.seq_len
 
 
 def parse_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
