@@ -75,9 +75,11 @@ FAMILIES = (("torchtitan", "torchtitan"), ("deepspeed", "deepspeed"), ("megatron
 #: defaults (FSDP2 = ZeRO-3, selective activation checkpointing, SDPA flash attention, FSDP
 #: prefetch overlap); DeepSpeed's Megatron-DeepSpeed (ZeRO as stated, full recomputation);
 #: the 2020-2021 Megatron-LM runs (ZeRO-0, selective recomputation, eager attention, no overlap).
+#: Megatron-Core's recipes also overlap the tensor-parallel collectives with the GEMMs
+#: (``tp_comm_overlap``, Transformer Engine userbuffers, with sequence parallelism) where t > 1.
 FAMILY_DEFAULTS = {
     "megatron": {"zero": 1, "recompute": "none", "sp": True, "attention": "flash", "overlap_dp": True,
-                 "micro_batch": 1},
+                 "micro_batch": 1, "tp_overlap": True},
     "torchtitan": {"zero": 3, "recompute": "selective", "sp": True, "attention": "flash", "overlap_dp": True,
                    "micro_batch": 1},
     "deepspeed": {"zero": 0, "recompute": "full", "sp": False, "attention": "eager", "overlap_dp": True,
@@ -343,6 +345,10 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         if family != "legacy":
             used.append(f"attention={attention}")
     overlap = _cell(cells, "overlap").casefold()
+    tp_overlap = "async tp" in overlap
+    if not overlap and defaults.get("tp_overlap") and tp > 1 and sp:
+        tp_overlap = True
+        used.append("tp_overlap=true")
     options = replace(LlmOptions.defaults(), attention=attention, overlap_dp=defaults["overlap_dp"],
                       stored_activation_bytes=float(cats.precisions.row(precision)["activation_bytes"]),
                       **framework_state_bytes("legacy" if family == "legacy" else family, precision))
@@ -350,7 +356,7 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         used.append(f"overlap_dp={str(defaults['overlap_dp']).lower()}")
     measured = _tokens(cells, origin, model, recompute, n, cats, gpu)
     return LlmRow(ident, model, layout, design, per_node, nodes, measured, options, family, tuple(used),
-                  _memory(cells, origin), run_key(ident), "async tp" in overlap)
+                  _memory(cells, origin), run_key(ident), tp_overlap)
 
 
 def _memory(cells: dict, origin: str) -> float:
@@ -491,6 +497,7 @@ def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None =
 
     opts = row_options(options, row)
     opts = replace(opts, tp_overlap=opts.tp_overlap or row.tp_overlap,
+                   tp_overlap_fraction=min(1.0, opts.tp_overlap_fraction * llm_factor(eff, "tp_overlap")),
                    overlap_efficiency=opts.overlap_efficiency * llm_factor(eff, "overlap"),
                    workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
                    fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0)

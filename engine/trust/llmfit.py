@@ -8,7 +8,7 @@ efficiencies and the data-parallel overlap efficiency.  A factor of 1 (log 0) is
 The fit is ridge regression in log-parameter space on the rows' log(predicted / measured),
 one Gauss-Newton step from the defaults (the Jacobian by forward differences of the real
 model): ``theta = argmin |r0 + J theta|^2 + lambda |theta|^2``, each factor bounded to
-``BOUNDS``.  ``lambda`` is chosen on the training rows alone by leave-one-model-out inside
+``BOUNDS`` (``WIDE`` for the fixed overheads).  ``lambda`` is chosen on the training rows alone by leave-one-model-out inside
 them (on the linearised residuals), from ``LAMBDAS``; the largest lambda is a fit that stays
 at the defaults, so the chosen fit is never worse than none on the training folds.  Twin rows
 of one run (``Measurement.run``) are weighted 1/2 each, so a run counts once.
@@ -31,8 +31,10 @@ from paigrid.errors import PaigridError
 
 #: ridge strengths tried (per row-weight unit); the last keeps the defaults
 LAMBDAS = (0.01, 0.1, 1.0, 10.0, 1e6)
-#: each factor stays within [1/4, 4] of its default
+#: each factor stays within [1/4, 4] of its default; the fixed overheads, whose defaults are
+#: order-of-magnitude estimates, within [1/4, 16] (``WIDE``)
 BOUNDS = (math.log(0.25), math.log(4.0))
+WIDE = {"overhead": (math.log(0.25), math.log(16.0)), "moe_overhead": (math.log(0.25), math.log(16.0))}
 STEP = 0.02  # forward-difference step in log-factor
 FOLD_KINDS = ("model", "generation", "framework")
 
@@ -57,7 +59,7 @@ def parameter_keys(rows) -> list[str]:
     """The factors the rows can inform: a GEMM factor per (generation, precision family) of the
     rows, and the shared ones."""
     gemm = sorted({f"gemm/{r.generation or '*'}/{_family(r.precision)}" for r in rows})
-    return gemm + ["gemm_half_side", "attention", "hbm", "intra", "network", "overlap"]
+    return gemm + ["gemm_half_side", "attention", "hbm", "intra", "network", "overlap", "tp_overlap", "overhead", "moe_overhead"]
 
 
 def _with(eff, factors: dict[str, float]):
@@ -88,14 +90,16 @@ def _linearise(rows, cats, eff, keys: list[str]):
     return base, jac
 
 
-def _ridge(r0, jac, w, strength: float) -> np.ndarray:
+def _ridge(r0, jac, w, strength: float, keys: list[str] | None = None) -> np.ndarray:
     sw = np.sqrt(w)[:, None]
     a, b = jac * sw, -r0 * sw[:, 0]
     theta = np.linalg.solve(a.T @ a + strength * np.eye(jac.shape[1]), a.T @ b)
-    return np.clip(theta, *BOUNDS)
+    low = np.array([WIDE.get(k, BOUNDS)[0] for k in keys]) if keys else BOUNDS[0]
+    high = np.array([WIDE.get(k, BOUNDS)[1] for k in keys]) if keys else BOUNDS[1]
+    return np.clip(theta, low, high)
 
 
-def _choose_strength(r0, jac, w, groups: list[str]) -> float:
+def _choose_strength(r0, jac, w, groups: list[str], keys: list[str] | None = None) -> float:
     """The ridge strength with the least weighted median-free squared held-out residual of
     leave-one-group-out on these rows (linearised)."""
     names = sorted(set(groups))
@@ -106,7 +110,7 @@ def _choose_strength(r0, jac, w, groups: list[str]) -> float:
         loss = 0.0
         for name in names:
             out = np.array([g == name for g in groups])
-            theta = _ridge(r0[~out], jac[~out], w[~out], strength)
+            theta = _ridge(r0[~out], jac[~out], w[~out], strength, keys)
             loss += float(np.sum(w[out] * (r0[out] + jac[out] @ theta) ** 2))
         if loss < best_loss - 1e-12:
             best, best_loss = strength, loss
@@ -121,8 +125,8 @@ def fit_llm(rows, cats, eff, linear=None) -> LlmFit:
     keys = parameter_keys(rows)
     r0, jac = linear if linear is not None else _linearise(rows, cats, eff, keys)
     w = _weights(rows)
-    strength = _choose_strength(r0, jac, w, [r.model for r in rows])
-    theta = _ridge(r0, jac, w, strength)
+    strength = _choose_strength(r0, jac, w, [r.model for r in rows], keys)
+    theta = _ridge(r0, jac, w, strength, keys)
     factors = {k: float(math.exp(t)) for k, t in zip(keys, theta) if abs(t) > 1e-9}
     measured = np.array([r.measured for r in rows])
     return LlmFit(factors, strength, rows, np.exp(r0) * measured, _predict(rows, cats, eff, factors))
@@ -157,8 +161,8 @@ def crossval(rows, cats, eff) -> dict:
             if not train:
                 continue
             w = _weights(train)
-            strength = _choose_strength(r0_all[~test], jac_all[~test], w, [r.model for r in train])
-            theta = _ridge(r0_all[~test], jac_all[~test], w, strength)
+            strength = _choose_strength(r0_all[~test], jac_all[~test], w, [r.model for r in train], keys)
+            theta = _ridge(r0_all[~test], jac_all[~test], w, strength, keys)
             factors = {k: float(math.exp(t)) for k, t in zip(keys, theta) if abs(t) > 1e-9}
             held = [r for r, t in zip(rows, test) if t]
             predicted = _predict(held, cats, eff, factors)
