@@ -349,8 +349,15 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     if not overlap and defaults.get("tp_overlap") and tp > 1 and sp:
         tp_overlap = True
         used.append("tp_overlap=true")
+    stored = float(cats.precisions.row(precision)["activation_bytes"])
+    if family == "torchtitan" and recompute == "selective":
+        # torchtitan's checkpointing policies keep other tensors than Korthikanti's selective
+        # recomputation; their bf16 bytes relative to it scale the stored activations
+        stored = 2.0 * torchtitan_checkpoint_scale(model, _cell(cells, "recompute"))
+        used.append(f"activations x {stored / 2.0:.2f} (torchtitan's {_cell(cells, 'recompute') or 'selective'} "
+                    f"checkpointing against Korthikanti's selective)")
     options = replace(LlmOptions.defaults(), attention=attention, overlap_dp=defaults["overlap_dp"],
-                      stored_activation_bytes=float(cats.precisions.row(precision)["activation_bytes"]),
+                      stored_activation_bytes=stored,
                       **framework_state_bytes("legacy" if family == "legacy" else family, precision))
     if family != "legacy":
         used.append(f"overlap_dp={str(defaults['overlap_dp']).lower()}")
@@ -404,6 +411,27 @@ def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int
     if unit == "tokens/s/GPU":
         return value * n
     return value
+
+
+def torchtitan_checkpoint_scale(model: Transformer, cell: str) -> float:
+    """Bytes a layer keeps under torchtitan's selective checkpointing relative to Korthikanti's
+    selective recomputation (both per token, one GPU of t = 1, bf16).  ``selective (layer)``
+    (torchtitan's per-layer policy, every second layer checkpointed): half the layers keep
+    everything (flash attention: no s x s), half their input alone.  Otherwise the per-op policy
+    (``_save_list`` of torchtitan's ``apply_ac``: matmul and attention outputs, every second
+    matmul recomputed): the layer input, the outputs of wq, wv, w1 and w2 (q, v, f and h
+    features), the attention output and its log-sum-exp; norms, activations and residuals are
+    recomputed."""
+    from paigrid.llm.shapes import activation_terms
+
+    terms = activation_terms(model)
+    korthikanti = terms["replicated"] + terms["split"]
+    if "layer" in cell.casefold():
+        kept = 0.5 * (korthikanti + 4.0 * model.heads) + 0.5 * 2.0 * model.hidden
+    else:
+        kept = 2.0 * (model.hidden + model.qk_dim + model.kv_heads * model.head_dim + model.ffn_hidden + model.hidden
+                      + model.value_dim) + 4.0 * model.heads
+    return kept / korthikanti
 
 
 def torchtitan_flops_per_token(model: Transformer) -> float:
