@@ -75,8 +75,10 @@ def calibrate(
     measurements: Path = typer.Argument(
         ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
                                               "collective bus bandwidths (datasets/collectives_public.csv: fits "
-                                              "the link efficiencies) or scaling efficiencies "
-                                              "(datasets/scaling_public.csv: fits the scaling-loss options)."),
+                                              "the link efficiencies), scaling efficiencies "
+                                              "(datasets/scaling_public.csv: fits the scaling-loss options) or LLM "
+                                              "training runs (datasets/llm_public_v2.csv: fits the LLM model's "
+                                              "factors, docs/llm.md)."),
     out: Path = typer.Option(..., "--out", "-o", help="Calibration TOML to write."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     fit_groups: str | None = typer.Option(
@@ -235,7 +237,7 @@ def validate(
         ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
                                               "scaling efficiencies (datasets/scaling_public.csv), collective bus "
                                               "bandwidths (datasets/collectives_public.csv) or LLM training runs "
-                                              "(datasets/llm_public.csv); the columns say which."),
+                                              "(datasets/llm_public.csv, llm_public_v2.csv); the columns say which."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
