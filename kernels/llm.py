@@ -143,7 +143,9 @@ def layout_reason(lay, hw, model, ctab, options, mem_bytes):
         return K.REASON_EP_GROUP
     if model[K.M_GLOBAL_BATCH] % (d * b) != 0.0:
         return K.REASON_BATCH
-    if p * v > model[K.M_LAYERS]:
+    # interleaved chunks may be two more than the layers: Megatron-Core counts the embedding and
+    # the loss as a chunk each (account_for_embedding/loss_in_pipeline_split)
+    if p > model[K.M_LAYERS] or (v > 1.0 and p * v > model[K.M_LAYERS] + 2.0):
         return K.REASON_PP_LAYERS
     if v > 1.0 and p == 1.0:
         return K.REASON_INTERLEAVE

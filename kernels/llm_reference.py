@@ -81,7 +81,7 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         (K.REASON_EP_EXPERTS, ((experts == 0) & (e > 1)) | ((experts > 0) & (np.mod(experts, e) != 0))),
         (K.REASON_EP_GROUP, (np.mod(d * c, e) != 0) & (np.mod(t * d * c, e) != 0)),
         (K.REASON_BATCH, np.mod(M[K.M_GLOBAL_BATCH], d * b) != 0),
-        (K.REASON_PP_LAYERS, p * v > M[K.M_LAYERS]),
+        (K.REASON_PP_LAYERS, (p > M[K.M_LAYERS]) | ((v > 1) & (p * v > M[K.M_LAYERS] + 2.0))),
         (K.REASON_INTERLEAVE, (v > 1) & (p == 1)),
         (K.REASON_NO_NETWORK, (n > H[K.HW_DOMAIN]) & ~(net > 0)),
         (K.REASON_FABRIC, np.ceil(n / H[K.HW_DOMAIN]) > np.select([H[K.HW_TIERS] <= 1, H[K.HW_TIERS] <= 2],

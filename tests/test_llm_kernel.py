@@ -85,6 +85,13 @@ def test_interleaved_uneven_stages_hold_v_chunks_of_the_ceiling():
     assert stage_layers(126.0, 16.0, 4.0) == (8.0, 4.0)
     assert stage_layers(126.0, 16.0, 1.0) == (8.0, 7.0)
     assert stage_layers(61.0, 16.0, 1.0) == (4.0, 3.0)
+    assert stage_layers(126.0, 16.0, 8.0) == (8.0, 0.0)  # 128 chunks: the embedding and the loss take two
+    m = model("llama3-405b")
+    hw = dataclasses.replace(H100, domain=72, gpu="B200", intra="nvlink5")
+    assert _one(m, Layout(tp=4, pp=16, vpp=8, dp=1, recompute="full"), hw, batch=64)["reason_code"] != \
+        K.REASON_PP_LAYERS
+    assert _one(m, Layout(tp=4, pp=16, vpp=9, dp=1, recompute="full"), hw, batch=64)["reason_code"] == \
+        K.REASON_PP_LAYERS
 
 
 def test_overlap_contends_instead_of_hiding_whole():
