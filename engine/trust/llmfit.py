@@ -3,15 +3,17 @@
 The parameters are log-factors on the model's sourced values (``llm.compute.llm_factor``): the
 large-GEMM efficiency per GPU generation and precision family (``gemm/GENERATION/FAMILY``),
 the GEMM half-efficiency side, the attention and HBM efficiencies, the NVLink and network
-efficiencies and the data-parallel overlap efficiency.  A factor of 1 (log 0) is the default.
+efficiencies, the data-parallel overlap efficiency, the hidden fraction of overlapped
+tensor-parallel collectives and the fixed per-layer and per-MoE-layer overheads.  A factor of
+1 (log 0) is the default.
 
 The fit is ridge regression in log-parameter space on the rows' log(predicted / measured),
 one Gauss-Newton step from the defaults (the Jacobian by forward differences of the real
 model): ``theta = argmin |r0 + J theta|^2 + lambda |theta|^2``, each factor bounded to
-``BOUNDS`` (``WIDE`` for the fixed overheads).  ``lambda`` is chosen on the training rows alone by leave-one-model-out inside
-them (on the linearised residuals), from ``LAMBDAS``; the largest lambda is a fit that stays
-at the defaults, so the chosen fit is never worse than none on the training folds.  Twin rows
-of one run (``Measurement.run``) are weighted 1/2 each, so a run counts once.
+``BOUNDS`` (``WIDE`` for the fixed overheads).  ``lambda`` is chosen on the training rows
+alone, by leave-one-model-out inside them on the linearised residuals, from ``LAMBDAS``,
+whose largest keeps the defaults: on those inner folds the chosen fit is no worse than none.
+Twin rows of one run (``Measurement.run``) are weighted 1/2 each, so a run counts once.
 
 ``crossval`` reports the held-out error of three fold kinds (leave one model out, one GPU
 generation out, one framework family out): each fold fits on the other rows and predicts its
@@ -59,7 +61,8 @@ def parameter_keys(rows) -> list[str]:
     """The factors the rows can inform: a GEMM factor per (generation, precision family) of the
     rows, and the shared ones."""
     gemm = sorted({f"gemm/{r.generation or '*'}/{_family(r.precision)}" for r in rows})
-    return gemm + ["gemm_half_side", "attention", "hbm", "intra", "network", "overlap", "tp_overlap", "overhead", "moe_overhead"]
+    return gemm + ["gemm_half_side", "attention", "hbm", "intra", "network", "overlap", "tp_overlap", "overhead",
+                   "moe_overhead"]
 
 
 def _with(eff, factors: dict[str, float]):
