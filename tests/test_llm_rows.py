@@ -186,3 +186,22 @@ def test_calibrate_llm_rows_writes_what_validate_reads(tmp_path):
     after = run("validate", path, "--calibration", out, "--json")
     assert after.exit_code == 0, after.output
     assert json.loads(after.output)["summary"]["overall"]["median_abs_error"] <= before + 1e-9
+
+
+def test_kernel_activation_memory_is_korthikanti_with_sequence_parallelism():
+    """GPT-3 175B at t 8 with sequence parallelism and selective recomputation on one stage, one
+    micro-batch: the kernel's memory less the model states, the fp32 logits and the workspace
+    is L s b h 34 / t (Korthikanti et al. 2022, Table 2), and the FP8 storage scale and the
+    fragmentation multiply exactly that part."""
+    m = model("gpt3-175b")
+    lay = Layout(tp=8, pp=1, dp=1, micro_batch=1, zero=0, recompute="selective", sp=True)
+    a100 = Hardware("A100-SXM4-80GB", "amp-bf16", 8, "nvswitch-nvlink3", "ib-hdr-200g", 1.0)
+    base = dataclasses.replace(LlmOptions.defaults(), workspace_GB=0.0, memory_margin=math.inf)
+    r = predict(m, lay, a100, CATS, EFF, base, 8)
+    states = S.parameters(m) / 8 * (base.weight_bytes + base.grad_bytes + base.optimizer_bytes)
+    logits = m.seq_len * m.vocab * base.logit_bytes / 8
+    activations = m.layers * m.seq_len * m.hidden * 34 / 8
+    assert r["memory_per_gpu"] - states - logits == pytest.approx(activations, rel=2e-3)
+    scaled = predict(m, lay, a100, CATS, EFF, dataclasses.replace(base, stored_activation_bytes=1.5,
+                                                                   fragmentation=0.1), 8)
+    assert scaled["memory_per_gpu"] - states - logits == pytest.approx(activations * 0.75 * 1.1, rel=2e-3)
