@@ -202,6 +202,16 @@ def write_llm_calibration(result: LlmFit, path, notes: dict) -> None:
 def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
     """Fit, write ``out`` and return the report of ``paigrid calibrate`` on llm rows."""
     result = fit_llm(rows, cats, eff)
+    points = memory_points(rows, cats, eff)
+    memory_note = "no row reports peak memory: workspace and fragmentation keep their defaults"
+    if len(points) >= 2:
+        from paigrid.llm.compute import LlmOptions
+
+        workspace, fragmentation = fit_memory(points)
+        result.factors["workspace"] = workspace * 2**30 / 1e9 / LlmOptions.defaults().workspace_GB
+        result.factors["fragmentation"] = 1.0 + fragmentation
+        memory_note = (f"memory fitted on {len(points)} row(s) that report peak memory: workspace "
+                       f"{workspace:.2f} GiB, fragmentation {100 * fragmentation:.0f}% of the activations")
     write_llm_calibration(result, out, {"measurements": measurements})
     refused = sum(1 for r in rows if r.refused)
     lines = [f"fitted {len(result.factors)} LLM factor(s) to {len(result.rows)} llm row(s) "
@@ -213,6 +223,7 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
     after = [abs(p / r.measured - 1) for r, p in zip(result.rows, result.predicted)]
     lines.append(f"median |error| on these rows: {100 * statistics.median(before):.1f}% at the defaults, "
                  f"{100 * statistics.median(after):.1f}% fitted (in-sample; docs/accuracy.md has the held-out figures)")
+    lines.append(memory_note)
     lines.append(f"wrote {out}")
     return "\n".join(lines)
 
@@ -238,8 +249,9 @@ def memory_points(rows, cats, eff) -> list[dict]:
     return out
 
 
-#: bounds of the memory fit: workspace [GiB], fragmentation [fraction of the activations]
-MEMORY_BOUNDS = ((0.0, 8.0), (0.0, 1.0))
+#: bounds of the memory fit: workspace [GiB] (at least the CUDA context's half GiB),
+#: fragmentation [fraction of the activations]
+MEMORY_BOUNDS = ((0.5, 8.0), (0.0, 1.0))
 
 
 def fit_memory(points: list[dict]) -> tuple[float, float]:
