@@ -137,7 +137,7 @@ def llm_section() -> str:
     p80 = errors[min(len(errors) - 1, int(math.ceil(0.8 * len(errors))) - 1)]
     lines += [
         "",
-        f"Bands: an LLM prediction of a model the calibration has not seen is within {_pct(errors[len(errors) // 2])} "
+        f"Bands: an LLM prediction of a model the calibration has not seen is within {_pct(statistics.median(errors))} "
         f"of the measurement for half the runs and within {_pct(p80)} for 80% of them (leave one model out); "
         f"uncalibrated, within {_pct(cv['model']['median_abs_error_defaults'])} for half.",
         "",
