@@ -205,3 +205,16 @@ def test_kernel_activation_memory_is_korthikanti_with_sequence_parallelism():
     scaled = predict(m, lay, a100, CATS, EFF, dataclasses.replace(base, stored_activation_bytes=1.5,
                                                                    fragmentation=0.1), 8)
     assert scaled["memory_per_gpu"] - states - logits == pytest.approx(activations * 0.75 * 1.1, rel=2e-3)
+
+
+def test_a_calibration_never_turns_a_measured_run_away(tmp_path):
+    """A calibration whose workspace would not fit any GPU still predicts every row the defaults
+    predict: the runs fitted, so memory never refuses a measured row."""
+    ids = [i for i in CELLS if "nemo-24.07-h100" in i][:6]
+    path = _write(tmp_path, [CELLS[i] for i in ids])
+    toml = tmp_path / "huge.toml"
+    toml.write_text('[llm]\n"workspace" = 60\n')
+    plain = json.loads(run("validate", path, "--json").output)["summary"]["overall"]["count"]
+    result = run("validate", path, "--calibration", toml, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["summary"]["overall"]["count"] == plain > 0

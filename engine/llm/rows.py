@@ -465,7 +465,8 @@ def read_measured(cells: dict[str, str], origin: str, cats: Catalogues, eff=None
     row, result = _admit_published(row, result, cats, eff)
     if not result["valid"]:
         return row, result["reason"].rstrip(".")
-    return row, ""
+    # the run fitted: a calibration's workspace or fragmentation never refuses it later
+    return replace(row, options=replace(row.options or LlmOptions.defaults(), memory_margin=math.inf)), ""
 
 
 def _admit_published(row: LlmRow, result: dict, cats: Catalogues, eff) -> tuple[LlmRow, dict]:
