@@ -46,6 +46,7 @@ from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.spec import Options
 from paigrid.trust.measurements import Measurement
 from paigrid.trust.scalingfit import SCALING_GROUPS
+from paigrid.trust.shrinkage import StrengthChoice, choose_strength, shrunk_least_squares
 from paigrid.trust.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.userfiles import write_text_atomically
 
@@ -356,7 +357,7 @@ def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, li
 
 def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, parameters=None,
         flop_per: str = "gpu-precision", cats: Catalogues | None = None, allow_bounds: bool = True,
-        share: str = "generation") -> Fit:
+        share: str = "generation", shrinkage: float | str = 0.0) -> Fit:
     """Fit the efficiency ``parameters`` (groups, see the module docstring; ``None``: the
     model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2,
     ``link`` alone when every row is a collective row) to ``rows`` (of any row kind: the
@@ -371,7 +372,11 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     generation (default) or across all generations.  Returns a ``Fit`` with each value and standard
     error (within the bounds of ``datasets/parameter_bounds.csv``: fractions, or us per launch)
     and the predicted throughput [samples/s] per row.  With ``allow_bounds`` False a value on a
-    bound is an error naming the parameter.  Needs scipy (``pip install paigrid[calibrate]``).
+    bound is an error naming the parameter.  ``shrinkage``: the ridge strength lambda of
+    ``trust.shrinkage`` (0: the plain fit; ``math.inf``: the defaults) or ``"cv"``, chosen by
+    cross-validation on ``rows`` grouped by workload (``cv_strength``; what ``paigrid calibrate``
+    does by default); the choice and each candidate's score are in ``Fit.notes``.  Needs scipy
+    (``pip install paigrid[calibrate]``).
     """
     if any(r.kind == "llm" for r in rows):
         raise PaigridError("calibrate fits no LLM rows: the LLM step-time model has no fitted parameters "
@@ -416,9 +421,14 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     _refuse_if_undetermined(model.jacobian(x0), params, rows)
     # our own differences, STEP in log p: scipy's relative step is ~1e-8 at log p = 0 (a start of
     # 1, as every per-workload factor has), below the float32 resolution of a prediction
-    result = least_squares(model.residuals, x0, jac=lambda x: model.jacobian(x, central=False),
-                           bounds=(model.lower, model.upper), loss=LOSS, f_scale=F_SCALE, x_scale=1.0,
-                           max_nfev=200 * len(params))
+    strength, choice = _strength(shrinkage, rows, base_efficiency, options, params, cats, x0)
+    if strength == 0.0:
+        result = least_squares(model.residuals, x0, jac=lambda x: model.jacobian(x, central=False),
+                               bounds=(model.lower, model.upper), loss=LOSS, f_scale=F_SCALE, x_scale=1.0,
+                               max_nfev=200 * len(params))
+    else:
+        result = shrunk_least_squares(model.residuals, lambda x: model.jacobian(x, central=False), x0, model.lower,
+                                      model.upper, strength, F_SCALE, max_nfev=200 * len(params))
     x = np.clip(result.x, model.lower, model.upper)
     residuals = model.residuals(x)
     dof = len(rows) - len(params)
@@ -439,7 +449,11 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
                            f"in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
                            f"values; pass --allow-bounds to keep such a fit.")
     notes = {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "share": share, "groups": list(parameters),
-             "optimizer_status": int(result.status), "model": options.model}
+             "optimizer_status": int(result.status), "model": options.model,
+             "shrinkage": "inf" if math.isinf(strength) else float(strength)}
+    if choice is not None:
+        notes["shrinkage_chosen_by"] = f"{choice.folds}-fold cross-validation by workload on the fitted rows"
+        notes["shrinkage_scores"] = [f"lambda {k:g}: mean |log residual| {v:.4f}" for k, v in choice.scores.items()]
     if left_out:
         notes["left_out"] = left_out   # rows the model has no term for (``measurements.NOT_MODELLED``)
     if v2:
@@ -447,6 +461,36 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
         notes["default_values"] = [float(p.start) for p in left]
     return Fit(params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof,
                notes)
+
+
+def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, params: list[Parameter],
+                cats: Catalogues, x0: np.ndarray) -> StrengthChoice:
+    """The shrinkage strength of ``params`` chosen by ``shrinkage.choose_strength`` on ``rows``
+    alone: folds of whole workloads, each candidate fitted on the other folds' rows (the same
+    parameters, started at and shrunk toward ``x0``) and scored on the fold's rows."""
+    def held_out(train, test, strength):
+        train_rows, test_rows = [rows[i] for i in train], [rows[i] for i in test]
+        x = x0
+        if not math.isinf(strength):
+            inner = _Model(train_rows, base, options, params, cats)
+            x = shrunk_least_squares(inner.residuals, lambda v: inner.jacobian(v, central=False), x0, inner.lower,
+                                     inner.upper, strength, F_SCALE, max_nfev=50 * len(params)).x
+        return _Model(test_rows, base, options, params, cats).residuals(x)
+
+    return choose_strength(len(rows), [r.workload or r.model for r in rows], held_out)
+
+
+def _strength(shrinkage, rows, base, options, params, cats, x0) -> tuple[float, StrengthChoice | None]:
+    """(lambda, the cross-validation that chose it or None) of a ``fit``'s ``shrinkage`` argument."""
+    if isinstance(shrinkage, str):
+        if shrinkage.strip().casefold() != "cv":
+            raise PaigridError(f"the shrinkage is cv or a strength >= 0, not {shrinkage!r}.")
+        choice = cv_strength(rows, base, options, params, cats, x0)
+        return choice.strength, choice
+    value = float(shrinkage)
+    if not value >= 0:
+        raise PaigridError(f"the shrinkage strength is >= 0, not {shrinkage!r}.")
+    return value, None
 
 
 # --- writing ------------------------------------------------------------------------------------
