@@ -90,6 +90,11 @@ class Measurement:
         return self.gpus_per_node * self.nodes
 
     @property
+    def source_id(self) -> str:
+        """The source of the row: its id's prefix before the first ``-`` (LV0, LTF, DLE, ...)."""
+        return self.id.split("-", 1)[0]
+
+    @property
     def group(self) -> str:
         """``single_gpu``, ``multi_gpu_one_server`` or ``multi_server``."""
         if self.n_gpu == 1:

@@ -32,7 +32,9 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   usual cluster of the GPU's DGX generation (``USUAL_NETWORK``: InfiniBand, 8 NICs a server for
   A100/H100-class, 4 for V100), an assumption listed per row.  On one server the network is unused
   whatever the cell says.
-* ``precision``: the precision catalogue's names; "bf16" (pure BF16, the MPT rows) is
+* ``precision``: the precision catalogue's names; "fp32" on an Ampere, Ada, Hopper or Blackwell
+  GPU under NGC PyTorch or TensorFlow 2.4+ is ``tf32`` (their default FP32 math there; the notes
+  say "TF32 may be active by default"), an assumption; "bf16" (pure BF16, the MPT rows) is
   ``amp-bf16``; "amp (fp16 or bf16 not stated)" is ``amp-fp16`` (torch.cuda.amp's default),
   an assumption.
 * ``batch_per_gpu``: an empty cell is listed ("batch per GPU not stated"): the model's
@@ -236,9 +238,30 @@ def resolve_network(cell: str, gpu: str, nodes: int, cats: Catalogues, notes: li
     return USUAL_NETWORK[generation]
 
 
-def resolve_precision(cell: str, cats: Catalogues, notes: list[str]) -> str:
-    """Catalogue precision of a ``precision`` cell as published."""
+#: generations whose tensor cores run TF32, the default FP32 math of the frameworks below on them
+TF32_GENERATIONS = ("Ampere", "Ada", "Hopper", "Blackwell")
+
+
+def _tf32_default(framework: str) -> bool:
+    """True for a framework whose default FP32 math on a TF32 GPU is TF32: NGC PyTorch containers
+    (cuDNN convolutions with TF32 allowed by default, matmuls through NVIDIA_TF32_OVERRIDE unset)
+    and TensorFlow 2.4 or later (TF32 execution on by default since 2.4); not TensorFlow 1 or
+    TensorFlow 2.2/2.3, which predate it."""
+    folded = framework.casefold()
+    if "tensorflow" in folded:
+        match = re.search(r"tensorflow (\d+)\.(\d+)", folded)
+        return bool(match) and (int(match.group(1)), int(match.group(2))) >= (2, 4)
+    return "ngc" in folded and "pytorch" in folded
+
+
+def resolve_precision(cell: str, cats: Catalogues, notes: list[str], gpu: str = "", framework: str = "") -> str:
+    """Catalogue precision of a ``precision`` cell as published; ``fp32`` on a TF32 GPU under a
+    framework whose default FP32 math is TF32 (``_tf32_default``) is ``tf32``, an assumption."""
     text = cell.strip().casefold()
+    if text == "fp32" and gpu and (cats.gpus.row(gpu).get("generation") or "").strip() in TF32_GENERATIONS \
+            and _tf32_default(framework):
+        notes.append("fp32 on a TF32 GPU: the framework's default TF32 math")
+        return cats.precisions.resolve("tf32")
     if text == "bf16":
         return cats.precisions.resolve("amp-bf16")
     if text.startswith("amp (fp16 or bf16 not stated"):
@@ -352,7 +375,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
     notes += settings.defaults_used
     out = {"id": cells["id"], "model": cells["model"], "gpu": gpu, "gpus_per_node": str(gpus_per_node),
            "nodes": str(nodes), "arch": cells["arch"].strip(), "intra_link": intra, "network": network,
-           "nics_per_node": str(nics), "precision": resolve_precision(cells["precision"], cats, notes),
+           "nics_per_node": str(nics), "precision": resolve_precision(cells["precision"], cats, notes, gpu, cells.get("framework") or ""),
            "batch_per_gpu": cells["batch_per_gpu"], "grad_accum_steps": accum or "1",
            "seq_len_or_image_size": size, "throughput": "1", "throughput_unit": "samples/s",
            "framework": cells.get("framework", ""), "data_pipeline": settings.pipeline,
