@@ -467,15 +467,21 @@ def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, par
                 cats: Catalogues, x0: np.ndarray) -> StrengthChoice:
     """The shrinkage strength of ``params`` chosen by ``shrinkage.choose_strength`` on ``rows``
     alone: folds of whole workloads, each candidate fitted on the other folds' rows (the same
-    parameters, started at and shrunk toward ``x0``) and scored on the fold's rows."""
+    parameters, started at and shrunk toward ``x0``) and scored on the fold's rows.
+
+    The inner fits use the model linearised at the defaults, r(x) = r(x0) + J (x - x0) with J
+    the forward-difference Jacobian of every row (one model evaluation per parameter), so the
+    cross-validation costs one Jacobian instead of a fit per fold and strength; the fit with the
+    chosen strength then runs on the model itself."""
+    model = _Model(rows, base, options, params, cats)
+    r0, jac = model.residuals(x0), model.jacobian(x0, central=False)
+
     def held_out(train, test, strength):
-        train_rows, test_rows = [rows[i] for i in train], [rows[i] for i in test]
         x = x0
         if not math.isinf(strength):
-            inner = _Model(train_rows, base, options, params, cats)
-            x = shrunk_least_squares(inner.residuals, lambda v: inner.jacobian(v, central=False), x0, inner.lower,
-                                     inner.upper, strength, F_SCALE, max_nfev=50 * len(params)).x
-        return _Model(test_rows, base, options, params, cats).residuals(x)
+            x = shrunk_least_squares(lambda v: r0[train] + jac[train] @ (v - x0), lambda v: jac[train], x0,
+                                     model.lower, model.upper, strength, F_SCALE).x
+        return r0[test] + jac[test] @ (x - x0)
 
     return choose_strength(len(rows), [r.workload or r.model for r in rows], held_out)
 
