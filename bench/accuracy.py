@@ -57,6 +57,9 @@ EXPERIMENTS = [
 #: the experiments, the scaling table and the findings are of pai-v1 (its per-GPU FLOP fits);
 #: pai-v2, the default, is judged by the cross-validated protocol
 V1 = ["--model", "pai-v1"]
+#: the pai-v1 experiments are of the plain fit (no shrinkage toward the defaults): what a fit to these
+#: rows does by itself; ``paigrid calibrate``'s default shrinks it (the public v2 section)
+PLAIN = ["--shrinkage", "0"]
 GROUPS = (("single_gpu", "1 GPU"), ("multi_gpu_one_server", "1 server, >1 GPU"), ("multi_server", ">1 server"))
 
 
@@ -110,7 +113,7 @@ def experiments(measurements: str) -> tuple[str, list[str], dict[str, dict]]:
             try:
                 if fit_rows is not None:
                     calib = str(Path(folder) / f"calib{i}.toml")
-                    fit_args = ["calibrate", measurements, "--out", calib, *fit_rows, *fit_flags, *V1]
+                    fit_args = ["calibrate", measurements, "--out", calib, *fit_rows, *fit_flags, *V1, *PLAIN]
                     _run(fit_args)
                     run.append("paigrid " + shlex.join(fit_args).replace(calib, f"calib{i}.toml"))
                     validate_args[2:2] = ["--calibration", calib]
@@ -242,7 +245,7 @@ def _fit_all(measurements: str) -> tuple[str, str, dict]:
     """Calibrate on every row: (calibrate's output, the TOML, validate --json with it: in-sample)."""
     with tempfile.TemporaryDirectory() as folder:
         calib = str(Path(folder) / "all.toml")
-        output = _run(["calibrate", measurements, "--out", calib, *V1])
+        output = _run(["calibrate", measurements, "--out", calib, *V1, *PLAIN])
         toml_text = Path(calib).read_text(encoding="utf-8")
         result = json.loads(_run(["validate", measurements, "--calibration", calib, *V1, "--json"]))
     return output, toml_text, result
@@ -616,7 +619,7 @@ def _held_out_collectives(path: str) -> tuple[list[dict], list[str]]:
                 continue
             calib = str(Path(folder) / f"{row['id']}.toml")
             args = ["calibrate", path, "--fit", "link", "--allow-bounds", "--rows-where", f"id!={row['id']}",
-                    "--out", calib, *V1]
+                    "--out", calib, *V1, *PLAIN]
             commands.append(f"paigrid {shlex.join(args).replace(calib, 'fold.toml')}")
             fitted = CliRunner().invoke(app, args)
             if fitted.exit_code == 0:
@@ -918,10 +921,10 @@ def multigpu_section() -> str:
               f"    paigrid validate {collectives} --json", *[f"    {c}" for c in commands],
               *[f"    paigrid validate {path} {shlex.join(flags)} --json" for _, flags in COLLECTIVE_VARIANTS[1:]
                 for path in (collectives, scaling)],
-              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml {shlex.join(V1)}"]
+              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml {shlex.join(V1 + PLAIN)}"]
     with tempfile.TemporaryDirectory() as folder:
         calib = Path(folder) / "links.toml"
-        _run(["calibrate", collectives, "--fit", "link", "--allow-bounds", "--out", str(calib), *V1])
+        _run(["calibrate", collectives, "--fit", "link", "--allow-bounds", "--out", str(calib), *V1, *PLAIN])
         import tomllib
 
         infiniband = tomllib.loads(calib.read_text(encoding="utf-8"))["link_efficiency"]["infiniband"]
@@ -964,7 +967,7 @@ def render_page(measurements: str | None = None, computed: tuple | None = None, 
     text, commands, results = computed or experiments(measurements)
     with open(measurements, newline="", encoding="utf-8") as f:
         csv_rows = list(csv.DictReader(f))
-    commands = [*commands, f"paigrid calibrate {measurements} --out all.toml {shlex.join(V1)}",
+    commands = [*commands, f"paigrid calibrate {measurements} --out all.toml {shlex.join(V1 + PLAIN)}",
                 f"paigrid validate {measurements} --calibration all.toml {shlex.join(V1)} --json"]
     page = PAGE_TEMPLATE.format(
         n_rows=len(csv_rows), n_models=len(_workloads(results["defaults"])), gpu_list=_gpu_list(csv_rows), table=text,

@@ -88,7 +88,8 @@ def cheap_part(cats, reading) -> list[str]:
              f"left out, {len(reading.refused)} are not modelled, each with its reason:", "",
              "| not modelled because | rows |", "|---|---|"]
     lines += [f"| {why} | {n} |" for why, n in reading.counts().items()]
-    lines += ["", "Assumptions and defaults the modelled rows used (rows each):", "", "| assumption | rows |", "|---|---|"]
+    lines += ["", "Assumptions and defaults the modelled rows used (rows each):", "",
+              "| assumption | rows |", "|---|---|"]
     lines += [f"| {what} | {n} |" for what, n in reading.assumption_counts().items()]
     lines += ["", "Most rows wait for zoo entries and GPUs the catalogues do not have yet; every number below is "
               "of the modelled rows only, so it describes few workloads and GPUs.", "",

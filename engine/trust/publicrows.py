@@ -375,7 +375,8 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
     notes += settings.defaults_used
     out = {"id": cells["id"], "model": cells["model"], "gpu": gpu, "gpus_per_node": str(gpus_per_node),
            "nodes": str(nodes), "arch": cells["arch"].strip(), "intra_link": intra, "network": network,
-           "nics_per_node": str(nics), "precision": resolve_precision(cells["precision"], cats, notes, gpu, cells.get("framework") or ""),
+           "nics_per_node": str(nics),
+           "precision": resolve_precision(cells["precision"], cats, notes, gpu, cells.get("framework") or ""),
            "batch_per_gpu": cells["batch_per_gpu"], "grad_accum_steps": accum or "1",
            "seq_len_or_image_size": size, "throughput": "1", "throughput_unit": "samples/s",
            "framework": cells.get("framework", ""), "data_pipeline": settings.pipeline,
@@ -428,7 +429,8 @@ def read_public(path: str | Path, cats: Catalogues | None = None, aliases=None) 
         results = predict_configs(jobs, [r.config() for r, _, _ in kept], cats, defaults(), Options())
         for (row, line, doubtful), job, result in zip(kept, jobs, results):
             if not result["valid"]:
-                reading.refused.append(Refused(row.id, line, f"invalid configuration: {reason_text(result, job, cats)}"))
+                reason = f"invalid configuration: {reason_text(result, job, cats)}"
+                reading.refused.append(Refused(row.id, line, reason))
                 reading.assumptions.pop(row.id, None)
             elif doubtful:
                 reading.doubtful.append(row)
