@@ -10,8 +10,15 @@ On the shipped measurements it also writes ``docs/accuracy.md``: the same tables
 explanation of where the model is off, every number of which comes from this run.  The
 explanation's claims ("the 8-GPU error is larger than the 1-GPU error", ...) are checked against
 the numbers as the page is written: when a change to the model makes one false, the script stops
-and names it instead of writing a page that says something untrue.  ``tests/test_docs.py``
-checks that the committed page is what this script writes.
+and names it instead of writing a page that says something untrue.
+
+After the PAI-era sections come those of ``page_sections()``: the public data-parallel rows of
+``datasets/measured_public_v2.csv`` (``bench/accuracy_public.py``) and, when
+``bench/accuracy_llm.py`` exists, its ``llm_section(full: bool) -> str`` (markdown with its own
+``##`` heading): the hook for the LLM rows.  The calibrated cross-validation of the public rows
+takes minutes, so ``tests/test_docs.py`` checks ``render_page(full=False)``: every section
+recomputed except that block, which is kept as committed (between its ``<!-- public-v2
+calibrated -->`` markers); ``python bench/accuracy.py`` reruns it (``--cheap`` keeps it).
 """
 
 from __future__ import annotations
@@ -921,7 +928,8 @@ def multigpu_section() -> str:
               f"    paigrid validate {collectives} --json", *[f"    {c}" for c in commands],
               *[f"    paigrid validate {path} {shlex.join(flags)} --json" for _, flags in COLLECTIVE_VARIANTS[1:]
                 for path in (collectives, scaling)],
-              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml {shlex.join(V1 + PLAIN)}"]
+              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml "
+              f"{shlex.join(V1 + PLAIN)}"]
     with tempfile.TemporaryDirectory() as folder:
         calib = Path(folder) / "links.toml"
         _run(["calibrate", collectives, "--fit", "link", "--allow-bounds", "--out", str(calib), *V1, *PLAIN])

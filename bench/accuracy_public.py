@@ -118,10 +118,22 @@ def calibrated_part(cats, reading) -> list[str]:
     strengths = [f.get("shrinkage", "refused") for v in folds.values() for f in v["folds"]]
     lines += ["", f"Strengths chosen in the {len(strengths)} folds: "
               + ", ".join(f"{s}" for s in strengths) + ".", ""]
-    lines += _relative_lines([("uncalibrated", judge.relative_summary(plain, rows))]
-                             + [(f"calibrated, {V2_FOLDS[k]}", judge.relative_summary(v["rows"], rows))
-                                for k, v in folds.items()])
+    relatives = [("uncalibrated", judge.relative_summary(plain, rows))] + [
+        (f"calibrated, {V2_FOLDS[k]}", judge.relative_summary(v["rows"], rows)) for k, v in folds.items()]
+    lines += _relative_lines(relatives)
     goal_lines = []
+    for label, summary in relatives:
+        checks = []
+        for key, what in (("gpu", "another GPU"), ("scaling", "n GPUs against fewer"), ("precision", "AMP vs FP32")):
+            median = summary[key]["median_abs_error"]
+            checks.append(f"{what} {_pct(median)}" + ("" if median is None else " (" + (
+                "met" if median <= judge.GOALS["ratio"] else "**missed**") + ")"))
+        order = summary["ps_allreduce"]["order_right"]
+        checks.append("parameter-server vs all-reduce order: " + (
+            "no twin modelled (**not judged**)" if order is None else f"{_pct(order)} right ("
+            + ("met" if order >= judge.GOALS["ps_order"] else "**missed**") + ")"))
+        goal_lines.append(f"- ratios, {label} (goal: median at most {_pct(judge.GOALS['ratio'])}; order right in "
+                          f"{_pct(judge.GOALS['ps_order'])} of twins): " + "; ".join(checks) + ".")
     unc = group_summary(plain)
     for kind, value in folds.items():
         s = value["summary"]
