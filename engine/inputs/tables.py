@@ -287,8 +287,9 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
     bad = ~np.isfinite(table[:, :L.G_CLASS_MEM_BW]) | (table[:, :L.G_CLASS_MEM_BW] <= 0)
     if bad.any():
         i, f = np.argwhere(bad)[0]
-        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive value needed by the model "
-                           f"(table field {f}).")
+        column = {L.G_MEM_BW: "hbm_GB_per_s", L.G_PCIE_BW: "pcie_gen", L.G_MEMORY: "memory_GB",
+                  L.G_PRICE: "price_USD_per_gpu_hour", L.G_POWER: "tdp_W"}[f]
+        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive {column} value, which the model needs.")
     p = cats.precisions
     prec = np.zeros((len(precisions), L.N_PREC_FIELDS))
     peak = np.full((len(gpus), len(precisions)), np.nan)
