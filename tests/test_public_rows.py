@@ -130,6 +130,11 @@ def test_gpus_cells_and_units_as_published(tmp_path, cats):
     assert row.measured == pytest.approx(10)
     reading, row = one(tmp_path, cats, throughput_unit="audio samples/s (DLE)")
     assert reading.refused[0].reason.startswith("audio samples/s not convertible")
+    reading, _ = one(tmp_path, cats, model="Inception-v3 (tf_cnn_benchmarks)", seq_len_or_image_size="299x299",
+                     throughput_unit="mel frames/s (DLE)")                # an image model has no mel frames
+    assert reading.refused[0].reason.startswith("mel frames/s not convertible")
+    _, row = one(tmp_path, cats, throughput="30000", throughput_unit="mel frames/s (DLE)")
+    assert row.measured == pytest.approx(30000 / tokens)                 # frames per sample: tokens_per_sample
     reading, _ = one(tmp_path, cats, throughput_unit="furlongs/fortnight")
     assert reading.refused[0].reason == "throughput unit not convertible: furlongs/fortnight"
 

@@ -46,7 +46,8 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   ``throughput_unit``: images/sequences/samples/items/users/molecules per second are samples/s,
   "M..." per second x 1e6, molecules/ms x 1000, tokens/s divided by the workload's
   ``tokens_per_sample``, audio samples/s by the row's segment ("segment 8000 samples") and mel
-  frames/s by the workload's ``frames_per_sample`` (a column the zoo may add), each an assumption
+  frames/s by the workload's ``frames_per_sample`` (a column the zoo may add; else its
+  ``tokens_per_sample`` when above 1, a speech model's frames per utterance), each an assumption
   listed per row; a unit with no such count is listed as not convertible.  "not stated (values
   consistent with ...)" takes the unit the cell names, an assumption.
 * ``framework``, ``notes``, ``data_pipeline``: the settings of ``settings.row_settings``.
@@ -292,10 +293,13 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
         raise NotModelled("throughput unit ambiguous: items or tokens")
     head = folded.split("(")[0].strip()
     if "mel" in head:
-        frames = _count(cats, workload, "frames_per_sample")
+        frames, column = _count(cats, workload, "frames_per_sample"), "frames_per_sample"
+        if frames is None and (_count(cats, workload, "tokens_per_sample") or 1.0) > 1.0:
+            frames, column = _count(cats, workload, "tokens_per_sample"), "tokens_per_sample"
         if frames is None:
-            raise NotModelled("mel frames/s not convertible: the workload has no frames_per_sample")
-        notes.append("mel frames/s converted with the workload's frames_per_sample")
+            raise NotModelled("mel frames/s not convertible: the workload gives no mel frames per sample "
+                              "(frames_per_sample, or tokens_per_sample above 1)")
+        notes.append(f"mel frames/s converted with the workload's {column} as mel frames per sample")
         value /= frames
     elif head.startswith("audio samples"):
         segment = re.search(r"segment (\d+) samples", cells.get("seq_len_or_image_size") or "")
