@@ -112,10 +112,11 @@ def group_summary(results: list[dict]) -> dict[str, dict]:
 
 
 def protocol(rows: list[Measurement], cats: Catalogues | None = None,
-             models=("pai-v1", "pai-v2"), options: Options | None = None) -> dict:
+             models=("pai-v1", "pai-v2"), options: Options | None = None, shrinkage: float | str = "cv") -> dict:
     """The whole protocol: for each model, each fold kind, uncalibrated and calibrated (pai-v2
     also "calibrated + workload", ``WITH_WORKLOAD``), the held-out rows, the folds and the
-    per-group summary.  Returns
+    per-group summary.  The calibrated fits are ``paigrid calibrate``'s default (``shrinkage``
+    "cv": the strength chosen inside each fold's training rows).  Returns
     ``{model: {fold_by: {"uncalibrated": {...}, "calibrated": {...}, ...}}}``, each holding
     ``rows``, ``folds`` and ``summary`` (``group_summary``)."""
     cats = cats or Catalogues.load()
@@ -130,7 +131,7 @@ def protocol(rows: list[Measurement], cats: Catalogues | None = None,
             if model == "pai-v2":
                 variants.append(("calibrated + workload", True, WITH_WORKLOAD))
             for label, calibrated, groups in variants:
-                results, folds = held_out(rows, cats, model_options, fold_by, calibrated, groups)
+                results, folds = held_out(rows, cats, model_options, fold_by, calibrated, groups, shrinkage)
                 out[model][fold_by][label] = {"rows": results, "folds": folds, "summary": group_summary(results)}
     return out
 
