@@ -452,7 +452,9 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
              "optimizer_status": int(result.status), "model": options.model,
              "shrinkage": "inf" if math.isinf(strength) else float(strength)}
     if choice is not None:
-        notes["shrinkage_chosen_by"] = f"{choice.folds}-fold cross-validation by workload on the fitted rows"
+        per_workload = any(p.section == "workload_efficiency" for p in params)
+        notes["shrinkage_chosen_by"] = (f"{choice.folds}-fold cross-validation on the fitted rows (folds of "
+                                        + ("workloads" if choice.grouped and not per_workload else "rows") + ")")
         notes["shrinkage_scores"] = [f"lambda {k:g}: mean |log residual| {v:.4f}" for k, v in choice.scores.items()]
     if left_out:
         notes["left_out"] = left_out   # rows the model has no term for (``measurements.NOT_MODELLED``)
@@ -466,8 +468,9 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
 def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, params: list[Parameter],
                 cats: Catalogues, x0: np.ndarray) -> StrengthChoice:
     """The shrinkage strength of ``params`` chosen by ``shrinkage.choose_strength`` on ``rows``
-    alone: folds of whole workloads, each candidate fitted on the other folds' rows (the same
-    parameters, started at and shrunk toward ``x0``) and scored on the fold's rows.
+    alone: folds of whole workloads (of rows when per-workload corrections are fitted), each
+    candidate fitted on the other folds' rows (the same parameters, started at and shrunk toward
+    ``x0``) and scored on the fold's rows.
 
     The inner fits use the model linearised at the defaults, r(x) = r(x0) + J (x - x0) with J
     the forward-difference Jacobian of every row (one model evaluation per parameter), so the
@@ -483,7 +486,11 @@ def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, par
                                      model.lower, model.upper, strength, F_SCALE).x
         return r0[test] + jac[test] @ (x - x0)
 
-    return choose_strength(len(rows), [r.workload or r.model for r in rows], held_out)
+    # per-workload corrections are judged on their own workload's rows left out: folds of rows
+    # (a fold of whole workloads would leave every held-out correction at its default)
+    per_workload = any(p.section == "workload_efficiency" for p in params)
+    groups = [r.id if per_workload else (r.workload or r.model) for r in rows]
+    return choose_strength(len(rows), groups, held_out)
 
 
 def _strength(shrinkage, rows, base, options, params, cats, x0) -> tuple[float, StrengthChoice | None]:

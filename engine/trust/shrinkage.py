@@ -85,6 +85,7 @@ class StrengthChoice:
     strength: float
     scores: dict[float, float]
     folds: int
+    grouped: bool = True   # False: rows were dealt to the folds (fewer groups than folds)
 
 
 def inner_folds(groups: Sequence[str], k: int = INNER_FOLDS) -> list[list[int]]:
@@ -125,4 +126,4 @@ def choose_strength(n_rows: int, groups: Sequence[str],
     best = min(scores.values())
     # ties (within 1e-9) go to the strongest shrinkage: the closest to the sourced defaults
     chosen = max(s for s, v in scores.items() if v <= best + 1e-9)
-    return StrengthChoice(chosen, scores, len(folds))
+    return StrengthChoice(chosen, scores, len(folds), len(set(groups)) >= k)
