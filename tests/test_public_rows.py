@@ -103,7 +103,7 @@ def test_links_as_published(tmp_path, cats):
     reading, row = one(tmp_path, cats, **{**multi, "gpu": "V100-PCIe-16GB"},
                        intra_link="nvlink (bridge, per folder name; bridge topology not stated)")
     if not any(r["kind"] == "nvlink-bridge" for r in cats.links.rows):
-        assert row is None and reading.refused[0].reason.startswith("NVLink bridge not in links.csv")
+        assert row.intra == "pcie3" and any("NVLink bridge" in a for a in reading.assumptions[row.id])
     reading, row = one(tmp_path, cats, gpus_per_node="8", nodes="2", arch="allreduce-cluster",
                        intra_link="nvswitch (implied by DGX A100)",
                        network="1600 Gbps node-node interconnect (RoCE) (section title)")
@@ -262,3 +262,31 @@ def test_spearman_and_ratio_pairs(reading):
     scaled = relative.scaling_ratios(entries)
     by_id = {r.id: r for r in rows}
     assert all(by_id[p["ids"][0]].n_gpu > by_id[p["ids"][1]].n_gpu for p in scaled)
+
+
+def test_parameter_server_twins_pair_once_their_gpu_is_catalogued(tmp_path):
+    """The tf_cnn_benchmarks parameter-server rows (Quadro RTX 8000 hosts, NVLink-bridged) and
+    their all-reduce twins: with a catalogue that knows the GPU (here a copy of the built-in one
+    in which the T4 row, also Turing, answers to that name: a stand-in, not a datasheet), the
+    twins are read and paired, PS against all-reduce on the same host."""
+    builtin = resources.files("paigrid.datasets").joinpath("gpus.csv").read_text(encoding="utf-8")
+    with open(tmp_path / "gpus.csv", "w", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(builtin.splitlines()))
+        for row in rows:
+            if row["name"] == "T4":
+                row["aliases"] = (row["aliases"] + ";" if row["aliases"] else "") + "Quadro RTX 8000"
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    cats = Catalogues.load({"gpus": tmp_path / "gpus.csv"})
+    reading = read_public(V2, cats)
+    twins = [r for r in reading.rows if r.arch == "1wng"]
+    assert twins and all(r.gpu == "T4" and r.intra == "pcie3" for r in twins)   # bridge: PCIe, stated
+    entries = [{"row": r, "predicted": 1.0 + (r.arch == "1wng"), "measured": 1.0 + (r.arch == "1wng")}
+               for r in reading.rows]
+    pairs = relative.ps_allreduce_order(entries)
+    by_id = {r.id: r for r in reading.rows}
+    assert pairs and all(by_id[a].arch == "1wng" and by_id[b].arch == "allreduce-local"
+                         and by_id[a].n_gpu == by_id[b].n_gpu and by_id[a].workload == by_id[b].workload
+                         for a, b in (p["ids"] for p in pairs))
+    assert all(p["order_right"] and p["error"] == pytest.approx(0.0) for p in pairs)

@@ -24,7 +24,9 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   GPU's generation; "nvswitch (...)" / "nvlink (implied by DGX-1 ...)" the NVSwitch or
   hybrid-cube-mesh link that fits the GPU (``links.csv`` ``fits_gpus``; DGX-2 is
   ``nvswitch-nvlink2``); "nvlink (bridge ...)" an intra link of kind ``nvlink-bridge`` that fits the
-  GPU, listed as not modelled when the link catalogue has none; "not stated": the GPU's usual
+  GPU, else (``links.csv`` has none today) PCIe of the GPU's generation, an assumption: a bridge
+  joins two cards, so a ring over more GPUs crosses PCIe anyway, and on two cards the exchange is
+  modelled slower than it is; "not stated": the GPU's usual
   server (the NVLink/NVSwitch link whose ``fits_gpus`` names it, else PCIe of its generation),
   an assumption the output lists.
 * ``network``: empty (one server) is ``none``; a multi-server row says "not stated" or names the
@@ -216,7 +218,8 @@ def resolve_intra(cell: str, gpu: str, n_gpu: int, cats: Catalogues, notes: list
     if "bridge" in text:
         link = _fitting(cats, gpu, ("nvlink-bridge",))
         if link is None:
-            raise NotModelled("NVLink bridge not in links.csv: no intra link of kind nvlink-bridge fits the GPU")
+            notes.append("NVLink bridge with no links.csv bridge link: PCIe of the GPU's generation")
+            return _pcie(cats, gpu)
         return link
     if text.startswith("not stated"):
         link = _fitting(cats, gpu, ("nvswitch", "nvlink-hcm", "nvlink")) or _pcie(cats, gpu)
