@@ -171,5 +171,9 @@ def public_v2_section(full: bool) -> str:
     cats, reading = _read()
     lines = cheap_part(cats, reading)
     block = calibrated_part(cats, reading) if full and reading.rows else _committed_block()
-    lines += ["", BEGIN, *block, END]
+    lines += ["", "The calibrated judgement below takes minutes (a fit with its own shrinkage cross-validation for "
+              "every fold of three fold kinds: leave one workload, one GPU, one source out, the source being the "
+              "row id's prefix LV0, LV1, LV2, LTF, DLE, TIMM or MPT). `python bench/accuracy.py` regenerates it; "
+              "the page check (`tests/test_docs.py`) recomputes everything above and keeps this block as "
+              "committed.", "", BEGIN, *block, END]
     return "\n".join(lines)

@@ -125,11 +125,18 @@ def load_aliases(path: str | Path | None = None) -> list[dict[str, str]]:
     return [row for _, row in rows]
 
 
+def _square(text: str) -> str:
+    """An image size "224x224" as "224" (a square's side); other text unchanged."""
+    side, sep, other = text.strip().casefold().partition("x")
+    return side if sep and side == other else text.strip().casefold()
+
+
 def _same_size(a: str, b: str) -> bool:
+    a, b = _square(a), _square(b)
     try:
         return float(a) == float(b)
     except ValueError:
-        return a.strip().casefold() == b.strip().casefold()
+        return a == b
 
 
 def resolve_model(name: str, size: str, aliases: list[dict[str, str]], cats: Catalogues, origin: str) -> str:

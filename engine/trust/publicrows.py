@@ -10,8 +10,11 @@ A file is of this schema when it has the columns ``model_config`` and ``notes``
 
 How each cell is read (the decisions for the file's awkward values; docs/calibration.md):
 
-* ``model``: through ``datasets/measurement_aliases.csv`` and the workload catalogue's names and
-  aliases (the zoo), at the row's ``seq_len_or_image_size`` ("224x224" is read as 224).  A name
+* ``model``: through ``datasets/measurement_aliases.csv``, the zoo's measured-name aliases
+  (``zoo.alias_rows``) and the workload catalogue's names and aliases, at the row's
+  ``seq_len_or_image_size`` ("224x224" and 224 are the same size).  A name nothing knows is
+  listed "model not in the zoo"; one the zoo describes as a workload that ``workloads.csv``
+  does not have yet, "zoo model not in the workload catalogue".  A name
   neither knows is listed: "model not in the zoo".
 * ``gpu``: the cell as written through the GPU catalogue's names and aliases, then its leading
   name (before " (" or " [", the memory or system-file remark), then that name with the memory in
@@ -47,10 +50,10 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   rows silent on it (only one-GPU rows here) are read as the whole job, where the two agree.
   ``throughput_unit``: images/sequences/samples/items/users/molecules per second are samples/s,
   "M..." per second x 1e6, molecules/ms x 1000, tokens/s divided by the workload's
-  ``tokens_per_sample``, audio samples/s by the row's segment ("segment 8000 samples") and mel
-  frames/s by the workload's ``frames_per_sample`` (a column the zoo may add; else its
-  ``tokens_per_sample`` when above 1, a speech model's frames per utterance), each an assumption
-  listed per row; a unit with no such count is listed as not convertible.  "not stated (values
+  ``tokens_per_sample``, audio samples/s by the row's segment ("segment 8000 samples", else the
+  zoo's ``per_sample`` audio samples) and mel frames/s by the zoo's ``per_sample`` mel frames
+  (else a ``frames_per_sample`` column, else ``tokens_per_sample`` when above 1), each an
+  assumption listed per row; a unit with no such count is listed as not convertible.  "not stated (values
   consistent with ...)" takes the unit the cell names, an assumption.
 * ``framework``, ``notes``, ``data_pipeline``: the settings of ``settings.row_settings``.
 * rows whose notes say DOUBTFUL are read and kept apart (``PublicReading.doubtful``): reported,
@@ -295,21 +298,29 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
     if "items vs tokens" in (cells.get("notes") or "") or ("items" in folded and "tokens" in folded):
         raise NotModelled("throughput unit ambiguous: items or tokens")
     head = folded.split("(")[0].strip()
+    counts = _zoo_counts(workload)
     if "mel" in head:
-        frames, column = _count(cats, workload, "frames_per_sample"), "frames_per_sample"
-        if frames is None and (_count(cats, workload, "tokens_per_sample") or 1.0) > 1.0:
-            frames, column = _count(cats, workload, "tokens_per_sample"), "tokens_per_sample"
+        frames, column = counts.get("mel frames"), "the zoo's per_sample mel frames"
         if frames is None:
+            frames, column = _count(cats, workload, "frames_per_sample"), "the workload's frames_per_sample"
+        if frames is None and (_count(cats, workload, "tokens_per_sample") or 1.0) > 1.0:
+            frames, column = _count(cats, workload, "tokens_per_sample"), "the workload's tokens_per_sample"
+        if not frames or frames <= 0:
             raise NotModelled("mel frames/s not convertible: the workload gives no mel frames per sample "
-                              "(frames_per_sample, or tokens_per_sample above 1)")
-        notes.append(f"mel frames/s converted with the workload's {column} as mel frames per sample")
+                              "(zoo per_sample, frames_per_sample, or tokens_per_sample above 1)")
+        notes.append(f"mel frames/s converted with {column} as mel frames per sample")
         value /= frames
     elif head.startswith("audio samples"):
         segment = re.search(r"segment (\d+) samples", cells.get("seq_len_or_image_size") or "")
-        if not segment:
-            raise NotModelled("audio samples/s not convertible: no segment length in seq_len_or_image_size")
-        notes.append("audio samples/s converted with the row's segment length")
-        value /= float(segment.group(1))
+        if segment:
+            notes.append("audio samples/s converted with the row's segment length")
+            value /= float(segment.group(1))
+        elif counts.get("audio samples"):
+            notes.append("audio samples/s converted with the zoo's per_sample audio samples")
+            value /= counts["audio samples"]
+        else:
+            raise NotModelled("audio samples/s not convertible: no segment length in seq_len_or_image_size "
+                              "and no zoo per_sample audio samples")
     elif "tokens" in head:
         tokens = cats.workloads.number(workload, "tokens_per_sample")
         value /= tokens if tokens > 0 else 1.0
@@ -330,6 +341,41 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
 def _says_per_gpu(text: str) -> bool:
     """True when a row's notes say its value is per GPU (and nowhere that it is the total)."""
     return bool(re.search(r"throughput is per[- ]GPU|value is per[- ]GPU", text, re.I))
+
+
+def _zoo_counts(workload: str) -> dict[str, float]:
+    """The zoo's ``per_sample`` counts of a workload (mel frames, audio samples, tokens of one
+    sample); empty when the zoo has no such entry or no zoo is installed."""
+    try:
+        from paigrid.inputs.zoo import builtin_models
+    except ImportError:
+        return {}
+    for model in builtin_models():
+        if workload in model.workloads:
+            return dict(getattr(model, "per_sample", {}) or {})
+    return {}
+
+
+def _unknown_model(name: str, size: str) -> str:
+    """Why a measured model name gives no catalogue workload: the zoo does not know it, or the
+    zoo describes it but the workload catalogue has no row of that workload yet."""
+    try:
+        from paigrid.inputs.zoo import resolve_measured
+
+        workload = resolve_measured(name, size)
+    except (ImportError, PaigridError):
+        return f"model not in the zoo: {name}"
+    return f"zoo model not in the workload catalogue: {workload}"
+
+
+def zoo_aliases() -> list[dict[str, str]]:
+    """The zoo's measured-name aliases (``zoo.alias_rows``, the schema of
+    ``measurement_aliases.csv``); empty without them."""
+    try:
+        from paigrid.inputs.zoo import alias_rows
+    except ImportError:
+        return []
+    return alias_rows()
 
 
 def _count(cats: Catalogues, workload: str, column: str) -> float | None:
@@ -360,7 +406,8 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
     """The row in the strict schema of ``measurements.py``, every awkward value decided."""
     if (cells.get("id") or "").startswith("MPT-") or "llm-foundry" in (cells.get("framework") or ""):
         raise NotModelled("LLM-family FSDP run (ZeRO-3 data parallel): the llm row kind needs its transformer "
-                          "shape, which datasets/llm_models.csv does not hold")
+                          "shape (layers, hidden, heads, FFN, vocabulary), which datasets/llm_models.csv does "
+                          "not hold for MPT")
     if not (cells.get("batch_per_gpu") or "").strip():
         raise NotModelled("batch per GPU not stated")
     gpus_per_node, nodes = int(cells["gpus_per_node"]), int(cells["nodes"])
@@ -372,7 +419,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
     try:
         workload = resolve_model(cells["model"], size, aliases, cats, "")
     except PaigridError:
-        raise NotModelled(f"model not in the zoo: {cells['model'].strip()}") from None
+        raise NotModelled(_unknown_model(cells["model"].strip(), cells.get("seq_len_or_image_size") or "")) from None
     intra = resolve_intra(cells["intra_link"], gpu, n_gpu, cats, notes)
     network, nics = resolve_network(cells.get("network") or "", gpu, nodes, cats, notes)
     accum = (cells.get("grad_accum_steps") or "").strip()
@@ -403,7 +450,7 @@ def read_public(path: str | Path, cats: Catalogues | None = None, aliases=None) 
 
     path = Path(path)
     cats = cats or Catalogues.load()
-    aliases = load_aliases() if aliases is None else aliases
+    aliases = load_aliases() + zoo_aliases() if aliases is None else aliases
     _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file",
                          ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network",
                           "precision", "batch_per_gpu", "throughput", "throughput_unit", "notes"))
