@@ -91,8 +91,9 @@ def cheap_part(cats, reading) -> list[str]:
     lines += ["", "Assumptions and defaults the modelled rows used (rows each):", "",
               "| assumption | rows |", "|---|---|"]
     lines += [f"| {what} | {n} |" for what, n in reading.assumption_counts().items()]
-    lines += ["", "Most rows wait for zoo entries and GPUs the catalogues do not have yet; every number below is "
-              "of the modelled rows only, so it describes few workloads and GPUs.", "",
+    lines += ["", "The rows not modelled wait mostly for workloads.csv rows of models the zoo describes (and the "
+              "MPT rows for an LLM shape); every number below is of the modelled rows only, so it describes "
+              f"{len({r.workload for r in rows})} workloads on {len({r.gpu for r in rows})} GPUs.", "",
               "### Uncalibrated (the shipped defaults, none fitted to these rows)", ""]
     lines += _group_table([("uncalibrated", group_summary(results))])
     for attribute, title in (("source_id", "source"), ("gpu", "GPU"), ("workload", "workload")):
