@@ -986,6 +986,7 @@ def render_page(measurements: str | None = None, computed: tuple | None = None, 
         crossval=crossval_section(measurements), multigpu=multigpu_section(),
         sections="\n\n".join(section(full) for section in page_sections()),
         commands="\n".join(f"    {c}" for c in commands))
+    page += "\n" + __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_llm.py")))["llm_section"]()
     # the page names the shipped file by its place in the repository, wherever the script runs from
     return page.replace(measurements, "datasets/measurements_public.csv")
 
