@@ -12,10 +12,10 @@ explanation's claims ("the 8-GPU error is larger than the 1-GPU error", ...) are
 the numbers as the page is written: when a change to the model makes one false, the script stops
 and names it instead of writing a page that says something untrue.
 
-After the PAI-era sections come those of ``page_sections()``: the public data-parallel rows of
-``datasets/measured_public_v2.csv`` (``bench/accuracy_public.py``) and, when
-``bench/accuracy_llm.py`` exists, its ``llm_section(full: bool) -> str`` (markdown with its own
-``##`` heading): the hook for the LLM rows.  The calibrated cross-validation of the public rows
+After the PAI-era sections come those of ``page_sections()`` (functions of ``full`` returning
+markdown with their own ``##`` heading): the public data-parallel rows of
+``datasets/measured_public_v2.csv`` (``bench/accuracy_public.py``); the LLM rows'
+``llm_section()`` of ``bench/accuracy_llm.py`` ends the page.  The calibrated cross-validation of the public rows
 takes minutes, so ``tests/test_docs.py`` checks ``render_page(full=False)``: every section
 recomputed except that block, which is kept as committed (between its ``<!-- public-v2
 calibrated -->`` markers); ``python bench/accuracy.py`` reruns it (``--cheap`` keeps it).
@@ -949,13 +949,11 @@ def multigpu_section() -> str:
 
 
 def page_sections() -> list:
-    """The sections after the PAI-era ones, in page order: functions of ``full`` (bool) returning
-    markdown with their own ``##`` heading.  The public data-parallel rows (``accuracy_public.py``) and,
-    when ``bench/accuracy_llm.py`` exists, its ``llm_section`` (the LLM rows)."""
-    sections = [_bench_module("accuracy_public").public_v2_section]
-    if Path(__file__).with_name("accuracy_llm.py").exists():
-        sections.append(_bench_module("accuracy_llm").llm_section)
-    return sections
+    """The sections after the PAI-era ones and before the commands, in page order: functions of
+    ``full`` (bool) returning markdown with their own ``##`` heading: the public data-parallel
+    rows (``accuracy_public.py``).  (The LLM section of ``bench/accuracy_llm.py`` is appended at
+    the end of the page by ``render_page``.)"""
+    return [_bench_module("accuracy_public").public_v2_section]
 
 
 def _bench_module(name: str):
