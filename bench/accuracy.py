@@ -10,8 +10,15 @@ On the shipped measurements it also writes ``docs/accuracy.md``: the same tables
 explanation of where the model is off, every number of which comes from this run.  The
 explanation's claims ("the 8-GPU error is larger than the 1-GPU error", ...) are checked against
 the numbers as the page is written: when a change to the model makes one false, the script stops
-and names it instead of writing a page that says something untrue.  ``tests/test_docs.py``
-checks that the committed page is what this script writes.
+and names it instead of writing a page that says something untrue.
+
+After the PAI-era sections come those of ``page_sections()`` (functions of ``full`` returning
+markdown with their own ``##`` heading): the public data-parallel rows of
+``datasets/measured_public_v2.csv`` (``bench/accuracy_public.py``); the LLM rows'
+``llm_section()`` of ``bench/accuracy_llm.py`` ends the page.  The calibrated cross-validation of the public rows
+takes minutes, so ``tests/test_docs.py`` checks ``render_page(full=False)``: every section
+recomputed except that block, which is kept as committed (between its ``<!-- public-v2
+calibrated -->`` markers); ``python bench/accuracy.py`` reruns it (``--cheap`` keeps it).
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ EXPERIMENTS = [
 #: the experiments, the scaling table and the findings are of pai-v1 (its per-GPU FLOP fits);
 #: pai-v2, the default, is judged by the cross-validated protocol
 V1 = ["--model", "pai-v1"]
+#: the pai-v1 experiments are of the plain fit (no shrinkage toward the defaults): what a fit to these
+#: rows does by itself; ``paigrid calibrate``'s default shrinks it (the public v2 section)
+PLAIN = ["--shrinkage", "0"]
 GROUPS = (("single_gpu", "1 GPU"), ("multi_gpu_one_server", "1 server, >1 GPU"), ("multi_server", ">1 server"))
 
 
@@ -110,7 +120,7 @@ def experiments(measurements: str) -> tuple[str, list[str], dict[str, dict]]:
             try:
                 if fit_rows is not None:
                     calib = str(Path(folder) / f"calib{i}.toml")
-                    fit_args = ["calibrate", measurements, "--out", calib, *fit_rows, *fit_flags, *V1]
+                    fit_args = ["calibrate", measurements, "--out", calib, *fit_rows, *fit_flags, *V1, *PLAIN]
                     _run(fit_args)
                     run.append("paigrid " + shlex.join(fit_args).replace(calib, f"calib{i}.toml"))
                     validate_args[2:2] = ["--calibration", calib]
@@ -185,6 +195,8 @@ model, GPU, precision and framework at several GPU counts:
 
 {findings}
 
+{sections}
+
 ## Commands
 
 Calibration files go to a temporary folder:
@@ -240,7 +252,7 @@ def _fit_all(measurements: str) -> tuple[str, str, dict]:
     """Calibrate on every row: (calibrate's output, the TOML, validate --json with it: in-sample)."""
     with tempfile.TemporaryDirectory() as folder:
         calib = str(Path(folder) / "all.toml")
-        output = _run(["calibrate", measurements, "--out", calib, *V1])
+        output = _run(["calibrate", measurements, "--out", calib, *V1, *PLAIN])
         toml_text = Path(calib).read_text(encoding="utf-8")
         result = json.loads(_run(["validate", measurements, "--calibration", calib, *V1, "--json"]))
     return output, toml_text, result
@@ -524,7 +536,10 @@ def crossval_section(measurements: str) -> str:
         "it helped fix. pai-v1 fits its FLOP efficiencies per GPU and precision; pai-v2 fits at most one "
         "parameter per three training rows, shared per GPU generation when a workload is held out and across "
         "generations when a generation is held out (a held-out generation can use nothing else); the other "
-        "parameters keep their sourced defaults. \"calibrated + workload\" adds one correction per workload "
+        "parameters keep their sourced defaults. Every calibrated fit is `paigrid calibrate`'s default: shrunk "
+        "toward the defaults with a strength cross-validated inside the fold's training rows "
+        "([shrinkage](calibration.md#shrinkage-toward-the-defaults-calibration-that-never-hurts)). "
+        "\"calibrated + workload\" adds one correction per workload "
         "of the training rows (`--fit class,hbm,launch,link,workload`). A held-out workload has none, so "
         "leave-one-workload-out "
         "shows what the shared parameters transfer to a new workload, and leave-one-generation-out whether a "
@@ -614,7 +629,7 @@ def _held_out_collectives(path: str) -> tuple[list[dict], list[str]]:
                 continue
             calib = str(Path(folder) / f"{row['id']}.toml")
             args = ["calibrate", path, "--fit", "link", "--allow-bounds", "--rows-where", f"id!={row['id']}",
-                    "--out", calib, *V1]
+                    "--out", calib, *V1, *PLAIN]
             commands.append(f"paigrid {shlex.join(args).replace(calib, 'fold.toml')}")
             fitted = CliRunner().invoke(app, args)
             if fitted.exit_code == 0:
@@ -916,10 +931,11 @@ def multigpu_section() -> str:
               f"    paigrid validate {collectives} --json", *[f"    {c}" for c in commands],
               *[f"    paigrid validate {path} {shlex.join(flags)} --json" for _, flags in COLLECTIVE_VARIANTS[1:]
                 for path in (collectives, scaling)],
-              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml {shlex.join(V1)}"]
+              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml "
+              f"{shlex.join(V1 + PLAIN)}"]
     with tempfile.TemporaryDirectory() as folder:
         calib = Path(folder) / "links.toml"
-        _run(["calibrate", collectives, "--fit", "link", "--allow-bounds", "--out", str(calib), *V1])
+        _run(["calibrate", collectives, "--fit", "link", "--allow-bounds", "--out", str(calib), *V1, *PLAIN])
         import tomllib
 
         infiniband = tomllib.loads(calib.read_text(encoding="utf-8"))["link_efficiency"]["infiniband"]
@@ -932,19 +948,41 @@ def multigpu_section() -> str:
     return text
 
 
-def render_page(measurements: str | None = None, computed: tuple | None = None) -> str:
+def page_sections() -> list:
+    """The sections after the PAI-era ones and before the commands, in page order: functions of
+    ``full`` (bool) returning markdown with their own ``##`` heading: the public data-parallel
+    rows (``accuracy_public.py``).  (The LLM section of ``bench/accuracy_llm.py`` is appended at
+    the end of the page by ``render_page``.)"""
+    return [_bench_module("accuracy_public").public_v2_section]
+
+
+def _bench_module(name: str):
+    """A module of bench/ by file name (bench/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def render_page(measurements: str | None = None, computed: tuple | None = None, full: bool = False) -> str:
     """The markdown of docs/accuracy.md, on the shipped measurements unless told otherwise
-    (``computed``: the result of ``experiments(measurements)`` if it has been run already)."""
+    (``computed``: the result of ``experiments(measurements)`` if it has been run already).
+    ``full``: also run the calibrated cross-validation of the public v2 rows (minutes); without
+    it that block is taken from the committed page (``public_v2_section``), which is what
+    ``tests/test_docs.py`` compares."""
     measurements = measurements or _default_measurements()
     text, commands, results = computed or experiments(measurements)
     with open(measurements, newline="", encoding="utf-8") as f:
         csv_rows = list(csv.DictReader(f))
-    commands = [*commands, f"paigrid calibrate {measurements} --out all.toml {shlex.join(V1)}",
+    commands = [*commands, f"paigrid calibrate {measurements} --out all.toml {shlex.join(V1 + PLAIN)}",
                 f"paigrid validate {measurements} --calibration all.toml {shlex.join(V1)} --json"]
     page = PAGE_TEMPLATE.format(
         n_rows=len(csv_rows), n_models=len(_workloads(results["defaults"])), gpu_list=_gpu_list(csv_rows), table=text,
         series=series_table(results["defaults"]), findings=findings(measurements, results),
         crossval=crossval_section(measurements), multigpu=multigpu_section(),
+        sections="\n\n".join(section(full) for section in page_sections()),
         commands="\n".join(f"    {c}" for c in commands))
     page += "\n" + __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_llm.py")))["llm_section"]()
     # the page names the shipped file by its place in the repository, wherever the script runs from
@@ -958,6 +996,8 @@ def main(argv: list[str] | None = None) -> None:
                                                         "which also writes the page)")
     parser.add_argument("--page", type=Path, default=PAGE, help="where to write the page (default: docs/accuracy.md)")
     parser.add_argument("--no-page", action="store_true", help="only print the tables")
+    parser.add_argument("--cheap", action="store_true", help="keep the committed calibrated cross-validation of "
+                                                             "the public v2 rows instead of rerunning it (minutes)")
     args = parser.parse_args(argv)
     path = args.measurements or _default_measurements()
     computed = experiments(path)
@@ -969,7 +1009,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\nCommands (calibration files in a temporary folder):\n")
     print("\n".join(f"    {c}" for c in commands))
     if args.measurements is None and not args.no_page:  # the page explains the shipped measurements only
-        args.page.write_text(render_page(path, computed), encoding="utf-8")
+        args.page.write_text(render_page(path, computed, full=not args.cheap), encoding="utf-8")
         print(f"\nwrote {args.page}")
         BANDS.write_text(bands_text(path), encoding="utf-8")
         print(f"wrote {BANDS}")

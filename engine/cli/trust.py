@@ -63,10 +63,45 @@ def _model(calibration: Path | None, option: list[str] | None, model: str | None
     return efficiency, options if model is None else options.with_overrides({"model": model}, "--model")
 
 
-def _rows(measurements: Path, rows_where: list[str] | None, cats):
+def _rows(measurements: Path, rows_where: list[str] | None, cats, include_doubtful: bool = False):
+    """The selected rows of a measurements file and, for the public-as-published schema
+    (``trust.publicrows``), its reading (refused rows, DOUBTFUL rows, assumptions); else None."""
     from paigrid.trust.measurements import load_measurements, select
+    from paigrid.trust.publicrows import is_public_schema, public_header, read_public
 
-    return select(load_measurements(measurements, cats), rows_where, cats)
+    if not is_public_schema(public_header(measurements)):
+        return select(load_measurements(measurements, cats), rows_where, cats), None
+    reading = read_public(measurements, cats)
+    rows = reading.rows + (reading.doubtful if include_doubtful else [])
+    if not rows:
+        raise_no_rows(reading)
+    return select(rows, rows_where, cats), reading
+
+
+def raise_no_rows(reading) -> None:
+    """One sentence when a public file has no row the model can express."""
+    from paigrid.errors import PaigridError
+
+    reasons = "; ".join(f"{n} {why}" for why, n in reading.counts().items())
+    raise PaigridError(f"none of the {reading.total_rows} rows can be modelled ({reasons}).")
+
+
+def _reading_lines(reading, include_doubtful: bool) -> list[str]:
+    """How a public file was read: counts of modelled, DOUBTFUL and refused rows (by reason) and
+    the assumptions and defaults used (rows per item)."""
+    doubtful = len(reading.doubtful)
+    lines = [f"read {reading.total_rows} rows: {len(reading.rows)} modelled, {doubtful} DOUBTFUL "
+             + ("(included: --include-doubtful)" if include_doubtful else "(left out; --include-doubtful keeps them)")
+             + f", {len(reading.refused)} not modelled"]
+    lines += [f"  not modelled, {why}: {n} row(s)" for why, n in reading.counts().items()]
+    lines += [f"  assumed or defaulted, {what}: {n} row(s)" for what, n in reading.assumption_counts().items()]
+    return lines
+
+
+def _refused_lines(reading) -> list[str]:
+    """Every row of a public file that is not modelled, with its reason."""
+    return ["not modelled (id, line: reason)"] + [f"  {r.id or '(no id)'}, line {r.line}: {r.reason}"
+                                                  for r in reading.refused]
 
 
 @app.command()
@@ -97,6 +132,12 @@ def calibrate(
     flop_per: FlopPer = typer.Option(
         FlopPer.gpu_precision, "--flop-per",
         help="One FLOP efficiency per GPU and precision, or per precision for all GPUs."),
+    shrinkage: str = typer.Option(
+        "cv", "--shrinkage", help="Ridge shrinkage of the fit toward the sourced defaults in log-parameter space: "
+                                  "cv (default: strength chosen by cross-validation on the rows, by workload), "
+                                  "or a strength >= 0 (0: the plain fit; inf: the defaults)."),
+    include_doubtful: bool = typer.Option(
+        False, "--include-doubtful", help="Fit the rows marked DOUBTFUL in a public file's notes too."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
 ):
@@ -110,7 +151,9 @@ def calibrate(
     check_writable_file(out)  # before the fit, which takes seconds
     cats = Catalogues.load()
     efficiency, options = _model(None, option, model)
-    rows = _rows(measurements, rows_where, cats)
+    rows, reading = _rows(measurements, rows_where, cats, include_doubtful)
+    if reading is not None:
+        typer.echo("\n".join(_reading_lines(reading, include_doubtful)), err=True)
     groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
     if rows[0].kind == "llm":
         from paigrid.trust.llmfit import calibrate_text
@@ -123,7 +166,8 @@ def calibrate(
         _calibrate_scaling(rows, efficiency, options, groups, cats, out,
                            {"measurements": str(measurements), "rows_where": list(rows_where or [])}, unused)
         return
-    result = fit(rows, efficiency, options, groups, flop_per.value, cats, allow_bounds=allow_bounds, share=share)
+    result = fit(rows, efficiency, options, groups, flop_per.value, cats, allow_bounds=allow_bounds, share=share,
+                 shrinkage=_shrinkage_value(shrinkage))
     write_calibration(result, out, {"measurements": str(measurements), "rows_where": list(rows_where or [])})
     params = [{"parameter": p.name, "start": f"{p.start:.3f}", "fitted ± s.e.": f"{p.value:.3f} ± {_se(p.stderr)}",
                "note": "; ".join(n for n, on in (("at a bound", p.at_bound),
@@ -138,6 +182,7 @@ def calibrate(
     typer.echo(f"fitted {len(result.parameters)} parameter(s) to {len(rows)} row(s) ({result.degrees_of_freedom} "
                f"degrees of freedom; model {options.model}; soft-l1 least squares on log throughput; ± is one "
                f"standard error; start = default)")
+    typer.echo(_shrinkage_line(result.notes))
     typer.echo(_table(params, ["parameter", "start", "fitted ± s.e.", "note"]))
     residual_rows = [{"id": r.id, "model": r.model, "gpu": r.gpu, "precision": r.precision, "n_gpu": r.n_gpu,
                       "measured": _rate(r.measured), "predicted": _rate(p), "error": _percent(p / r.measured - 1.0),
@@ -151,6 +196,31 @@ def calibrate(
     typer.echo(_table(residual_rows, ["id", "model", "gpu", "precision", "n_gpu", "measured", "predicted", "error",
                                       "log_residual", "error_before"], {"measured": unit, "predicted": unit}))
     typer.echo(f"wrote {out}", err=True)
+
+
+def _shrinkage_value(text: str):
+    """``--shrinkage``: ``cv`` or a strength >= 0 (``inf`` allowed)."""
+    from paigrid.errors import PaigridError
+
+    if text.strip().casefold() == "cv":
+        return "cv"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise PaigridError(f"--shrinkage takes cv or a strength >= 0 (inf: the defaults), not {text!r}.")
+    return value
+
+
+def _shrinkage_line(notes: dict) -> str:
+    """The sentence saying how strongly the fit was shrunk toward the defaults, and why."""
+    strength = notes.get("shrinkage", 0.0)
+    what = ("no shrinkage (the plain fit)" if strength == 0 else "the defaults kept (infinite shrinkage)"
+            if strength == "inf" else f"ridge strength {strength:g} toward the defaults in log p")
+    how = notes.get("shrinkage_chosen_by")
+    scores = "; ".join(notes.get("shrinkage_scores", []))
+    return f"shrinkage: {what}" + (f", chosen by {how} ({scores})" if how else "")
 
 
 def _calibrate_scaling(rows, efficiency, options, groups, cats, out: Path, notes: dict, unused: list[str]) -> None:
@@ -243,7 +313,10 @@ def validate(
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
-    json_out: bool = typer.Option(False, "--json", help="JSON on stdout: {rows, series, summary}."),
+    include_doubtful: bool = typer.Option(
+        False, "--include-doubtful", help="Judge the rows marked DOUBTFUL in a public file's notes too."),
+    json_out: bool = typer.Option(False, "--json", help="JSON on stdout: {rows, series, summary} (a public file: "
+                                                        "also not_modelled, doubtful and assumptions)."),
 ):
     """Predicted against measured throughput per row, scaling efficiency per series, and a summary
     (scaling and collective files: predicted against measured per row, in points or percent)."""
@@ -254,16 +327,22 @@ def validate(
 
     cats = Catalogues.load()
     efficiency, options = _model(calibration, option, model)
-    rows = _rows(measurements, rows_where, cats)
+    rows, reading = _rows(measurements, rows_where, cats, include_doubtful)
     if rows[0].kind != "throughput":
         _validate_observed(rows, efficiency, options, cats, json_out)
         return
     result = run_validation(rows, efficiency, options, cats)
+    if reading is not None:
+        result["not_modelled"] = [{"id": r.id, "line": r.line, "reason": r.reason} for r in reading.refused]
+        result["doubtful"] = [r.id for r in reading.doubtful]
+        result["assumptions"] = {r["id"]: reading.assumptions.get(r["id"], []) for r in result["rows"]}
     if json_out:
         from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
+    if reading is not None:
+        typer.echo("\n".join(_reading_lines(reading, include_doubtful)) + "\n")
     table = [{**r, "error": _percent(r["error"]), "predicted": _rate(r["predicted"]), "measured": _rate(r["measured"])}
              for r in result["rows"]]
     typer.echo(f"rows (error = predicted / measured - 1; model: {efficiency.origin})")
@@ -282,3 +361,5 @@ def validate(
                for group, s in result["summary"].items()]
     typer.echo("\nsummary")
     typer.echo(_table(summary, ["rows", "count", "median |error|", "mean |error|", "mean error"]))
+    if reading is not None and reading.refused:
+        typer.echo("\n" + "\n".join(_refused_lines(reading)))

@@ -46,6 +46,7 @@ from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.spec import Options
 from paigrid.trust.measurements import Measurement
 from paigrid.trust.scalingfit import SCALING_GROUPS
+from paigrid.trust.shrinkage import StrengthChoice, choose_strength, shrunk_least_squares
 from paigrid.trust.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.userfiles import write_text_atomically
 
@@ -356,7 +357,7 @@ def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, li
 
 def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, parameters=None,
         flop_per: str = "gpu-precision", cats: Catalogues | None = None, allow_bounds: bool = True,
-        share: str = "generation") -> Fit:
+        share: str = "generation", shrinkage: float | str = 0.0) -> Fit:
     """Fit the efficiency ``parameters`` (groups, see the module docstring; ``None``: the
     model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2,
     ``link`` alone when every row is a collective row) to ``rows`` (of any row kind: the
@@ -371,7 +372,11 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     generation (default) or across all generations.  Returns a ``Fit`` with each value and standard
     error (within the bounds of ``datasets/parameter_bounds.csv``: fractions, or us per launch)
     and the predicted throughput [samples/s] per row.  With ``allow_bounds`` False a value on a
-    bound is an error naming the parameter.  Needs scipy (``pip install paigrid[calibrate]``).
+    bound is an error naming the parameter.  ``shrinkage``: the ridge strength lambda of
+    ``trust.shrinkage`` (0: the plain fit; ``math.inf``: the defaults) or ``"cv"``, chosen by
+    cross-validation on ``rows`` grouped by workload (``cv_strength``; what ``paigrid calibrate``
+    does by default); the choice and each candidate's score are in ``Fit.notes``.  Needs scipy
+    (``pip install paigrid[calibrate]``).
     """
     if any(r.kind == "llm" for r in rows):
         raise PaigridError("llm rows are fitted by paigrid.trust.llmfit (paigrid calibrate on an llm file), "
@@ -416,9 +421,14 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     _refuse_if_undetermined(model.jacobian(x0), params, rows)
     # our own differences, STEP in log p: scipy's relative step is ~1e-8 at log p = 0 (a start of
     # 1, as every per-workload factor has), below the float32 resolution of a prediction
-    result = least_squares(model.residuals, x0, jac=lambda x: model.jacobian(x, central=False),
-                           bounds=(model.lower, model.upper), loss=LOSS, f_scale=F_SCALE, x_scale=1.0,
-                           max_nfev=200 * len(params))
+    strength, choice = _strength(shrinkage, rows, base_efficiency, options, params, cats, x0)
+    if strength == 0.0:
+        result = least_squares(model.residuals, x0, jac=lambda x: model.jacobian(x, central=False),
+                               bounds=(model.lower, model.upper), loss=LOSS, f_scale=F_SCALE, x_scale=1.0,
+                               max_nfev=200 * len(params))
+    else:
+        result = shrunk_least_squares(model.residuals, lambda x: model.jacobian(x, central=False), x0, model.lower,
+                                      model.upper, strength, F_SCALE, max_nfev=200 * len(params))
     x = np.clip(result.x, model.lower, model.upper)
     residuals = model.residuals(x)
     dof = len(rows) - len(params)
@@ -439,7 +449,13 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
                            f"in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
                            f"values; pass --allow-bounds to keep such a fit.")
     notes = {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "share": share, "groups": list(parameters),
-             "optimizer_status": int(result.status), "model": options.model}
+             "optimizer_status": int(result.status), "model": options.model,
+             "shrinkage": "inf" if math.isinf(strength) else float(strength)}
+    if choice is not None:
+        per_workload = any(p.section == "workload_efficiency" for p in params)
+        notes["shrinkage_chosen_by"] = (f"{choice.folds}-fold cross-validation on the fitted rows (folds of "
+                                        + ("workloads" if choice.grouped and not per_workload else "rows") + ")")
+        notes["shrinkage_scores"] = [f"lambda {k:g}: mean |log residual| {v:.4f}" for k, v in choice.scores.items()]
     if left_out:
         notes["left_out"] = left_out   # rows the model has no term for (``measurements.NOT_MODELLED``)
     if v2:
@@ -447,6 +463,47 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
         notes["default_values"] = [float(p.start) for p in left]
     return Fit(params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof,
                notes)
+
+
+def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, params: list[Parameter],
+                cats: Catalogues, x0: np.ndarray) -> StrengthChoice:
+    """The shrinkage strength of ``params`` chosen by ``shrinkage.choose_strength`` on ``rows``
+    alone: folds of whole workloads (of rows when per-workload corrections are fitted), each
+    candidate fitted on the other folds' rows (the same parameters, started at and shrunk toward
+    ``x0``) and scored on the fold's rows.
+
+    The inner fits use the model linearised at the defaults, r(x) = r(x0) + J (x - x0) with J
+    the forward-difference Jacobian of every row (one model evaluation per parameter), so the
+    cross-validation costs one Jacobian instead of a fit per fold and strength; the fit with the
+    chosen strength then runs on the model itself."""
+    model = _Model(rows, base, options, params, cats)
+    r0, jac = model.residuals(x0), model.jacobian(x0, central=False)
+
+    def held_out(train, test, strength):
+        x = x0
+        if not math.isinf(strength):
+            x = shrunk_least_squares(lambda v: r0[train] + jac[train] @ (v - x0), lambda v: jac[train], x0,
+                                     model.lower, model.upper, strength, F_SCALE).x
+        return r0[test] + jac[test] @ (x - x0)
+
+    # per-workload corrections are judged on their own workload's rows left out: folds of rows
+    # (a fold of whole workloads would leave every held-out correction at its default)
+    per_workload = any(p.section == "workload_efficiency" for p in params)
+    groups = [r.id if per_workload else (r.workload or r.model) for r in rows]
+    return choose_strength(len(rows), groups, held_out)
+
+
+def _strength(shrinkage, rows, base, options, params, cats, x0) -> tuple[float, StrengthChoice | None]:
+    """(lambda, the cross-validation that chose it or None) of a ``fit``'s ``shrinkage`` argument."""
+    if isinstance(shrinkage, str):
+        if shrinkage.strip().casefold() != "cv":
+            raise PaigridError(f"the shrinkage is cv or a strength >= 0, not {shrinkage!r}.")
+        choice = cv_strength(rows, base, options, params, cats, x0)
+        return choice.strength, choice
+    value = float(shrinkage)
+    if not value >= 0:
+        raise PaigridError(f"the shrinkage strength is >= 0, not {shrinkage!r}.")
+    return value, None
 
 
 # --- writing ------------------------------------------------------------------------------------

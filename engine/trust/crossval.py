@@ -37,6 +37,9 @@ from paigrid.trust.validate import validate
 
 #: fold kind -> the row attribute whose values are the folds
 FOLDS = {"workload": "leave-one-workload-out", "generation": "leave-one-generation-out"}
+#: the fold kinds of the public data-parallel rows (``measured_public_v2.csv``): by workload, by GPU
+#: and by source (the id prefix, ``Measurement.source_id``)
+V2_FOLDS = {"workload": "leave-one-workload-out", "gpu": "leave-one-GPU-out", "source_id": "leave-one-source-out"}
 #: parameter groups of the fits, per model (None: the model's defaults)
 FIT_GROUPS = {"pai-v1": ("flop",), "pai-v2": None}
 #: pai-v2 also judged with one correction per workload on top of its default groups
@@ -50,22 +53,25 @@ WITH_WORKLOAD = ("class", "hbm", "launch", "link", "workload")
 FITTED_DEFAULTS = {"pai-v1": (), "pai-v2": ("launch",)}
 #: how pai-v2 parameters are shared per fold kind: a held-out generation can only use values
 #: shared across generations, a held-out workload those of its own generation
-SHARE = {"workload": "generation", "generation": "all"}
+SHARE = {"workload": "generation", "generation": "all", "gpu": "generation", "source_id": "generation"}
 #: the quantile of |error| that ``bands`` reports (about one standard deviation)
 BAND_QUANTILE = 0.68
 
 
 def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_by: str,
-             calibrated: bool = True, groups: tuple[str, ...] | None = None) -> tuple[list[dict], list[dict]]:
+             calibrated: bool = True, groups: tuple[str, ...] | None = None,
+             shrinkage: float | str = 0.0) -> tuple[list[dict], list[dict]]:
     """Each row's validate result (``validate.validate`` row dict plus ``fold``) predicted by a
     calibration fitted on the rows of the other ``fold_by`` values (``workload`` or
     ``generation``), or by the defaults when not ``calibrated`` (the ``FITTED_DEFAULTS`` of the
     model refitted on those rows; ``groups``: other parameter groups of the calibrated fit than
     the model's ``FIT_GROUPS``); and one entry per fold with
     its value, training and test row counts, the fitted parameters ({name: value}), those on a
-    bound and, when the fit was refused, the reason (that fold then uses the defaults)."""
-    if fold_by not in FOLDS:
-        raise PaigridError(f"folds are by {' or '.join(FOLDS)}, not {fold_by!r}.")
+    bound and, when the fit was refused, the reason (that fold then uses the defaults).
+    ``fold_by`` may also be a ``V2_FOLDS`` kind (``gpu``, ``source_id``); ``shrinkage``: the
+    calibrated fit's (``calibrate.fit``; ``"cv"`` chooses it on each fold's training rows)."""
+    if fold_by not in FOLDS and fold_by not in V2_FOLDS:
+        raise PaigridError(f"folds are by {' or '.join({**FOLDS, **V2_FOLDS})}, not {fold_by!r}.")
     base = defaults()
     values = sorted({getattr(r, fold_by) for r in rows})
     out, folds = [], []
@@ -78,7 +84,8 @@ def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_b
         fitted = (groups or FIT_GROUPS[options.model]) if calibrated else FITTED_DEFAULTS[options.model]
         if train and (calibrated or fitted):
             try:
-                result = fit(train, base, options, fitted, cats=cats, allow_bounds=True, share=SHARE[fold_by])
+                result = fit(train, base, options, fitted, cats=cats, allow_bounds=True, share=SHARE[fold_by],
+                             shrinkage=shrinkage if calibrated else 0.0)
             except PaigridError as exc:
                 entry["refused"] = str(exc)
             else:
@@ -86,6 +93,7 @@ def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_b
                 fold_options = result.fitted_options(options)
                 entry["parameters"] = {p.name: p.value for p in result.parameters}
                 entry["at_bound"] = [p.name for p in result.parameters if p.at_bound]
+                entry["shrinkage"] = result.notes.get("shrinkage", 0.0)
         for row in validate(test, eff, fold_options, cats)["rows"]:
             out.append({**row, "fold": value})
         folds.append(entry)
@@ -104,10 +112,11 @@ def group_summary(results: list[dict]) -> dict[str, dict]:
 
 
 def protocol(rows: list[Measurement], cats: Catalogues | None = None,
-             models=("pai-v1", "pai-v2"), options: Options | None = None) -> dict:
+             models=("pai-v1", "pai-v2"), options: Options | None = None, shrinkage: float | str = "cv") -> dict:
     """The whole protocol: for each model, each fold kind, uncalibrated and calibrated (pai-v2
     also "calibrated + workload", ``WITH_WORKLOAD``), the held-out rows, the folds and the
-    per-group summary.  Returns
+    per-group summary.  The calibrated fits are ``paigrid calibrate``'s default (``shrinkage``
+    "cv": the strength chosen inside each fold's training rows).  Returns
     ``{model: {fold_by: {"uncalibrated": {...}, "calibrated": {...}, ...}}}``, each holding
     ``rows``, ``folds`` and ``summary`` (``group_summary``)."""
     cats = cats or Catalogues.load()
@@ -122,7 +131,7 @@ def protocol(rows: list[Measurement], cats: Catalogues | None = None,
             if model == "pai-v2":
                 variants.append(("calibrated + workload", True, WITH_WORKLOAD))
             for label, calibrated, groups in variants:
-                results, folds = held_out(rows, cats, model_options, fold_by, calibrated, groups)
+                results, folds = held_out(rows, cats, model_options, fold_by, calibrated, groups, shrinkage)
                 out[model][fold_by][label] = {"rows": results, "folds": folds, "summary": group_summary(results)}
     return out
 

@@ -94,6 +94,11 @@ class Measurement:
         return self.gpus_per_node * self.nodes
 
     @property
+    def source_id(self) -> str:
+        """The source of the row: its id's prefix before the first ``-`` (LV0, LTF, DLE, ...)."""
+        return self.id.split("-", 1)[0]
+
+    @property
     def group(self) -> str:
         """``single_gpu``, ``multi_gpu_one_server`` or ``multi_server``."""
         if self.n_gpu == 1:
@@ -124,11 +129,18 @@ def load_aliases(path: str | Path | None = None) -> list[dict[str, str]]:
     return [row for _, row in rows]
 
 
+def _square(text: str) -> str:
+    """An image size "224x224" as "224" (a square's side); other text unchanged."""
+    side, sep, other = text.strip().casefold().partition("x")
+    return side if sep and side == other else text.strip().casefold()
+
+
 def _same_size(a: str, b: str) -> bool:
+    a, b = _square(a), _square(b)
     try:
         return float(a) == float(b)
     except ValueError:
-        return a.strip().casefold() == b.strip().casefold()
+        return a == b
 
 
 def resolve_model(name: str, size: str, aliases: list[dict[str, str]], cats: Catalogues, origin: str) -> str:

@@ -1,0 +1,73 @@
+"""The judgement of the public data-parallel rows: absolute errors per group and fold, and the
+relative errors upgrade and architecture answers rest on (``bench/accuracy.py`` writes it).
+
+``uncalibrated`` predicts every row with the shipped defaults (none of which was fitted to these
+rows).  ``calibrated`` runs the three fold kinds of ``crossval.V2_FOLDS`` (leave one workload,
+one GPU, one source out): each held-out row is predicted by ``paigrid calibrate``'s default fit
+(``calibrate.fit`` with ``shrinkage="cv"``: the strength chosen on the fold's training rows) on
+the other folds' rows.  ``relative`` turns either set of predictions into the ratio errors of
+``trust.relative``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import defaults
+from paigrid.inputs.spec import Options
+from paigrid.trust import relative
+from paigrid.trust.crossval import V2_FOLDS, group_summary, held_out
+from paigrid.trust.measurements import Measurement
+from paigrid.trust.validate import validate
+
+#: the goals of the public rows: median |error| per group, the largest mean, the ratio median,
+#: the share of parameter-server vs all-reduce twins in the right order
+GOALS = {"single_gpu": 0.10, "multi_gpu_one_server": 0.10, "multi_server": 0.15, "mean": 0.15, "ratio": 0.05,
+         "ps_order": 0.90}
+
+
+def uncalibrated(rows: list[Measurement], cats: Catalogues, options: Options | None = None) -> list[dict]:
+    """``validate.validate`` rows of every row with the shipped defaults."""
+    return validate(rows, defaults(), options or Options(), cats)["rows"]
+
+
+def calibrated(rows: list[Measurement], cats: Catalogues, options: Options | None = None,
+               folds=tuple(V2_FOLDS)) -> dict[str, dict]:
+    """Per fold kind: the held-out rows (``crossval.held_out`` with ``shrinkage="cv"``), the
+    folds and the per-group summary."""
+    out = {}
+    for fold_by in folds:
+        results, entries = held_out(rows, cats, options or Options(), fold_by, True, None, "cv")
+        out[fold_by] = {"rows": results, "folds": entries, "summary": group_summary(results)}
+    return out
+
+
+def by_attribute(results: list[dict], rows: list[Measurement], attribute: str) -> dict[str, dict]:
+    """Count, median and mean |error| of the results per value of a row attribute."""
+    lookup = {r.id: r for r in rows}
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        groups.setdefault(str(getattr(lookup[r["id"]], attribute)), []).append(abs(r["error"]))
+    return {k: {"count": len(v), "median_abs_error": statistics.median(v), "mean_abs_error": statistics.fmean(v)}
+            for k, v in sorted(groups.items())}
+
+
+def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, dict]:
+    """The ratio errors of ``trust.relative`` of one set of predictions: per comparison the
+    pairs, the median |error| and the share whose order (which is faster) is right; the ranking
+    per job with its mean Spearman correlation and top-1 agreement."""
+    lookup = {r.id: r for r in rows}
+    entries = [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
+    out = {}
+    for name, function in (("gpu", relative.gpu_ratios), ("scaling", relative.scaling_ratios),
+                           ("precision", relative.precision_ratios), ("ps_allreduce", relative.ps_allreduce_order)):
+        pairs = function(entries)
+        out[name] = {"pairs": len(pairs), "median_abs_error": relative.median_abs(pairs),
+                     "order_right": (sum(p["order_right"] for p in pairs) / len(pairs)) if pairs else None}
+    ranks = relative.ranking(entries)
+    finite = [r["spearman"] for r in ranks if math.isfinite(r["spearman"])]
+    out["ranking"] = {"jobs": len(ranks), "mean_spearman": statistics.fmean(finite) if finite else None,
+                      "top1": (sum(r["top1"] for r in ranks) / len(ranks)) if ranks else None}
+    return out
