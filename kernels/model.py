@@ -892,6 +892,27 @@ def energy_per_step_second(power, samples_per_step):
 
 
 @jit
+def time_per_sample(step, n, samples_per_step):
+    """Seconds per sample of a step of ``step`` [s] on n GPUs of ``samples_per_step`` samples
+    each (the ``time`` criterion of the overall bests)."""
+    return step / (n * samples_per_step)
+
+
+@jit
+def cost_per_sample(step, price, samples_per_step):
+    """USD per 1e6 samples of a step of ``step`` [s] on GPUs rented at ``price`` [USD/GPU-hour],
+    ``samples_per_step`` samples each: ``cost_per_step_second`` x step (the ``cost`` criterion)."""
+    return cost_per_step_second(price, samples_per_step) * step
+
+
+@jit
+def energy_per_sample(step, power, samples_per_step):
+    """J per sample of a step of ``step`` [s] on GPUs of board ``power`` [W],
+    ``samples_per_step`` samples each: ``energy_per_step_second`` x step."""
+    return energy_per_step_second(power, samples_per_step) * step
+
+
+@jit
 def step_factors(jobs, n_gpu, gpus):
     """The factors that make throughput, cost and energy from a configuration's step time [s],
     which the block kernel does not write (float64, the kernel's formulas):
@@ -925,8 +946,8 @@ def config_derived(jobs, n_gpu, gpu, step_time, throughput, cost, energy):
         per_gpu = jobs[j, J_BATCH] * jobs[j, J_ACCUM]
         step = np.float64(step_time[j])
         throughput[j] = np.float32(n_gpu[j, 0] * per_gpu / step)
-        cost[j] = np.float32(cost_per_step_second(gpu[G_PRICE], per_gpu) * step)
-        energy[j] = np.float32(energy_per_step_second(gpu[G_POWER], per_gpu) * step)
+        cost[j] = np.float32(cost_per_sample(step, gpu[G_PRICE], per_gpu))
+        energy[j] = np.float32(energy_per_sample(step, gpu[G_POWER], per_gpu))
 
 
 #: the block kernel for many configurations: parallel over (job, gpu)
