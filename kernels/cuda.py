@@ -5,7 +5,8 @@ One definition of the formulas serves both targets: every scalar helper of ``mod
 ``job_gpu_terms``, ``class_terms``, ``ps_seconds``, ``ps_fits_memory_flag``, ...) is compiled a
 second time, from the same Python function, as a CUDA device function (``load`` finds them by
 their type, so a helper added to either module later is retargeted too).  The two kernels below
-only index the grid and compose those helpers the way ``model._evaluate_block`` does;
+only index the grid and compose those helpers (one configuration is ``model.configuration_step``,
+as in ``model._evaluate_block``);
 ``tests/test_cuda.py`` checks, through numba's CUDA simulator, that every output equals the CPU
 kernel's.
 

@@ -12,7 +12,14 @@ reductions at the same time; with ``write_cube=False`` it only folds (reduce-onl
 computes only the valid (arch, n_gpu), (gpu, intra) and (gpu, precision) combinations, and an
 architecture once along the dimensions it ignores (``ignores_intra``, ``ignores_network``); the
 rest of the cube is written as invalid cells or copies, the same values a full evaluation gives.
-The scalar helpers are small ``@jit`` functions that LLVM inlines into the loop.
+The scalar helpers are small ``@jit`` functions that LLVM inlines into the loop.  The block
+kernel reads in three parts: one configuration step (``configuration_step``, from the terms of
+``precision_terms``, ``exchange_terms``, ``update_seconds`` and ``input_floor_seconds``; its
+validity from ``configuration_reason`` and ``precision_reason``), shared by the CPU traversal,
+the fold and the CUDA kernel (``kernels.cuda``); the traversal with its pruning
+(``_evaluate_block``, ``select_precisions``); and the fold into the bests (``fold_exchange``
+in reduce-only, ``fold_row`` when the cube is written).  Time, cost and energy per sample are
+``time_per_sample``, ``cost_per_sample`` and ``energy_per_sample``.
 
 All times are seconds per optimizer step of one data-parallel replica.  With the default
 options and one micro-batch per step this is exactly version 1 of the model:
