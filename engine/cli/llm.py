@@ -18,7 +18,14 @@ OPTION_HELP = ("LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_b
                "Repeatable.")
 
 
-def _ints(text: str | None, what: str) -> list[int] | None:
+#: the most GPUs an LLM sweep counts (layouts are enumerated over the divisors of the count)
+MAX_GPUS = 1 << 20
+
+
+def _ints(text: str | None, what: str, upper: int = MAX_GPUS) -> list[int] | None:
+    """Comma-separated whole numbers from 1 to ``upper``, each once (one sentence otherwise)."""
+    from paigrid.errors import quoted
+
     if text is None:
         return None
     out = []
@@ -29,17 +36,43 @@ def _ints(text: str | None, what: str) -> list[int] | None:
         try:
             value = int(part)
         except ValueError:
-            raise PaigridError(f"{what} takes whole numbers separated by commas, not {part!r}.") from None
-        if value < 1:
-            raise PaigridError(f"{what} values must be >= 1, not {value}.")
+            raise PaigridError(f"{what} takes whole numbers separated by commas, not {quoted(part)}.") from None
+        if not 1 <= value <= upper:
+            raise PaigridError(f"{what} values must be from 1 to {upper:,}, not {quoted(part)}.")
+        if value in out:
+            raise PaigridError(f"{what} names {value} twice.")
         out.append(value)
     if not out:
         raise PaigridError(f"{what} is empty.")
     return out
 
 
-def _names(text: str | None) -> list[str] | None:
-    return None if text is None else [p.strip() for p in text.split(",") if p.strip()]
+def _names(text: str | None, what: str = "the list") -> list[str] | None:
+    """Comma-separated names, each once; an empty list is refused (it would silently mean the
+    defaults)."""
+    from paigrid.errors import quoted
+
+    if text is None:
+        return None
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise PaigridError(f"{what} is empty; leave it out for the defaults.")
+    folded = [n.casefold() for n in names]
+    for i, name in enumerate(folded):
+        if name in folded[:i]:
+            raise PaigridError(f"{what} names {quoted(names[i])} twice.")
+    return names
+
+
+def _option_items(items: list[str] | None) -> dict[str, str]:
+    """``--option KEY=VALUE`` items of the LLM model as strings (``LlmOptions.with_items`` reads them)."""
+    from paigrid.cli.common import option_item
+
+    values = {}
+    for item in items or []:
+        key, value = option_item(item)   # one sentence for a missing '=' or a line break
+        values[key] = value
+    return values
 
 
 def _options(items: list[str] | None):
@@ -47,10 +80,10 @@ def _options(items: list[str] | None):
 
     values = {}
     for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
-        values[key.strip()] = value.strip()
+        from paigrid.cli.common import option_item
+
+        key, value = option_item(item)
+        values[key] = value
     return LlmOptions.defaults().with_items(values)
 
 
@@ -122,17 +155,21 @@ def sweep(
     from paigrid.llm.sweep import Plan, run_sweep
 
     cats = Catalogues.load()
-    plan = Plan([_model(name, seq_len) for name in _names(models) or []], space=Space(max_tp=max_tp),
+    plan = Plan([_model(name, seq_len) for name in _names(models, "--models")], space=Space(max_tp=max_tp),
                 nics_per_gpu=nics_per_gpu, precision=cats.precisions.resolve(precision))
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
-    plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu) or plan.gpus)]
+    plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu, "--gpu") or plan.gpus)]
     plan.domains = _ints(domain, "--domain") or plan.domains
-    names = _names(network) or plan.networks
+    if len({cats.gpus.resolve(g) for g in plan.gpus}) < len(plan.gpus):
+        raise PaigridError("--gpu names one GPU twice (by two of its names).")
+    names = _names(network, "--network") or plan.networks
     if any(n.casefold() == "fabrics" for n in names):
         from paigrid.llm.fabrics import load_fabrics
 
         names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
-    plan.networks = list(dict.fromkeys(resolve_network(n, cats) for n in names))
+    plan.networks = [resolve_network(n, cats) for n in names]
+    if len(set(plan.networks)) < len(plan.networks):
+        raise PaigridError("--network names one network twice.")
     def progress(text: str) -> None:
         if not quiet or text.startswith("full LLM sweep"):
             typer.echo(text, err=True)
@@ -175,11 +212,11 @@ def query(
     from paigrid.llm.query import query_best
 
     where = {}
-    if gpu:
-        where["gpu"] = _names(gpu)
-    if network:
-        where["network"] = _names(network)
-    if domain:
+    if gpu is not None:
+        where["gpu"] = _names(gpu, "--gpu")
+    if network is not None:
+        where["network"] = _names(network, "--network")
+    if domain is not None:
         where["domain"] = _ints(domain, "--domain")
     rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else per, tokens)
     _emit(rows, QUERY_COLUMNS + (TRAIN_COLUMNS if tokens else []), output_format(json_out, csv_out), UNITS)
@@ -214,40 +251,34 @@ def predict(
 ):
     """One layout's full breakdown: compute, bubble, each communication (exposed), memory per
     GPU, MFU, tokens/s, cost and energy; an invalid layout says why."""
+    emit_llm_prediction(model, n_gpu, precision, dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
+                                                      zero=zero, recompute=recompute, sp=sp), gpu, domain, network,
+                        nics_per_gpu, _option_items(option), global_batch, seq_len, tokens, json_out)
+
+
+def emit_llm_prediction(model: str, n_gpu: int, precision: str, layout: dict, gpu: str, domain: int | None,
+                        network: str, nics_per_gpu: float, items: dict, global_batch, seq_len, tokens,
+                        json_out: bool) -> None:
+    """Print one LLM layout's breakdown (``predict.predict_llm``): JSON, or a table after a line
+    naming the model, design and layout; an invalid layout is one sentence."""
     import json
 
-    from paigrid.inputs.catalog import Catalogues
-    from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import Hardware, intra_link_for
     from paigrid.llm.evaluate import RESULTS
-    from paigrid.llm.evaluate import predict as run
-    from paigrid.llm.fabrics import resolve_network
-    from paigrid.llm.layouts import Layout
+    from paigrid.predict import predict_llm
 
-    cats = Catalogues.load()
-    m = _model(model, seq_len)
-    if n_gpu % (tp * pp * cp):
-        raise PaigridError(f"--n-gpu {n_gpu} is not a multiple of tp x pp x cp = {tp * pp * cp}.")
-    layout = Layout(tp, pp, n_gpu // (tp * pp * cp), cp, ep, vpp, micro_batch, zero, recompute.strip().casefold(), sp)
-    g = cats.gpus.resolve(gpu)
-    design = Hardware(g, cats.precisions.resolve(precision), domain, intra_link_for(cats, g),
-                      resolve_network(network, cats), nics_per_gpu)
-    result = run(m, layout, design, cats, defaults(), _options(option), global_batch)
-    result["layout"] = layout.describe()
-    batch_tokens = (global_batch or m.global_batch) * m.seq_len
-    if tokens and result["valid"]:
-        steps = tokens / batch_tokens
-        result.update(train_days=steps * result["step_time"] / 86400, train_cost_USD=steps * result["cost_per_step"],
-                      train_energy_MWh=steps * result["energy_per_step"] / 3.6e9)
+    result = predict_llm(model, gpu, n_gpu, layout, domain, network, precision, nics_per_gpu, items, global_batch,
+                         seq_len, tokens)
+    design = result.pop("design")
     if json_out:
         from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
     if not result["valid"]:
-        raise PaigridError(f"invalid layout {result['layout']}: {result['reason']}")
-    typer.echo(f"{m.name} on {n_gpu} x {g} ({precision}, NVLink domain {domain}, {design.network}): {result['layout']}")
+        raise PaigridError(f"invalid layout {result['layout_text']} ({result['layout']}): {result['reason']}")
+    typer.echo(f"{model} on {n_gpu} x {design.gpu} ({precision}, NVLink domain {design.domain}, {design.network}): "
+               f"{result['layout']}")
     rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
     rows += [{"quantity": k, "value": result[k], "unit": u} for k, u in
-             (("train_days", "days"), ("train_cost_USD", "USD"), ("train_energy_MWh", "MWh")) if k in result]
+             (("train_days", "days"), ("train_cost", "USD"), ("train_energy_MWh", "MWh")) if k in result]
     _emit(rows, ["quantity", "value", "unit"], "table")
