@@ -200,15 +200,18 @@ def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra,
     """Best configuration of each job over everything, from the per-(gpu, n_gpu, precision) bests.
 
     ``best_step`` (J, G, N, P) [s], ``n_gpu`` (J, N), ``samples_per_step`` (J,), ``price`` (G,)
-    [USD/GPU-hour].  Criteria: time per sample ``step / (n_gpu x samples)`` and cost per sample
-    ``price / 3600 x 1e6 / samples x step``; ties go to the first in (gpu, n_gpu, precision)
-    order, as in ``paigrid.query``.  Returns indices (J, 2, 6) in ``OVERALL_DIMS`` order (-1: no
-    feasible configuration) and their step times (J, 2) [s].
+    [USD/GPU-hour].  Criteria: time per sample (``kernels.model.time_per_sample``) and cost per
+    sample (``kernels.model.cost_per_sample``: ``cost_per_step_second`` x step); ties go to the
+    first in (gpu, n_gpu, precision) order, as in ``paigrid.query``.  Returns indices (J, 2, 6)
+    in ``OVERALL_DIMS`` order (-1: no feasible configuration) and their step times (J, 2) [s].
     """
+    from paigrid.kernels import model
+
     n_jobs, n_gpus, n_counts, n_prec = best_step.shape
     samples = samples_per_step[:, None, None, None]
-    metrics = (best_step / (n_gpu[:, None, :, None] * samples),
-               price[None, :, None, None] / 3600.0 * 1e6 / samples * best_step)
+    # the kernels' scalar formulas, applied here to whole arrays (their plain Python bodies)
+    metrics = (_formula(model.time_per_sample)(best_step, n_gpu[:, None, :, None], samples),
+               _formula(model.cost_per_step_second)(price[None, :, None, None], samples) * best_step)
     index = np.full((n_jobs, len(CRITERIA), len(OVERALL_DIMS)), -1, dtype=np.int32)
     step = np.full((n_jobs, len(CRITERIA)), np.nan)
     for c, metric in enumerate(metrics):
@@ -220,3 +223,9 @@ def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra,
         index[:, c] = np.where(found[:, None], np.stack([a, g, n, i, w, p], axis=1), -1)
         step[:, c] = np.where(found, best_step[np.arange(n_jobs), g, n, p], np.nan)
     return index, step
+
+
+def _formula(kernel):
+    """The plain Python body of a ``@jit`` scalar formula of ``kernels`` (itself without the JIT),
+    which numpy applies to whole arrays with the kernel's operations in the kernel's order."""
+    return getattr(kernel, "py_func", kernel)

@@ -5,7 +5,8 @@ One definition of the formulas serves both targets: every scalar helper of ``mod
 ``job_gpu_terms``, ``class_terms``, ``ps_seconds``, ``ps_fits_memory_flag``, ...) is compiled a
 second time, from the same Python function, as a CUDA device function (``load`` finds them by
 their type, so a helper added to either module later is retargeted too).  The two kernels below
-only index the grid and compose those helpers the way ``model._evaluate_block`` does;
+only index the grid and compose those helpers (one configuration is ``model.configuration_step``,
+as in ``model._evaluate_block``);
 ``tests/test_cuda.py`` checks, through numba's CUDA simulator, that every output equals the CPU
 kernel's.
 
@@ -30,58 +31,40 @@ from .layout import (
     ARCH_PS_WORKER,
     FLAG_FILL,
     G_PCIE_BW,
-    G_POWER,
-    G_PRICE,
     J_ACCUM,
-    J_ACTIVATION,
-    J_ACTIVATION_V2,
     J_BATCH,
     J_GPUS_PER_NODE,
     J_INPUT_RATE,
-    J_OPT_STATE,
-    J_OVERLAP,
-    J_PARAMS,
     J_PCIE_ROOTS,
-    J_PS_COUNT,
     L_BW,
     L_KIND,
     L_LATENCY,
     MODEL_PAI_V2,
-    O_BUCKET_BYTES,
-    O_BUCKET_OVERLAP,
     O_COLLECTIVE,
     O_MODEL,
-    O_OVERLAP_IDLE,
-    O_PS_HOST_BW,
-    O_PS_LOCAL_REDUCE,
-    O_PS_MEMORY,
-    O_PS_NIC_PER_WORKER,
     O_PS_SPARSE,
-    O_SYNC_LATENCY,
     O_TOPOLOGY,
     O_WORKSPACE,
-    P_ACT_RATIO,
-    P_COMM_BYTES,
-    REASON_MISSING_INPUT,
-    REASON_PRECISION_NOT_ON_GPU,
     REASON_VALID,
 )
 from .model import (  # the CPU compilations; ``load`` gives the kernels the GPU ones under these names
     bottleneck_code,
     class_terms,
     configuration_reason,
-    cost_per_step_second,
-    energy_per_step_second,
+    configuration_step,
+    derived_factor_missing,
     exchange_terms,
-    exposed_comm_seconds,
+    input_floor_seconds,
     intra_fraction,
     job_gpu_terms,
-    latency_multiplier,
-    overlap_fraction,
-    overlap_window,
+    precision_reason,
+    precision_terms,
+    ps_host_update_bytes,
+    ps_worker_fits,
+    update_seconds,
     wire_fraction,
 )
-from .ps import ps_fits_memory_flag, ps_update_fixed_seconds, ps_wire_fraction
+from .ps import ps_wire_fraction
 
 #: threads per CUDA block of both kernels
 THREADS_PER_BLOCK = 128
@@ -252,60 +235,41 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
     gpu = gpus[g]
     k = job[J_GPUS_PER_NODE]
     samples_per_step = job[J_BATCH] * job[J_ACCUM]
-    usd_per_step = cost_per_step_second(gpu[G_PRICE], samples_per_step)
-    joule_per_step = energy_per_step_second(gpu[G_POWER], samples_per_step)
-    scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
+    missing = derived_factor_missing(gpu, samples_per_step)
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]
     td, tf, tm = t_data[j, g, p], t_flop[j, g, p], t_mem[j, g, p]
     fits = fits_memory[j, g, p] == 1
     base = td + tf + tm
-    nbytes = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-    backward = overlap_window(tf, tm, job[J_ACCUM], options[O_OVERLAP_IDLE])
-    hops = latency_multiplier(nbytes, options[O_SYNC_LATENCY], options[O_BUCKET_BYTES])
-    share = overlap_fraction(nbytes, job[J_OVERLAP], options[O_BUCKET_OVERLAP], options[O_BUCKET_BYTES])
-    valid_shape = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
+    nbytes, backward, hops, share = precision_terms(job, tf, tm, prec[p], options)
+    valid_shape = precision_reason(peak[g, p])
     # parameter server (kernels.ps): the share of S a push moves (sparse traffic), the
     # optimizer-update bytes on its hosts and whether a ps-worker GPU fits (memory per architecture)
     ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])
-    ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
-    ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
-    if options[O_PS_MEMORY] == 0.0 or fits_memory[j, g, p] == FLAG_FILL:
-        fits_ps = fits
-    else:
-        fits_ps = ps_fits_memory_flag(job, gpu, prec[p], ps_activation * prec[p, P_ACT_RATIO],
-                                      options[O_WORKSPACE], options[O_PS_SPARSE]) == 1
+    ps_bytes = ps_host_update_bytes(job, ps_fraction)
+    fits_ps = ps_worker_fits(job, gpu, prec[p], fits_memory[j, g, p], options)
     n = n_gpu[j, ni]
-    floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
+    floor = input_floor_seconds(n, k, samples_per_step, job[J_INPUT_RATE])
     best = np.inf
     best_at = -1
     best_code = FLAG_FILL
     for a in range(n_arch):
-        is_ps = arch[a] == ARCH_PS_WORKER
-        if is_ps:
-            update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
-                                             options[O_PS_NIC_PER_WORKER], ps_update_bytes, options[O_PS_HOST_BW])
-            fits_arch = fits_ps
-        else:
-            update = 0.0
-            fits_arch = fits
+        update = update_seconds(arch[a], n, k, job, ps_bytes, options)
+        fits_arch = fits_ps if arch[a] == ARCH_PS_WORKER else fits
         unit = wire_fraction(job, n, arch[a], ps_fraction, options)  # bytes moved per byte of S
         for i in range(n_intra):
             intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
             for w in range(n_net):
                 shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
-                if shape == REASON_VALID and not scale_missing:
+                if shape == REASON_VALID and not missing:
                     per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
                                                        intra[i, L_LATENCY], network[w, L_BW],
                                                        network[w, L_LATENCY], unit, collective, options)
                 else:  # NaN makes every output of the configuration NaN: invalid
                     per_byte = np.nan
                     latency = np.nan
-                tc = exposed_comm_seconds(nbytes * per_byte + hops * latency + update, share, backward)
-                step = base + tc
-                input_bound = floor > step
-                if input_bound:
-                    step = floor
+                step, tc, input_bound = configuration_step(base, nbytes, per_byte, hops, latency, update, share,
+                                                           backward, floor)
                 if write_cube:
                     bad = step != step  # NaN: invalid for one of the reasons 1-6
                     step_time[j, a, g, ni, i, w, p] = step

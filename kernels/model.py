@@ -12,7 +12,14 @@ reductions at the same time; with ``write_cube=False`` it only folds (reduce-onl
 computes only the valid (arch, n_gpu), (gpu, intra) and (gpu, precision) combinations, and an
 architecture once along the dimensions it ignores (``ignores_intra``, ``ignores_network``); the
 rest of the cube is written as invalid cells or copies, the same values a full evaluation gives.
-The scalar helpers are small ``@jit`` functions that LLVM inlines into the loop.
+The scalar helpers are small ``@jit`` functions that LLVM inlines into the loop.  The block
+kernel reads in three parts: one configuration step (``configuration_step``, from the terms of
+``precision_terms``, ``exchange_terms``, ``update_seconds`` and ``input_floor_seconds``; its
+validity from ``configuration_reason`` and ``precision_reason``), shared by the CPU traversal,
+the fold and the CUDA kernel (``kernels.cuda``); the traversal with its pruning
+(``_evaluate_block``, ``select_precisions``); and the fold into the bests (``fold_exchange``
+in reduce-only, ``fold_row`` when the cube is written).  Time, cost and energy per sample are
+``time_per_sample``, ``cost_per_sample`` and ``energy_per_sample``.
 
 All times are seconds per optimizer step of one data-parallel replica.  With the default
 options and one micro-batch per step this is exactly version 1 of the model:
@@ -527,6 +534,180 @@ def copy_cells(st, tcm, bot, why, source, target, count):
         why[target + q] = why[source + q]
 
 
+# --- one configuration: its time composed from its terms -----------------------------------------
+# The CPU traversal, the reduce-only fold and the CUDA kernel (``kernels.cuda``) compose a
+# configuration from these helpers and nothing else; the numpy reference (``kernels.reference``)
+# writes the same formulas again, independently.
+
+
+@jit
+def derived_factor_missing(gpu, samples_per_step):
+    """True when the cost or energy factor of (job, gpu) is NaN (a missing batch, price or power):
+    throughput, cost or energy would be NaN for a numeric step, so every configuration of the
+    pair is invalid (``REASON_MISSING_INPUT``).  The factors themselves are ``step_factors``."""
+    usd_per_step = cost_per_step_second(gpu[G_PRICE], samples_per_step)
+    joule_per_step = energy_per_step_second(gpu[G_POWER], samples_per_step)
+    return usd_per_step != usd_per_step or joule_per_step != joule_per_step
+
+
+@jit
+def ps_host_update_bytes(job, ps_fraction):
+    """Bytes [B] of the optimizer update on the parameter-server hosts per step: the pushed share
+    ``ps_fraction`` (``ps.ps_wire_fraction``) of the parameters x (8 + 2 x optimizer-state bytes)."""
+    return job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
+
+
+@jit
+def ps_worker_fits(job, gpu, prec_row, fits_flag, options):
+    """Whether a ps-worker GPU holds the job at precision ``prec_row``: the common memory check
+    (``fits_flag`` == 1) unless ``O_PS_MEMORY``, where its GPUs hold no optimizer state
+    (``ps.ps_fits_memory_flag``, with the compute model's activation bytes); the common check for
+    a precision the GPU lacks (``fits_flag`` ``FLAG_FILL``)."""
+    if options[O_PS_MEMORY] == 0.0 or fits_flag == FLAG_FILL:
+        return fits_flag == 1
+    activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
+    return ps_fits_memory_flag(job, gpu, prec_row, activation * prec_row[P_ACT_RATIO], options[O_WORKSPACE],
+                               options[O_PS_SPARSE]) == 1
+
+
+@jit
+def precision_terms(job, t_flop, t_mem, prec_row, options):
+    """The exchange terms of (job, precision) that no link changes: (gradient bytes S [B], the
+    backward window the exchange may hide behind [s] (``overlap_window``), how many times the
+    latency hops are paid (``latency_multiplier``), the share of the exchange that may hide
+    (``overlap_fraction``)); ``t_flop``, ``t_mem`` [s per step] of that precision."""
+    nbytes = job[J_PARAMS] * prec_row[P_COMM_BYTES]
+    backward = overlap_window(t_flop, t_mem, job[J_ACCUM], options[O_OVERLAP_IDLE])
+    hops = latency_multiplier(nbytes, options[O_SYNC_LATENCY], options[O_BUCKET_BYTES])
+    share = overlap_fraction(nbytes, job[J_OVERLAP], options[O_BUCKET_OVERLAP], options[O_BUCKET_BYTES])
+    return nbytes, backward, hops, share
+
+
+@jit
+def precision_reason(peak):
+    """Reason code of a configuration that passes rules 1-4 and still has a NaN step: rule 5 when
+    the GPU lacks the precision (NaN ``peak`` FLOP/s), else rule 6 (a missing input number)."""
+    return REASON_PRECISION_NOT_ON_GPU if np.isnan(peak) else REASON_MISSING_INPUT
+
+
+@jit
+def input_floor_seconds(n, k, samples_per_step, input_rate):
+    """Shortest step [s] the input pipeline allows: a server's pipeline feeds its min(n, k) GPUs
+    ``samples_per_step`` samples each at ``input_rate`` samples/s (0 for an unbounded rate)."""
+    return min(n, k) * samples_per_step / input_rate
+
+
+@jit
+def update_seconds(arch, n, k, job, ps_bytes, options):
+    """Optimizer update on the parameter-server hosts [s] (``ps.ps_update_fixed_seconds`` of
+    ``ps_bytes``, ``ps_host_update_bytes``) for ``ps-worker``; 0 for every other architecture."""
+    if arch != ARCH_PS_WORKER:
+        return 0.0
+    return ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE], options[O_PS_NIC_PER_WORKER],
+                                   ps_bytes, options[O_PS_HOST_BW])
+
+
+@jit
+def configuration_step(base, nbytes, per_byte, hops, latency, update, share, backward, floor):
+    """(step time [s], exposed communication [s], input-bound flag) of one configuration.
+
+    The exchange is ``nbytes`` x ``per_byte`` + ``hops`` x ``latency`` + ``update`` [s]
+    (``exchange_terms``, ``precision_terms``, ``update_seconds``), of which ``share`` hides behind
+    ``backward`` (``exposed_comm_seconds``); the step is ``base`` (t_data + t_flop + t_mem) plus
+    the exposed part, or the input ``floor`` when that is longer.  A NaN term gives a NaN step: an
+    invalid configuration."""
+    t_comm = exposed_comm_seconds(nbytes * per_byte + hops * latency + update, share, backward)
+    step = base + t_comm
+    input_bound = floor > step
+    return (floor if input_bound else step), t_comm, input_bound
+
+
+# --- the fold: each configuration's float32 step into the bests of (n_gpu, precision) ------------
+@jit
+def reset_bests(best_step, best_index, best_bottleneck):
+    """Start the bests of one (job, gpu), (N, P) each: +inf (so that any step wins), -1, fill."""
+    for ni in range(best_step.shape[0]):
+        for p in range(best_step.shape[1]):
+            best_step[ni, p] = np.inf
+            best_index[ni, p] = -1
+            best_bottleneck[ni, p] = FLAG_FILL
+
+
+@jit
+def close_bests(best_step):
+    """NaN for the bests that nothing feasible reached (still +inf)."""
+    for ni in range(best_step.shape[0]):
+        for p in range(best_step.shape[1]):
+            if best_step[ni, p] == np.inf:
+                best_step[ni, p] = np.nan
+
+
+@jit
+def fold_exchange(best_step, best_index, best_bottleneck, ni, index, per_byte, latency, update, floor,
+                  kept, columns, n_columns, t_data, t_flop, t_mem, base, nbytes, hops, share, backward):
+    """Reduce-only: fold configuration ``index`` (one (arch, intra, network) with exchange terms
+    ``per_byte``, ``latency``, ``update`` and input ``floor``) at every precision column of
+    ``columns[:n_columns]`` into the bests of GPU count ``ni``; ``kept`` maps a column to its
+    precision and the per-precision rows (``t_data`` .. ``backward``) are read at the column."""
+    for f in range(n_columns):
+        c = columns[f]
+        p = kept[c]
+        step, t_comm, input_bound = configuration_step(base[c], nbytes[c], per_byte, hops[c], latency, update,
+                                                       share[c], backward[c], floor)
+        rounded = np.float32(step)  # the bests compare the stored (float32) step times
+        if rounded < best_step[ni, p]:
+            best_step[ni, p] = rounded
+            best_index[ni, p] = index
+            best_bottleneck[ni, p] = bottleneck_code(t_data[c], t_flop[c], t_mem[c], t_comm, input_bound)
+
+
+@jit
+def fold_row(best_step, best_index, best_bottleneck, ni, first_index, steps, codes, offset, n_networks, n_kept,
+             kept, columns, n_columns):
+    """With the cube written: fold a computed row of (network, kept precision) float32 ``steps``
+    (the bottleneck ``codes`` of the cube at ``offset`` + the same position) into the bests of GPU
+    count ``ni``, for the first ``n_networks`` networks and the columns ``columns[:n_columns]``;
+    configuration index ``first_index`` + network."""
+    for w in range(n_networks):
+        for f in range(n_columns):
+            c = columns[f]
+            q = w * n_kept + c
+            p = kept[c]
+            if steps[q] < best_step[ni, p]:
+                best_step[ni, p] = steps[q]
+                best_index[ni, p] = first_index + w
+                best_bottleneck[ni, p] = codes[offset + q]
+
+
+# --- the traversal -------------------------------------------------------------------------------
+@jit
+def select_precisions(job, gpu, prec, t_data, t_flop, t_mem, fits, missing, options, write_cube,
+                      kept, folded, folded_ps):
+    """The precisions one (job, gpu) computes, and those it folds (the rows' columns).
+
+    ``kept`` (column c holds precision kept[c]): all of them when the cube is written; in
+    reduce-only those some architecture can fold.  ``folded`` / ``folded_ps``: the columns of a
+    numeric step that fits in memory for every architecture but ps-worker / for ps-worker
+    (``ps_worker_fits``: a precision may fit there and not elsewhere).  Returns (n_kept,
+    n_folded, n_folded_ps); ``missing``: ``derived_factor_missing`` of the pair."""
+    n_kept = 0
+    n_folded = 0
+    n_folded_ps = 0
+    for p in range(prec.shape[0]):
+        numeric = not np.isnan(t_data[p] + t_flop[p] + t_mem[p]) and not missing
+        foldable = numeric and fits[p] == 1
+        foldable_ps = numeric and ps_worker_fits(job, gpu, prec[p], fits[p], options)
+        if write_cube or foldable or foldable_ps:
+            if foldable:
+                folded[n_folded] = n_kept
+                n_folded += 1
+            if foldable_ps:
+                folded_ps[n_folded_ps] = n_kept
+                n_folded_ps += 1
+            kept[n_kept] = p
+            n_kept += 1
+    return n_kept, n_folded, n_folded_ps
+
 def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
                     write_cube,
                     step_time, t_comm, bottleneck, invalid_reason,
@@ -575,112 +756,64 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
     n_arch, n_counts = arch.shape[0], n_gpu.shape[1]
     n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
     row = n_net * n_prec  # one contiguous row of the cube: every (network, precision)
+    n_pairs = n_jobs * n_gpus
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]
-    sync_latency, bucket_bytes, bucket_overlap = options[O_SYNC_LATENCY], options[O_BUCKET_BYTES], \
-        options[O_BUCKET_OVERLAP]
-    # rows over (network, kept precision) per (job, gpu): allocated once, before the parallel loop
-    scratch = np.empty((n_jobs * n_gpus, 10, row))
-    step_rows = np.empty((n_jobs * n_gpus, row), np.float32)
-    reason_rows = np.empty((2 * n_jobs * n_gpus, row), np.uint8)
-    # per (job, gpu): the kept precisions, the columns folded for every architecture but
-    # ps-worker, and those folded for ps-worker (its own memory check, ``O_PS_MEMORY``)
-    columns = np.empty((3 * n_jobs * n_gpus, n_prec), np.int64)
-    ps_memory = options[O_PS_MEMORY] != 0.0
+    # Rows over (network, kept precision) per (job, gpu), allocated once before the parallel loop:
+    # the per-precision terms repeated per network, so that the innermost loop of a cube row is
+    # branch-free over contiguous memory and LLVM vectorises it; reduce-only reads the first network.
+    row_t_data, row_t_flop, row_t_mem = np.empty((n_pairs, row)), np.empty((n_pairs, row)), np.empty((n_pairs, row))
+    row_base, row_bytes, row_backward = np.empty((n_pairs, row)), np.empty((n_pairs, row)), np.empty((n_pairs, row))
+    row_hops, row_share = np.empty((n_pairs, row)), np.empty((n_pairs, row))
+    row_per_byte, row_latency = np.empty((n_pairs, row)), np.empty((n_pairs, row))  # per network
+    row_step = np.empty((n_pairs, row), np.float32)
+    row_reason = np.empty((n_pairs, row), np.uint8)  # the reason code of the configuration if its step is NaN
+    row_precision_reason = np.empty((n_pairs, row), np.uint8)  # the same when rules 1-4 pass
+    # per (job, gpu): the kept precisions and the columns folded (``select_precisions``)
+    kept_of = np.empty((n_pairs, n_prec), np.int64)
+    folded_of = np.empty((n_pairs, n_prec), np.int64)
+    folded_ps_of = np.empty((n_pairs, n_prec), np.int64)
     zero_code = np.uint8(REASON_VALID)  # typed once: the store below stays a uint8 select
-    for jg in prange(n_jobs * n_gpus):
+    for jg in prange(n_pairs):
         j = jg // n_gpus
         g = jg % n_gpus
         job = jobs[j]
         gpu = gpus[g]
         # the per-(job, gpu, precision) terms, filled beforehand by ``compute_terms``
-        tdv, tfv, tmv, fitv = t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g]
+        tdv, tfv, tmv = t_data[j, g], t_flop[j, g], t_mem[j, g]
         k = job[J_GPUS_PER_NODE]
         samples_per_step = job[J_BATCH] * job[J_ACCUM]
-        usd_per_step = cost_per_step_second(gpu[G_PRICE], samples_per_step)
-        joule_per_step = energy_per_step_second(gpu[G_POWER], samples_per_step)
-        # a NaN here would make throughput, cost or energy NaN for a numeric step: a missing input
-        # (the factors themselves are ``step_factors``, computed outside the kernel)
-        scale_missing = usd_per_step != usd_per_step or joule_per_step != joule_per_step
-        overlap = job[J_OVERLAP]
-        # parameter server (kernels.ps): the share of S a push moves (sparse traffic) and the
-        # optimizer-update bytes on its hosts
-        ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])
-        ps_update_bytes = job[J_PARAMS] * ps_fraction * (8.0 + 2.0 * job[J_OPT_STATE])
-        ps_activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
-        # flat views of the cube outputs
-        st, tcm = step_time.reshape(-1), t_comm.reshape(-1)
+        missing = derived_factor_missing(gpu, samples_per_step)
+        ps_fraction = ps_wire_fraction(job, options[O_PS_SPARSE])  # the share of S a push moves
+        ps_bytes = ps_host_update_bytes(job, ps_fraction)
+        st, tcm = step_time.reshape(-1), t_comm.reshape(-1)  # flat views of the cube outputs
         bot, why = bottleneck.reshape(-1), invalid_reason.reshape(-1)
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
-        for ni in range(n_counts):
-            for p in range(n_prec):
-                bsv[ni, p] = np.inf  # NaN after the loops where nothing was feasible
-                biv[ni, p] = -1
-                bbv[ni, p] = FLAG_FILL
-        # The precisions of the rows ("kept", column c is precision kept[c]): all of them when the
-        # cube is written; in reduce-only those that can be folded by some architecture.
-        # ``folded`` / ``folded_ps``: the columns the reductions read (a numeric step that fits in
-        # memory) for every architecture but ps-worker / for ps-worker, whose GPUs hold no
-        # optimizer state with ``O_PS_MEMORY`` (``ps_fits_memory_flag``): a precision may fit
-        # there and not elsewhere.
-        kept, folded = columns[jg], columns[n_jobs * n_gpus + jg]
-        folded_ps = columns[2 * n_jobs * n_gpus + jg]
-        n_kept = 0
-        n_folded = 0
-        n_folded_ps = 0
-        for p in range(n_prec):
-            numeric = not np.isnan(tdv[p] + tfv[p] + tmv[p]) and not scale_missing
-            if not ps_memory or fitv[p] == FLAG_FILL:
-                fits_ps = fitv[p] == 1
-            else:
-                fits_ps = ps_fits_memory_flag(job, gpu, prec[p], ps_activation * prec[p, P_ACT_RATIO],
-                                              options[O_WORKSPACE], options[O_PS_SPARSE]) == 1
-            foldable = numeric and fitv[p] == 1
-            foldable_ps = numeric and fits_ps
-            if write_cube or foldable or foldable_ps:
-                if foldable:
-                    folded[n_folded] = n_kept
-                    n_folded += 1
-                if foldable_ps:
-                    folded_ps[n_folded_ps] = n_kept
-                    n_folded_ps += 1
-                kept[n_kept] = p
-                n_kept += 1
+        reset_bests(bsv, biv, bbv)
+        kept, folded, folded_ps = kept_of[jg], folded_of[jg], folded_ps_of[jg]
+        n_kept, n_folded, n_folded_ps = select_precisions(job, gpu, prec, tdv, tfv, tmv, fits_memory[j, g], missing,
+                                                          options, write_cube, kept, folded, folded_ps)
         if n_kept == 0:  # reduce-only, and nothing to fold
-            for ni in range(n_counts):
-                for p in range(n_prec):
-                    bsv[ni, p] = np.nan
+            close_bests(bsv)
             continue
-        # Rows over (network, kept precision), filled once per (job, gpu) or per (arch, n, intra),
-        # so that the innermost loop is branch-free over contiguous memory and LLVM vectorises it.
-        # When the cube is written the kept precisions are all of them: a row is a row of the cube.
-        rows = scratch[jg]
-        r_td, r_tf, r_tm, r_base = rows[0], rows[1], rows[2], rows[3]
-        r_bytes, r_backward, r_per_byte, r_latency = rows[4], rows[5], rows[6], rows[7]
-        r_hops, r_overlap = rows[8], rows[9]  # latency multiplier and overlap fraction (communication v2)
-        r_step = step_rows[jg]
-        r_reason = reason_rows[jg]  # the reason code of the configuration if its step is NaN
-        r_valid_shape = reason_rows[n_jobs * n_gpus + jg]  # the same when rules 1-4 pass
+        r_td, r_tf, r_tm, r_base = row_t_data[jg], row_t_flop[jg], row_t_mem[jg], row_base[jg]
+        r_bytes, r_backward, r_hops, r_share = row_bytes[jg], row_backward[jg], row_hops[jg], row_share[jg]
+        r_per_byte, r_latency, r_step = row_per_byte[jg], row_latency[jg], row_step[jg]
+        r_reason, r_precision_reason = row_reason[jg], row_precision_reason[jg]
         for w in range(n_net):
             for c in range(n_kept):
                 p = kept[c]
                 q = w * n_kept + c
                 r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
                 r_base[q] = tdv[p] + tfv[p] + tmv[p]
-                r_bytes[q] = job[J_PARAMS] * prec[p, P_COMM_BYTES]
-                r_backward[q] = overlap_window(tfv[p], tmv[p], job[J_ACCUM], options[O_OVERLAP_IDLE])
-                r_hops[q] = latency_multiplier(r_bytes[q], sync_latency, bucket_bytes)
-                r_overlap[q] = overlap_fraction(r_bytes[q], overlap, bucket_overlap, bucket_bytes)
-                # rule 5, else rule 6: a NaN step of a configuration that passes rules 1-4
-                r_valid_shape[q] = REASON_PRECISION_NOT_ON_GPU if np.isnan(peak[g, p]) else REASON_MISSING_INPUT
+                r_bytes[q], r_backward[q], r_hops[q], r_share[q] = precision_terms(job, tfv[p], tmv[p], prec[p],
+                                                                                   options)
+                r_precision_reason[q] = precision_reason(peak[g, p])
         for a in range(n_arch):
-            same_intra = ignores_intra(arch[a])
-            same_network = ignores_network(arch[a])
-            n_w = 1 if same_network else n_net  # networks computed (the rest copy the first)
-            is_ps = arch[a] == ARCH_PS_WORKER
+            n_w = 1 if ignores_network(arch[a]) else n_net  # networks computed (the rest copy the first)
             # the columns this architecture folds: its own memory-fit check
-            fold_cols = folded_ps if is_ps else folded
-            n_fold = n_folded_ps if is_ps else n_folded
+            fold_cols = folded_ps if arch[a] == ARCH_PS_WORKER else folded
+            n_fold = n_folded_ps if arch[a] == ARCH_PS_WORKER else n_folded
             for ni in range(n_counts):
                 n = n_gpu[j, ni]
                 slab = (((j * n_arch + a) * n_gpus + g) * n_counts + ni) * n_intra * row
@@ -690,22 +823,20 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                     if write_cube:
                         fill_invalid(st, tcm, bot, why, slab, slab + n_intra * row, arch_reason)
                     continue
-                # a server's input pipeline feeds its min(n, k) GPUs: a floor on the step time
-                floor = min(n, k) * samples_per_step / job[J_INPUT_RATE]
-                update = ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE],
-                                                 options[O_PS_NIC_PER_WORKER], ps_update_bytes,
-                                                 options[O_PS_HOST_BW]) if is_ps else 0.0
+                floor = input_floor_seconds(n, k, samples_per_step, job[J_INPUT_RATE])
+                update = update_seconds(arch[a], n, k, job, ps_bytes, options)
                 unit = wire_fraction(job, n, arch[a], ps_fraction, options)  # bytes moved per byte of S
                 first_intra = -1  # the intra link computed, for an architecture that ignores it
                 for i in range(n_intra):
                     o = slab + i * row
+                    first_index = (a * n_intra + i) * n_net  # best_index of network 0
                     if intra_fits[g, i] == 0:  # rule 4 (or 3, which comes first)
                         if write_cube:
                             for w in range(n_net):
                                 fill_invalid(st, tcm, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
                                              configuration_reason(arch[a], n, k, False, network[w, L_KIND]))
                         continue
-                    if same_intra and first_intra >= 0:  # the same numbers as the first fitting link
+                    if ignores_intra(arch[a]) and first_intra >= 0:  # the same numbers as the first fitting link
                         if write_cube:
                             copy_cells(st, tcm, bot, why, slab + first_intra * row, o, row)
                         continue
@@ -718,22 +849,14 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
                                                                intra[i, L_LATENCY], network[w, L_BW],
                                                                network[w, L_LATENCY], unit, collective, options)
-                            for f in range(n_fold):  # the precisions this architecture folds
-                                c = fold_cols[f]
-                                p = kept[c]
-                                tc = exposed_comm_seconds(r_bytes[c] * per_byte + r_hops[c] * latency + update,
-                                                          r_overlap[c], r_backward[c])
-                                step = r_base[c] + tc
-                                input_bound = floor > step
-                                rounded = np.float32(floor if input_bound else step)
-                                if rounded < bsv[ni, p]:
-                                    bsv[ni, p] = rounded
-                                    biv[ni, p] = (a * n_intra + i) * n_net + w
-                                    bbv[ni, p] = bottleneck_code(r_td[c], r_tf[c], r_tm[c], tc, input_bound)
+                            fold_exchange(bsv, biv, bbv, ni, first_index + w, per_byte, latency, update, floor,
+                                          kept, fold_cols, n_fold, r_td, r_tf, r_tm, r_base, r_bytes, r_hops, r_share,
+                                          r_backward)
                         continue
+                    # the cube is written (the kept precisions are all of them: a row is a row of the cube)
                     for w in range(n_w):
                         shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
-                        if shape == REASON_VALID and not scale_missing:
+                        if shape == REASON_VALID and not missing:
                             per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
                                                                intra[i, L_LATENCY], network[w, L_BW],
                                                                network[w, L_LATENCY], unit, collective, options)
@@ -741,45 +864,24 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             per_byte = np.nan
                             latency = np.nan
                         for c in range(n_kept):
-                            r_per_byte[w * n_kept + c] = per_byte
-                            r_latency[w * n_kept + c] = latency
-                        if write_cube:  # the reason codes are a cube output only
-                            for c in range(n_kept):
-                                q = w * n_kept + c
-                                r_reason[q] = shape if shape != REASON_VALID else r_valid_shape[q]
-                    for q in range(n_w * n_kept):  # branch-free: vectorised
-                        raw = r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q] + update
-                        tc = exposed_comm_seconds(raw, r_overlap[q], r_backward[q])
-                        step = r_base[q] + tc
-                        input_bound = floor > step
-                        step = floor if input_bound else step
-                        r_step[q] = step
-                        if write_cube:  # a row of the cube (the kept precisions are all of them)
-                            bad = step != step  # NaN: invalid for one of the reasons 1-6
-                            st[o + q] = step
-                            tcm[o + q] = np.nan if bad else tc
-                            code = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
-                            bot[o + q] = code
-                            why[o + q] = r_reason[q] if bad else zero_code
-                    if write_cube:
-                        for w in range(n_w, n_net):  # an architecture that ignores the network: copies
-                            copy_cells(st, tcm, bot, why, o, o + w * n_prec, n_prec)
-                    for w in range(n_w):  # fold the row into the bests of (n_gpu, precision)
-                        for f in range(n_fold):
-                            c = fold_cols[f]
                             q = w * n_kept + c
-                            p = kept[c]
-                            if r_step[q] < bsv[ni, p]:
-                                bsv[ni, p] = r_step[q]
-                                biv[ni, p] = (a * n_intra + i) * n_net + w
-                                tc = exposed_comm_seconds(r_bytes[q] * r_per_byte[q] + r_hops[q] * r_latency[q]
-                                                          + update, r_overlap[q], r_backward[q])
-                                bbv[ni, p] = bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc,
-                                                             floor > r_base[q] + tc)
-        for ni in range(n_counts):
-            for p in range(n_prec):
-                if bsv[ni, p] == np.inf:
-                    bsv[ni, p] = np.nan
+                            r_per_byte[q] = per_byte
+                            r_latency[q] = latency
+                            r_reason[q] = shape if shape != REASON_VALID else r_precision_reason[q]
+                    for q in range(n_w * n_kept):  # branch-free: vectorised
+                        step, tc, input_bound = configuration_step(r_base[q], r_bytes[q], r_per_byte[q], r_hops[q],
+                                                                   r_latency[q], update, r_share[q], r_backward[q],
+                                                                   floor)
+                        r_step[q] = step
+                        bad = step != step  # NaN: invalid for one of the reasons 1-6
+                        st[o + q] = step
+                        tcm[o + q] = np.nan if bad else tc
+                        bot[o + q] = FLAG_FILL if bad else bottleneck_code(r_td[q], r_tf[q], r_tm[q], tc, input_bound)
+                        why[o + q] = r_reason[q] if bad else zero_code
+                    for w in range(n_w, n_net):  # an architecture that ignores the network: copies
+                        copy_cells(st, tcm, bot, why, o, o + w * n_prec, n_prec)
+                    fold_row(bsv, biv, bbv, ni, first_index, r_step, bot, o, n_w, n_kept, kept, fold_cols, n_fold)
+        close_bests(bsv)
 
 
 @jit
@@ -794,6 +896,27 @@ def energy_per_step_second(power, samples_per_step):
     """J per sample per second of step time: board ``power`` [W] / the per-GPU samples per step
     (energy = it x step time)."""
     return power / samples_per_step
+
+
+@jit
+def time_per_sample(step, n, samples_per_step):
+    """Seconds per sample of a step of ``step`` [s] on n GPUs of ``samples_per_step`` samples
+    each (the ``time`` criterion of the overall bests)."""
+    return step / (n * samples_per_step)
+
+
+@jit
+def cost_per_sample(step, price, samples_per_step):
+    """USD per 1e6 samples of a step of ``step`` [s] on GPUs rented at ``price`` [USD/GPU-hour],
+    ``samples_per_step`` samples each: ``cost_per_step_second`` x step (the ``cost`` criterion)."""
+    return cost_per_step_second(price, samples_per_step) * step
+
+
+@jit
+def energy_per_sample(step, power, samples_per_step):
+    """J per sample of a step of ``step`` [s] on GPUs of board ``power`` [W],
+    ``samples_per_step`` samples each: ``energy_per_step_second`` x step."""
+    return energy_per_step_second(power, samples_per_step) * step
 
 
 @jit
@@ -830,8 +953,8 @@ def config_derived(jobs, n_gpu, gpu, step_time, throughput, cost, energy):
         per_gpu = jobs[j, J_BATCH] * jobs[j, J_ACCUM]
         step = np.float64(step_time[j])
         throughput[j] = np.float32(n_gpu[j, 0] * per_gpu / step)
-        cost[j] = np.float32(cost_per_step_second(gpu[G_PRICE], per_gpu) * step)
-        energy[j] = np.float32(energy_per_step_second(gpu[G_POWER], per_gpu) * step)
+        cost[j] = np.float32(cost_per_sample(step, gpu[G_PRICE], per_gpu))
+        energy[j] = np.float32(energy_per_sample(step, gpu[G_POWER], per_gpu))
 
 
 #: the block kernel for many configurations: parallel over (job, gpu)

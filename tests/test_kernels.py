@@ -489,6 +489,20 @@ def test_config_derived_agrees_with_its_reference_and_the_readers_incl_nan():
     assert np.isnan(outs[1]).all() and np.isfinite(outs[0][0]) and np.isfinite(outs[2][0])
 
 
+def test_per_sample_metrics_are_the_formulas_incl_nan():
+    """Time, cost and energy per sample (``model.time_per_sample``, ``cost_per_sample``,
+    ``energy_per_sample``, which the driver's overall bests and ``config_derived`` use) equal
+    the formulas written out here, bit for bit, and are NaN where an input is."""
+    step, n, samples, price, power = 0.25, 8.0, 64.0, 2.5, 700.0
+    assert model.time_per_sample(step, n, samples) == step / (n * samples)
+    assert model.cost_per_sample(step, price, samples) == price / 3600.0 * 1e6 / samples * step
+    assert model.energy_per_sample(step, power, samples) == power / samples * step
+    assert model.time_per_sample(step, n, samples) * n * samples == pytest.approx(step)
+    assert np.isnan(model.time_per_sample(np.nan, n, samples))
+    assert np.isnan(model.cost_per_sample(step, np.nan, samples))
+    assert np.isnan(model.energy_per_sample(step, power, np.nan))
+
+
 def test_step_factors_agree_with_their_reference_incl_nan():
     """The factors of throughput, cost and energy (format 4 stores them instead of the three
     variables) equal the loop reference exactly, NaN where a batch, price or power is missing."""
