@@ -59,6 +59,11 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
                                "finish it with paigrid sweep --resume before querying it.")
         else:
             raise PaigridError(f"there is no cube at {path}.")
+    from paigrid.userfiles import input_problem
+
+    problem = input_problem(path)   # a FIFO or a device would never end: refused before HDF5 waits on it
+    if problem:
+        raise PaigridError(f"{path} is not a readable HDF5 cube: {problem}.")
     try:
         f = h5py.File(path, "r")
     except OSError:
@@ -68,6 +73,10 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     except PaigridError:
         f.close()
         raise
+    except (KeyError, OSError, RuntimeError) as exc:   # h5py's errors for damaged metadata (a header, a B-tree)
+        f.close()
+        reason = " ".join(str(exc).strip("'\"").split("(")[-1].rstrip(")").split())
+        raise PaigridError(f"{path} is damaged: its metadata cannot be read ({reason or 'unreadable'}).") from None
 
 
 def cube_from_dataset(ds, allow_incomplete: bool = False) -> Cube:
@@ -160,6 +169,10 @@ def reading(path: str | Path):
     try:
         yield
     except (OSError, RuntimeError) as exc:
+        raise damage(path, exc) from None
+    except KeyError as exc:   # h5py's for an object whose header fails its checksum
+        if "Unable to" not in str(exc):
+            raise
         raise damage(path, exc) from None
 
 

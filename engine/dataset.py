@@ -28,7 +28,7 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-from paigrid.cube import cube_from_dataset, open_cube
+from paigrid.cube import cube_from_dataset, damage, open_cube, reading
 from paigrid.errors import PaigridError
 from paigrid.query import QUERY_UNITS, best_configurations, job_indices, label_indices
 from paigrid.schema import (
@@ -93,9 +93,39 @@ def open_dataset(path: str | Path, chunks=None, group: str | None = None) -> xr.
     open_cube(path).close()  # the checks and their sentences: exists, finished, a paigrid cube
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
-    except (OSError, ValueError) as exc:
-        raise PaigridError(f"xarray cannot open {path} ({exc}).") from None
-    return present(ds)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise damage(path, exc) from None
+    return present(_guarded(ds, path))
+
+
+def _guarded(ds: xr.Dataset, path) -> xr.Dataset:
+    """``ds`` (lazy, from the file ``path``) with every array variable read through ``_Guarded``,
+    so a damaged chunk met by ``ds.step_time.values`` is the CLI's sentence (a PaigridError
+    naming the chunk), not h5py's OSError.  A dask-backed Dataset is left as it is."""
+    for name, var in list(ds.variables.items()):
+        if var.ndim == 0 or name in ds.indexes or var.chunks is not None:
+            continue
+        data = indexing.LazilyIndexedArray(_Guarded(var, path))
+        ds[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
+    return ds
+
+
+class _Guarded(BackendArray):
+    """A variable of the cube file, read for the indexed part only, a failed read turned into
+    ``paigrid.cube.damage``'s sentence."""
+
+    def __init__(self, var: xr.Variable, path):
+        self.var, self.path = var, path
+        self.shape, self.dtype = var.shape, var.dtype
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
+
+    def _read(self, key: tuple) -> np.ndarray:
+        try:
+            return np.asarray(self.var[key].values)
+        except (OSError, RuntimeError, KeyError) as exc:
+            raise damage(self.path, exc) from None
 
 
 def _open_llm_dataset(path, chunks, group: str) -> xr.Dataset:
@@ -223,7 +253,8 @@ class PaigridAccessor:
         cube = cube_from_dataset(self._ds)
         _check_whole(self._ds, "best()")
         where, jobs = _filters(cube, fixed, "best()")
-        rows = best_configurations(cube, by, where, jobs)
+        with reading(cube.path):
+            rows = best_configurations(cube, by, where, jobs)
         out = _result(rows, "job", [r["job"] for r in rows])
         out.attrs.update(criterion=by, filters=_describe(cube, where, jobs))
         return out
@@ -240,7 +271,8 @@ class PaigridAccessor:
         cube = cube_from_dataset(self._ds)
         _check_whole(self._ds, "pareto()")
         where, _ = _filters(cube, fixed, "pareto()", allow_job=False)
-        rows = [r for r in best_configurations(cube, "time", where, [job], pareto=True) if r["arch"] is not None]
+        with reading(cube.path):
+            rows = [r for r in best_configurations(cube, "time", where, [job], pareto=True) if r["arch"] is not None]
         out = _result(rows, "point", None)
         out = out.assign_coords(job=xr.Variable((), job, attrs={"units": "1"}))
         out.attrs.update(filters=_describe(cube, where, None))
@@ -273,14 +305,16 @@ class PaigridAccessor:
                 raise PaigridError(f"breakdown() selects by {', '.join(DIMS)}, not {dim!r}.")
             indexers[dim] = idx[0] if one else idx
         sub = self._ds.isel(indexers)
-        ok = validity(sub)
+        with reading(cube.path):
+            ok = validity(sub).load()
         dims = sub["step_time"].dims
         out = {}
         for name in BREAKDOWN_VARIABLES:
             var = sub[name]
             if name != "bottleneck":
                 var = xr.broadcast(var, sub["step_time"])[0].transpose(*dims).where(ok)
-            out[name] = var.load()
+            with reading(cube.path):
+                out[name] = var.load()
             out[name].attrs = dict(sub[name].attrs)
         return xr.Dataset(out)
 

@@ -9,6 +9,7 @@ slow disk never lets results pile up in worker memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -36,13 +37,13 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
                            "pip install 'paigrid[dask]'.") from None
     if scheduler:
         target = {"address": scheduler}
-        if "://" not in scheduler and os.path.isfile(scheduler):
-            target = {"scheduler_file": scheduler}
+        if "://" not in scheduler and os.path.lexists(scheduler):
+            target = {"address": scheduler_file_address(scheduler)}
         try:
             return stack.enter_context(Client(**target, timeout="20s"))
         except (OSError, TimeoutError) as exc:
             raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AssertionError) as exc:
             raise PaigridError(f"{scheduler!r} is not a Dask scheduler address or scheduler file "
                                f"({str(exc).rstrip('.')}); give tcp://HOST:PORT or a scheduler file.") from None
     threads = str(threads or worker_threads(workers))
@@ -57,6 +58,41 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
                                                    dashboard_address=":0", host="127.0.0.1",
                                                    env={"NUMBA_NUM_THREADS": threads}))
     return stack.enter_context(Client(cluster))
+
+
+def check_workers(workers, scheduler=None) -> None:
+    """One sentence for a local cluster size that is not a whole number of at least 1, a
+    scheduler that is not text, or both given (the Python API gets the CLI's checks of
+    --workers and --scheduler)."""
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise PaigridError(f"--scheduler (scheduler=) takes tcp://HOST:PORT or a scheduler file's path, not "
+                           f"{type(scheduler).__name__}.")
+    if workers is None:
+        return
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise PaigridError(f"--workers (workers=) must be a whole number of at least 1, not {workers!r}.")
+    if scheduler:
+        raise PaigridError("choose one of --scheduler and --workers (scheduler= and workers=).")
+
+
+def scheduler_file_address(path: str) -> str:
+    """The scheduler address of a Dask scheduler file (the JSON that ``dask scheduler
+    --scheduler-file`` and dask-mpi write, with an ``address``), one sentence for a file that is
+    not one."""
+    import json
+
+    from paigrid.userfiles import read_text
+
+    text = read_text(path, "the scheduler file")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    address = data.get("address") if isinstance(data, dict) else None
+    if not isinstance(address, str) or "://" not in address:
+        raise PaigridError(f"{path} is not a Dask scheduler file (JSON with the scheduler's address, as dask "
+                           "scheduler --scheduler-file writes); give it, or tcp://HOST:PORT.")
+    return address
 
 
 def worker_threads(workers: int, cores: int | None = None) -> int:
@@ -105,24 +141,78 @@ def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], writ
     compress the cube chunks, so the writer only copies bytes.  ``client``: one from
     ``dask_client`` (else one is made from ``scheduler`` / ``workers``).  ``threads``: numba
     threads per task (None: each worker's ``NUMBA_NUM_THREADS``; more is capped at it)."""
-    from dask.distributed import as_completed
-
     with ExitStack() as stack:
         if client is None:
             client = dask_client(stack, scheduler, workers, threads)
         n_workers = max(1, len(client.scheduler_info()["workers"]))
-        shared = client.scatter(grid, broadcast=True)
-        queue = list(todo)
+        yield from _poll_blocks(client, grid, blocks, list(todo), write_cube, compression, chunks, threads,
+                                IN_FLIGHT_PER_WORKER * n_workers)
 
-        def submit(i):
-            start, stop = blocks[i]
-            return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression,
-                                 chunks, threads, key=f"paigrid-block-{i}-{id(grid)}", retries=3, pure=False)
 
-        running = as_completed([submit(queue.pop(0)) for _ in range(min(len(queue), IN_FLIGHT_PER_WORKER * n_workers))])
-        for future in running:
-            block = future.result()
-            future.release()
-            if queue:
-                running.add(submit(queue.pop(0)))
-            yield block
+#: how often a block whose future the scheduler dropped (its worker died, its data was lost) is
+#: submitted again before the sweep stops with a sentence
+RESUBMITS = 5
+#: how long one wait for a finished block lasts before every future's state is looked at again [s]
+POLL_SECONDS = 1.0
+
+
+def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool, compression: str, chunks,
+                 threads, in_flight: int):
+    """Yield evaluated blocks as their futures finish, at most ``in_flight`` at a time.  Each
+    future's own state is polled (``Future.status``) instead of trusting ``as_completed``: a
+    future the scheduler cancelled or forgot (a worker killed while this client was paused,
+    the scattered grid lost with it) is submitted again, under a new key, up to ``RESUBMITS``
+    times, instead of ending the sweep in ``FutureCancelledError``."""
+    from concurrent.futures import CancelledError
+
+    from dask.distributed import wait
+
+    shared = client.scatter(grid, broadcast=True)
+    attempts: dict[int, int] = {}
+
+    def submit(i):
+        nonlocal shared
+        if getattr(shared, "status", "finished") != "finished":  # the scattered grid was lost: scatter again
+            shared = client.scatter(grid, broadcast=True)
+        start, stop = blocks[i]
+        attempt = attempts.get(i, 0)
+        return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression, chunks,
+                             threads, key=f"paigrid-block-{i}-{id(grid)}-{attempt}", retries=3, pure=False)
+
+    running = {}
+    while queue or running:
+        while queue and len(running) < in_flight:
+            i = queue.pop(0)
+            running[i] = submit(i)
+        # wait() raises for a cancelled future as as_completed does: each future's state is read below instead
+        with contextlib.suppress(TimeoutError, CancelledError):
+            wait(list(running.values()), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+        for i, future in list(running.items()):
+            state = future.status
+            if state in ("finished", "error"):
+                try:
+                    block = future.result()
+                except Exception as exc:  # the task's own error, or the future dropped meanwhile
+                    if not _lost(exc):
+                        raise
+                    state = "lost"
+                else:
+                    del running[i]
+                    future.release()
+                    yield block
+                    continue
+            if state in ("cancelled", "lost"):
+                attempts[i] = attempts.get(i, 0) + 1
+                if attempts[i] > RESUBMITS:
+                    raise PaigridError(f"the Dask cluster lost block {i} of the sweep {RESUBMITS + 1} times (its "
+                                       "workers keep dying); the blocks already written are kept, rerun with "
+                                       "--resume.")
+                future.release()
+                running[i] = submit(i)
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says a future was cancelled or forgotten by the scheduler (not a task's error)."""
+    from concurrent.futures import CancelledError
+
+    return isinstance(exc, CancelledError) or "forgotten" in str(exc)

@@ -471,10 +471,15 @@ class CubeWriter:
             stored = str_attr(attrs, key) if key in attrs else None
             expected = json.dumps(value) if not isinstance(value, str) else value
             if stored != expected:
-                raise PaigridError(f"{self.tmp} was started with a different {key}; resume it with the same "
-                                   "spec and catalogues, or delete it to start over.")
+                what = _difference(stored, value)
+                raise PaigridError(f"{self.tmp} was started with a different {key}{' (' + what + ')' if what else ''}; "
+                                   "resume it with the same spec, options and catalogues, or delete it to start over.")
         if changed:
             self._refuse_changed(*changed[0])
+        started = str_attr(attrs, "compression") if "compression" in attrs else None
+        if started is not None and self.compression != started:
+            raise PaigridError(f"{self.tmp} was started with --compression {started}; resume it with --compression "
+                               f"{started} (its chunks are encoded so), or delete it to start over.")
         if str_attr(attrs, "mode") != ("reduce-only" if self.reduce_only else "full"):
             raise PaigridError(f"{self.tmp} was started in {str_attr(attrs, 'mode')} mode; resume it in the same mode.")
 
@@ -623,3 +628,28 @@ def _json_attr(attrs, name: str):
 def _tokens(workloads, model: str) -> float:
     value = workloads.number(model, "tokens_per_sample") if "tokens_per_sample" in workloads.columns else 1.0
     return 1.0 if math.isnan(value) else value
+
+
+def _difference(stored: str | None, now) -> str:
+    """What differs between a provenance value a partial file recorded (JSON text, or a plain
+    string) and this sweep's ``now``, in words ("options.overlap: 0.5 then, 0.3 now"), at most
+    three differences named; "" when it cannot tell."""
+    from paigrid.errors import listing, quoted
+
+    try:
+        before = json.loads(stored) if stored is not None else None
+    except ValueError:
+        before = stored
+    if not isinstance(now, (dict, list)) and isinstance(before, (dict, list)):
+        return ""
+    found: list[str] = []
+
+    def walk(a, b, where: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in list(dict.fromkeys([*a, *b])):
+                walk(a.get(key, "(not set)"), b.get(key, "(not set)"), f"{where}.{key}" if where else str(key))
+        elif a != b:
+            found.append(f"{where or 'the value'}: {quoted(a)} then, {quoted(b)} now")
+
+    walk(before, now, "")
+    return listing(found, 3, "other differences")

@@ -266,6 +266,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     """
     out = cube_output(out)
     device = spec.device if device is None else device
+    from paigrid.distributed import check_workers
+
+    check_workers(workers, scheduler)
     threads = check_threads(threads, workers, scheduler)
     if device != "cpu" and (scheduler or workers):
         raise PaigridError("--device cuda runs the kernels in this process; it cannot be combined with --scheduler "
@@ -561,7 +564,16 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, g
         raise PaigridError("resume needs the out file of the interrupted sweep.")
     with tempfile.TemporaryDirectory(prefix="paigrid-") as folder:
         path = Path(folder) / "cube.h5"
-        run_sweep(spec, path, reduce_only=reduce_only, **kw)
+        try:
+            run_sweep(spec, path, reduce_only=reduce_only, **kw)
+        except PaigridError as exc:
+            if "--resume" not in str(exc):
+                raise
+            # the partial file is in a temporary folder that is removed now: there is nothing to resume
+            what = ("was interrupted" if str(exc).startswith("interrupted") else
+                    f"failed ({str(exc).split(';')[0].replace(str(path), 'its temporary file')})")
+            raise PaigridError(f"the in-memory sweep (out=None) {what} and kept nothing; give out= a path to be "
+                               "able to resume a sweep.") from None
         with open_dataset(path, group=family(path)) as ds:
             ds.load()
         ds.encoding.pop("source", None)   # the file is gone

@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -80,7 +81,7 @@ def read_text(path: str | Path, what: str) -> str:
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     parts, size = [], 0
     try:
-        with open(path, "rb") as handle:
+        with open_input(path, what) as handle:
             while True:
                 chunk = handle.read(_READ_CHUNK)
                 size += len(chunk)
@@ -99,6 +100,82 @@ def read_text(path: str | Path, what: str) -> str:
     except OSError as exc:
         raise PaigridError(f"{what} {path} cannot be read ({_reason(exc)}).") from None
     return "".join(parts)
+
+
+def input_kind(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file ("a folder", "a
+    FIFO", ...), None for a regular file."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def open_input(path: str | Path, what: str):
+    """``path`` opened for reading in binary, refused in one sentence unless it is a regular file
+    (a FIFO, a device, a socket or a folder never ends or never starts: they are refused before
+    anything waits on them).  The file is opened without blocking and checked by its open
+    descriptor, so a FIFO put in its place meanwhile cannot make the read hang."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise PaigridError(f"{what} {path} does not exist.") from None
+    except IsADirectoryError:
+        raise PaigridError(f"{what} {path} is a folder, not a file.") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            raise PaigridError(f"{what} {path} is a socket, not a file.") from None
+        raise PaigridError(f"{what} {path} cannot be read ({_reason(exc)}).") from None
+    try:
+        kind = input_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise PaigridError(f"{what} {path} is {kind}, not a file; paigrid reads its inputs from regular files.")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def input_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be read as an input file ("it does not exist", "it is a folder, not a
+    file", ...), None when it is an existing regular file (a symbolic link to one is followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "it does not exist"
+    except OSError as exc:
+        return f"it cannot be read ({_reason(exc)})"
+    kind = input_kind(mode)
+    return None if kind is None else f"it is {kind}, not a file"
+
+
+def check_input_file(path: str | Path, what: str) -> Path:
+    """One sentence unless ``path`` is an existing regular file (``input_problem``): for readers
+    that open the file themselves (HDF5)."""
+    problem = input_problem(path)
+    if problem:
+        raise PaigridError(f"cannot read {what} {path}: {problem}.")
+    return Path(path)
+
+
+def read_bounded_bytes(path: str | Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (``open_input``), at most ``limit`` of them (one
+    sentence beyond)."""
+    parts, size = [], 0
+    try:
+        with open_input(path, what) as handle:
+            while chunk := handle.read(_READ_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise PaigridError(f"{what} {path} is larger than {megabytes(limit)}; that is not a paigrid input.")
+                parts.append(chunk)
+    except OSError as exc:
+        raise PaigridError(f"{what} {path} cannot be read ({_reason(exc)}).") from None
+    return b"".join(parts)
 
 
 def read_toml(path: str | Path, what: str) -> dict:
@@ -220,7 +297,7 @@ def file_sha256(path: str | Path | None) -> str:
         return ""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_input(path, "the input file") as handle:
             for chunk in iter(lambda: handle.read(_READ_CHUNK), b""):
                 digest.update(chunk)
     except OSError as exc:
@@ -383,3 +460,94 @@ class OutputLock:
     def __exit__(self, *exc):
         self.release()
         return False
+
+
+# --- a whole file replaced at once, under a lock ------------------------------------------------
+
+def new_file_mode(path: str | Path) -> int:
+    """The permission bits a replacement of ``path`` gets: those of the existing file, else the
+    usual ones of a new file (0o666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def writing_path(path: str | Path) -> Path:
+    """The hidden name ``.NAME.writing`` a file written by ``replacing_file`` has until it is whole."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.writing")
+
+
+def remove_stale_partials(path: str | Path) -> list[Path]:
+    """Remove what an interrupted writer of ``path`` left (``.NAME.writing``, and the
+    ``.NAME.*.partial`` temporary files of earlier versions); call it only with the output's
+    lock held, when no other writer can be using them.  Returns the paths removed."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    removed = []
+    for stale in [writing_path(path), *folder.glob(f".{glob_escape(path.name)}.*.partial")]:
+        with contextlib.suppress(FileNotFoundError):
+            if stale.is_file() and not stale.is_symlink():
+                stale.unlink()
+                removed.append(stale)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters quoted."""
+    import glob
+
+    return glob.escape(name)
+
+
+def check_free_space(folder: str | Path, need: float, what: str, hint: str = "") -> None:
+    """One sentence when ``folder`` has less than ``need`` bytes free for ``what``."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if need > free:
+        raise PaigridError(f"{what} needs about {megabytes(need)} and {folder} has {megabytes(free)} free"
+                           f"{'; ' + hint if hint else ''}.")
+
+
+@contextlib.contextmanager
+def replacing_file(path: str | Path, what: str, need_bytes: float = 0, hint: str = ""):
+    """Write a whole file (HDF5, or any other) that replaces the output ``path`` only once it is
+    complete: yields the hidden path to write (``writing_path``), then gives it the existing
+    file's permissions (``new_file_mode``), renames it over ``path`` and syncs the folder.
+    Around it: the output's lock (``OutputLock``; a second writer gets one sentence), what an
+    earlier interrupted writer left removed (``remove_stale_partials``), and a free-space
+    check of ``need_bytes`` first.  A failure of the operating system while writing (a full
+    disk) becomes one sentence marked ``exit_hard``; ``path`` is then untouched."""
+    target = output_target(path)
+    if target.stream:
+        raise PaigridError(f"cannot write {target.given}: {what} is a file, not a stream.")
+    destination = target.path
+    folder = destination.parent if str(destination.parent) else Path(".")
+    with OutputLock(destination).acquire(str(target.given)):
+        fault_point("lock-taken")
+        remove_stale_partials(destination)
+        if need_bytes:
+            check_free_space(folder, need_bytes, what, hint)
+        tmp = writing_path(destination)
+        try:
+            yield tmp
+            fault_point("before-finish")
+            os.chmod(tmp, new_file_mode(destination))
+            os.replace(tmp, destination)
+            sync_folder(folder)
+        except PaigridError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and "errno" not in str(exc) and "write failed" not in str(exc):
+                raise
+            error = PaigridError(f"cannot write {target.given} ({os_reason(exc)}); nothing was written to it.")
+            error.exit_hard = True
+            raise error from None
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()

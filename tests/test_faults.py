@@ -157,6 +157,35 @@ def test_ctrl_c_on_a_dask_sweep_prints_one_sentence(inputs, tmp_path):
     assert_same_cube(inputs / "reference.h5", out)
 
 
+def test_a_dask_worker_killed_while_the_client_is_paused_does_not_end_the_sweep(inputs, tmp_path):
+    """A local worker SIGKILLed while the writer is busy (the client paused in ``on_block``, the
+    futures of the dead worker's blocks dropped or forgotten by the scheduler): the sweep polls
+    every future's state and submits the dropped blocks again, instead of ending in
+    ``FutureCancelledError ... already forgotten``; the cube equals an uninterrupted one."""
+    pytest.importorskip("dask.distributed", reason="the dask extra is part of the test install")
+    import time
+
+    import psutil
+
+    killed = []
+
+    def pause(_written):
+        if killed:
+            return
+        workers = [p for p in psutil.Process().children(recursive=True)
+                   if any("multiprocessing-fork" in part for part in p.cmdline())]
+        assert workers, "no local Dask worker process found"
+        workers[-1].send_signal(signal.SIGKILL)
+        killed.append(workers[-1].pid)
+        time.sleep(3)   # the client does nothing meanwhile: the scheduler notices the dead worker
+
+    spec = load_spec(inputs / "spec.toml")
+    spec.workloads = str(inputs / "pop.csv")
+    run_sweep(spec, tmp_path / "cube.h5", progress=False, workers=2, on_block=pause)
+    assert killed
+    assert_same_cube(inputs / "reference.h5", tmp_path / "cube.h5")
+
+
 @pytest.mark.parametrize("hdf5_locking", ["TRUE", "FALSE"])
 def test_a_second_writer_is_refused_naming_the_first(inputs, tmp_path, monkeypatch, hdf5_locking):
     """Writer A stops itself (SIGSTOP) holding the output after one block; writer B, fresh or

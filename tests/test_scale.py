@@ -99,7 +99,9 @@ def test_sigkill_then_resume_gives_the_same_cube(spec_file, reference_cube, tmp_
         assert int_attr(f.attrs, "complete") == 0
     with pytest.raises(PaigridError, match="--resume"):
         run_sweep(load_spec(spec_file), path, progress=False)
-    run_sweep(load_spec(spec_file), path, resume=True, progress=False, compression="gzip")  # the file's lz4 wins
+    with pytest.raises(PaigridError, match="started with --compression lz4"):  # never silently the file's
+        run_sweep(load_spec(spec_file), path, resume=True, progress=False, compression="gzip")
+    run_sweep(load_spec(spec_file), path, resume=True, progress=False)
     assert_same_cube(reference_cube, path)
     with h5py.File(path, "r") as f:
         assert f.attrs["compression"] == "lz4"

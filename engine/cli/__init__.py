@@ -26,6 +26,7 @@ def main() -> None:
     from paigrid.cli import common
 
     _default_numba_cache()
+    common.guard_closed_streams()
     common.HARD_EXIT_ALLOWED = True
     signal.signal(signal.SIGTERM, _terminated)  # a polite kill stops like Ctrl-C: partial files stay resumable
     try:

@@ -20,7 +20,7 @@ try:  # typer 0.2x carries its own copy of click
 except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions
 
-from paigrid.errors import PaigridError
+from paigrid.errors import PaigridError, tidy
 from paigrid.inputs.spec import DEFAULT_MODEL
 
 EXIT_ERROR = 2
@@ -34,8 +34,9 @@ MODEL_HELP = ("Compute model: pai-v1 (the PAI additive model) or pai-v2 (operato
 
 
 def fail(sentence: str, code: int = EXIT_ERROR):
-    """Print ``paigrid: error: SENTENCE`` on stderr and exit with ``code``."""
-    typer.echo(f"paigrid: error: {sentence}", err=True)
+    """Print ``paigrid: error: SENTENCE`` on stderr (tidied: ``paigrid.errors.tidy``) and exit
+    with ``code``."""
+    typer.echo(f"paigrid: error: {tidy(sentence)}", err=True)
     raise typer.Exit(code)
 
 
@@ -64,6 +65,58 @@ def closed_pipe() -> typer.Exit:
     except (OSError, ValueError, AttributeError):
         pass
     return typer.Exit(EXIT_CLOSED_PIPE)
+
+
+class ClosedStream:
+    """Stands for a standard stream the command was started without (``paigrid ... >&-``): any
+    write is one sentence (a command that prints nothing, a sweep, runs as usual)."""
+
+    def __init__(self, name: str, silent: bool = False):
+        self.name = name
+        self.silent = silent
+
+    def write(self, text: str) -> int:
+        if not text or self.silent:
+            return len(text)
+        raise PaigridError(f"{self.name} is closed, so the results cannot be printed; give the command "
+                           f"a {self.name} (or redirect it to a file).")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(9, "Bad file descriptor")
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+
+def guard_closed_streams() -> None:
+    """A command started with stdin, stdout or stderr closed: the descriptor is pointed at
+    /dev/null, so that no file the command opens takes its number (and then receives what is
+    printed), and a closed stdout or stderr becomes a ``ClosedStream``, whose first write is one
+    sentence instead of an AttributeError on None."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+        if name == "stdout":
+            sys.stdout = ClosedStream("stdout")
+        elif name == "stderr":
+            sys.stderr = ClosedStream("stderr", silent=True)  # nowhere to say anything: silent, as Unix tools are
 
 
 def os_error_sentence(exc: OSError) -> str:
@@ -105,7 +158,7 @@ def guarded(command):
         except Exception as exc:  # an unexpected failure still gets one sentence, not a traceback
             if os.environ.get("PAIGRID_DEBUG"):
                 raise
-            typer.echo(f"paigrid: unexpected error: {exc.__class__.__name__}: {exc} "
+            typer.echo(f"paigrid: unexpected error: {exc.__class__.__name__}: {tidy(str(exc))} "
                        "(set PAIGRID_DEBUG=1 to see the traceback).", err=True)
             raise typer.Exit(EXIT_ERROR + 1) from None
 
@@ -119,6 +172,7 @@ class OneSentenceGroup(TyperGroup):
     both call ``main``."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        bound_numbers(self)
         try:
             code = super().main(args=args, prog_name=prog_name or "paigrid", complete_var=complete_var,
                                 standalone_mode=False, **extra)
@@ -127,10 +181,10 @@ class OneSentenceGroup(TyperGroup):
             code = exc.exit_code
         except click_exceptions.UsageError as exc:
             where = " ".join(["paigrid", *(exc.ctx.command_path.split(" ")[1:] if exc.ctx else [])])
-            typer.echo(f"paigrid: error: {usage_sentence(exc.format_message())}; see {where} --help.", err=True)
+            typer.echo(f"paigrid: error: {tidy(usage_sentence(exc.format_message()))}; see {where} --help.", err=True)
             code = exc.exit_code
         except click_exceptions.ClickException as exc:
-            typer.echo(f"paigrid: error: {usage_sentence(exc.format_message())}.", err=True)
+            typer.echo(f"paigrid: error: {tidy(usage_sentence(exc.format_message()))}.", err=True)
             code = exc.exit_code
         except (typer.Abort, getattr(click_exceptions, "Abort", typer.Abort)):
             typer.echo("paigrid: error: interrupted.", err=True)
@@ -140,6 +194,54 @@ class OneSentenceGroup(TyperGroup):
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
+
+
+#: the largest magnitude of a whole-number option (int64: what numpy and HDF5 store)
+INT64_MAX = 2**63 - 1
+
+
+def number_problem(value) -> str | None:
+    """Why an option's converted ``value`` cannot reach a model: a whole number beyond int64 (it
+    would reach numpy and HDF5 as an object), or inf or nan; None when it can."""
+    import math
+
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > INT64_MAX:
+            return f"{quoted_short(item)} is beyond the largest whole number paigrid stores ({INT64_MAX})"
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{quoted_short(item)} is not a finite number"
+    return None
+
+
+def quoted_short(value) -> str:
+    """A value as a usage error quotes it (short and printable)."""
+    from paigrid.errors import printable, shorten
+
+    return printable(shorten(str(value)))
+
+
+def _bounded(process):
+    def process_value(ctx, value):
+        result = process(ctx, value)
+        problem = number_problem(result)
+        if problem:
+            raise click_exceptions.BadParameter(problem, ctx=ctx)
+        return result
+    return process_value
+
+
+def bound_numbers(group) -> None:
+    """Give every option of ``group``'s commands a check that refuses whole numbers beyond int64
+    and real numbers that are inf or nan (``number_problem``); once per command tree."""
+    if getattr(group, "_numbers_bound", False):
+        return
+    group._numbers_bound = True
+    stack = [group]
+    while stack:
+        command = stack.pop()
+        stack.extend(getattr(command, "commands", {}).values())
+        for param in getattr(command, "params", []):
+            param.process_value = _bounded(param.process_value)
 
 
 def available_memory() -> int:
@@ -193,14 +295,26 @@ def parse_option_items(items: list[str] | None) -> dict:
 
     values = {}
     for item in items or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
+        key, text = option_item(item)
         try:
-            values[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
+            values[key] = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
-            values[key.strip()] = text.strip()
+            values[key] = text
     return values
+
+
+def option_item(item: str, flag: str = "--option") -> tuple[str, str]:
+    """``KEY=VALUE`` split and stripped; one sentence for an item without ``=`` or a key, and for
+    one holding a line break (the text after it would be silently dropped by the TOML reading
+    of the value)."""
+    from paigrid.errors import quoted
+
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise PaigridError(f"{flag} takes KEY=VALUE, not {quoted(item)}.")
+    if any(c in item for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        raise PaigridError(f"{flag} {quoted(key.strip())}: the value holds a line break; give one line.")
+    return key.strip(), text.strip()
 
 
 def output_format(json_out: bool, csv_out: bool) -> str:

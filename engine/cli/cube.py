@@ -139,7 +139,9 @@ def _note_empty(rows: list[dict]) -> None:
     """The note on stderr naming the jobs without a valid configuration under the filters."""
     empty = [r["job"] for r in rows if r["arch"] is None]
     if empty:
-        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        from paigrid.errors import listing
+
+        shown = listing(empty, 5)
         typer.echo(f"note: no valid configuration that fits in GPU memory under these filters for {shown}.", err=True)
 
 
@@ -184,6 +186,7 @@ def predict(
     --network and --precision, or an LLM job at a layout (--layout or the degree flags)."""
     import json
 
+    from paigrid.errors import printable
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.jobs import job_family
     from paigrid.predict import predict_one
@@ -221,7 +224,7 @@ def predict(
         label = f"{key} [{units[key]}]" if key in units else key
         if key == "band" and value != value:  # NaN: no measurement of this group was held out
             value = "unknown (no held-out measurement of this group)"
-        typer.echo(f"{label:<28} {value:.6g}" if isinstance(value, float) else f"{label:<28} {value}")
+        typer.echo(f"{label:<28} {value:.6g}" if isinstance(value, float) else f"{label:<28} {printable(str(value))}")
 
 
 @app.command()
@@ -229,11 +232,12 @@ def predict(
 def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH.partial).")):
     """Dimensions, sizes, provenance and completeness of a cube."""
     from paigrid.cube import reading
+    from paigrid.errors import printable
     from paigrid.info import describe
 
     with reading(path):
         text = describe(path)
-    typer.echo(text)
+    typer.echo("\n".join(printable(line) for line in text.split("\n")))  # names from the user's files, escaped
 
 
 @app.command()

@@ -18,7 +18,14 @@ OPTION_HELP = ("LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_b
                "Repeatable.")
 
 
-def _ints(text: str | None, what: str) -> list[int] | None:
+#: the most GPUs an LLM sweep counts (layouts are enumerated over the divisors of the count)
+MAX_GPUS = 1 << 20
+
+
+def _ints(text: str | None, what: str, upper: int = MAX_GPUS) -> list[int] | None:
+    """Comma-separated whole numbers from 1 to ``upper``, each once (one sentence otherwise)."""
+    from paigrid.errors import quoted
+
     if text is None:
         return None
     out = []
@@ -29,27 +36,42 @@ def _ints(text: str | None, what: str) -> list[int] | None:
         try:
             value = int(part)
         except ValueError:
-            raise PaigridError(f"{what} takes whole numbers separated by commas, not {part!r}.") from None
-        if value < 1:
-            raise PaigridError(f"{what} values must be >= 1, not {value}.")
+            raise PaigridError(f"{what} takes whole numbers separated by commas, not {quoted(part)}.") from None
+        if not 1 <= value <= upper:
+            raise PaigridError(f"{what} values must be from 1 to {upper:,}, not {quoted(part)}.")
+        if value in out:
+            raise PaigridError(f"{what} names {value} twice.")
         out.append(value)
     if not out:
         raise PaigridError(f"{what} is empty.")
     return out
 
 
-def _names(text: str | None) -> list[str] | None:
-    return None if text is None else [p.strip() for p in text.split(",") if p.strip()]
+def _names(text: str | None, what: str = "the list") -> list[str] | None:
+    """Comma-separated names, each once; an empty list is refused (it would silently mean the
+    defaults)."""
+    from paigrid.errors import quoted
+
+    if text is None:
+        return None
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise PaigridError(f"{what} is empty; leave it out for the defaults.")
+    folded = [n.casefold() for n in names]
+    for i, name in enumerate(folded):
+        if name in folded[:i]:
+            raise PaigridError(f"{what} names {quoted(names[i])} twice.")
+    return names
 
 
 def _option_items(items: list[str] | None) -> dict[str, str]:
     """``--option KEY=VALUE`` items of the LLM model as strings (``LlmOptions.with_items`` reads them)."""
+    from paigrid.cli.common import option_item
+
     values = {}
     for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
-        values[key.strip()] = value.strip()
+        key, value = option_item(item)   # one sentence for a missing '=' or a line break
+        values[key] = value
     return values
 
 
@@ -58,10 +80,10 @@ def _options(items: list[str] | None):
 
     values = {}
     for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
-        values[key.strip()] = value.strip()
+        from paigrid.cli.common import option_item
+
+        key, value = option_item(item)
+        values[key] = value
     return LlmOptions.defaults().with_items(values)
 
 
@@ -133,17 +155,21 @@ def sweep(
     from paigrid.llm.sweep import Plan, run_sweep
 
     cats = Catalogues.load()
-    plan = Plan([_model(name, seq_len) for name in _names(models) or []], space=Space(max_tp=max_tp),
+    plan = Plan([_model(name, seq_len) for name in _names(models, "--models")], space=Space(max_tp=max_tp),
                 nics_per_gpu=nics_per_gpu, precision=cats.precisions.resolve(precision))
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
-    plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu) or plan.gpus)]
+    plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu, "--gpu") or plan.gpus)]
     plan.domains = _ints(domain, "--domain") or plan.domains
-    names = _names(network) or plan.networks
+    if len({cats.gpus.resolve(g) for g in plan.gpus}) < len(plan.gpus):
+        raise PaigridError("--gpu names one GPU twice (by two of its names).")
+    names = _names(network, "--network") or plan.networks
     if any(n.casefold() == "fabrics" for n in names):
         from paigrid.llm.fabrics import load_fabrics
 
         names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
-    plan.networks = list(dict.fromkeys(resolve_network(n, cats) for n in names))
+    plan.networks = [resolve_network(n, cats) for n in names]
+    if len(set(plan.networks)) < len(plan.networks):
+        raise PaigridError("--network names one network twice.")
     def progress(text: str) -> None:
         if not quiet or text.startswith("full LLM sweep"):
             typer.echo(text, err=True)
@@ -186,11 +212,11 @@ def query(
     from paigrid.llm.query import query_best
 
     where = {}
-    if gpu:
-        where["gpu"] = _names(gpu)
-    if network:
-        where["network"] = _names(network)
-    if domain:
+    if gpu is not None:
+        where["gpu"] = _names(gpu, "--gpu")
+    if network is not None:
+        where["network"] = _names(network, "--network")
+    if domain is not None:
         where["domain"] = _ints(domain, "--domain")
     rows = query_best(cube, model, _ints(n_gpu, "--n-gpu"), where, by, "design" if every_design else per, tokens)
     _emit(rows, QUERY_COLUMNS + (TRAIN_COLUMNS if tokens else []), output_format(json_out, csv_out), UNITS)

@@ -89,11 +89,19 @@ def trace_import(
         rows, counts = import_pai_trace(directory, default_family)
     except ValueError as exc:
         raise PaigridError(str(exc).rstrip(".") + ".") from None
+    if not rows:
+        raise PaigridError(f"no job of {directory} could be imported ({counts['jobs_read']:,} read; "
+                           f"{_skips(counts)}), so nothing was written to {out}.")
     write_population(rows, out)
     typer.echo(format_counts(counts), err=True)
     typer.echo(f"wrote {out}: {len(rows):,} jobs", err=True)
-    if not rows:
-        typer.echo("paigrid: warning: no job was imported, so the population cannot be swept.", err=True)
+
+
+def _skips(counts: dict) -> str:
+    """The non-zero skip counts of a trace import as "failed 3, cpu_only 2" (or "the tables are empty")."""
+    skips = [f"{key.removeprefix('skipped_').replace('_', ' ')} {value:,}" for key, value in counts.items()
+             if key.startswith("skipped_") and value]
+    return "skipped: " + ", ".join(skips) if skips else "the tables hold no job"
 
 
 def study_spec_text() -> str:

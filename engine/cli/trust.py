@@ -102,6 +102,7 @@ def calibrate(
 ):
     """Fit efficiency parameters to measurements by robust least squares on log throughput (on
     scaling-efficiency rows: the scaling-loss options, by least squares in efficiency points)."""
+    from paigrid.errors import listing
     from paigrid.inputs.catalog import Catalogues
     from paigrid.trust.calibrate import fit, write_calibration
     from paigrid.userfiles import check_writable_file
@@ -131,7 +132,7 @@ def calibrate(
     params += [{"parameter": name, "start": f"{value:.3f}", "fitted ± s.e.": "-", "note": "kept at its default"}
                for name, value in zip(result.notes.get("at_default", []), result.notes.get("default_values", []))]
     if result.notes.get("left_out"):
-        typer.echo(f"left out (the model has no term for their algorithm): {', '.join(result.notes['left_out'])}",
+        typer.echo(f"left out (the model has no term for their algorithm): {listing(result.notes['left_out'])}",
                    err=True)
     rows = result.rows
     typer.echo(f"fitted {len(result.parameters)} parameter(s) to {len(rows)} row(s) ({result.degrees_of_freedom} "

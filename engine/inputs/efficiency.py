@@ -250,17 +250,47 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
     origin = str(path)
     tables = {section: _fractions(data.get(section, {}), origin, section)
               for section in ("flop_efficiency", "memory_efficiency", "link_efficiency")}
+    tables["class_efficiency"] = _class_values(dict(data.get("class_efficiency", {})), origin)
+    tables["workload_efficiency"] = _factors(dict(data.get("workload_efficiency", {})), origin, "workload_efficiency")
+    for section, table in tables.items():   # each section's own checks first, then the physical range
+        _within_bounds(table, origin, section)
     return Efficiency(_canonical(tables["flop_efficiency"], origin, "flop_efficiency", lambda k: _flop_key(k, cats)),
                       _canonical(tables["memory_efficiency"], origin, "memory_efficiency",
                                  lambda k: "default" if k.strip().casefold() == "default" else cats.gpus.resolve(k)),
                       _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
                       options, origin=origin,
-                      classes=_canonical(_class_values(dict(data.get("class_efficiency", {})), origin), origin,
-                                         "class_efficiency", lambda k: _class_key(k, cats)),
-                      workloads=_canonical(_factors(dict(data.get("workload_efficiency", {})), origin,
-                                                    "workload_efficiency"), origin, "workload_efficiency",
+                      classes=_canonical(tables["class_efficiency"], origin, "class_efficiency",
+                                         lambda k: _class_key(k, cats)),
+                      workloads=_canonical(tables["workload_efficiency"], origin, "workload_efficiency",
                                            cats.workloads.resolve),
                       llm=_factors(dict(data.get("llm", {})), origin, "llm"))
+
+
+@functools.cache
+def declared_bounds() -> dict[str, tuple[float, float, str]]:
+    """(lower, upper, unit) of each efficiency parameter kind, from
+    ``datasets/parameter_bounds.csv`` (the physical range a value may take)."""
+    from paigrid.inputs.catalog import csv_table
+
+    text = resources.files("paigrid.datasets").joinpath("parameter_bounds.csv").read_text(encoding="utf-8")
+    _, rows = csv_table(text, "the built-in parameter_bounds.csv", "the parameter bounds table",
+                        ("parameter", "lower", "upper", "unit", "source"))
+    return {r["parameter"]: (float(r["lower"]), float(r["upper"]), r["unit"]) for _, r in rows}
+
+
+def _within_bounds(table: dict, origin: str, section: str) -> None:
+    """One sentence for a calibration value outside its declared physical bounds
+    (``declared_bounds``: by section, for class_efficiency by class); a value of the wrong type
+    is left to the section's own check."""
+    bounds = declared_bounds()
+    for key, value in table.items():
+        if key == "source" or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        name = key.split("/")[0] if section == "class_efficiency" else section
+        lower, upper, unit = bounds.get(name, bounds.get(section, (-math.inf, math.inf, "")))
+        if math.isfinite(value) and not lower <= value <= upper:
+            raise PaigridError(f"{origin}: [{section}] {key} = {value:g} {unit} is outside its physical range "
+                               f"{lower:g} to {upper:g} {unit} (datasets/parameter_bounds.csv).")
 
 
 def _factors(table: dict, origin: str, section: str) -> dict[str, float]:

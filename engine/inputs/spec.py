@@ -191,11 +191,21 @@ def coerce_options(values: dict, origin: str) -> dict:
     return out
 
 
+#: the largest coordination time per all-reduce [us]: one second, far beyond any measured
+#: (calibrate's grid reaches 1000 us); a larger one makes every step time infinite in effect
+MAX_COORDINATION_US = 1e6
+
+
 def check_options(values: dict, origin: str) -> None:
     """Range checks of option values."""
     for key, minimum in _INTEGER_OPTIONS.items():
         if key in values and values[key] < minimum:
             raise PaigridError(f"{origin}: {key} must be at least {minimum}, not {values[key]}.")
+        if key in values and values[key] > MAX_N_GPU:   # the kernels count GPUs, servers and steps in int32 range
+            raise PaigridError(f"{origin}: {key} must be at most {MAX_N_GPU}, not {values[key]}.")
+    for key, value in values.items():   # inf is a bound only for the input rate (no bound)
+        if isinstance(value, float) and not math.isfinite(value) and key != "input_rate_samples_per_s":
+            raise PaigridError(f"{origin}: {key} must be a finite number, not {value}.")
     if "overlap" in values and not 0.0 <= values["overlap"] <= 1.0:
         raise PaigridError(f"{origin}: overlap must be a fraction between 0 and 1, not {values['overlap']}.")
     bucket = values.get("bucket_mb")
@@ -205,9 +215,9 @@ def check_options(values: dict, origin: str) -> None:
     if efficiency is not None and not 0.0 <= efficiency <= 1.0:
         raise PaigridError(f"{origin}: overlap_efficiency must be a fraction between 0 and 1, not {efficiency}.")
     coordination = values.get("coordination_us")
-    if coordination is not None and not 0.0 <= coordination < math.inf:
-        raise PaigridError(f"{origin}: coordination_us must be a finite number of microseconds >= 0, "
-                           f"not {coordination}.")
+    if coordination is not None and not 0.0 <= coordination <= MAX_COORDINATION_US:
+        raise PaigridError(f"{origin}: coordination_us must be a finite number of microseconds from 0 to "
+                           f"{MAX_COORDINATION_US:g} (one second per all-reduce), not {coordination:g}.")
     rate = values.get("input_rate_samples_per_s")
     if rate is not None and not rate > 0:
         raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")

@@ -23,10 +23,16 @@ BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 def _open(path: str | Path):
     import h5py
 
+    from paigrid.userfiles import input_problem, os_reason
+
+    problem = input_problem(path)
+    if problem:
+        raise PaigridError(f"cannot read {path}: {problem}.")
     try:
         f = h5py.File(path, "r")
-    except (OSError, FileNotFoundError) as exc:
-        raise PaigridError(f"cannot read {path}: {getattr(exc, 'strerror', None) or 'not an HDF5 file'}.") from None
+    except OSError as exc:
+        reason = "not an HDF5 file" if "signature" in str(exc) else os_reason(exc)
+        raise PaigridError(f"cannot read {path}: {reason}.") from None
     if f.attrs.get("kind") != "paigrid-llm-best" and not ("llm" in f and "block_done" in f["llm"]):
         f.close()
         raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them) nor a cube with LLM "

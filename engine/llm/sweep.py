@@ -10,8 +10,6 @@ number of layouts tried and of valid ones, and how many were invalid for each re
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +26,7 @@ from paigrid.llm.fabrics import resolve_network
 from paigrid.llm.layouts import DEGREES, REASON_NAMES, Space, enumerate_layouts
 from paigrid.llm.models import Transformer
 from paigrid.llm.shapes import RECOMPUTE
-from paigrid.userfiles import output_target, sync_folder
+from paigrid.userfiles import output_target, replacing_file
 
 #: the most layout x design pairs evaluated at once (each pair holds N_RESULT_FIELDS doubles)
 BLOCK_PAIRS = 400_000
@@ -96,6 +94,8 @@ def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: 
 
 #: bytes per layout x design pair of a full sweep: every result field in float64, the reason in int8
 FULL_BYTES_PER_PAIR = 8 * (K.N_RESULT_FIELDS - 1) + 1
+#: free space a full sweep asks for, as a multiple of its results' size (HDF5's overhead, the reductions)
+FULL_SPACE_MARGIN = 1.1
 #: the largest full sweep written without ``max_full_GB`` raised [1e9 bytes]
 FULL_LIMIT_GB = 1.0
 
@@ -145,10 +145,8 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
     tried = np.zeros(shape[:2], dtype=np.int64)
     reasons = np.zeros(shape + (K.N_REASONS,), dtype=np.int64)
     pairs, started = 0, time.perf_counter()
-    folder = target.path.parent if str(target.path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.", suffix=".partial", dir=folder)
-    os.close(fd)
-    try:
+    with replacing_file(target.given, "the LLM sweep", size["bytes"] * FULL_SPACE_MARGIN,
+                        "drop --full, or sweep fewer models, GPU counts or designs") as tmp:
         with h5py.File(tmp, "w") as f:
             for mi, model in enumerate(plan.models):
                 for ni, n in enumerate(plan.n_gpu):
@@ -165,12 +163,6 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
             _write(f, plan, results, degrees, tried, reasons, options)
             f.attrs["full"] = bool(full)
         seconds = time.perf_counter() - started
-        os.replace(tmp, target.path)
-        sync_folder(folder)
-    except OSError as exc:
-        raise PaigridError(f"cannot write {target.given} ({exc.strerror or exc}).") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return {"pairs": pairs, "seconds": seconds, "bytes": size["bytes"]}
 
 

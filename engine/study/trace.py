@@ -40,7 +40,8 @@ Rules, job by job, in this order (each skip is counted in ``counts``):
    configuration (rules 5-8) the model cannot run -- the kernel's ``invalid_reason`` is not 0,
    through :func:`paigrid.predict.predict_configs` -- is skipped (``skipped_inconsistent``): in
    practice a single-instance job asking for more GPUs than its server has, which cannot have
-   run on one machine.
+   run on one machine.  So is a job of more than 2**31 - 1 GPUs or with an empty name, which
+   the population reader would refuse.
 7. Model: the ``workload`` of the job's ``inst_id`` in the group tag table, mapped by
    :data:`WORKLOAD_TO_MODEL` to the workload of its zoo family (a workload that is already a
    catalogue name is kept as is); no tag or an unmapped one gives the default family's workload
@@ -63,8 +64,9 @@ import math
 import os
 from collections import Counter, defaultdict
 
+from paigrid.output import CsvWriter
 from paigrid.study.population import POPULATION_COLUMNS
-from paigrid.userfiles import write_text_atomically
+from paigrid.userfiles import open_input, write_text_atomically
 
 TABLE_COLUMNS = {
     "pai_job_table.csv": ("job_name", "inst_id", "user", "status", "start_time", "end_time"),
@@ -188,9 +190,10 @@ def _rows(directory, name):
     """Yield ``(line_number, fields)`` of one trace table, checking the column count."""
     path = os.path.join(directory, name)
     columns = TABLE_COLUMNS[name]
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise ValueError(f"Trace table {name} is missing from {directory}.")
-    with open(path, newline="", encoding="utf-8") as f:
+    # a regular file only (a FIFO would never end); a byte-order mark is not part of the first job
+    with io.TextIOWrapper(open_input(path, "the trace table"), encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         first = True
         while True:
@@ -302,7 +305,7 @@ def import_pai_trace(directory, default_family=None):
     directory = os.fspath(directory)
     fallback = default_model(default_family)
     for name in TABLE_COLUMNS:
-        if not os.path.isfile(os.path.join(directory, name)):
+        if not os.path.lexists(os.path.join(directory, name)):
             raise ValueError(f"Trace table {name} is missing from {directory}.")
     counts = dict.fromkeys(COUNT_KEYS, 0)
     machine_type, per_node = _machine_tables(directory)
@@ -427,6 +430,9 @@ def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, co
     if n_gpu < 1:  # every GPU task had inst_num 0
         counts["skipped_cpu_only"] += 1
         return None
+    if n_gpu > MAX_COUNT or not name:  # the population reader would refuse the row: never written
+        counts["skipped_inconsistent"] += 1
+        return None
     arch = job_arch([t[0] for t in job_tasks], [t[0] for t in gpu_tasks], instances, n_gpu)
     gpn = per_node.get(gtype)
 
@@ -470,7 +476,7 @@ def write_population(rows, path):
     ``path`` untouched) if a row does not have exactly those columns.
     """
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = CsvWriter(buffer)
     writer.writerow(POPULATION_COLUMNS)
     for i, row in enumerate(rows):
         if set(row) != set(POPULATION_COLUMNS):
@@ -479,5 +485,5 @@ def write_population(rows, path):
             raise ValueError(f"Population row {i} has the wrong columns (missing "
                              f"{missing}, extra {extra}); nothing was written to "
                              f"{path}.")
-        writer.writerow(["" if row[c] is None else str(row[c]) for c in POPULATION_COLUMNS])
+        writer.writerow("" if row[c] is None else str(row[c]) for c in POPULATION_COLUMNS)
     write_text_atomically(path, buffer.getvalue())
