@@ -7,21 +7,9 @@ import math
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import allocate, kernel_for, run_kernel
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import (
-    KernelTables,
-    class_tables,
-    fits_matrix,
-    gpu_tables,
-    job_table_index,
-    job_vector,
-    link_table,
-    option_vector,
-)
 from paigrid.kernels.layout import ARCH_NAMES, REASON_VALID
-from paigrid.kernels.model import config_derived
 from paigrid.schema import DERIVED_VARIABLES, bottleneck_name, reason_sentence
 
 #: resources ``predict_configs`` can scale (the study's sensitivity analysis and fusion factor)
@@ -89,6 +77,20 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     """
     if not jobs:
         return {}
+    # the data-parallel kernel and its tables, imported here so that an LLM prediction does not load them
+    from paigrid.evaluate import allocate, kernel_for, run_kernel
+    from paigrid.inputs.tables import (
+        KernelTables,
+        class_tables,
+        fits_matrix,
+        gpu_tables,
+        job_table_index,
+        job_vector,
+        link_table,
+        option_vector,
+    )
+    from paigrid.kernels.model import config_derived
+
     # every name once, canonical, and its position in the call's tables
     resolvers = {"gpu": cats.gpus.resolve, "intra": lambda n: resolve_link(cats, n, "intra"),
                  "network": lambda n: resolve_link(cats, n, "network"), "precision": cats.precisions.resolve}

@@ -1,0 +1,114 @@
+"""The commands that only read a cube start without the compiler: ``paigrid --help``, ``info`` and
+the queries answered from the stored bests (of either family) import neither numba (nor llvmlite)
+nor scipy, dask, matplotlib or xarray.
+
+The commands run one after another in a fresh interpreter, which reports the modules loaded after
+each; a command that needs the kernels (``predict``) is checked the same way and must show numba,
+so the check is seen to catch an import.  No timing here: the start-up times are measured by
+``bench/bench.py``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run
+
+FORMAT4 = Path(__file__).parent / "data" / "format4" / "cube.h5"
+
+#: what a reading command must not load
+HEAVY = ("numba", "llvmlite", "scipy", "dask", "matplotlib", "xarray")
+
+SPEC = """
+workloads = ["resnet50", "llama3-8b"]
+
+[grid]
+gpu = ["H100-SXM5-80GB"]
+n_gpu = [8, 64]
+precision = ["amp-bf16"]
+network = ["ib-ndr-400g"]
+
+[llm]
+cp = [1]
+vpp = [1]
+micro_batch = [1]
+zero = [1]
+recompute = ["selective"]
+"""
+
+#: run each ``paigrid ARGS`` of a JSON list in turn, as the console script does, and write after each
+#: its exit code, its stdout and the heavy modules loaded so far (a module is blamed on the first
+#: command after which it shows)
+PROBE = """
+import contextlib, io, json, sys
+report, commands = sys.argv[1], json.loads(sys.argv[2])
+from paigrid.cli import main
+results = []
+for args in commands:
+    sys.argv = ["paigrid", *args]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main()
+            code = 0
+        except SystemExit as stop:
+            code = stop.code or 0
+    loaded = sorted(m for m in {heavy!r} if m in sys.modules)
+    results.append({{"args": args, "code": code, "out": out.getvalue(), "loaded": loaded}})
+with open(report, "w") as f:
+    json.dump(results, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def mixed_cube(tmp_path_factory):
+    """A small cube with both families: resnet50 and llama3-8b (an ``llm`` group)."""
+    folder = tmp_path_factory.mktemp("startup")
+    (folder / "spec.toml").write_text(SPEC)
+    result = run("sweep", folder / "spec.toml", "-o", folder / "cube.h5", "-q")
+    assert result.exit_code == 0, result.output
+    return folder / "cube.h5"
+
+
+def probe(tmp_path, commands):
+    """Run the ``commands`` (lists of arguments) in one fresh interpreter: one result each."""
+    report = tmp_path / "report.json"
+    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" /
+                                                                                    "paigrid-tests-numba"))}
+    done = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), str(report),
+                           json.dumps([[str(a) for a in args] for args in commands])],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(report.read_text())
+    assert [r["args"] for r in results] == [[str(a) for a in args] for args in commands]
+    return results
+
+
+def test_reading_commands_import_no_compiler(mixed_cube, tmp_path):
+    """``--help``, ``info`` and stored-best queries of both families, and of a data-parallel cube."""
+    commands = [
+        (["info", mixed_cube], "llama3-8b"),
+        (["query", mixed_cube, "--best-arch"], "llama3-8b"),
+        (["query", mixed_cube, "--best-arch", "--json", "--job", "llama3-8b", "--where", "n_gpu=64"], "llama3-8b"),
+        (["query", mixed_cube, "--best-arch", "--per", "n_gpu"], "resnet50"),
+        (["query", mixed_cube, "--best-arch", "--tokens", "1e12", "--job", "llama3-8b"], "llama3-8b"),
+        (["info", FORMAT4], "resnet50"),
+        (["query", FORMAT4, "--best-arch", "--where", "gpu=H100"], "resnet50"),
+        (["--help"], "sweep"),
+    ]
+    for (_, shown), result in zip(commands, probe(tmp_path, [args for args, _ in commands])):
+        assert result["code"] == 0, result
+        assert shown in result["out"], result
+        assert result["loaded"] == [], result
+
+
+def test_the_probe_sees_numba_where_a_command_needs_the_kernels(tmp_path):
+    """The control: ``predict`` runs the kernel, and the probe reports numba and llvmlite."""
+    [result] = probe(tmp_path, [["predict", "--workload", "resnet50", "--arch", "ps-worker", "--gpu", "V100",
+                                 "--n-gpu", "16", "--intra", "pcie3", "--network", "eth-25g", "--precision", "fp32"]])
+    assert result["code"] == 0 and "step_time" in result["out"], result
+    assert "numba" in result["loaded"] and "llvmlite" in result["loaded"], result
