@@ -110,6 +110,7 @@ def reference(population, tmp_path_factory):
     return out
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("flush, kill_at, done", [(3600.0, "block-written-3", 0), (0.0, "after-block-2", 2)])
 def test_a_block_is_marked_done_only_once_flushed(population, reference, tmp_path, monkeypatch, flush, kill_at,
                                                   done):
