@@ -56,6 +56,7 @@ def test_blocks_are_sized_by_work_unless_the_spec_fixes_them(population, monkeyp
     assert work_jobs_per_block(grid, False) == 1                 # never less than one job
 
 
+@pytest.mark.slow
 def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_path, monkeypatch):
     import paigrid.sweeping as sweeping
 

@@ -248,6 +248,7 @@ def test_measurement_columns_reach_pai_v2_only(cats):
 
 
 # --- calibration under pai-v2 --------------------------------------------------------------------
+@pytest.mark.slow
 def test_v2_fit_is_capped_shared_per_generation_and_reports_defaults(cats):
     rows = load_measurements(PUBLIC, cats)
     result = fit(rows, defaults(), Options(model="pai-v2"), cats=cats, allow_bounds=True)
@@ -431,6 +432,7 @@ def test_predict_shows_the_band_of_its_group(tmp_path):
     assert "unknown (no held-out measurement of this group)" in text
 
 
+@pytest.mark.slow
 def test_the_bands_file_is_what_the_protocol_gives():
     import importlib.util
 
