@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from blockcost import block_costs  # noqa: E402
 from bounds import run_fused  # noqa: E402
+from specs import population_spec  # noqa: E402
 
 from paigrid import sweeping  # noqa: E402
 from paigrid.evaluate import allocate, encode_cube, evaluate_block, run_kernel  # noqa: E402
@@ -119,18 +120,6 @@ def _fill(arrays_f4, arrays_u1):
         a = arrays_u1[k]
         for i in prange(a.size):
             a[i] = 1
-
-
-def population_spec(folder: Path, jobs: int, **kw) -> SweepSpec:
-    """The default grid over ``jobs`` synthetic population jobs (about 0.58 M configurations per
-    job), with the CLI's defaults (blocks sized by work) unless ``kw`` says otherwise."""
-    from paigrid.study.population import synthetic_population
-    from paigrid.study.trace import write_population
-
-    csv_path = folder / f"population-{jobs}.csv"
-    if not csv_path.exists():
-        write_population(synthetic_population(jobs, seed=7), csv_path)
-    return SweepSpec(workloads=str(csv_path), **kw)
 
 
 # --- 1. the block kernel --------------------------------------------------------------------------

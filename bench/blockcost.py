@@ -90,7 +90,7 @@ def main():
     parser.add_argument("--jobs-per-block", type=int, default=None)
     parser.add_argument("--flush-seconds", type=float, default=None)
     args = parser.parse_args()
-    from bench import population_spec
+    from specs import population_spec  # bench/specs.py, beside this file
 
     with tempfile.TemporaryDirectory(prefix="paigrid-blockcost-") as folder:
         spec = population_spec(Path(folder), args.jobs, jobs_per_block=args.jobs_per_block)

@@ -208,7 +208,7 @@ def main():
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench import population_spec
+    from specs import population_spec  # bench/specs.py, beside this file
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reduce-jobs", type=int, default=18000, help="jobs of the GPU reduce-only figures")

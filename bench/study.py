@@ -5,8 +5,9 @@
 Runs the four commands of the study (``paigrid population`` -> ``study-spec`` -> ``sweep`` ->
 ``report``) in a temporary folder, as commands, measuring the wall time and peak memory
 (resident set size) of each, and writes ``docs/study.md``: the commands with what they took and
-printed, then the ``report.md`` the last one wrote, as it is; its PNG figures go to
-``docs/figures/study/``.  About half a minute on 2 cores for the default 10,000 jobs.
+printed, then the ``report.md`` the last one wrote, as it is (:func:`page`); its PNG figures go
+to ``docs/figures/study/``.  The report holds every number of the page (the paper's variants
+and the cluster designs too), so the page and ``paigrid report`` are one code path.
 """
 
 from __future__ import annotations
@@ -41,12 +42,11 @@ this page.
 {commands}
 
 Then the `report.md` that the last command wrote, unchanged but for its headings, one level
-down, and the place of its figures (`docs/figures/study/`); and last the paper's figures beside
-ours, one mechanism at a time (`paigrid.study.paper` on the same population, {paper_seconds:.1f} s).
+down, and the place of its figures (`docs/figures/study/`): the page is the report, by the same
+code (`paigrid.study.report`), the paper's figures under the model variants and the
+cluster-design ranking included.
 
 {report}
-
-{paper}
 """
 
 
@@ -80,9 +80,15 @@ def run(args: list[str], folder: Path) -> tuple[float, float, str]:
 
 
 def report_section(report: str) -> str:
-    """``report.md`` one heading level down, its figures under docs/figures/study/."""
+    """``report.md`` one heading level down, its figures (and designs.csv) under docs/figures/study/."""
     report = re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", report, flags=re.MULTILINE)
-    return re.sub(r"\]\(([\w.-]+\.png)\)", r"](figures/study/\1)", report).strip()
+    return re.sub(r"\]\(([\w.-]+\.(?:png|csv))\)", r"](figures/study/\1)", report).strip()
+
+
+def page(report: str, rows: list[str], jobs: int, seed: int) -> str:
+    """The study page: the command table ``rows`` and the ``report.md`` text, headings one level down."""
+    return PAGE_TEMPLATE.format(jobs=jobs, seed=seed, machine=_machine(), date=time.strftime("%Y-%m-%d"),
+                                commands="\n".join(rows), report=report_section(report))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,23 +111,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"paigrid {' '.join(step)}: {wall:.1f} s, {memory:.0f} MB; {said}")
             rows.append(f"| `paigrid {' '.join(step)}` | {wall:.1f} s | {memory:.0f} MB | {said.replace('|', '/')} |")
         report = (folder / "report" / "report.md").read_text(encoding="utf-8")
-        from paigrid.study.paper import compute_paper, render_paper
-
-        start = time.perf_counter()
-        paper = render_paper(compute_paper(str(folder / "pop.csv")))
-        paper_seconds = time.perf_counter() - start
-        print(f"paper section: {paper_seconds:.1f} s")
         if args.no_page:
             return
         if FIGURES.exists():
             shutil.rmtree(FIGURES)
         FIGURES.mkdir(parents=True)
-        for figure in sorted((folder / "report").glob("*.png")):
+        for figure in sorted([*(folder / "report").glob("*.png"), *(folder / "report").glob("*.csv")]):
             shutil.copy2(figure, FIGURES / figure.name)
-    PAGE.write_text(PAGE_TEMPLATE.format(jobs=args.jobs, seed=args.seed, machine=_machine(),
-                                         date=time.strftime("%Y-%m-%d"), commands="\n".join(rows),
-                                         report=report_section(report), paper=paper.strip(),
-                                         paper_seconds=paper_seconds), encoding="utf-8")
+    PAGE.write_text(page(report, rows, args.jobs, args.seed), encoding="utf-8")
     print(f"wrote {PAGE} and {len(list(FIGURES.glob('*.png')))} figures in {FIGURES}")
 
 

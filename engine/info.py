@@ -61,13 +61,15 @@ def describe(path: str | Path) -> str:
 
 # columns shown by ``paigrid datasets NAME`` in the text table (all columns with --csv)
 SHOWN = {
-    "gpus": ("name", "fp32_TFLOP_per_s", "fp16_TFLOP_per_s", "hbm_GB_per_s", "memory_GB", "nvlink_gen", "pcie_gen",
-             "price_USD_per_gpu_hour", "aliases"),
+    "gpus": ("name", "generation", "fp32_TFLOP_per_s", "fp16_TFLOP_per_s", "fp8_TFLOP_per_s", "fp4_TFLOP_per_s",
+             "hbm_GB_per_s", "memory_GB", "memory_GiB", "nvlink_gen", "pcie_gen", "gpus_per_server",
+             "nvlink_domain_GPUs", "price_USD_per_gpu_hour", "aliases"),
     "links": ("name", "scope", "kind", "nominal_GB_per_s", "efficiency", "latency_us", "fits_gpus"),
     "workloads": ("name", "suite", "params_M", "fwd_GFLOP_per_sample", "membound_MB_per_sample", "default_batch",
                   "optimizer", "sample_unit"),
     "optimizers": ("name", "state_bytes_per_param", "source"),
-    "precisions": ("name", "peak_column", "activation_bytes", "weight_bytes_per_param", "comm_bytes_per_param"),
+    "precisions": ("name", "peak_column", "activation_bytes", "weight_bytes_per_param", "comm_bytes_per_param",
+                   "generations"),
 }
 
 

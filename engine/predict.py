@@ -207,9 +207,9 @@ def _shortest_array(values: np.ndarray) -> np.ndarray:
 def reason_text(result: dict, job: Job, cats) -> str:
     """Why the configuration of a ``predict_configs`` result cannot exist, in one sentence
     (``schema.reason_sentence`` of its ``invalid_reason`` code, naming the configuration, the
-    job's ``gpus_per_node`` and the precision's GPU catalogue column); empty when it can."""
+    job's ``gpus_per_node`` and why the GPU lacks the precision); empty when it can."""
     fields = {**result, "job": job.name, "gpus_per_node": int(job.options["gpus_per_node"]),
-              "peak_column": cats.precisions.row(result["precision"])["peak_column"]}
+              "lacks": cats.lacks_precision(result["gpu"], result["precision"])}
     return reason_sentence(result["invalid_reason"], fields)
 
 

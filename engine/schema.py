@@ -132,8 +132,8 @@ FLAG_ATTRS = {
 }
 #: what each ``invalid_reason`` code means for one configuration, as a sentence: filled by
 #: ``reason_sentence`` from the configuration's labels (arch, gpu, n_gpu, intra, network,
-#: precision) and ``job``, ``gpus_per_node`` and ``peak_column`` (the GPU catalogue column of the
-#: precision's peak)
+#: precision) and ``job``, ``gpus_per_node`` and ``lacks`` (why the GPU lacks the precision:
+#: ``Catalogues.lacks_precision``)
 REASON_SENTENCES = {
     L.REASON_VALID: "",
     L.REASON_SINGLE_GPU_ARCH: "{arch} with {n_gpu} GPU(s) is invalid: 1w1g runs exactly one GPU.",
@@ -142,8 +142,7 @@ REASON_SENTENCES = {
     L.REASON_CLUSTER_ARCH_NEEDS_NETWORK: "{arch} with {n_gpu} GPU(s) is invalid: {arch} needs a network between "
                                          "servers, and the network is {network!r} (single server only).",
     L.REASON_INTRA_LINK_NOT_ON_GPU: "the {intra} link cannot connect {gpu} GPUs.",
-    L.REASON_PRECISION_NOT_ON_GPU: "the {gpu} has no {precision} support ({peak_column} is empty in the GPU "
-                                   "catalogue).",
+    L.REASON_PRECISION_NOT_ON_GPU: "the {gpu} has no {precision} support ({lacks}).",
     L.REASON_MISSING_INPUT: "{job} on {arch} with {n_gpu} {gpu} GPU(s), {intra}, {network}, {precision} has no "
                             "prediction: a number the model needs is missing (NaN) in the catalogues or the "
                             "job's options.",
@@ -196,7 +195,7 @@ def reason_sentence(code: int, fields: dict) -> str:
     """The sentence of an ``invalid_reason`` code (empty for 0, valid) for one configuration.
 
     ``fields`` maps the names used by ``REASON_SENTENCES`` (arch, gpu, n_gpu, intra, network,
-    precision, job, gpus_per_node, peak_column) to values; only those of this code's sentence
+    precision, job, gpus_per_node, lacks) to values; only those of this code's sentence
     are read.
     """
     return REASON_SENTENCES[int(code)].format(**fields)

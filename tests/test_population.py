@@ -1,11 +1,13 @@
 """Tests of paigrid.study.population: the synthetic PAI-like job population and its summary."""
 
 import csv
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import paigrid.datasets
 from paigrid.inputs.catalog import load
 from paigrid.study import population as pop
 from paigrid.study.trace import write_population
@@ -138,3 +140,55 @@ def test_written_population_reads_back(tmp_path):
     assert len(back) == 200
     assert back[0].keys() == set(pop.POPULATION_COLUMNS)
     assert pop.population_summary(back) == pop.population_summary(rows)
+
+
+# --- populations of 2026: LLM jobs beside the PAI-era ones ----------------------------------
+def _llm_names():
+    with open(Path(paigrid.datasets.__file__).parent / "llm_models.csv", newline="") as f:
+        return {row["name"] for row in csv.DictReader(f)}
+
+
+def test_llm_share_keeps_the_pai_part_and_adds_llm_jobs():
+    rows = pop.synthetic_population(400, seed=5, llm_share=0.25, llm_pretrain_share=0.4)
+    assert len(rows) == 400
+    assert rows[:300] == pop.synthetic_population(300, seed=5)       # the PAI-era part is unchanged
+    llm = rows[300:]
+    assert rows == pop.synthetic_population(400, seed=5, llm_share=0.25, llm_pretrain_share=0.4)
+    names = _llm_names()
+    for row in llm:
+        assert tuple(row) == pop.POPULATION_COLUMNS
+        assert row["model"] in names and row["model"] not in MODEL_NAMES
+        assert row["current_gpu"] in GPU_NAMES and row["current_gpu"] in pop.LLM_GPU_MIX
+        assert row["current_intra"] == pop.LLM_INTRA[row["current_gpu"]]
+        assert row["current_network"] == pop.LLM_NETWORK and row["current_precision"] == pop.LLM_PRECISION
+        n = row["current_n_gpu"]
+        assert row["current_arch"] == ("1w1g" if n == 1 else "allreduce-local" if n <= 8 else "allreduce-cluster")
+        assert row["source"] == "synthetic-llm-seed-5" and row["job"].startswith("llm-5-")
+    pretrain = [r for r in llm if r["current_n_gpu"] >= 64]
+    assert len(pretrain) == 40                                         # exact quota: 0.4 x 100
+    assert all(r["model"] in pop.LLM_PRETRAIN_MIX for r in pretrain)
+    assert {r["model"] for r in llm} - set(pop.LLM_PRETRAIN_MIX) - set(pop.LLM_FINETUNE_MIX) == set()
+    assert len({r["job"] for r in rows}) == 400
+
+
+def test_llm_tables_are_distributions_of_known_names():
+    names = _llm_names()
+    for mix in (pop.LLM_PRETRAIN_MIX, pop.LLM_FINETUNE_MIX, pop.LLM_GPU_MIX):
+        assert sum(mix.values()) == pytest.approx(1.0)
+    assert set(pop.LLM_PRETRAIN_MIX) <= names and set(pop.LLM_FINETUNE_MIX) <= names
+    assert set(pop.LLM_GPU_MIX) <= GPU_NAMES and set(pop.LLM_INTRA) == set(pop.LLM_GPU_MIX)
+    for values, probs in pop.LLM_N_GPU.values():
+        assert sum(probs) == pytest.approx(1.0) and len(values) == len(probs)
+
+
+def test_no_llm_share_is_the_pai_population():
+    assert pop.synthetic_population(50, seed=2, llm_share=0.0) == pop.synthetic_population(50, seed=2)
+    assert all(r["source"] == "synthetic-llm-seed-2" for r in pop.synthetic_population(10, 2, llm_share=1.0))
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "half", True])
+def test_bad_llm_share(bad):
+    with pytest.raises(ValueError, match="fraction"):
+        pop.synthetic_population(10, 0, llm_share=bad)
+    with pytest.raises(ValueError, match="fraction"):
+        pop.synthetic_population(10, 0, llm_pretrain_share=bad)

@@ -96,6 +96,10 @@ def direct(cube):
         ladder = "pcie" if cur["intra"].startswith("pcie") else "nvlink"
         for gen, (gpu, intra) in zip(common.GENERATIONS, common.GPU_LADDERS[ladder]):
             job[gen] = at(j, **{**cur, "gpu": gpu, "intra": intra})
+        job["n_gpu"] = int(ds.current_n_gpu.values[j])
+        job["archs"] = {a: at(j, **{**cur, "arch": a}) for a in labels["arch"]}
+        job["designs"] = {(g, i, w): at(j, **{**cur, "gpu": g, "intra": i, "network": w})
+                          for g in labels["gpu"] for i in labels["intra"] for w in labels["network"]}
         jobs.append(job)
     return jobs
 
@@ -369,3 +373,232 @@ def test_cli_report_bad_input(study, tmp_path):
     run_sweep(spec, tmp_path / "reduced.h5", progress=False, reduce_only=True)
     assert_clean_error(run("report", tmp_path / "reduced.h5", "--out", tmp_path / "rep"), "reduce-only")
     assert not (tmp_path / "rep").exists()
+
+
+# --- the study in the report: the paper's variants, the page, designs, bands ------------------
+def _analysed_population(study, numbers):
+    """The population CSV's jobs that the report analyses, as ``paper.Population``."""
+    from paigrid.study import paper as P
+
+    from_csv = P.Population(str(study / "pop.csv"))
+    names = {str(n) for n, a in zip(numbers["cube"]["job_names"], numbers["analysed"]) if a}
+    return P.Population(jobs=[j for j in from_csv.jobs if j.name in names], cats=from_csv.cats)
+
+
+def test_paper_figures_from_the_cube_equal_those_of_the_population(study, numbers):
+    """The report predicts the variants for the jobs the cube records; the same jobs read from the
+    population CSV give the same numbers, and its version-1 step times are the cube's."""
+    from paigrid.study import paper as P
+
+    pop = _analysed_population(study, numbers)
+    assert len(pop.jobs) == int(numbers["analysed"].sum()) == 69
+    direct = P.compute_paper(pop)
+    assert P.render_paper(numbers["paper"]) == P.render_paper(direct)
+    assert numbers["paper"]["figures"]["v1"]["ps_comm_share"] == direct["figures"]["v1"]["ps_comm_share"]
+    cube_times = numbers["current"]["step_time"][numbers["analysed"]]
+    np.testing.assert_allclose(numbers["paper"]["figures"]["v1"]["current"]["step_time"], cube_times, rtol=1e-6)
+
+
+def _bench_study():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "study.py"
+    spec = importlib.util.spec_from_file_location("bench_study", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_page_is_the_report(cube, numbers, tmp_path):
+    """bench/study.py writes the page from report.md alone: every number of the report, the paper's
+    variants and the cluster designs included, is on the page as the report prints it."""
+    bench = _bench_study()
+    text = R.write_report(cube, tmp_path / "rep").read_text()
+    page = bench.page(text, ["| `paigrid report` | 1.0 s | 1 MB | wrote |"], 70, 5)
+    assert bench.report_section(text) in page
+    from paigrid.study.paper import render_paper
+
+    paper = render_paper(numbers["paper"]).split("\n", 1)[1].strip()
+    assert bench.report_section(paper) in page          # the paper section, headings one level down
+    top = numbers["designs"]["designs"][0]
+    assert " / ".join(top["design"].values()) in page and f"{top['current']['cost']:,.0f}" in page
+    assert "### 4. The paper's figures, one mechanism at a time" in page and "placement bracket" in page
+    assert "(figures/study/designs_pareto.png)" in page
+
+
+def test_best_architecture_and_its_ties(numbers, direct):
+    best = numbers["best_arch"]
+    band = numbers["job_band"]
+    ties = changes = jobs = 0
+    for k, j in enumerate(direct):
+        if not (j["current"] is not None and j["current"]["valid"]):
+            continue
+        times = sorted(v["step_time"] for v in j["archs"].values() if v is not None and v["valid"] and v["fits"] != 0)
+        if not times:
+            continue
+        jobs += 1
+        changes += j["current"]["step_time"] > times[0]    # another architecture is faster than its own
+        ties += len(times) > 1 and times[1] <= times[0] * (1 + band[k])
+    assert (best["jobs"], best["not_current"], best["tied"]) == (jobs, changes, ties)
+    assert 0 < ties < jobs
+
+
+def test_design_totals_by_hand(cube, numbers, direct):
+    """Each design's cost, GPU-hours and faster share at the current count, from the cube read by label."""
+    d = numbers["designs"]
+    with xr.open_dataset(cube, engine="h5netcdf") as data:
+        price = {str(g): float(p) for g, p in zip(data.gpu.values, data.price.values)}
+        power = {str(g): float(p) for g, p in zip(data.gpu.values, data.power.values)}
+    jobs = [j for j in direct if j["current"] is not None and j["current"]["valid"]]
+    assert d["today"]["gpu_hours"] == sum(int(j["n_gpu"]) for j in jobs)
+    for row in d["designs"]:
+        design = row["design"]
+        cost = gh = faster = ran = 0.0
+        for j in jobs:
+            v = j["designs"].get(tuple(design.values()))
+            if v is None or not v["valid"] or v["fits"] != 1:
+                continue
+            ran += 1
+            hours = j["n_gpu"] * v["step_time"] / j["current"]["step_time"]
+            gh += hours
+            cost += hours * price[design["gpu"]]
+            faster += v["step_time"] < j["current"]["step_time"]
+        assert row["jobs"] == ran and row["cannot_run"] == len(jobs) - ran
+        assert row["current"]["gpu_hours"] == pytest.approx(gh, rel=1e-6)
+        assert row["current"]["cost"] == pytest.approx(cost, rel=1e-6)
+        assert row["current"]["energy_kWh"] == pytest.approx(gh * power[design["gpu"]] / 1000, rel=1e-6)
+        if ran:
+            assert row["faster"] == pytest.approx(faster / ran)
+        assert row["cheapest"]["gpu_hours"] <= row["current"]["gpu_hours"] * (1 + 1e-9) or row["cannot_run"]
+    keys = [(r["cannot_run"], r["current"]["cost"]) for r in d["designs"]]
+    assert keys == sorted(keys)
+    # only designs some job can run: no NVLink intra link on a PCIe card
+    assert all(not (r["design"]["gpu"].endswith("PCIe-16GB") and r["design"]["intra"].startswith("nvswitch"))
+               for r in d["designs"])
+
+
+def test_cheapest_count_of_one_job_by_hand(study, numbers):
+    """A multi-GPU job's cheapest count on the top design, predicted by hand at every candidate count."""
+    from paigrid.predict import predict_configs
+    from paigrid.study import paper as P
+
+    pop = _analysed_population(study, numbers)
+    top = numbers["designs"]["designs"][0]["design"]
+    k = next(i for i, j in enumerate(pop.jobs) if j.current["arch"] == "ps-worker" and j.current["n_gpu"] == 8)
+    job = pop.jobs[k]
+    today, = predict_configs([job], [job.current], pop.cats, pop.eff, pop.options)
+    candidates = {}
+    for n in (1, 2, 4, 8):
+        config = {**job.current, **top, "n_gpu": n, **({"arch": "1w1g"} if n == 1 else {})}
+        r, = predict_configs([job], [config], pop.cats, pop.eff, pop.options)
+        if r["valid"] and r["fits_memory"] == 1:
+            candidates[n] = 8 * r["step_time"] / today["step_time"]
+    from paigrid.study.designs import cheapest_counts
+
+    got = cheapest_counts(P.Population(jobs=[job], cats=pop.cats, options=pop.options), [top],
+                          np.array([today["step_time"]]))
+    at_eight = candidates.pop(8)
+    best = min(candidates, key=candidates.get)
+    assert got["n_gpu"][0, 0] == best and got["gpu_hours"][0, 0] == pytest.approx(candidates[best], rel=1e-6)
+    assert at_eight >= candidates[best]       # more GPUs never cost fewer GPU-hours in version 1
+
+
+def test_pareto_front_is_not_dominated(numbers):
+    d = numbers["designs"]
+    fewest = min(r["cannot_run"] for r in d["designs"])
+    points = [(r[kind]["cost"], r[kind]["job_hours"]) for r in d["designs"] if r["cannot_run"] == fewest
+              for kind in ("current", "cheapest")]
+    front = [(d["designs"][k][kind]["cost"], d["designs"][k][kind]["job_hours"]) for k, kind in d["pareto"]]
+    assert front
+    for c, h in front:
+        assert not any(c2 <= c and h2 <= h and (c2, h2) != (c, h) for c2, h2 in points)
+    for c, h in points:
+        assert (c, h) in front or any(c2 <= c and h2 <= h for c2, h2 in front)
+
+
+def test_design_ties_by_hand(numbers, direct):
+    d = numbers["designs"]
+    band = numbers["job_band"]
+    with xr.open_dataset(numbers["cube"]["path"], engine="h5netcdf") as data:
+        price = {str(g): float(p) for g, p in zip(data.gpu.values, data.price.values)}
+    ties = jobs = 0
+    for k, j in enumerate(direct):
+        if not (j["current"] is not None and j["current"]["valid"]):
+            continue
+        costs = sorted(j["n_gpu"] * v["step_time"] / j["current"]["step_time"] * price[key[0]]
+                       for key, v in j["designs"].items() if v is not None and v["valid"] and v["fits"] == 1)
+        if costs:
+            jobs += 1
+            ties += len(costs) > 1 and costs[1] <= costs[0] * (1 + band[k])
+    assert (d["ties"]["jobs"], d["ties"]["tied"]) == (jobs, ties)
+
+
+def test_bands_combine_as_documented():
+    from paigrid.study import bands as B
+
+    model = B.ErrorModel(correlated=True, n_draws=50)
+    e = model.errors(["bert", "bert", "gcn"], ["T4", "T4", "T4"], [0.1, 0.2, 0.1])
+    np.testing.assert_allclose(e[:, 1], np.maximum(2 * e[:, 0], -0.9))  # one z per workload and GPU
+    assert not np.allclose(e[:, 0], e[:, 2])
+    # a ratio of two predictions on the same GPU and band: no band when correlated, one when independent
+    args = (["bert"] * 3, ["T4"] * 3, ["T4"] * 3, [0.2] * 3, [0.2] * 3, [2.0, 3.0, 4.0], [1.0, 1.0, 2.0], np.mean)
+    assert B.speedup_band(B.ErrorModel(correlated=True), *args) == pytest.approx((7 / 3, 7 / 3))  # mean of 2, 3, 2
+    low, high = B.speedup_band(B.ErrorModel(correlated=False), *args)
+    assert low < 7 / 3 < high
+    # totals: correlated within a group, independent across groups; and every error of one sign
+    t = B.total_band(np.array([10.0, 10.0, 30.0]), np.array([0.1, 0.1, 0.2]), ["a", "a", "b"])
+    assert t["correlated"] == pytest.approx(np.hypot(2.0, 6.0)) and t["same_sign"] == pytest.approx(8.0)
+    assert B.fallback_band(np.array([np.nan, 0.3, 0.2])) == 0.3
+
+
+def test_headline_bands_and_the_fallback(numbers):
+    multi_server = [(n > 8) for n, a in zip(numbers["current"]["n_gpu"], numbers["analysed"]) if a]
+    assert numbers["bands"]["fallback_jobs"] == sum(multi_server) > 0
+    for row in numbers["headline"]:
+        for key in ("band_correlated", "band_independent"):
+            low, high = row[key]
+            assert low <= row["paigrid"] + 1e-12 and row["paigrid"] <= high + 1e-12, (row["what"], key)
+    eth = next(r for r in numbers["headline"] if "Ethernet" in r["what"])
+    assert eth["band_correlated"] == pytest.approx((eth["paigrid"], eth["paigrid"]))   # same GPU: cancels
+    assert eth["band_independent"][1] > eth["band_independent"][0]
+
+
+def test_cli_default_family_is_counted_in_the_report(tmp_path):
+    """Jobs that take the trace importer's default family are marked in the population, and the
+    report of the cube swept from it counts them."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    t = Trace(folder)
+    t.job("jtag", [("worker", "1", "100", "P100")], workload="bert")
+    t.job("jnotag", [("worker", "1", "100", "V100")])
+    t.job("jodd", [("worker", "1", "100", "T4")], workload="unheard-of")
+    t.write()
+    result = run("trace", "import", folder, "--out", tmp_path / "pop.csv", "--default-family", "gcn")
+    assert result.exit_code == 0, result.output
+    assert "model_default: 2" in result.stderr
+    text = (tmp_path / "pop.csv").read_text()
+    assert text.count(",gcn,") == 2 and text.count("(default family)") == 2
+    assert_clean_error(run("trace", "import", folder, "--out", tmp_path / "p2.csv", "--default-family", "nope"),
+                       "unknown default family")
+    assert run("study-spec", "--out", tmp_path / "study.toml").exit_code == 0
+    swept = run("sweep", tmp_path / "study.toml", "--workloads", tmp_path / "pop.csv", "--out", tmp_path / "c.h5", "-q")
+    assert swept.exit_code == 0, swept.output
+    assert run("report", tmp_path / "c.h5", "--out", tmp_path / "rep").exit_code == 0
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "2 job(s) took the trace importer's default family" in report
+    # once the population file has changed, the report says it cannot count them
+    (tmp_path / "pop.csv").write_text(text.replace("gcn", "bert"))
+    assert run("report", tmp_path / "c.h5", "--out", tmp_path / "rep").exit_code == 0
+    assert "has changed since the sweep" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_cli_population_with_llm_jobs(tmp_path):
+    result = run("population", "--jobs", 40, "--seed", 3, "--llm-share", 0.25, "--llm-pretrain-share", 0.5,
+                 "--out", tmp_path / "pop.csv")
+    assert result.exit_code == 0, result.output
+    lines = (tmp_path / "pop.csv").read_text().splitlines()
+    llm = [line for line in lines if line.startswith("llm-3-")]
+    assert len(lines) == 41 and len(llm) == 10
+    assert sum(",allreduce-cluster," in line for line in llm) >= 5      # the pre-training half runs 64+ GPUs
+    assert run("population", "--jobs", 5, "--llm-share", 2, "--out", tmp_path / "bad.csv").exit_code != 0
+    assert not (tmp_path / "bad.csv").exists()

@@ -145,7 +145,8 @@ def test_every_reason_code_has_a_sentence():
 
     assert sorted(REASON_SENTENCES) == list(range(len(L.INVALID_REASONS)))
     fields = {"arch": "ps-worker", "gpu": "V100-SXM2-16GB", "n_gpu": 16, "intra": "pcie3", "network": "eth-25g",
-              "precision": "fp32", "job": "resnet50", "gpus_per_node": 8, "peak_column": "fp32_TFLOP_per_s"}
+              "precision": "fp32", "job": "resnet50", "gpus_per_node": 8,
+              "lacks": "fp32_TFLOP_per_s is empty in the GPU catalogue"}
     assert reason_sentence(L.REASON_VALID, fields) == ""
     for code in range(1, len(L.INVALID_REASONS)):
         sentence = reason_sentence(code, fields)

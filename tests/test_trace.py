@@ -114,7 +114,8 @@ def test_every_architecture_and_field(fixture_trace):
         assert r["current_intra"] == "pcie3"
         assert r["current_network"] == "eth-25g"
         assert r["batch"] == ""
-        assert r["source"] == "pai-trace-2020"
+        defaulted = job in ("j1wng", "jfrac", "jfallback")   # no tag, or a tag of no family
+        assert r["source"] == (trace.SOURCE_DEFAULTED if defaulted else "pai-trace-2020"), job
     assert [r["job"] for r in rows] == [j for j in (
         "j1w1g", "j1wng", "jlocal", "jps", "jcluster", "jfrac", "jrunning", "jfallback")]
 
@@ -195,6 +196,28 @@ def test_catalogue_name_tag_and_default_model(tmp_path):
     assert [r["model"] for r in rows] == ["resnet101", trace.DEFAULT_MODEL, trace.DEFAULT_MODEL]
     assert trace.DEFAULT_MODEL in MODEL_NAMES
     assert counts["model_default"] == 2
+
+
+def test_every_tag_maps_to_a_zoo_family():
+    described = {w for workloads in trace.zoo_families().values() for w in workloads}
+    assert set(trace.WORKLOAD_TO_MODEL.values()) <= described
+    assert trace.zoo_families()["resnet"][0] == trace.DEFAULT_MODEL == trace.default_model(None)
+
+
+def test_chosen_default_family(tmp_path):
+    t = Trace(tmp_path)
+    t.job("jtag", [("worker", "1", "100", "V100")], workload="bert")
+    t.job("jother", [("worker", "1", "100", "V100")], workload="unheard-of")
+    t.job("jnone", [("worker", "1", "100", "V100")])
+    folder = t.write()
+    for family, model in (("bert", trace.zoo_families()["bert"][0]), ("transformer", "transformer"),
+                          ("gcn", "gcn"), ("vgg16", "vgg16")):
+        rows, counts = trace.import_pai_trace(folder, default_family=family)
+        assert [r["model"] for r in rows] == ["bert", model, model], family
+        assert [r["source"] for r in rows] == ["pai-trace-2020", trace.SOURCE_DEFAULTED, trace.SOURCE_DEFAULTED]
+        assert counts["model_default"] == 2 and counts["model_from_tag"] == 1
+    with pytest.raises(ValueError, match="unknown default family 'no-such'"):
+        trace.import_pai_trace(folder, default_family="no-such")
 
 
 def test_mapping_targets_are_catalogue_names():

@@ -47,7 +47,14 @@ def derived(workload: str, column: str) -> float:
 
 
 def test_every_catalogue_workload_is_described():
-    assert sorted(MODELS) == sorted(WORKLOADS.names)
+    """The catalogue's workloads are all in the zoo; the zoo's other models (the models of
+    ``models_v2.csv``, ``tests/test_zoo_v2.py``) are not catalogue workloads, so they stay out of
+    the default sweep, and each says which ``models_v2.csv`` row it describes."""
+    assert set(WORKLOADS.names) <= set(MODELS)
+    for workload in set(MODELS) - set(WORKLOADS.names):
+        with pytest.raises(PaigridError):
+            WORKLOADS.resolve(workload)
+        assert MODELS[workload].v2, f"{workload} is neither a catalogue workload nor a models_v2.csv model"
 
 
 @pytest.mark.parametrize("column", ["params_M", "fwd_GFLOP_per_sample"])
@@ -82,11 +89,15 @@ def test_regenerating_gives_the_stored_table():
 def test_the_table_names_its_sources_inside_the_repository():
     text = (ROOT / "datasets" / zoo.OUTPUT_NAME).read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines()))
-    assert [r["name"] for r in rows] == WORKLOADS.names
+    names = [r["name"] for r in rows]
+    n = len(WORKLOADS.names)
+    assert names[:n] == WORKLOADS.names  # the catalogue's rows first, in its order
+    assert names[n:] == [w for model in zoo.builtin_models() for w in model.workloads if w not in WORKLOADS.names]
     for r in rows:
         assert r["source"].strip()
         assert (ROOT / r["derived_from"]).is_file(), r["derived_from"]
-        assert r["optimizer"] == WORKLOADS.row(r["name"])["optimizer"]
+        if r["name"] in WORKLOADS.names:
+            assert r["optimizer"] == WORKLOADS.row(r["name"])["optimizer"]
     assert all(c == "name" or c in ("optimizer", "source", "derived_from") or re.search(
         r"_(M|GFLOP_per_sample|MB_per_sample|MB_per_step|per_step|B_per_param)$", c)
         for c in zoo.columns())
@@ -262,6 +273,13 @@ BAD = [
     (zoo_file('{ op = "linear", in = "2**1000", out = 4 }'), ["a power is limited"]),
     (zoo_file('{ op = "linear", in = "max()", out = 4 }'), ["max() cannot take 0 argument(s)"]),
     (zoo_file(head="blocks = 3"), ["'blocks' must hold [blocks.NAME] tables"]),
+    (zoo_file('{ op = "linear", in = 4, out = 4, times = 2, index = 3 }'), ["'index' must be a name"]),
+    (zoo_file(model='source = "s"\neach = { s = [1, 2] }\n'), ["needs its names in the model name"]),
+    (zoo_file(model='source = "s"\neach = { s = 3 }\n'), ["'each' must be a table of name = [value, ...]"]),
+    (zoo_file(model='source = "s"\naliases = "x"\n'), ["'aliases' must be a list"]),
+    (zoo_file(model='source = "s"\nv2 = { models = "x" }\n'), ["'v2' must be a table naming"]),
+    (zoo_file(model='source = "s"\nv2 = { model = "x", param = 1 }\n'), ["'v2' table has no key 'param'"]),
+    (zoo_file(model='source = "s"\nv2 = { model = "x", params_M = 1 }\n'), ["needs its 'source'"]),
 ]
 
 
@@ -273,6 +291,32 @@ def test_bad_zoo_input_is_one_sentence(text, fragments):
     assert message.startswith("bad.toml") and message.endswith(".") and "\n" not in message, message
     for fragment in fragments:
         assert fragment in message, message
+
+
+def test_indexed_repeats_and_each_variants():
+    """``index`` gives each copy of a repeated layer its number; ``each`` makes one model per
+    value, its name, source, alias size and numbers formatted with the value."""
+    text = """
+[blocks.grow]
+args = ["cin"]
+layers = [ { op = "linear", in = "cin", out = 8, bias = false } ]
+
+[models."m-seq{s}"]
+source = "at {s}"
+each = { s = [2, 4] }
+aliases = ["M"]
+alias_size = "{s}"
+v2 = { model = "M", params = "s == 4" }
+layers = [ { use = "grow", times = 3, index = "i", cin = "s + 10*i" } ]
+"""
+    short, long = zoo.parse_zoo(text, "t.toml")
+    assert (short.name, long.name, long.source) == ("m-seq2", "m-seq4", "at 4")
+    assert short.params == 8 * (2 + 12 + 22) and long.params == 8 * (4 + 14 + 24)
+    assert [layer.path for layer in short.layers] == ["#1 (use grow) [i=0] > #1 (linear)",
+                                                       "#1 (use grow) [i=1] > #1 (linear)",
+                                                       "#1 (use grow) [i=2] > #1 (linear)"]
+    assert short.aliases == [("M", "2")] and not short.v2["params"] and long.v2["params"]
+    assert zoo.resolve_measured("m", "4", [short, long]) == "m-seq4"
 
 
 def test_nested_layer_paths_name_the_block(tmp_path):

@@ -124,7 +124,8 @@ def predict(
     n_gpu: int = typer.Option(..., "--n-gpu", min=1, max=2**31 - 1, help="GPUs in the job."),
     intra: str = typer.Option(..., help="Intra-server link (pcie3, nvlink2-hcm, ...)."),
     network: str = typer.Option(..., help="Network (eth-25g, ib-hdr-200g, none, ...)."),
-    precision: str = typer.Option(..., help="fp32, tf32, amp-fp16, amp-bf16 or fp8."),
+    precision: str = typer.Option(..., help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, fp8, "
+                                  "fp8-current, fp8-blockwise, mxfp8 or nvfp4."),
     batch: float | None = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),

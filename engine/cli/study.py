@@ -37,14 +37,20 @@ def population(
     jobs: int = typer.Option(10000, "--jobs", min=1, help="Number of jobs to draw."),
     seed: int = typer.Option(1, "--seed", min=0, help="Random seed (the same seed gives the same jobs)."),
     out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
+    llm_share: float = typer.Option(0.0, "--llm-share", min=0.0, max=1.0,
+                                    help="Share of the jobs that are 2026 LLM training jobs (0 to 1; an assumption, "
+                                         "see docs/populations.md)."),
+    llm_pretrain_share: float = typer.Option(0.2, "--llm-pretrain-share", min=0.0, max=1.0,
+                                             help="Share of the LLM jobs that pre-train; the rest fine-tune."),
 ):
-    """Draw a synthetic PAI-like job population (a valid --workloads input of paigrid sweep)."""
+    """Draw a synthetic PAI-like job population (a valid --workloads input of paigrid sweep), with LLM jobs beside
+    the PAI-era ones when --llm-share is above 0."""
     from paigrid.study.population import population_summary, synthetic_population
     from paigrid.study.trace import write_population
 
     check_writable_file(out)
     check_population_size(jobs)
-    rows = synthetic_population(jobs, seed)
+    rows = synthetic_population(jobs, seed, llm_share, llm_pretrain_share)
     write_population(rows, out)
     typer.echo(f"wrote {out}: {_summary_text(population_summary(rows))}", err=True)
 
@@ -69,6 +75,9 @@ def check_population_size(jobs: int) -> None:
 def trace_import(
     directory: Path = typer.Argument(..., help="Folder with the PAI GPU trace 2020 tables (pai_job_table.csv, ...)."),
     out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
+    default_family: str = typer.Option("resnet", "--default-family",
+                                       help="Zoo family (or catalogue workload) of the jobs whose workload tag maps "
+                                            "to none; their rows say so in the source column."),
 ):
     """Import the Alibaba PAI GPU trace 2020 (cluster-trace-gpu-v2020) as a job population."""
     from paigrid.study.trace import format_counts, import_pai_trace, write_population
@@ -77,7 +86,7 @@ def trace_import(
         raise PaigridError(f"the trace folder {directory} does not exist.")
     check_writable_file(out)
     try:
-        rows, counts = import_pai_trace(directory)
+        rows, counts = import_pai_trace(directory, default_family)
     except ValueError as exc:
         raise PaigridError(str(exc).rstrip(".") + ".") from None
     write_population(rows, out)
@@ -125,7 +134,12 @@ The cube must come from a population swept with the study spec (n_gpu = "current
 The report holds the mean time breakdown, communication-share CDF and bottleneck counts per
 architecture, the projections PS/Worker -> AllReduce-NVLink, Ethernet 25 -> 100 Gb/s, GPU
 generations P100 -> V100 -> A100 -> H100 and fp32 -> mixed precision, and paigrid's headline
-numbers next to the paper's."""
+numbers next to the paper's with their prediction bands; the paper's figures under model
+variants (per job and by GPU, the placement bracket, the PS/Worker projections one change at a
+time, the sensitivity table, memory- against FLOP-bound time with the fusion factor), predicted
+for the jobs the cube records; and the cluster designs of the cube ranked for the population
+(cost, GPU-hours, energy, time, the Pareto front: designs_pareto.png, designs.csv), with the
+jobs whose best architecture or design is a tie within the band."""
 
 
 @app.command(help=REPORT_HELP)

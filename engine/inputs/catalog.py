@@ -56,6 +56,14 @@ class Catalogue:
         """Canonical names in file order."""
         return [row["name"] for row in self.rows]
 
+    @property
+    def default_names(self) -> list[str]:
+        """Canonical names a sweep takes when its spec names none: the rows whose ``default_grid``
+        is ``yes``, all rows when the file has no such column (a user catalogue)."""
+        if "default_grid" not in self.columns:
+            return self.names
+        return [row["name"] for row in self.rows if row["default_grid"].strip() != "no"]
+
     def resolve(self, name: str) -> str:
         """Canonical name for ``name`` or an alias of it (case-insensitive)."""
         return self.rows[self._position(name)]["name"]
@@ -100,8 +108,38 @@ class Catalogue:
             yield from _split(row.get("aliases", ""))
 
 
+def server_shape(gpus: Catalogue, name: str) -> tuple[int, int]:
+    """(GPUs per server, GPUs per NVLink domain) of GPU ``name``: the ``gpus_per_server`` and
+    ``nvlink_domain_GPUs`` columns (the GPU's usual server: 8 for HGX/DGX, 4 per GB200/GB300 tray
+    in a 72-GPU NVL72 domain, 2 for bridged pairs, 1 without NVLink); a catalogue without them
+    gives ``DEFAULT_SERVER_GPUS`` and 1."""
+    per_server, domain = gpus.number(name, "gpus_per_server"), gpus.number(name, "nvlink_domain_GPUs")
+    return (int(per_server) if per_server > 0 else DEFAULT_SERVER_GPUS, int(domain) if domain > 0 else 1)
+
+
+def memory_bytes(gpus: Catalogue, name: str) -> float:
+    """Device memory of GPU ``name`` [bytes] as the GPU reports it: ``memory_GiB`` x 2**30; a
+    catalogue without that column gives the datasheet's ``memory_GB`` x 1e9."""
+    gib = gpus.number(name, "memory_GiB")
+    return gib * 2.0**30 if gib > 0 else gpus.number(name, "memory_GB") * 1e9
+
+
 def _split(cell: str | None) -> list[str]:
-    return [part.strip() for part in (cell or "").split(";") if part.strip()]
+    """The ``;``-separated names of an aliases cell; a ``;`` inside brackets or parentheses is part of
+    a name (the measurement files spell GPUs as ``H200 NVL (141GB) [sys: ...; label says SXM]``)."""
+    parts, depth, current = [], 0, []
+    for char in cell or "":
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth = max(0, depth - 1)
+        if char == ";" and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
 
 
 def to_float(text: str, origin: str, column: str) -> float:
@@ -209,6 +247,11 @@ _PEAK = Rule(low=0.0, empty=True)                      # 0 or empty: the GPU lac
 _FRACTION = Rule(low=0.0, low_open=True, high=1.0)     # an achievable fraction of a peak
 _BYTES = Rule(low=0.0, low_open=True, high=64.0)       # bytes per element or parameter
 INTRA_KINDS = ("pcie", "nvlink-hcm", "nvswitch", "nvlink")
+#: the market a GPU is sold into (``segment`` of gpus.csv): GeForce/TITAN, Quadro/RTX professional, data centre
+SEGMENTS = ("consumer", "workstation", "datacenter")
+#: the GPUs of a catalogue without a ``gpus_per_server`` / ``nvlink_domain_GPUs`` column are taken as
+#: 8-GPU servers without NVLink between them (``server_shape``)
+DEFAULT_SERVER_GPUS = 8
 NETWORK_KINDS = ("none", "ethernet", "rdma", "infiniband")
 
 #: the rule of every column of each built-in catalogue kind (other columns are free text)
@@ -217,11 +260,17 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
         "name": _TEXT, "aliases": _NOTE,
         "fp32_TFLOP_per_s": _PEAK, "tf32_TFLOP_per_s": _PEAK, "fp16_TFLOP_per_s": _PEAK,
         "bf16_TFLOP_per_s": _PEAK, "fp8_TFLOP_per_s": _PEAK,
+        "fp4_TFLOP_per_s": Rule(low=0.0, empty=True, required=False),  # optional: absent = no FP4 anywhere
         "hbm_GB_per_s": _POSITIVE, "memory_GB": _POSITIVE,
+        "memory_GiB": Rule(low=0.0, low_open=True, required=False),    # the capacity the GPU reports, 2**30 bytes
         "nvlink_gen": Rule(low=0.0, whole=True, required=False, empty=True),
         "nvlink_GB_per_s": Rule(low=0.0, required=False, empty=True),
         "pcie_gen": Rule(low=1.0, high=99.0, whole=True),
         "tdp_W": _POSITIVE, "price_USD_per_gpu_hour": _POSITIVE,
+        "gpus_per_server": Rule(low=1.0, high=1024.0, whole=True, required=False),
+        "nvlink_domain_GPUs": Rule(low=1.0, high=100000.0, whole=True, required=False),
+        "segment": Rule(number=False, required=False, choices=SEGMENTS),
+        "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
         "generation": _NOTE,
     },
     "links": {
@@ -231,6 +280,7 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
         "nominal_GB_per_s": _NON_NEGATIVE, "efficiency": _FRACTION, "latency_us": _NON_NEGATIVE,
         "pcie_gen": Rule(low=0.0, high=99.0, whole=True, required=False, empty=True),
         "fits_gpus": Rule(number=False, empty=True),
+        "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
     },
     "workloads": {
         "name": _TEXT, "aliases": _NOTE,
@@ -244,7 +294,8 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
     },
     "optimizers": {"name": _TEXT, "state_bytes_per_param": Rule(low=0.0, high=64.0)},
     "precisions": {
-        "name": _TEXT, "peak_column": _TEXT, "activation_bytes": _BYTES, "weight_bytes_per_param": _BYTES,
+        "name": _TEXT, "aliases": _NOTE, "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
+        "peak_column": _TEXT, "generations": _NOTE, "activation_bytes": _BYTES, "weight_bytes_per_param": _BYTES,
         "grad_bytes_per_param": _BYTES, "comm_bytes_per_param": _BYTES,
     },
 }
@@ -268,6 +319,25 @@ def check_rows(kind: str, header: list[str], rows, origin: str) -> None:
             _check_link(row, where)
         if kind == "workloads":
             _check_embedding(row, where)
+        if kind == "gpus":
+            _check_gpu(row, where)
+
+
+def _check_gpu(row: dict[str, str], where: str) -> None:
+    """Cross-column units checks of a GPU row: ``memory_GiB`` (2**30 bytes, what the GPU reports) is
+    within 15% of ``memory_GB`` (1e9 bytes, the datasheet's) once both are bytes, which a value in
+    GB, MiB or TiB would not be; an NVLink domain of several GPUs needs NVLink."""
+    gib, gb = (row.get("memory_GiB") or "").strip(), (row.get("memory_GB") or "").strip()
+    if gib and gb:
+        ratio = float(gib) * 2**30 / (float(gb) * 1e9)
+        if not 0.85 <= ratio <= 1.15:
+            raise PaigridError(f"{where}: memory_GiB {gib} is {float(gib) * 2**30 / 1e9:.4g}e9 bytes, not about "
+                               f"memory_GB {gb} x 1e9; memory_GiB is the capacity in GiB (2**30 bytes) the GPU "
+                               "reports.")
+    domain, nvlink = (row.get("nvlink_domain_GPUs") or "").strip(), (row.get("nvlink_gen") or "").strip()
+    if domain and float(domain) > 1 and nvlink and float(nvlink) == 0:
+        raise PaigridError(f"{where}: nvlink_domain_GPUs is {domain} but nvlink_gen is 0; GPUs without NVLink form "
+                           "domains of 1.")
 
 
 def _check_embedding(row: dict[str, str], where: str) -> None:
@@ -348,16 +418,43 @@ class Catalogues:
         number of 0 or more, or empty) in every row."""
         for row in self.precisions.rows:
             column = row["peak_column"]
+            optional = not COLUMN_RULES["gpus"].get(column, Rule()).required
+            if column not in self.gpus.columns and optional:
+                continue  # an optional peak column the file lacks: no GPU of it has that math
             if column not in self.gpus.columns:
                 raise PaigridError(f"precision {row['name']!r} in {self.precisions.origin} runs at the peak column "
                                    f"{column!r}, which {self.gpus.origin} lacks.")
             for gpu in self.gpus.rows:
                 _PEAK.check(gpu[column], f"{self.gpus.origin} row {gpu['name']!r}", column)
 
+    def peak_TFLOP_per_s(self, gpu: str, precision: str) -> float:
+        """Dense datasheet peak [TFLOP/s] of ``gpu`` at ``precision`` (the precision's
+        ``peak_column``); NaN where the GPU lacks that math: the cell is empty or 0, or the
+        precision names the GPU generations with the hardware for it (``generations``, e.g. MXFP8
+        on Blackwell only, though Hopper has an FP8 peak) and the GPU's is not among them."""
+        return self.gpus.number(gpu, self.precisions.row(precision)["peak_column"]) \
+            if not self.lacks_precision(gpu, precision) else math.nan
+
+    def lacks_precision(self, gpu: str, precision: str) -> str:
+        """Why ``gpu`` cannot run ``precision``, completing "the GPU has no PRECISION support (...)";
+        empty when it can."""
+        row = self.precisions.row(precision)
+        column = row["peak_column"]
+        if not self.gpus.number(gpu, column) > 0:
+            return f"{column} is empty in the GPU catalogue"
+        generations = _split(row.get("generations", ""))
+        own = (self.gpus.row(gpu).get("generation") or "").strip()
+        if generations and own not in generations:
+            return (f"{row['name']} needs hardware of the generation(s) {', '.join(generations)}; the "
+                    f"{self.gpus.resolve(gpu)} is {own or 'of no stated generation'}")
+        return ""
+
     def checksums(self) -> dict[str, str]:
         """sha256 of each catalogue's text, for the cube's provenance."""
         return {kind: getattr(self, kind).sha256 for kind in BUILTIN}
 
-    def links_of_scope(self, scope: str) -> list[str]:
-        """Names of the intra-server links (``intra``) or networks (``network``), in file order."""
-        return [row["name"] for row in self.links.rows if row["scope"] == scope]
+    def links_of_scope(self, scope: str, default_only: bool = False) -> list[str]:
+        """Names of the intra-server links (``intra``) or networks (``network``), in file order; with
+        ``default_only``, those of the default grid only (``Catalogue.default_names``)."""
+        names = self.links.default_names if default_only else self.links.names
+        return [row["name"] for row in self.links.rows if row["scope"] == scope and row["name"] in names]

@@ -18,7 +18,8 @@ efficiency) and the ``efficiency`` column of ``links.csv``.  A calibration file 
     gpt2-small = 0.8           # its operator classes run at 0.8 x their default rates
 
 Compute model pai-v2 reads ``datasets/class_efficiency.csv`` (one row per class, GPU generation
-and precision, ``*`` for any; precision ``amp`` stands for amp-fp16 and amp-bf16) and its
+and precision, ``*`` for any; precision ``amp`` stands for amp-fp16 and amp-bf16, ``fp8`` for fp8 and
+its scaling variants fp8-current, fp8-blockwise and mxfp8) and its
 calibrations; the most specific row applies (``Efficiency.class_for``).
 """
 
@@ -92,9 +93,16 @@ LAUNCH_CLASSES = ("launch_eager", "launch_graphs")
 CLASS_KEYS = ("gemm_conv", "small_conv", "recurrent", "attention_eager", "attention_fused", "hbm", *LAUNCH_CLASSES)
 
 
+#: the FP8 recipes that share fp8's tensor-core rate and, until rows of their own exist, its efficiencies
+FP8_FAMILY = ("fp8-current", "fp8-blockwise", "mxfp8")
+
+
 def precision_family(precision: str) -> str:
-    """The family a precision shares tensor-core rates with: ``amp`` for amp-fp16 / amp-bf16."""
-    return "amp" if precision.startswith("amp-") else precision
+    """The family a precision shares tensor-core rates with: ``amp`` for amp-fp16 / amp-bf16, ``fp8``
+    for the FP8 scaling recipes (``FP8_FAMILY``)."""
+    if precision.startswith("amp-"):
+        return "amp"
+    return "fp8" if precision in FP8_FAMILY else precision
 
 
 def class_key(table: dict, cls: str, generation: str, precision: str) -> str:

@@ -1,14 +1,15 @@
 """Sweep specifications: which jobs and which values of each dimension, and the model options.
 
 A spec is TOML (read with the standard library's ``tomllib``); every key is optional and the
-empty spec sweeps the built-in workloads over the whole hardware catalogue:
+empty spec sweeps the built-in workloads over the catalogues' default grid (the GPUs, links and
+precisions whose ``default_grid`` column is ``yes``; every row of a catalogue without one):
 
     model = "pai-v2"                                # compute model: pai-v1 | pai-v2 (default: DEFAULT_MODEL)
     workloads = ["resnet50", "bert-large-seq384"]   # names, or a CSV path; default: all built-in
     jobs_per_block = 4                              # jobs per unit of work (default: sized by work)
     device = "cpu"                                  # cpu | cuda (an NVIDIA GPU; as --device)
 
-    [grid]                                          # default: every value in the catalogues
+    [grid]                                          # default: the catalogues' default_grid rows
     arch = ["1w1g", "allreduce-local"]
     gpu = ["V100", "A100"]                          # aliases resolve to catalogue names
     n_gpu = [1, 2, 4, 8]                            # or "current": each job's own GPU count

@@ -264,7 +264,7 @@ def class_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: 
         table[i, L.G_LAUNCH_EAGER] = eff.class_for("launch_eager", gen, "*") * 1e-6
         table[i, L.G_LAUNCH_GRAPHS] = eff.class_for("launch_graphs", gen, "*") * 1e-6
         for k, precision in enumerate(precisions):
-            tflops = g.number(name, cats.precisions.row(precision)["peak_column"])
+            tflops = cats.peak_TFLOP_per_s(name, precision)
             if not tflops > 0:
                 continue
             for c, cls in enumerate(L.CLASS_NAMES):
@@ -287,17 +287,17 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
     bad = ~np.isfinite(table[:, :L.G_CLASS_MEM_BW]) | (table[:, :L.G_CLASS_MEM_BW] <= 0)
     if bad.any():
         i, f = np.argwhere(bad)[0]
-        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive value needed by the model "
-                           f"(table field {f}).")
+        column = {L.G_MEM_BW: "hbm_GB_per_s", L.G_PCIE_BW: "pcie_gen", L.G_MEMORY: "memory_GB",
+                  L.G_PRICE: "price_USD_per_gpu_hour", L.G_POWER: "tdp_W"}[f]
+        raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive {column} value, which the model needs.")
     p = cats.precisions
     prec = np.zeros((len(precisions), L.N_PREC_FIELDS))
     peak = np.full((len(gpus), len(precisions)), np.nan)
     for k, name in enumerate(precisions):
         prec[k] = [p.number(name, "activation_bytes") / 4.0, p.number(name, "weight_bytes_per_param"),
                    p.number(name, "grad_bytes_per_param"), p.number(name, "comm_bytes_per_param")]
-        column = p.row(name)["peak_column"]
         for i, gname in enumerate(gpus):
-            tflops = g.number(gname, column)
+            tflops = cats.peak_TFLOP_per_s(gname, name)
             if tflops > 0:
                 peak[i, k] = tflops * 1e12 * eff.flop_for(gname, name)
     return table, peak, prec
@@ -366,12 +366,13 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
     if not jobs:
         raise PaigridError("the sweep has no jobs.")
     arch = list(spec.arch or L.ARCH_NAMES)
-    gpus = _unique([cats.gpus.resolve(n) for n in (spec.gpu or cats.gpus.names)], "gpu")
-    intra = _unique([resolve_link(cats, n, "intra") for n in (spec.intra or cats.links_of_scope("intra"))], "intra")
+    gpus = _unique([cats.gpus.resolve(n) for n in (spec.gpu or cats.gpus.default_names)], "gpu")
+    intra = _unique([resolve_link(cats, n, "intra")
+                     for n in (spec.intra or cats.links_of_scope("intra", default_only=True))], "intra")
     network = _unique([resolve_link(cats, n, "network")
-                       for n in (spec.network or cats.links_of_scope("network"))], "network")
-    known_prec = [p for p in PRECISIONS_ORDER if p in cats.precisions.names] + [
-        p for p in cats.precisions.names if p not in PRECISIONS_ORDER]
+                       for n in (spec.network or cats.links_of_scope("network", default_only=True))], "network")
+    defaults = cats.precisions.default_names
+    known_prec = [p for p in PRECISIONS_ORDER if p in defaults] + [p for p in defaults if p not in PRECISIONS_ORDER]
     precision = _unique([cats.precisions.resolve(n) for n in (spec.precision or known_prec)], "precision")
     if spec.n_gpu == CURRENT:
         missing = [j.name for j in jobs if j.current is None]

@@ -6,7 +6,18 @@ shapes.  Parameterised ``blocks`` and ``times`` (repetition) keep a ResNet or a 
 every model carries a ``source``.  Numbers may be arithmetic expressions over the model's ``let``
 names and a block's arguments.  ``python -m paigrid.inputs.zoo`` regenerates
 ``datasets/workload_classes.csv`` from the built-in zoo; ``--check`` compares instead of writing,
-``--show FILE.toml`` prints the per-class numbers of a user's zoo file.
+``--show FILE.toml`` prints the per-class numbers of a user's zoo file, ``--docs PAGE.md``
+rewrites the table of zoo models in ``docs/zoo.md``.
+
+A layer or block used ``times = n`` with ``index = "i"`` is n copies that differ, the i-th
+evaluated with i = 0 .. n - 1 (DenseNet's growing inputs, a stage whose first block strides).
+A model with ``each = { s = [...] }`` is one model per value, ``{s}`` in its name, source and
+``alias_size`` replaced by it (MPT at each sequence length).  ``aliases`` (with
+``alias_size``) are the spellings of ``measured_public_v2.csv``'s ``model`` column that mean
+the model (``resolve_measured``); ``v2`` names the ``models_v2.csv`` row(s) it describes and
+how its parameters and FLOPs compare with them (``tests/test_zoo_v2.py``); ``per_sample``
+counts the other units of one sample (mel frames, audio samples, tokens).  ``divisible(v, d)``
+is the MobileNet/EfficientNet channel rounding.
 
 Units and conventions
 ---------------------
@@ -119,7 +130,9 @@ import argparse
 import ast
 import csv
 import difflib
+import functools
 import io
+import itertools
 import math
 import sys
 import tomllib
@@ -150,6 +163,9 @@ ELTWISE = {
     "tanh": (1, 1, 1, 2, 0, 1, 1),
     "sigmoid": (1, 1, 1, 2, 0, 1, 1),
     "gelu": (1, 1, 2, 1, 1, 0, 8),
+    "silu": (1, 1, 2, 1, 1, 0, 4),
+    "hardswish": (1, 1, 2, 1, 1, 0, 4),
+    "hardsigmoid": (1, 1, 1, 2, 0, 1, 3),
     "gelu_tanh": (10, 8, 20, 8, 1, 3, 9),
     "add": (2, 1, 2, 1, 0, 0, 1),
     "mul": (2, 1, 4, 1, 0, 0, 1),
@@ -180,7 +196,7 @@ FROZEN_NORM = (1, 1, 2, 0, 2)
 #: pooling kinds whose input is larger than their output (``in_elements`` required)
 NEEDS_INPUT = ("maxpool", "avgpool", "mean")
 
-COMMON = {"op", "name", "times", "instances", "saved", "launches", "backward", "note"}
+COMMON = {"op", "name", "times", "index", "instances", "saved", "launches", "backward", "note"}
 FIELDS = {
     "input": ({"elements"}, set()),
     "params": ({"count"}, {"trainable"}),
@@ -194,12 +210,28 @@ FIELDS = {
     "eltwise": ({"kind", "elements"}, {"in_elements", "amp_fp32"}),
     "embedding": ({"rows", "dim", "lookups"}, {"trainable", "shared"}),
 }
-USE_KEYS = {"use", "name", "times", "instances", "note"}
-MODEL_KEYS = {"source", "layers", "let", "workloads", "sample", "notes", "optimizer"}
+USE_KEYS = {"use", "name", "times", "index", "instances", "note"}
+MODEL_KEYS = {"source", "layers", "let", "workloads", "sample", "notes", "optimizer", "each", "aliases",
+              "alias_size", "v2", "per_sample"}
+#: keys of a model's ``v2`` table: the ``models_v2.csv`` row it describes, whether its parameters
+#: and FLOPs are compared with that row's, an independent count where the row has none, and the
+#: recorded reason where the layers disagree with the row
+V2_KEYS = {"model", "params", "flops", "params_M", "gflops", "source", "params_note", "flops_note"}
 BLOCK_KEYS = {"args", "defaults", "let", "layers", "note"}
 FILE_KEYS = {"about", "blocks", "models"}
 CLASS_OVERRIDES = ("gemm_conv", "small_conv", "attention")
-FUNCTIONS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "sqrt": math.sqrt}
+
+
+def _divisible(value: float, divisor: float = 8) -> float:
+    """``value`` rounded to a multiple of ``divisor`` (at least ``divisor``, never 10% below
+    ``value``): the channel rounding of the TensorFlow MobileNet/EfficientNet code and timm's
+    ``make_divisible``."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+FUNCTIONS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "sqrt": math.sqrt,
+             "divisible": _divisible}
 
 
 @dataclass
@@ -236,6 +268,16 @@ class Model:
     layers: list[Layer]
     sample: str = ""
     optimizer: str = ""
+    #: measured spellings of the model (``measured_public_v2.csv``'s ``model`` column) and the
+    #: ``seq_len_or_image_size`` each applies at ("" = any)
+    aliases: list[tuple[str, str]] = field(default_factory=list)
+    #: the ``v2`` table: ``model`` (the ``models_v2.csv`` rows, a list), ``params`` and ``flops`` (bools:
+    #: compare with the row's figures), ``params_M``/``gflops`` (an independent count), ``source``,
+    #: ``params_note``/``flops_note`` (why the layers disagree); empty without one
+    v2: dict = field(default_factory=dict)
+    #: counts of other units in one sample ("mel frames", "audio samples", "tokens"), for
+    #: throughputs measured in them
+    per_sample: dict[str, float] = field(default_factory=dict)
 
     @property
     def params(self) -> float:
@@ -598,22 +640,35 @@ def _let(table, scope: dict, where: _Where, what: str) -> dict:
 
 
 def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times: float,
-            instances: float, stack: tuple[str, ...], out: list[Layer], model_scope: dict) -> None:
+            instances: float, stack: tuple[str, ...], out: list[Layer], model_scope: dict, first: int = 1,
+            suffix: str = "") -> None:
     """Append the layers of ``layers`` to ``out``, expanding blocks (whose scope is the model's
-    ``let`` names, then the block's defaults, arguments and ``let``)."""
+    ``let`` names, then the block's defaults, arguments and ``let``); ``first`` and ``suffix``
+    number and mark the labels of one copy of an indexed layer."""
     if not isinstance(layers, list):
         raise (where.at(prefix) if prefix else where).fail("'layers' must be a list of tables")
-    for index, spec in enumerate(layers, start=1):
+    for index, spec in enumerate(layers, start=first):
         label = f"#{index}"
         if isinstance(spec, dict):
             what = spec.get("name") or (f"use {spec['use']}" if "use" in spec else spec.get("op"))
             label += f" ({what})" if isinstance(what, str) else ""
+        label += suffix
         path = f"{prefix} > {label}" if prefix else label
         here = where.at(path)
         if not isinstance(spec, dict):
             raise here.fail("a layer must be a table such as { op = \"conv\", ... }")
         n = _number(spec, "times", scope, here, 1, minimum=0, strict=False, integer=True)
         k = _number(spec, "instances", scope, here, 1, minimum=0, strict=False)
+        if "index" in spec:
+            # 'times' copies that differ: the i-th sees the index name bound to i = 0, 1, ..., n - 1
+            name = spec["index"]
+            if not isinstance(name, str) or not name.isidentifier():
+                raise here.fail("'index' must be a name, such as \"i\"")
+            one = {key: value for key, value in spec.items() if key not in ("index", "times")}
+            for i in range(int(n)):
+                _expand([one], {**scope, name: i}, blocks, where, prefix, times, instances, stack, out,
+                        model_scope, index, f" [{name}={i}]")
+            continue
         if "use" in spec:
             name = spec["use"]
             if not isinstance(name, str):
@@ -626,6 +681,8 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
                                 + (f" (did you mean {close[0]!r}?)" if close else ""))
             if name in stack:
                 raise here.fail(f"block {name!r} uses itself ({' > '.join([*stack, name])})")
+            if n == 0:
+                continue  # a block used 0 times adds nothing (its sizes may not even be valid then)
             block = blocks[name]
             args = {key: value for key, value in spec.items() if key not in USE_KEYS}
             missing = [a for a in block["args"] if a not in args]
@@ -698,21 +755,84 @@ def parse_zoo(text: str, origin: str) -> list[Model]:
         if not isinstance(spec, dict):
             raise where.fail("a model must be a table")
         _check_keys(spec, MODEL_KEYS, where, "a model")
-        source = spec.get("source")
-        if not isinstance(source, str) or not source.strip():
-            raise where.fail("every model needs a 'source' naming the paper or code its layers come from")
-        if "layers" not in spec:
-            raise where.fail("the model has no 'layers'")
-        workloads = spec.get("workloads", [name])
-        if not isinstance(workloads, list) or not workloads or not all(isinstance(w, str) for w in workloads):
-            raise where.fail("'workloads' must be a list of workload names")
-        scope = _let(spec.get("let", {}), {}, where, "'let'")
-        layers: list[Layer] = []
-        _expand(spec["layers"], scope, blocks, where, "", 1.0, 1.0, (), layers, scope)
-        if not layers:
-            raise where.fail("the model has no layers")
-        out.append(Model(name, source.strip(), origin, workloads, layers, str(spec.get("sample", "")),
-                         str(spec.get("optimizer", ""))))
+        for values in _each(spec, where):
+            here = _Where(origin, _format(name, values, where, "the model name"))
+            out.append(_model(here, spec, values, blocks, origin))
+    return out
+
+
+def _each(spec: dict, where: _Where) -> list[dict]:
+    """The bindings of a model's ``each = { name = [values] }`` table: one model per combination
+    (one model, no bindings, without it)."""
+    table = spec.get("each", {})
+    if not isinstance(table, dict) or not all(isinstance(v, list) and v for v in table.values()):
+        raise where.fail("'each' must be a table of name = [value, ...]")
+    for key, values in table.items():
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise where.fail(f"'each' {key!r} must list numbers")
+    if table and "{" not in where.model:
+        raise where.fail("a model with 'each' needs its names in the model name, such as \"m-seq{s}\"")
+    return [dict(zip(table, combo)) for combo in itertools.product(*table.values())]
+
+
+def _format(text: str, values: dict, where: _Where, what: str) -> str:
+    """``text`` with ``{name}`` replaced by the ``each`` values."""
+    try:
+        return text.format(**values)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise where.fail(f"{what} {text!r} names {exc} that 'each' does not give") from None
+
+
+def _model(where: _Where, spec: dict, values: dict, blocks: dict, origin: str) -> Model:
+    """One model of a ``[models.NAME]`` table, with the ``each`` values ``values`` bound."""
+    name = where.model
+    source = spec.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise where.fail("every model needs a 'source' naming the paper or code its layers come from")
+    if "layers" not in spec:
+        raise where.fail("the model has no 'layers'")
+    workloads = spec.get("workloads", [name])
+    if not isinstance(workloads, list) or not workloads or not all(isinstance(w, str) for w in workloads):
+        raise where.fail("'workloads' must be a list of workload names")
+    workloads = [_format(w, values, where, "the workload name") for w in workloads]
+    scope = _let(spec.get("let", {}), dict(values), where, "'let'")
+    layers: list[Layer] = []
+    _expand(spec["layers"], scope, blocks, where, "", 1.0, 1.0, (), layers, scope)
+    if not layers:
+        raise where.fail("the model has no layers")
+    aliases = spec.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise where.fail("'aliases' must be a list of measured model names")
+    size = spec.get("alias_size", "")
+    if not isinstance(size, str):
+        raise where.fail("'alias_size' must be a string such as \"384\" or \"224x224\"")
+    size = _format(size, values, where, "'alias_size'")
+    counts = spec.get("per_sample", {})
+    if not isinstance(counts, dict):
+        raise where.fail("'per_sample' must be a table of unit = count, such as { tokens = \"s\" }")
+    per_sample = {unit: _number(counts, unit, scope, where) for unit in counts}
+    return Model(name, _format(source.strip(), values, where, "the source"), origin, workloads, layers,
+                 _format(str(spec.get("sample", "")), values, where, "the sample"), str(spec.get("optimizer", "")),
+                 [(a.strip(), size) for a in aliases], _v2(spec.get("v2"), scope, where), per_sample)
+
+
+def _v2(table, scope: dict, where: _Where) -> dict:
+    """A model's ``v2`` table, its ``params``/``flops`` flags and counts evaluated in ``scope``."""
+    if table is None:
+        return {}
+    names = table.get("model") if isinstance(table, dict) else None
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise where.fail("'v2' must be a table naming its models_v2.csv row(s): v2 = { model = \"...\" }")
+    _check_keys(table, V2_KEYS, where, "a model's 'v2' table")
+    out = {key: str(table.get(key, "")) for key in ("source", "params_note", "flops_note")}
+    out["model"] = names
+    for key in ("params", "flops"):
+        out[key] = _flag(table, key, scope, where, True)
+    for key in ("params_M", "gflops"):
+        out[key] = _number(table, key, scope, where, math.nan) if key in table else math.nan
+    if (not math.isnan(out["params_M"]) or not math.isnan(out["gflops"])) and not out["source"]:
+        raise where.fail("an independent count in 'v2' needs its 'source'")
     return out
 
 
@@ -727,7 +847,13 @@ def builtin_folder() -> Path:
 
 
 def builtin_models() -> list[Model]:
-    """Every model of the built-in zoo, files in name order; a workload named twice is an error."""
+    """Every model of the built-in zoo, files in name order; a workload named twice is an error
+    (parsed once per process: the built-in files do not change under it)."""
+    return list(_builtin_models())
+
+
+@functools.cache
+def _builtin_models() -> tuple[Model, ...]:
     models: list[Model] = []
     seen: dict[str, str] = {}  # workload -> the file that describes it
     for path in sorted(builtin_folder().glob("*.toml")):
@@ -738,7 +864,57 @@ def builtin_models() -> list[Model]:
                                        f"and {model.origin}.")
                 seen[workload] = model.origin
             models.append(model)
-    return models
+    return tuple(models)
+
+
+# ---------------------------------------------------------------------------------------------
+# measured model names
+
+
+def same_size(a: str, b: str) -> bool:
+    """Whether two ``seq_len_or_image_size`` texts name the same size: equal numbers, ``N`` and
+    ``NxN`` (a square image), or the same words."""
+    def norm(text: str) -> str:
+        text = text.strip().casefold().replace(" ", "")
+        parts = text.split("x")
+        if len(parts) == 2 and parts[0] == parts[1]:
+            text = parts[0]
+        try:
+            return f"{float(text):g}"
+        except ValueError:
+            return text
+    return norm(a) == norm(b)
+
+
+def alias_rows(models: list[Model] | None = None) -> list[dict[str, str]]:
+    """The zoo's measured-name aliases in the schema of ``measurement_aliases.csv``
+    (``measured_model``, ``seq_len_or_image_size``, ``workload``, ``note``), zoo file order."""
+    models = builtin_models() if models is None else models
+    return [{"measured_model": alias, "seq_len_or_image_size": size, "workload": model.workloads[0],
+             "note": f"{model.origin}: {model.sample or model.name}"}
+            for model in models for alias, size in model.aliases]
+
+
+def resolve_measured(name: str, size: str = "", models: list[Model] | None = None) -> str:
+    """The zoo workload of a measured model name (``measured_public_v2.csv``'s ``model``) at a
+    ``seq_len_or_image_size``: an alias listed at that size, else one listed for any size, else a
+    zoo workload of that name; one sentence naming the sizes it is known at, or that it is unknown."""
+    rows = alias_rows(models)
+    folded = name.strip().casefold()
+    entries = [r for r in rows if r["measured_model"].casefold() == folded]
+    for wanted in (lambda r: r["seq_len_or_image_size"] and size.strip()
+                   and same_size(r["seq_len_or_image_size"], size),
+                   lambda r: not r["seq_len_or_image_size"]):
+        for entry in entries:
+            if wanted(entry):
+                return entry["workload"]
+    if entries:
+        sizes = ", ".join(sorted({e["seq_len_or_image_size"] for e in entries}))
+        raise PaigridError(f"the zoo has model {name!r} at {sizes}, not at {size.strip() or '(no size)'}.")
+    names = {w.casefold(): w for m in (builtin_models() if models is None else models) for w in m.workloads}
+    if folded in names:
+        return names[folded]
+    raise PaigridError(f"the zoo has no model or alias {name!r}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -856,6 +1032,49 @@ def summary(model: Model) -> str:
     return "\n".join(lines)
 
 
+DOCS_START = "<!-- zoo models: generated by python -m paigrid.inputs.zoo --docs docs/zoo.md -->"
+DOCS_END = "<!-- end of zoo models -->"
+
+
+def models_table(models: list[Model] | None = None) -> str:
+    """A Markdown table of every zoo model: workload, file, parameters (M), forward GFLOP per
+    sample, the ``models_v2.csv`` row(s) it describes and the measured spellings that reach it."""
+    models = builtin_models() if models is None else models
+    lines = ["| workload | file | params (M) | fwd GFLOP / sample | per sample | models_v2.csv row | "
+             "checked against (params; FLOPs) | measured as |",
+             "|---|---|---:|---:|---|---|---|---|"]
+    for model in models:
+        spellings = "; ".join(f"{a} @ {s}" if s else a for a, s in model.aliases)
+        counts = ", ".join(f"{n:g} {unit}" for unit, n in model.per_sample.items())
+        lines.append(f"| `{model.workloads[0]}` | {Path(model.origin).name} | {model.params / 1e6:.2f} | "
+                     f"{model.flops() / 1e9:.4g} | {counts} | {'; '.join(model.v2.get('model', []))} | "
+                     f"{_checked(model)} | {spellings} |")
+    return "\n".join(lines)
+
+
+def _checked(model: Model) -> str:
+    """How the v2 table compares a model's parameters and FLOPs (see ``tests/test_zoo_v2.py``)."""
+    if not model.v2:
+        return ""
+    def one(what: str, count: str) -> str:
+        if model.v2[f"{what}_note"]:
+            return "note"
+        if not model.v2[what]:
+            return "other size"
+        return "independent" if not math.isnan(model.v2[count]) else "file"
+    return f"{one('params', 'params_M')}; {one('flops', 'gflops')}"
+
+
+def with_models_table(page: str, models: list[Model] | None = None, origin: str = "the page") -> str:
+    """``page`` with the text between ``DOCS_START`` and ``DOCS_END`` replaced by the table."""
+    if DOCS_START not in page or DOCS_END not in page:
+        raise PaigridError(f"{origin} has no zoo-models markers ({DOCS_START} ... {DOCS_END}) to write "
+                           "the table between.")
+    head, rest = page.split(DOCS_START, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    return f"{head}{DOCS_START}\n{models_table(models)}\n{DOCS_END}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m paigrid.inputs.zoo``: regenerate, check or show."""
     parser = argparse.ArgumentParser(prog="python -m paigrid.inputs.zoo", description=__doc__.splitlines()[0])
@@ -864,8 +1083,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help=f"where to write the table (default: the package's {OUTPUT_NAME})")
     parser.add_argument("--show", nargs="+", metavar="ZOO.toml",
                         help="print the per-class numbers of the models of these zoo files and stop")
+    parser.add_argument("--docs", metavar="PAGE.md",
+                        help="rewrite the table of zoo models in this page (docs/zoo.md) and stop")
     args = parser.parse_args(argv)
     try:
+        if args.docs:
+            page = read_text(args.docs, "the documentation page")
+            write_text_atomically(Path(args.docs), with_models_table(page, origin=args.docs))
+            print(f"wrote the zoo models table of {args.docs}")
+            return 0
         if args.show:
             for path in args.show:
                 for model in load_zoo(path):

@@ -143,7 +143,7 @@ def model_vector(model: Transformer, global_batch: int | None = None) -> np.ndar
 
 def peak_flops(cats: Catalogues, gpu: str, precision: str) -> float:
     """Dense datasheet peak of ``gpu`` at ``precision`` [FLOP/s] (NaN when it has none)."""
-    value = cats.gpus.number(gpu, cats.precisions.row(precision)["peak_column"])
+    value = cats.peak_TFLOP_per_s(gpu, precision)
     return value * 1e12 if value > 0 else math.nan
 
 

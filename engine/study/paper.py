@@ -1,18 +1,23 @@
 """The PAI study as the paper reports it: its figures beside ours, one mechanism at a time.
 
-Where ``study.report`` reads a swept cube, this module predicts a population's jobs directly
-(``predict.predict_configs``) under *variants* of the model -- version 1 (the paper's model),
-version 1 plus one named option, and communication v2 with every parameter-server option -- and
-under scaled resources, so that each difference from the paper can be traced to a mechanism that
-can be switched:
+Part of the report (``study.report.compute_report`` calls :func:`compute_paper` on the jobs the
+cube records, :meth:`Population.from_cube`): where the cube holds the model that made it, this
+module predicts the same jobs directly (``predict.config_values``) under *variants* of the
+model -- version 1 (the paper's model), version 1 plus one named option, and communication v2
+with every parameter-server option -- and under scaled resources, so that each difference from
+the paper can be traced to a mechanism that can be switched:
 
 * :func:`compute_paper` returns every number: the time shares per architecture, per job and
   weighted by GPUs; the paper's figures beside ours under each variant; the projections of
   PS/Worker jobs changing one thing at a time (the architecture on the same hardware, the
   hardware, then both); the placement bracket; a sensitivity table per architecture; and the
   memory-bound against FLOP-bound time with an operator-fusion factor;
-* :func:`render_paper` turns them into a markdown section (``bench/study.py`` appends it to
-  ``docs/study.md``).
+* :func:`render_paper` turns them into a markdown section of ``report.md``.
+
+The variants are predicted, not stored in the cube as a dimension: they are eight models times a
+few configurations per job (each job's current one and the projections' targets), a few dozen
+predictions per job, where a variant dimension would multiply the whole cube (1,100
+configurations per job in the study spec) by eight for figures that read under 1% of it.
 
 A *share* of a job is its component over the sum of the four components; a mean *per job* weighs
 every job once, a mean *by GPU* weighs a job by its GPU count (the resource view: PS/Worker jobs
@@ -31,7 +36,7 @@ from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.jobs import load_jobs
 from paigrid.inputs.spec import Options, SweepSpec
-from paigrid.predict import predict_configs
+from paigrid.predict import _shortest_array, config_values
 from paigrid.study.common import ARCHS, COMPONENTS, ETHERNET, NVLINK_SERVER, pct, times
 
 #: model variants: name -> (what it is, option overrides of version 1)
@@ -84,12 +89,20 @@ def _means(values: np.ndarray, gpus: np.ndarray) -> tuple[float, float]:
 
 
 class Population:
-    """A population's jobs and current configurations, and the predictions of them under a variant."""
+    """A population's jobs and current configurations, and the predictions of them under a variant.
 
-    def __init__(self, path: str):
-        self.cats = Catalogues.load()
-        self.jobs, self.cats = load_jobs(SweepSpec(workloads=path), self.cats)
-        self.jobs = [j for j in self.jobs if j.current is not None]
+    Built from a population CSV (``Population(path)``) or from a swept cube's recorded jobs
+    (:meth:`from_cube`: the report's path, so that the variants are predicted for exactly the jobs,
+    batches, per-job options and current configurations the cube holds)."""
+
+    def __init__(self, path: str | None = None, jobs: list | None = None, cats: Catalogues | None = None,
+                 options: Options = PAPER_MODEL):
+        if path is not None:
+            cats = Catalogues.load()
+            jobs, cats = load_jobs(SweepSpec(workloads=path), cats)
+        self.cats = cats
+        self.options = options
+        self.jobs = [j for j in jobs if j.current is not None]
         cur = [j.current for j in self.jobs]
         self.arch = np.array([c["arch"] for c in cur], dtype=object)
         self.gpu = np.array([c["gpu"] for c in cur], dtype=object)
@@ -99,6 +112,43 @@ class Population:
         self.per_server = np.array([float(j.options["gpus_per_node"]) for j in self.jobs])
         self.model = np.array([j.model for j in self.jobs], dtype=object)
         self.eff = defaults()
+
+    @classmethod
+    def from_cube(cls, cube, keep=None) -> Population:
+        """The jobs recorded in an open cube (``paigrid.cube.Cube``): each job's model, batch,
+        per-job options (``gpus_per_node``, ``nics_per_node``, ``grad_accum_steps``, ``overlap``;
+        the others from the spec stored in the cube's ``spec`` attribute) and current
+        configuration; ``keep`` (bool per job) selects jobs.  The base options are the spec's, so
+        the variants switch mechanisms on top of the model that made the cube."""
+        import json
+
+        from paigrid.inputs.jobs import Job
+        from paigrid.inputs.spec import JOB_OPTIONS
+        from paigrid.schema import decode_strings, str_attr
+
+        f = cube.file
+        stored = json.loads(str_attr(f.attrs, "spec") or "{}")
+        fields = {k: v for k, v in stored.get("options", {}).items() if k in Options.__dataclass_fields__}
+        options = Options(**fields) if fields else PAPER_MODEL
+        cats = Catalogues.load(stored.get("catalogues") or None)
+        names = decode_strings(f["job"][:])
+        models = decode_strings(f["model"][:])
+        batch = np.asarray(f["batch"][:], dtype=float)
+        per_job = {k: np.asarray(f[k][:], dtype=float) for k in JOB_OPTIONS if k in f}
+        current = {d: decode_strings(f[f"current_{d}"][:]) for d in ("arch", "gpu", "intra", "network", "precision")}
+        n_gpu = np.asarray(f["current_n_gpu"][:], dtype=np.int64)
+        base = {k: getattr(options, k) for k in JOB_OPTIONS}
+        jobs = []
+        for i, name in enumerate(names):
+            if (keep is not None and not keep[i]) or not current["arch"][i]:
+                continue
+            values = dict(base)
+            for k, col in per_job.items():
+                values[k] = int(col[i]) if isinstance(base[k], int) else float(col[i])
+            config = {d: current[d][i] for d in current}
+            config["n_gpu"] = int(n_gpu[i])
+            jobs.append(Job(name, models[i], float(batch[i]), values, config))
+        return cls(jobs=jobs, cats=cats, options=options)
 
     def predict(self, options: Options, change: dict | None = None, mask: np.ndarray | None = None,
                 scale: dict | None = None) -> dict[str, np.ndarray]:
@@ -116,11 +166,18 @@ class Population:
             for dim, value in (change or {}).items():
                 config[dim] = value[i] if isinstance(value, np.ndarray) else value
             configs.append(config)
-        results = predict_configs([self.jobs[i] for i in index], configs, self.cats, self.eff, options, scale)
-        for i, r in zip(index, results):
-            for v in ("step_time", *COMPONENTS):
-                out[v][i] = r[v]
-            out["valid"][i], out["fits"][i] = r["valid"], r["fits_memory"]
+        if not len(index):
+            return out
+        values = config_values([self.jobs[i] for i in index], configs, self.cats, self.eff, options, scale)
+        valid = np.asarray(values["invalid_reason"]) == 0
+        for v in ("step_time", *COMPONENTS):
+            # float32 values as predict_one and predict_configs give them (the shortest decimal)
+            out[v][index] = np.where(valid, _shortest_array(np.asarray(values[v])), np.nan)
+        # fits as ``predict`` says it: for a valid configuration, whether the kernel's memory check of its
+        # architecture kept it (best_step_time finite; ps_memory frees a PS worker of optimizer state)
+        fits = np.where(valid, np.isfinite(np.asarray(values["best_step_time"], dtype=float)),
+                        np.asarray(values["fits_memory"]) == 1)
+        out["valid"][index], out["fits"][index] = valid, fits
         return out
 
 
@@ -240,12 +297,12 @@ def _memory_bound(pop: Population, options: Options, current: dict) -> dict:
     return {"archs": rows, "models": models}
 
 
-def compute_paper(population: str, variants: tuple[str, ...] = tuple(VARIANTS)) -> dict:
-    """Every number of the paper section for the population CSV at ``population`` (jobs with a
-    current configuration): ``figures`` per variant (see :func:`_figures`), ``bracket`` (the
+def compute_paper(population, variants: tuple[str, ...] = tuple(VARIANTS)) -> dict:
+    """Every number of the paper section for ``population`` (a :class:`Population`, or the path of a
+    population CSV; jobs with a current configuration): ``figures`` per variant (see :func:`_figures`), ``bracket`` (the
     placement bracket: PS communication share and Ethernet speedup, shared NIC against one share per
     worker), ``sensitivity`` and ``memory`` under version 1 and v2."""
-    pop = Population(population)
+    pop = population if isinstance(population, Population) else Population(population)
     figures = {}
     for name in variants:
         figures[name] = _figures(pop, replace(PAPER_MODEL, **VARIANTS[name][1]))

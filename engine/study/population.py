@@ -46,6 +46,27 @@ two PCIe trees and one 25 GbE NIC. Nothing here is tuned to the paper's headline
 Draw order (for reproducibility with ``numpy.random.default_rng(seed)``): architecture
 permutation, then per-job vectors in this order: GPU count, GPU, model, batch-set flag,
 batch choice.
+
+Populations of 2026 (:func:`llm_jobs`, ``llm_share`` > 0)
+--------------------------------------------------------
+A share ``llm_share`` of the jobs (rounded to whole jobs) are LLM training jobs beside the
+PAI-era ones; the PAI-era part is exactly ``synthetic_population(n - n_llm, seed)``, the LLM jobs
+follow it, drawn from their own generator (``default_rng([seed, 2026])``).  The mix is an
+assumption (no public trace gives it), every table a module constant:
+
+1. Kind: pre-training for a share ``llm_pretrain_share`` (default 0.2) of the LLM jobs,
+   fine-tuning for the rest (exact quotas, shuffled).
+2. Model (:data:`LLM_PRETRAIN_MIX`, :data:`LLM_FINETUNE_MIX`): names of ``datasets/llm_models.csv``;
+   fine-tuning favours the open 7-13B models, pre-training spreads up to 405B.
+3. GPUs (:data:`LLM_N_GPU`): pre-training 64 to 1,024, fine-tuning 1 to 16.
+4. GPU (:data:`LLM_GPU_MIX`): H100-SXM5-80GB 45%, H200 25%, A100-SXM4-80GB 20%, B200 10%; the
+   NVLink of each (:data:`LLM_INTRA`), 8 GPUs per server, InfiniBand NDR 400 Gb/s
+   (``ib-ndr-400g``), ``amp-bf16``, the model's default batch.
+5. Architecture: data parallel as the population columns can say it: ``1w1g`` on one GPU,
+   ``allreduce-local`` within a server, ``allreduce-cluster`` across servers.
+
+Such a population is swept like any other once LLM names are sweep workloads (the model column
+names them as it names any workload).
 """
 
 from __future__ import annotations
@@ -110,6 +131,33 @@ BATCH_MENU = {
 """Per-GPU batch menu (samples) per model; a model missing here (gcn) always uses its default."""
 
 
+LLM_PRETRAIN_SHARE = 0.2
+"""Share of the LLM jobs that pre-train (the rest fine-tune): an assumption."""
+
+LLM_PRETRAIN_MIX = {"llama3-8b": 0.20, "llama2-7b": 0.10, "llama2-13b": 0.10, "mixtral-8x7b": 0.10,
+                    "deepseek-moe-16b": 0.10, "llama3-70b": 0.15, "llama2-70b": 0.10, "gpt3-175b": 0.10,
+                    "llama3-405b": 0.05}
+"""Share of pre-training jobs per LLM (names of datasets/llm_models.csv; our choice)."""
+
+LLM_FINETUNE_MIX = {"llama3-8b": 0.30, "llama2-7b": 0.25, "llama2-13b": 0.15, "mixtral-8x7b": 0.10,
+                    "deepseek-moe-16b": 0.05, "llama3-70b": 0.10, "llama2-70b": 0.05}
+"""Share of fine-tuning jobs per LLM (open 7-70B models; our choice)."""
+
+LLM_N_GPU = {"pretrain": ((64, 128, 256, 512, 1024), (0.25, 0.30, 0.25, 0.15, 0.05)),
+             "finetune": ((1, 2, 4, 8, 16), (0.20, 0.15, 0.20, 0.35, 0.10))}
+"""GPUs per LLM job: (values, probabilities) per kind (our choice)."""
+
+LLM_GPU_MIX = {"H100-SXM5-80GB": 0.45, "H200": 0.25, "A100-SXM4-80GB": 0.20, "B200": 0.10}
+"""Share of LLM jobs per GPU (a 2026 training fleet; our choice)."""
+
+LLM_INTRA = {"H100-SXM5-80GB": "nvswitch-nvlink4", "H200": "nvswitch-nvlink4", "A100-SXM4-80GB": "nvswitch-nvlink3",
+             "B200": "nvlink5"}
+"""The intra-server link of each LLM GPU's server."""
+
+LLM_NETWORK = "ib-ndr-400g"
+LLM_PRECISION = "amp-bf16"
+
+
 def _quotas(n: int, shares: dict[str, float]) -> dict[str, int]:
     """Split ``n`` jobs over ``shares`` by largest remainder (counts sum to ``n``)."""
     raw = {k: n * v for k, v in shares.items()}
@@ -120,8 +168,17 @@ def _quotas(n: int, shares: dict[str, float]) -> dict[str, int]:
     return counts
 
 
-def synthetic_population(n_jobs: int, seed: int) -> list[dict]:
-    """Draw ``n_jobs`` PAI-like training jobs, reproducibly from ``seed``.
+def _check_share(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a fraction from 0 to 1, got {value!r}.")
+    return float(value)
+
+
+def synthetic_population(n_jobs: int, seed: int, llm_share: float = 0.0,
+                         llm_pretrain_share: float = LLM_PRETRAIN_SHARE) -> list[dict]:
+    """Draw ``n_jobs`` PAI-like training jobs, reproducibly from ``seed``; a share ``llm_share``
+    of them (a fraction) are 2026 LLM jobs (:func:`llm_jobs`), of which ``llm_pretrain_share``
+    pre-train.
 
     Returns a list of rows (dicts keyed by :data:`POPULATION_COLUMNS`); ``current_n_gpu`` and
     ``gpus_per_node`` are GPU counts, ``batch`` is a per-GPU batch in samples or ``""`` for the
@@ -133,7 +190,15 @@ def synthetic_population(n_jobs: int, seed: int) -> list[dict]:
         raise ValueError(f"n_jobs must be a non-negative integer, got {n_jobs!r}.")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
-    n = int(n_jobs)
+    llm_share = _check_share("llm_share", llm_share)
+    llm_pretrain_share = _check_share("llm_pretrain_share", llm_pretrain_share)
+    n_llm = int(round(int(n_jobs) * llm_share))
+    rows = _pai_jobs(int(n_jobs) - n_llm, int(seed))
+    return rows + llm_jobs(n_llm, int(seed), llm_pretrain_share) if n_llm else rows
+
+
+def _pai_jobs(n: int, seed: int) -> list[dict]:
+    """The PAI-era jobs of :func:`synthetic_population`."""
     rng = np.random.default_rng(seed)
     arch_counts = _quotas(n, ARCH_JOB_SHARE)
     archs = np.array([a for a, c in arch_counts.items() for _ in range(c)], dtype=object)
@@ -167,6 +232,33 @@ def synthetic_population(n_jobs: int, seed: int) -> list[dict]:
             "current_precision": PRECISION,
             "source": f"synthetic-seed-{seed}",
         })
+    return rows
+
+
+def llm_jobs(n: int, seed: int, pretrain_share: float = LLM_PRETRAIN_SHARE) -> list[dict]:
+    """``n`` LLM training jobs of 2026 (the tables of the module docstring), from
+    ``default_rng([seed, 2026])``; rows of :data:`POPULATION_COLUMNS`, named ``llm-S-i``, source
+    ``synthetic-llm-seed-S``."""
+    rng = np.random.default_rng([seed, 2026])
+    kinds = np.array([k for k, c in _quotas(n, {"pretrain": pretrain_share, "finetune": 1 - pretrain_share}).items()
+                      for _ in range(c)], dtype=object)
+    kinds = kinds[rng.permutation(n)] if n else kinds
+    n_gpu = np.ones(n, dtype=np.int64)
+    models = np.empty(n, dtype=object)
+    for kind, mix in (("pretrain", LLM_PRETRAIN_MIX), ("finetune", LLM_FINETUNE_MIX)):
+        mask = kinds == kind
+        values, probs = LLM_N_GPU[kind]
+        n_gpu[mask] = rng.choice(values, size=int(mask.sum()), p=probs)
+        models[mask] = rng.choice(list(mix), size=int(mask.sum()), p=list(mix.values()))
+    gpus = rng.choice(list(LLM_GPU_MIX), size=n, p=list(LLM_GPU_MIX.values()))
+    rows = []
+    for i in range(n):
+        count, gpu = int(n_gpu[i]), str(gpus[i])
+        arch = "1w1g" if count == 1 else "allreduce-local" if count <= GPUS_PER_NODE else "allreduce-cluster"
+        rows.append({"job": f"llm-{seed}-{i:06d}", "model": str(models[i]), "batch": "", "gpus_per_node": GPUS_PER_NODE,
+                     "current_arch": arch, "current_gpu": gpu, "current_n_gpu": count,
+                     "current_intra": LLM_INTRA[gpu], "current_network": LLM_NETWORK,
+                     "current_precision": LLM_PRECISION, "source": f"synthetic-llm-seed-{seed}"})
     return rows
 
 

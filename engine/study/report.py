@@ -219,6 +219,8 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         rung = [GPU_LADDERS[k][r] for k in ladder]
         sets[gen] = coords(gpu=_index(labels["gpu"], [x[0] for x in rung]),
                            intra=_index(labels["intra"], [x[1] for x in rung]))
+    for arch in labels["arch"]:
+        sets[f"arch:{arch}"] = coords(arch=label("arch", str(arch)))
     values = gather(cube, sets, block_jobs)
 
     current = values["current"]
@@ -247,7 +249,8 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         "gpu": _gpu_upgrades(analysed, values, ladder),
     }
     result = {
-        "cube": {"path": str(cube.path), "jobs": n, "labels": {d: list(map(str, labels[d])) for d in COORDS},
+        "cube": {"path": str(cube.path), "jobs": n, "job_names": list(map(str, labels["job"])),
+                 "labels": {d: list(map(str, labels[d])) for d in COORDS},
                  "created": str_attr(f.attrs, "created"), "paigrid_version": str_attr(f.attrs, "paigrid_version"),
                  "model": cube_model(f.attrs)},
         "current": {"arch": cur["arch"], "gpu": cur["gpu"], "n_gpu": n_gpu, **{c: current[c] for c in COMPONENTS},
@@ -258,7 +261,137 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         "projections": projections,
     }
     result["headline"] = headline_rows(result)
+    models = _strings(f["model"])
+    band, fallback = _job_bands(cube, n)
+    result["job_band"] = band
+    result["bands"] = {"fallback": fallback, "fallback_jobs": int(np.sum(analysed & fallback["used"]))}
+    _headline_bands(result, values, cur, sibling, models, band)
+    result["best_arch"] = _best_arch(values, labels, analysed, cur["arch"], band)
+    result["population"] = population_sources(cube)
+    result["paper"], result["designs"] = _paper_and_designs(cube, analysed, cur_idx, current, band, block_jobs)
     return result
+
+
+def population_sources(cube: Cube) -> dict:
+    """Where the cube's jobs came from: the population file its provenance names (``input_sha256``
+    of the sweep), and, when that file is still there unchanged, its jobs per ``source`` -- among
+    them the trace importer's jobs that took the default family.  ``{"path", "status": "read" |
+    "missing" | "changed" | "none", "sources": {source: jobs}}``."""
+    import csv
+    import json
+
+    from paigrid.userfiles import file_sha256
+
+    inputs = json.loads(str_attr(cube.file.attrs, "input_sha256") or "{}")
+    entry = inputs.get("workloads") or {}
+    if not entry.get("path"):
+        return {"path": "", "status": "none", "sources": {}}
+    recorded = Path(entry["path"])
+    candidates = [recorded] if recorded.is_absolute() else [recorded, Path(cube.path).parent / recorded]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        return {"path": str(recorded), "status": "missing", "sources": {}}
+    if entry.get("sha256") and file_sha256(found) != entry["sha256"]:
+        return {"path": str(found), "status": "changed", "sources": {}}
+    sources: dict[str, int] = {}
+    with open(found, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if "source" not in (reader.fieldnames or []):
+            return {"path": str(found), "status": "read", "sources": {}}
+        for row in reader:
+            key = (row.get("source") or "").strip() or "(none)"
+            sources[key] = sources.get(key, 0) + 1
+    return {"path": str(found), "status": "read", "sources": sources}
+
+
+def _job_bands(cube: Cube, n: int) -> tuple[np.ndarray, dict]:
+    """Each job's relative prediction band at its current GPU count (the cube's
+    ``prediction_band``), a group without one taking the largest band of the cube's model
+    (``bands.fallback_band``, counted)."""
+    from paigrid.inputs.efficiency import prediction_band
+    from paigrid.study.bands import fallback_band
+
+    f = cube.file
+    stored = np.asarray(f["prediction_band"][:, 0], dtype=float) if "prediction_band" in f else np.full(n, np.nan)
+    model = cube_model(f.attrs)
+    calibrated = (str_attr(f.attrs, "efficiency_source") or "defaults") != "defaults"
+    known = [prediction_band(model, calibrated, g) for g in ("single_gpu", "multi_gpu_one_server", "multi_server")]
+    value = fallback_band(np.array(known))
+    used = ~np.isfinite(stored)
+    return np.where(used, value, stored), {"band": value, "used": used, "model": model, "calibrated": calibrated}
+
+
+def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models: np.ndarray,
+                    band: np.ndarray) -> None:
+    """Add to every headline row its band under correlated and under independent errors
+    (``bands``): ``band_correlated`` and ``band_independent``, (low, high) in the row's unit."""
+    from paigrid.study.bands import ErrorModel, share_band, speedup_band
+
+    current = values["current"]
+    total = sum(current[c] for c in COMPONENTS)
+    share = current["t_comm"] / np.where(total > 0, total, np.nan)
+    analysed = result["analysed"]
+    ps_all = int(np.sum(analysed & (cur["arch"] == "ps-worker")))
+    target_gpu = np.array([s[0] or g for s, g in zip(sibling, cur["gpu"])], dtype=object)
+    projections = result["projections"]
+    for model in (ErrorModel(correlated=True), ErrorModel(correlated=False)):
+        key = "band_correlated" if model.correlated else "band_independent"
+        for row in result["headline"]:
+            what = row["what"]
+            if what.startswith("communication share"):
+                mask = analysed & ((cur["arch"] == "ps-worker") if "PS/Worker" in what else True)
+                row[key] = share_band(model, models[mask], cur["gpu"][mask], band[mask], share[mask], np.mean)
+                continue
+            if "AllReduce-NVLink" in what:
+                p, tgt, gpus = projections["ps_nvlink"], values["nvlink"], target_gpu
+                if "fit in one server" in what:
+                    def figure(s):
+                        return float(np.mean(s > 1.0))
+                else:
+                    def figure(s):
+                        return float(np.sum(s > 1.0) / ps_all)
+            else:
+                p, tgt, gpus, figure = projections["ethernet"], values["eth100"], cur["gpu"], np.mean
+            jobs = p["job_index"]
+            row[key] = speedup_band(model, models[jobs], cur["gpu"][jobs], gpus[jobs], band[jobs], band[jobs],
+                                    current["step_time"][jobs], tgt["step_time"][jobs], figure)
+        for row in result["headline"]:
+            if row["unit"] == "share":   # a share of jobs or of time stays within 0 and 1
+                row[key] = tuple(float(np.clip(x, 0.0, 1.0)) for x in row[key])
+
+
+def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: np.ndarray, band: np.ndarray) -> dict:
+    """Each analysed job's fastest architecture on its current hardware, count and precision (the
+    first in label order among equals), whether another is faster than its own, and whether the best
+    is a tie: the second fastest is slower by less than the job's band."""
+    archs = [str(a) for a in labels["arch"]]
+    times = np.stack([np.where(values[f"arch:{a}"]["valid"] & (values[f"arch:{a}"]["fits_memory"] != 0),
+                               values[f"arch:{a}"]["step_time"], np.inf) for a in archs], axis=1)
+    ranked = np.sort(times, axis=1)
+    usable = analysed & np.isfinite(ranked[:, 0])
+    tie = usable & (ranked[:, 1] <= ranked[:, 0] * (1 + band)) if len(archs) > 1 else np.zeros(len(band), bool)
+    best = np.array(archs, dtype=object)[np.argmin(times, axis=1)]
+    own = np.array([times[k, archs.index(a)] if a in archs else np.inf for k, a in enumerate(current_arch)])
+    changes = usable & (own > ranked[:, 0])      # a job already on one of its fastest architectures stays
+    counts = {a: int(np.sum(usable & (best == a))) for a in archs if np.any(usable & (best == a))}
+    return {"jobs": int(usable.sum()), "tied": int(tie.sum()), "not_current": int(changes.sum()),
+            "share_tied": float(np.mean(tie[usable])) if usable.any() else math.nan,
+            "share_not_current": float(np.mean(changes[usable])) if usable.any() else math.nan, "best": counts}
+
+
+def _paper_and_designs(cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray,
+                       block_jobs: int) -> tuple[dict, dict]:
+    """The paper's figures under the model variants (``paper.compute_paper``) and the cluster-design
+    ranking (``designs.compute_designs``), both for the analysed jobs as the cube records them."""
+    from paigrid.study.designs import compute_designs
+    from paigrid.study.paper import Population, compute_paper
+
+    pop = Population.from_cube(cube, keep=analysed)
+    rows = np.flatnonzero(analysed)
+    paper = compute_paper(pop) if len(pop.jobs) else None
+    designs = compute_designs(cube, pop, rows, cur_idx["arch"][rows], cur_idx["precision"][rows],
+                              current["step_time"][rows], band[rows], block_jobs) if len(rows) else None
+    return paper, designs
 
 
 def _ps_nvlink(cur, analysed, values, sibling, model) -> dict:

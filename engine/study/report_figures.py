@@ -11,7 +11,8 @@ from paigrid.study.common import BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, pct,
 COLORS = {"t_data": "#7f7f7f", "t_flop": "#1f77b4", "t_mem": "#ff7f0e", "t_comm": "#d62728"}
 FIGURES = {"breakdown": "breakdown.png", "comm_cdf": "comm_share_cdf.png", "bottlenecks": "bottlenecks.png",
            "ps_nvlink": "projection_ps_nvlink.png", "ethernet": "projection_ethernet.png",
-           "gpu": "projection_gpu.png", "amp": "projection_amp.png"}
+           "gpu": "projection_gpu.png", "amp": "projection_amp.png", "designs": "designs_pareto.png"}
+DATA_FILES = {"designs_csv": "designs.csv"}
 
 
 def _figure(width: float = 7.5, height: float = 4.5):
@@ -139,4 +140,59 @@ def write_figures(numbers: dict, folder: Path) -> dict[str, str]:
             _empty_figure(f"not computed: the cube has no {proj[key]['missing']}", folder / FIGURES[key])
     steps = [(k.replace("->", " -> "), s) for k, s in proj["gpu"]["steps"].items()]
     _plot_projection(steps, "GPU generation upgrades (everything else unchanged)", folder / FIGURES["gpu"])
-    return dict(FIGURES)
+    written = dict(FIGURES)
+    if numbers.get("designs"):
+        _plot_designs(numbers["designs"], folder / FIGURES["designs"])
+        _write_designs_csv(numbers["designs"], folder / DATA_FILES["designs_csv"])
+        written.update(DATA_FILES)
+    else:
+        _empty_figure("no job analysed: no cluster design ranked", folder / FIGURES["designs"])
+    return written
+
+
+def _plot_designs(d: dict, path: Path) -> None:
+    """Cost [USD] against time [job-hours] of every design at the current and cheapest counts,
+    today's population as a star, the Pareto front as a line."""
+    fig, ax = _figure(8.5, 6.5)
+    fewest = min(x["cannot_run"] for x in d["designs"])
+    for kind, marker, label in (("current", "o", "current GPU count"), ("cheapest", "^", "cheapest GPU count")):
+        full = [x for x in d["designs"] if x["cannot_run"] == fewest]
+        part = [x for x in d["designs"] if x["cannot_run"] != fewest]
+        ax.scatter([x[kind]["job_hours"] for x in full], [x[kind]["cost"] for x in full], marker=marker, s=22,
+                   label=f"{label} ({len(full)} designs that run the most jobs)", alpha=0.8)
+        if part:
+            ax.scatter([x[kind]["job_hours"] for x in part], [x[kind]["cost"] for x in part], marker=marker, s=14,
+                       color="lightgrey", label=f"{label}, designs that cannot run some jobs")
+    front = [(d["designs"][k][kind]["job_hours"], d["designs"][k][kind]["cost"]) for k, kind in d["pareto"]]
+    if front:
+        ax.plot(*zip(*front), color="black", linewidth=1.2, label="Pareto front")
+        for m, ((k, kind), (x, y)) in enumerate(zip(d["pareto"], front)):
+            ax.annotate(" / ".join(d["designs"][k]["design"].values()) + f" ({kind})", (x, y), fontsize=6,
+                        xytext=(4, 3 if m % 2 == 0 else -9), textcoords="offset points")
+    ax.scatter([d["today"]["job_hours"]], [d["today"]["cost"]], marker="*", s=160, color="#d62728", label="today",
+               zorder=5)
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for axis, scale in ((ax.xaxis, ax.set_xscale), (ax.yaxis, ax.set_yscale)):
+        scale("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("time: sum over jobs of the hours to do one hour of today's work [job-hours]")
+    ax.set_ylabel("cost of that work [USD]")
+    ax.set_title("Cluster designs for the population: cost against time")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, fontsize=7, ncol=2)
+    fig.savefig(path, dpi=120)
+
+
+def _write_designs_csv(d: dict, path: Path) -> None:
+    import csv
+
+    from paigrid.study.designs_text import design_rows
+
+    rows = design_rows(d)
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else ["rank"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)

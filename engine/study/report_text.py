@@ -23,6 +23,48 @@ def _fmt(x, unit: str) -> str:
     return pct(x) if unit == "share" else times(x)
 
 
+def _population_text(p: dict | None) -> str:
+    """Where the jobs came from, and how many took the trace importer's default family."""
+    from paigrid.study.trace import SOURCE_DEFAULTED
+
+    if not p or p["status"] == "none":
+        return "Population: the cube records no population file."
+    if p["status"] != "read":
+        why = "is not found" if p["status"] == "missing" else "has changed since the sweep"
+        return (f"Population: the file `{p['path']}` that the cube was swept from {why}, so its sources (and the "
+                "jobs that took the trace importer's default family) are not counted.")
+    parts = ", ".join(f"{k} {v:,}" for k, v in sorted(p["sources"].items(), key=lambda kv: -kv[1]))
+    defaulted = p["sources"].get(SOURCE_DEFAULTED, 0)
+    return (f"Population `{p['path']}`, jobs per source: {parts or 'no source column'}. {defaulted:,} job(s) took "
+            "the trace importer's default family (no workload tag, or one that maps to no zoo family).")
+
+
+def _band(pair, unit: str) -> str:
+    """A band (low, high) as "a - b" in the figure's unit ("n/a" when unknown)."""
+    if not pair or not all(isinstance(x, float) and math.isfinite(x) for x in pair):
+        return "n/a"
+    return f"{_fmt(pair[0], unit)} - {_fmt(pair[1], unit)}"
+
+
+def _bands_text(numbers: dict) -> str:
+    """How the headline bands were made, and how many jobs took the fallback band."""
+    b = numbers.get("bands", {})
+    fb = b.get("fallback", {})
+    text = ("Bands: the model's prediction bands (the 68th percentile of its cross-validated relative error, "
+            f"per group of one GPU, one server, several servers; model {fb.get('model', '?')}, "
+            f"{'calibrated' if fb.get('calibrated') else 'uncalibrated'}), each prediction's error drawn "
+            "400 times and every figure recomputed; a band is the spread of the recomputed figure's 16th to 84th "
+            "percentile around its median, placed around the figure. "
+            "*Correlated*: one error per workload and GPU, shared by all its jobs and configurations on that "
+            "GPU (a ratio of two predictions on the same GPU, as the Ethernet upgrade, then has no band); "
+            "*independent*: every prediction its own error. A share's band takes the whole error of the step "
+            "time as an error of the communication time, its widest.")
+    if b.get("fallback_jobs"):
+        text += (f" {b['fallback_jobs']:,} analysed job(s) are in a group with no held-out measurement (several "
+                 f"servers) and take the model's largest band, {pct(fb.get('band', math.nan))}, an assumption.")
+    return text
+
+
 def _excluded_text(proj: dict) -> str:
     if not proj["excluded"]:
         return "No job in scope was excluded."
@@ -111,6 +153,7 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
              f"current configuration is not in the cube, {ex['current_invalid']:,} whose current configuration is "
              f"invalid. {numbers['current_not_fitting']:,} analysed job(s) run today in a configuration that the "
              "model's memory estimate says does not fit in GPU memory; they are kept (they do run).", "",
+             _population_text(numbers.get("population")), "",
              "Times are per optimizer step of one data-parallel replica, from "
              + ("the model's version 1" if c.get("model", "pai-v1") == "pai-v1" else f"compute model {c['model']}")
              + " (no overlap): "
@@ -119,11 +162,14 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
              "ratio); a job is *faster* when its speedup is above 1.", ""]
 
     lines += ["## Headline results: paigrid and the paper", "",
-              "| result | paigrid | paper | jobs | note |", "|---|---:|---:|---:|---|"]
+              "| result | paigrid | band, errors correlated | band, errors independent | paper | jobs | note |",
+              "|---|---:|---:|---:|---:|---:|---|"]
     for r in numbers["headline"]:
-        lines.append(f"| {r['what']} | {_fmt(r['paigrid'], r['unit'])} | {_fmt(r['paper'], r['unit'])} | "
+        lines.append(f"| {r['what']} | {_fmt(r['paigrid'], r['unit'])} | "
+                     f"{_band(r.get('band_correlated'), r['unit'])} | "
+                     f"{_band(r.get('band_independent'), r['unit'])} | {_fmt(r['paper'], r['unit'])} | "
                      f"{r['jobs']:,} | {r['note']} |")
-    lines += ["", _differences(numbers), ""]
+    lines += ["", _bands_text(numbers), "", _differences(numbers), ""]
 
     lines += ["## 1. Time breakdown at the current configuration", "",
               "Mean share of step time per component, averaged over the jobs of each current architecture "
@@ -157,7 +203,21 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
     lines += _md_ethernet(numbers["projections"]["ethernet"], figures)
     lines += _md_gpu(numbers["projections"]["gpu"], figures)
     lines += _md_amp(numbers["projections"]["amp"], figures)
-    return "\n".join(lines) + "\n"
+    if numbers.get("paper"):
+        from paigrid.study.paper import render_paper
+
+        lines += [_numbered(render_paper(numbers["paper"]), "4."), ""]
+    if "best_arch" in numbers:
+        from paigrid.study.designs_text import render_designs
+
+        lines += render_designs(numbers.get("designs"), numbers["best_arch"], figures)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _numbered(section: str, number: str) -> str:
+    """A section's first heading numbered (``## Title`` -> ``## 4. Title``)."""
+    head, _, rest = section.partition("\n")
+    return head.replace("## ", f"## {number} ", 1) + "\n" + rest
 
 
 def _md_ps_nvlink(p: dict, figures: dict) -> list[str]:

@@ -42,13 +42,16 @@ Rules, job by job, in this order (each skip is counted in ``counts``):
    practice a single-instance job asking for more GPUs than its server has, which cannot have
    run on one machine.
 7. Model: the ``workload`` of the job's ``inst_id`` in the group tag table, mapped by
-   :data:`WORKLOAD_TO_MODEL` (a workload that is already a catalogue name is kept as is); no tag
-   or an unmapped one gives :data:`DEFAULT_MODEL` (``model_default``; ``model_from_tag``
-   otherwise).
+   :data:`WORKLOAD_TO_MODEL` to the workload of its zoo family (a workload that is already a
+   catalogue name is kept as is); no tag or an unmapped one gives the default family's workload
+   (``default_family``, :func:`default_model`; :data:`DEFAULT_MODEL` unless chosen), counted in
+   ``model_default`` (``model_from_tag`` otherwise) and marked in the row's ``source``
+   (:data:`SOURCE_DEFAULTED`), so the report of a cube swept from the population counts them.
 8. Fixed fields: the trace records no precision, intra-server link or network, so every row gets
    ``current_precision`` fp32, ``current_intra`` pcie3 and ``current_network`` eth-25g (the PAI
    server of Wang et al.: two PCIe 3.0 trees, one 25 GbE NIC), an empty ``batch`` (model
-   default) and ``source`` ``pai-trace-2020``. The job id is the trace's ``job_name``.
+   default) and ``source`` ``pai-trace-2020`` (``pai-trace-2020 (default family)`` under rule 7).
+   The job id is the trace's ``job_name``.
 """
 
 from __future__ import annotations
@@ -127,8 +130,41 @@ def catalogue_models() -> frozenset[str]:
     return frozenset(load("workloads").names)
 
 DEFAULT_MODEL = "resnet50"
-"""Model of a job with no (or an unmapped) workload tag: ResNet-50, the most common tagged
-vision model and the one model in both the PAI case studies and TBD."""
+"""Model of a job with no (or an unmapped) workload tag unless the user chooses another family
+(``default_family``): ResNet-50, the most common tagged vision model and the one model in both
+the PAI case studies and TBD."""
+
+SOURCE_DEFAULTED = "pai-trace-2020 (default family)"
+"""``source`` of an imported row whose model is the default family's (no or an unmapped tag),
+so that the population -- and the report of a cube swept from it -- can count them."""
+
+
+@functools.cache
+def zoo_families() -> dict[str, tuple[str, ...]]:
+    """Zoo family (a ``datasets/zoo`` file name without ``.toml``) -> the workloads it describes,
+    in file order."""
+    from paigrid.inputs.zoo import builtin_folder, load_zoo
+
+    families = {}
+    for path in sorted(builtin_folder().glob("*.toml")):
+        families[path.stem] = tuple(w for m in load_zoo(path, f"datasets/zoo/{path.name}") for w in m.workloads)
+    return families
+
+
+def default_model(family: str | None) -> str:
+    """The workload a job without a usable tag takes: ``family`` names a zoo family (its first
+    workload, e.g. ``resnet`` -> resnet50) or a workload of the catalogue; None gives
+    :data:`DEFAULT_MODEL`.  Raises ValueError naming the choices for anything else."""
+    if family is None:
+        return DEFAULT_MODEL
+    name = family.strip()
+    families = zoo_families()
+    if name in families and families[name]:
+        return families[name][0]
+    if name in catalogue_models():
+        return name
+    raise ValueError(f"unknown default family {family!r}; a zoo family ({', '.join(families)}) or a workload "
+                     "of the catalogue")
 
 ALLREDUCE_MARKERS = ("horovod", "mpi", "nccl", "allreduce", "all-reduce", "all_reduce")
 """Substrings of a task name (lower-cased) that show an all-reduce framework."""
@@ -251,8 +287,10 @@ def _model_for(workload):
     return workload if workload in catalogue_models() else None
 
 
-def import_pai_trace(directory):
-    """Read the PAI GPU trace 2020 tables in ``directory`` into population rows.
+def import_pai_trace(directory, default_family=None):
+    """Read the PAI GPU trace 2020 tables in ``directory`` into population rows; a job whose
+    tag maps to no family takes ``default_family`` (:func:`default_model`; None: resnet50) and
+    the ``source`` :data:`SOURCE_DEFAULTED`.
 
     Returns ``(rows, counts)``: ``rows`` is a list of dicts keyed by
     :data:`paigrid.study.population.POPULATION_COLUMNS` (one per imported job, in job-table order;
@@ -262,6 +300,7 @@ def import_pai_trace(directory):
     number of columns or a non-numeric number.
     """
     directory = os.fspath(directory)
+    fallback = default_model(default_family)
     for name in TABLE_COLUMNS:
         if not os.path.isfile(os.path.join(directory, name)):
             raise ValueError(f"Trace table {name} is missing from {directory}.")
@@ -298,7 +337,7 @@ def import_pai_trace(directory):
     candidates = []
     for name, (inst_id, status) in jobs.items():
         made = _job_row(name, inst_id, status, tasks.get(name), machine_votes.get(name),
-                        per_node, tags, counts)
+                        per_node, tags, counts, fallback)
         if made is not None:
             candidates.append(made)
     rows = []
@@ -351,7 +390,7 @@ def _instance_gpu_types(directory, job_names, machine_type):
     return votes
 
 
-def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, counts):
+def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, counts, fallback=DEFAULT_MODEL):
     """``(row, tallies)`` for a job -- its population row and the count keys to add if the
     model can run it (rule 6) -- or None (with the reason counted) when it is skipped."""
     if status.lower() == "failed":
@@ -404,10 +443,10 @@ def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, co
     model = _model_for(tags.get(inst_id, ""))
     tallies.append("model_from_tag" if model else "model_default")
     return {
-        "job": name, "model": model or DEFAULT_MODEL, "batch": "", "gpus_per_node": gpn,
+        "job": name, "model": model or fallback, "batch": "", "gpus_per_node": gpn,
         "current_arch": arch, "current_gpu": GPU_TYPE_TO_CATALOGUE[gtype],
         "current_n_gpu": n_gpu, "current_intra": INTRA, "current_network": NETWORK,
-        "current_precision": PRECISION, "source": SOURCE,
+        "current_precision": PRECISION, "source": SOURCE if model else SOURCE_DEFAULTED,
     }, tallies
 
 
