@@ -946,6 +946,7 @@ def render_page(measurements: str | None = None, computed: tuple | None = None) 
         series=series_table(results["defaults"]), findings=findings(measurements, results),
         crossval=crossval_section(measurements), multigpu=multigpu_section(),
         commands="\n".join(f"    {c}" for c in commands))
+    page += "\n" + __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_llm.py")))["llm_section"]()
     # the page names the shipped file by its place in the repository, wherever the script runs from
     return page.replace(measurements, "datasets/measurements_public.csv")
 

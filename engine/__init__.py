@@ -6,7 +6,8 @@ an HDF5 cube.  See the README for the model, the cube and the commands, and docs
 the Python API:
 
     paigrid.open_dataset(path)     a cube as a lazy xarray.Dataset, with the ds.paigrid accessor
-    paigrid.sweep(spec, out)       a sweep from Python, returned as an xarray.Dataset
+    paigrid.open_dataset(path, group="llm")   the cube's LLM jobs (transformers), same accessor
+    paigrid.sweep(spec, out)       a sweep from Python (workloads and LLM models), as an xarray.Dataset
 
 The public names are imported on first use (module ``__getattr__``), so ``import paigrid`` or
 ``import paigrid.cube`` loads neither xarray, the writer nor numba.

@@ -17,7 +17,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.schema import FORMAT_VERSION, LABEL_DIMS, decode_strings, format_version, int_attr, partial_path, str_attr
+from paigrid.schema import (
+    FORMAT_VERSION,
+    LABEL_DIMS,
+    cube_families,
+    decode_strings,
+    format_version,
+    int_attr,
+    partial_path,
+    str_attr,
+)
 from paigrid.userfiles import file_sha256
 
 
@@ -96,6 +105,11 @@ def _checked(path: Path, f: CubeFile, allow_incomplete: bool, kind: str = "an HD
     """The open file ``f`` (h5py, or a ``_DatasetFile``) as a Cube, once it is known to be a
     complete paigrid cube this reader understands (the caller closes ``f`` on error)."""
     if "block_done" not in f or "job" not in f:
+        families = cube_families(f.attrs, has_root_jobs=False)
+        if families and "dp" not in families:
+            raise PaigridError(f"{path} holds no data-parallel jobs (its job families: {', '.join(families)}); "
+                               "paigrid query and paigrid info answer every family, and "
+                               "paigrid.open_dataset(path, group=\"llm\") opens the LLM one.")
         raise PaigridError(f"{path} is {kind} but not a paigrid cube.")
     version = format_version(f.attrs)
     if version > FORMAT_VERSION:
@@ -200,3 +214,76 @@ def _jobs_of(rows: slice, jobs: list, dataset) -> str:
         return f"rows {rows.start} to {rows.stop - 1}"
     first, last = rows.start, min(rows.stop, len(jobs)) - 1
     return f"job {jobs[first]}" if first == last else f"jobs {jobs[first]} to {jobs[last]}"
+
+
+#: the dimensions of the LLM group's cells and of its bests (``paigrid.llm.grid``)
+LLM_LABEL_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")
+
+
+@dataclass
+class LlmCube:
+    """The LLM family of an open cube (format 5 on): the file (h5py, read-only), its group
+    ``llm`` and the group's labels, the layout degrees, mode and completeness."""
+
+    path: Path
+    file: object
+    group: object
+    labels: dict[str, list]
+    complete: bool
+    mode: str
+    format: int
+
+    def close(self) -> None:
+        """Close the file."""
+        self.file.close()
+
+
+def families_of(path: str | Path) -> list[str]:
+    """The job families of the cube at ``path`` (``dp``, ``llm``); one sentence for a path that
+    is no cube (``open_cube``'s sentences)."""
+    import h5py
+
+    path = Path(path)
+    if not path.exists():
+        open_cube(path)   # its sentence for a missing or unfinished cube
+    try:
+        with h5py.File(path, "r") as f:
+            families = cube_families(f.attrs, has_root_jobs="block_done" in f and "job" in f)
+            if f.attrs.get("kind") == b"paigrid-llm-best" or str_attr(f.attrs, "kind") == "paigrid-llm-best":
+                raise PaigridError(f"{path} is an LLM sweep file of paigrid llm sweep, not a cube; paigrid llm query "
+                                   "reads it.")
+    except OSError:
+        raise PaigridError(f"{path} is not a readable HDF5 cube.") from None
+    if not families:
+        raise PaigridError(f"{path} is an HDF5 file but not a paigrid cube.")
+    return families
+
+
+def open_llm(path: str | Path, allow_incomplete: bool = False) -> LlmCube:
+    """Open the LLM family of a cube for reading (the checks of ``open_cube``: a finished
+    paigrid cube this reader understands, with an ``llm`` group)."""
+    import h5py
+    import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
+
+    path = Path(path)
+    if "llm" not in families_of(path):
+        raise PaigridError(f"{path} holds no LLM jobs (its job families: {', '.join(families_of(path))}).")
+    f = h5py.File(path, "r")
+    try:
+        version = format_version(f.attrs)
+        if version > FORMAT_VERSION:
+            raise PaigridError(f"{path} is a format-{version} cube, written by a newer paigrid than this one "
+                               f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it.")
+        g = f["llm"]
+        labels = {dim: decode_strings(g[dim][:]) for dim in LLM_LABEL_DIMS}
+        labels["n_gpu"] = [int(v) for v in labels["n_gpu"]]
+        labels["domain"] = [int(v) for v in labels["domain"]]
+        complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(g["block_done"][:] == 1))
+        if not complete and not allow_incomplete:
+            done, total = int(np.sum(g["block_done"][:])), len(g["block_done"])
+            raise PaigridError(f"{path} is incomplete ({done} of {total} LLM blocks written): its answers would be "
+                               "partial; finish it with paigrid sweep --resume.")
+        return LlmCube(path, f, g, labels, complete, str_attr(f.attrs, "mode") or "full", version)
+    except BaseException:
+        f.close()
+        raise

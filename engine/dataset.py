@@ -7,6 +7,9 @@ the ``Dataset.paigrid`` accessor answers the questions of ``paigrid query`` from
     ds.paigrid.pareto("resnet50")                         # that job's time/cost front
     ds.paigrid.breakdown(job="resnet50", gpu="V100", n_gpu=16, precision="fp32")
 
+    llm = paigrid.open_dataset("cube.h5", group="llm")    # the LLM family of the same cube
+    llm.paigrid.best(gpu="H100", n_gpu=64)                # the best layout of each LLM job
+
 The accessor is registered when this module is imported (``paigrid.open_dataset`` and
 ``paigrid.sweep`` import it; ``import paigrid.dataset`` does it for a Dataset opened otherwise).
 Its answers come from the same code as the command line's (``paigrid.query``), over the
@@ -65,7 +68,7 @@ _STRINGS = ("model", "arch", "gpu", "intra", "network", "precision", "bottleneck
 BREAKDOWN_VARIABLES = ("t_data", "t_flop", "t_mem", "t_comm", "step_time", "bottleneck")
 
 
-def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
+def open_dataset(path: str | Path, chunks=None, group: str | None = None) -> xr.Dataset:
     """Open the cube file ``path`` as a lazy ``xarray.Dataset`` (values are read from the file
     when indexed or computed; no dask needed).
 
@@ -81,6 +84,11 @@ def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
         A finished cube, written by ``paigrid sweep`` or ``paigrid.sweep``.
     chunks : dict, optional
         Dask chunks, passed to ``xarray.open_dataset`` (None: no dask, values read on indexing).
+    group : str, optional
+        None opens the data-parallel family (the root); ``"llm"`` the LLM family (the group
+        ``llm`` of a format-5 cube: cells over (job, layout, gpu, n_gpu, domain, network,
+        precision), the layout degrees as coordinates over ``layout``, the per-job bests
+        ``best_*``), whose ``ds.paigrid`` accessor answers for LLM jobs.
 
     Returns
     -------
@@ -97,12 +105,30 @@ def open_dataset(path: str | Path, chunks=None) -> xr.Dataset:
     """
     import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
 
+    if group is not None:
+        return _open_llm_dataset(path, chunks, group)
     open_cube(path).close()  # the checks and their sentences: exists, finished, a paigrid cube
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as exc:
         raise PaigridError(f"xarray cannot open {path} ({exc}).") from None
     return present(ds)
+
+
+def _open_llm_dataset(path, chunks, group: str) -> xr.Dataset:
+    """The LLM group of a cube as a lazy Dataset (``open_dataset(path, group="llm")``)."""
+    from paigrid.cube import open_llm
+
+    if group != "llm":
+        raise PaigridError(f"a cube's groups are the root (group=None) and 'llm', not {group!r}.")
+    open_llm(path).close()   # the checks and their sentences
+    try:
+        ds = xr.open_dataset(path, engine="h5netcdf", group="llm", chunks=chunks)
+    except (OSError, ValueError) as exc:
+        raise PaigridError(f"xarray cannot open {path} group llm ({exc}).") from None
+    with xr.open_dataset(path, engine="h5netcdf") as root:
+        ds.attrs["mode"] = root.attrs.get("mode", "full")
+    return ds
 
 
 def present(ds: xr.Dataset) -> xr.Dataset:
@@ -191,6 +217,11 @@ class PaigridAccessor:
     def __init__(self, ds: xr.Dataset):
         self._ds = ds
 
+    @property
+    def family(self) -> str:
+        """The job family of the Dataset: ``llm`` for the group llm, else ``dp``."""
+        return "llm" if self._ds.attrs.get("family") == "llm" else "dp"
+
     def best(self, by: str = "time", **fixed) -> xr.Dataset:
         """The best configuration of each job (dimension ``job``), as ``paigrid query --best-arch``.
 
@@ -216,6 +247,8 @@ class PaigridAccessor:
         PaigridError
             For an unknown criterion or label, or a Dataset that is no whole finished cube.
         """
+        if self.family == "llm":
+            return _llm_answer(self._ds, by, fixed, "best()")
         if by not in CRITERIA:
             raise PaigridError(f"best() ranks by {' or '.join(map(repr, CRITERIA))}, not {by!r}.")
         cube = cube_from_dataset(self._ds)
@@ -251,6 +284,8 @@ class PaigridAccessor:
         """
         if not isinstance(job, str):
             raise PaigridError(f"pareto() takes one job name, not {job!r}.")
+        if self.family == "llm":
+            return _llm_answer(self._ds, "time", {**fixed, "job": job}, "pareto()", pareto=True)
         cube = cube_from_dataset(self._ds)
         _check_whole(self._ds, "pareto()")
         where, _ = _filters(cube, fixed, "pareto()", allow_job=False)
@@ -283,6 +318,8 @@ class PaigridAccessor:
         PaigridError
             For an unknown label or dimension, or a reduce-only cube (no per-configuration values).
         """
+        if self.family == "llm":
+            return _llm_breakdown(self._ds, labels)
         cube = cube_from_dataset(self._ds)
         if "step_time" not in self._ds.variables:
             raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): "
@@ -364,3 +401,90 @@ def _result(rows: list[dict], dim: str, coordinate: list | None) -> xr.Dataset:
     coords = {} if coordinate is None else {dim: xr.Variable((dim,), np.array(coordinate, dtype=object),
                                                              attrs={"units": "1"})}
     return xr.Dataset(data, coords=coords)
+
+
+#: the variables of an LLM ``best`` or ``pareto`` answer (``llm.query.FAMILY_COLUMNS`` less job)
+LLM_RESULT_STRINGS = ("family", "arch", "gpu", "intra", "network", "precision", "bottleneck")
+
+
+def _llm_answer(ds: xr.Dataset, by: str, fixed: dict, what: str, pareto: bool = False) -> xr.Dataset:
+    """``best`` (dimension ``job``) or ``pareto`` (dimension ``point``) of an LLM Dataset, by the
+    array core of ``paigrid query`` (``llm.query.llm_best``) over the Dataset's variables."""
+    from paigrid.llm.query import (
+        ALL_LLM_WHERE,
+        FAMILY_COLUMNS,
+        FAMILY_UNITS,
+        GroupSource,
+        llm_best,
+        llm_labels,
+        llm_where,
+    )
+
+    source = GroupSource(ds)
+    labels = llm_labels(source)
+    where, jobs = {}, None
+    for dim, values in fixed.items():
+        many = [values] if isinstance(values, (str, bytes, int, np.integer)) else list(values)
+        if dim == "job":
+            missing = [j for j in many if j not in labels["job"]]
+            if missing:
+                raise PaigridError(f"job {missing[0]!r} is not in the dataset; it has {', '.join(labels['job'])}.")
+            jobs = [str(j) for j in many]
+        elif dim in ALL_LLM_WHERE:
+            key = "layout" if dim not in ("gpu", "n_gpu", "domain", "network", "precision", "layout") else dim
+            hits = set(llm_where(source, labels, dim, many))
+            where[key] = sorted(hits & set(where[key]) if key in where else hits)
+        else:
+            raise PaigridError(f"{what} filters an LLM dataset by job, {', '.join(ALL_LLM_WHERE)}, not {dim!r}.")
+    rows = llm_best(source, by, where, jobs, pareto=pareto, mode=str(ds.attrs.get("mode", "full")))
+    if pareto:
+        rows = [r for r in rows if r["arch"] is not None]
+    dim = "point" if pareto else "job"
+    data = {}
+    for name in FAMILY_COLUMNS[1:]:
+        values = [r.get(name) for r in rows]
+        if name in LLM_RESULT_STRINGS:
+            array = np.array(["" if v is None else str(v) for v in values], dtype=object)
+        elif name in ("n_gpu", "domain"):
+            array = np.array([0 if v is None else int(v) for v in values], dtype=np.int64)
+        else:
+            array = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        data[name] = xr.Variable((dim,), array, attrs={"units": FAMILY_UNITS.get(name, "1")})
+    coords = {dim: xr.Variable((dim,), np.array([r["job"] for r in rows], dtype=object), attrs={"units": "1"})} \
+        if not pareto else {"job": xr.Variable((), jobs[0], attrs={"units": "1"})}
+    out = xr.Dataset(data, coords=coords)
+    out.attrs.update(criterion=by, family="llm")
+    return out
+
+
+def _llm_breakdown(ds: xr.Dataset, labels: dict) -> xr.Dataset:
+    """Every stored result field of the selected LLM cells (``Dataset.sel`` by label; ``layout``
+    a label without dp, or a label with its dp, which also selects its n_gpu)."""
+    from paigrid.llm.evaluate import RESULTS
+    from paigrid.llm.layouts import layout_label, parse_label
+
+    if "step_time" not in ds.variables:
+        raise PaigridError("the dataset holds only the per-job bests of its LLM jobs (reduce-only sweep): it has no "
+                           "per-layout breakdown.")
+    selection = dict(labels)
+    if "layout" in selection and isinstance(selection["layout"], str) and "-dp" in selection["layout"]:
+        lay = parse_label(selection["layout"])
+        selection["layout"] = layout_label(lay, with_dp=False)
+        selection.setdefault("n_gpu", lay.n_gpu)
+    if "gpu" in selection:
+        from paigrid.inputs.catalog import load
+
+        gpus = [str(g) for g in ds["gpu"].values]
+        wanted = selection["gpu"]
+        if isinstance(wanted, str) and wanted not in gpus:
+            selection["gpu"] = load("gpus").resolve(wanted)
+    unknown = sorted(set(selection) - set(ds.dims))
+    if unknown:
+        raise PaigridError(f"breakdown() selects an LLM dataset by {', '.join(d for d in ds['step_time'].dims)}, "
+                           f"not {unknown[0]!r}.")
+    try:
+        sub = ds.sel(selection)
+    except KeyError as exc:
+        raise PaigridError(f"breakdown(): {exc.args[0] if exc.args else exc} is not in the dataset.") from None
+    names = [name for name in RESULTS if name in sub.variables] + ["invalid_reason"]
+    return xr.Dataset({name: sub[name].load() for name in names})

@@ -15,7 +15,69 @@ from paigrid.schema import DERIVED_VARIABLES, DIMS, LABEL_DIMS, str_attr
 
 
 def describe(path: str | Path) -> str:
-    """Dimensions with sizes, variables with units, provenance and completeness of a cube."""
+    """Dimensions with sizes, variables with units, provenance and completeness of a cube, of
+    every job family it holds (the data-parallel root, the ``llm`` group)."""
+    from paigrid.cube import families_of
+
+    target = Path(path)
+    if not target.exists() and Path(f"{path}.partial").exists():
+        target = Path(f"{path}.partial")
+    families = families_of(target)
+    if families == ["dp"]:
+        return _describe_dp(path)
+    parts = [f"families: {', '.join(FAMILY_NAMES[f] for f in families)}"]
+    if "dp" in families:
+        parts.append(_describe_dp(path))
+    if "llm" in families:
+        parts.append(_describe_llm(target, with_provenance="dp" not in families))
+    return "\n".join(parts)
+
+
+#: the job families in words
+FAMILY_NAMES = {"dp": "dp (data-parallel workloads, at the root)", "llm": "llm (transformers, group llm)"}
+
+
+def _describe_llm(path: Path, with_provenance: bool) -> str:
+    """The LLM group: its dimensions, variables with units, layout grammar and completeness."""
+    import h5netcdf
+    import h5py
+    import hdf5plugin  # noqa: F401
+
+    from paigrid.cube import LLM_LABEL_DIMS
+
+    lines = ["llm family (group llm):"]
+    with h5py.File(path, "r") as f:
+        g = f["llm"]
+        done, total = int(np.sum(g["block_done"][:])), len(g["block_done"])
+        lines.append(f"  status: {'complete' if done == total else f'INCOMPLETE: {done} of {total} blocks written'}")
+        lines.append(f"  layout grammar: {str_attr(g.attrs, 'layout_grammar')}")
+        lines.append("  dimensions:")
+        size = 1
+        for dim in LLM_LABEL_DIMS:
+            values = [v.decode() if isinstance(v, bytes) else v for v in g[dim][:]]
+            size *= len(values)
+            shown = ", ".join(map(str, values[:4])) + (", ..." if len(values) > 4 else "")
+            lines.append(f"    {dim:<10} {len(values):>6}  {shown}")
+        lines.append(f"  cells: {size:,}")
+        lines.append(f"  space: {str_attr(g.attrs, 'space')}")
+        if with_provenance:
+            lines.append("provenance:")
+            for key in ("paigrid_version", "format_version", "created", "compression", "mode", "input_sha256",
+                        "llm_catalogue_sha256", "spec"):
+                if key in f.attrs:
+                    lines.append(f"  {key}: {str_attr(f.attrs, key)}")
+        elif "llm_catalogue_sha256" in f.attrs:
+            lines.append(f"  llm_catalogue_sha256: {str_attr(f.attrs, 'llm_catalogue_sha256')}")
+    lines.append("  variables:")
+    with h5netcdf.File(path, "r") as nc:
+        for name, var in nc.groups["llm"].variables.items():
+            if name not in LLM_LABEL_DIMS:
+                lines.append(f"    {name:<26} [{var.attrs.get('units', '?')}]  ({', '.join(var.dimensions)})")
+    return "\n".join(lines)
+
+
+def _describe_dp(path: str | Path) -> str:
+    """The data-parallel root of a cube (``describe`` before the families)."""
     cube = open_cube(path, allow_incomplete=True)
     f = cube.file
     try:

@@ -251,3 +251,52 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
     result["band"] = prediction_band(spec.options.model, calibration is not None,
                                      band_group(n_gpu, job.options["gpus_per_node"]))
     return result
+
+
+def predict_llm(model_name: str, gpu: str, n_gpu: int, layout: dict, domain: int | None = None,
+                network: str = "ib-ndr-400g", precision: str = "amp-bf16", nics_per_gpu: float = 1.0,
+                option_items: dict[str, str] | None = None, global_batch: int | None = None,
+                seq_len: int | None = None, tokens: float | None = None) -> dict:
+    """The full breakdown of one LLM layout on one cluster design (``llm.evaluate.predict``):
+    ``layout`` holds tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp (dp = n_gpu / (tp x
+    pp x cp)) or ``label`` (a layout label, with or without its dp); ``domain`` [GPUs] defaults
+    to the GPU's catalogue server size (``llm.grid.catalogue_default``).  Adds ``layout`` (the
+    label with dp) and, for ``tokens`` [tokens], ``train_days``, ``train_cost`` [USD] and
+    ``train_energy_MWh`` (``llm.query.train_totals``).  A layout that does not divide ``n_gpu`` is one sentence."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+    from paigrid.llm.evaluate import predict as run
+    from paigrid.llm.fabrics import resolve_network
+    from paigrid.llm.grid import catalogue_default
+    from paigrid.llm.layouts import Layout, layout_label, parse_label
+    from paigrid.llm.models import model
+
+    cats = Catalogues.load()
+    m = model(model_name)
+    m = m.with_seq_len(seq_len) if seq_len else m
+    if layout.get("label"):
+        lay = parse_label(layout["label"], n_gpu)
+        if lay.n_gpu != n_gpu:
+            raise PaigridError(f"layout {layout['label']} occupies {lay.n_gpu} GPUs, not --n-gpu {n_gpu}.")
+    else:
+        group = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)
+        if n_gpu % group:
+            raise PaigridError(f"--n-gpu {n_gpu} is not a multiple of tp x pp x cp = {group}.")
+        lay = Layout(layout.get("tp", 1), layout.get("pp", 1), n_gpu // group, layout.get("cp", 1),
+                     layout.get("ep", 1), layout.get("vpp", 1), layout.get("micro_batch", 1), layout.get("zero", 1),
+                     str(layout.get("recompute", "selective")).strip().casefold(), bool(layout.get("sp", True)))
+    g = cats.gpus.resolve(gpu)
+    design = Hardware(g, cats.precisions.resolve(precision), domain or catalogue_default(cats, g, "nvlink_domain_GPUs"),
+                      intra_link_for(cats, g), resolve_network(network, cats), nics_per_gpu)
+    result = run(m, lay, design, cats, defaults(), LlmOptions.defaults().with_items(option_items or {}), global_batch)
+    result["layout"] = layout_label(lay)
+    result["layout_text"] = lay.describe()
+    result["design"] = design
+    if tokens and result["valid"]:
+        from paigrid.llm.query import train_totals
+
+        batch_tokens = (global_batch or m.global_batch) * m.seq_len
+        result.update(train_totals(tokens, result["tokens_per_s"], result["cost_per_step"] / batch_tokens,
+                                   result["energy_per_step"] / batch_tokens))
+    return result

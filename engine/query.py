@@ -102,8 +102,8 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     The stored reductions answer the Pareto front exactly too: within one (gpu, n_gpu,
     precision) time and cost per sample are proportional, so the fastest also dominates.
     """
-    if by not in ("time", "cost"):
-        raise PaigridError(f"--by takes time or cost, not {by!r}.")
+    if by not in ("time", "cost", "energy"):
+        raise PaigridError(f"--by takes time, cost or energy, not {by!r}.")
     if top < 1:
         raise PaigridError(f"--top must be at least 1, not {top}.")
     if pareto and top > 1:
@@ -117,9 +117,12 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     sel = {dim: np.asarray(where.get(dim, range(len(cube.labels[dim]))), dtype=np.intp) for dim in LABEL_DIMS}
     meta = _job_metadata(cube, job_rows)
     price = cube.file["price"][:]
+    # energy per sample ranks as cost does, with board power [W] in place of the price [USD/GPU-hour]
+    rank_price = price if by != "energy" else cube.file["power"][:] * 3600.0 / 1e6
     n_values = _n_values(cube, job_rows)
     if needs_cube:
-        candidates = _scan(cube, job_rows, sel, meta["samples_per_step"], n_values, price, by, top, pareto)
+        candidates = _scan(cube, job_rows, sel, meta["samples_per_step"], n_values, rank_price,
+                           "cost" if by == "energy" else by, top, pareto)
     else:
         candidates = ((*found, None) for found in _reduced_jobs(cube, job_rows, sel))
     rows = []
@@ -131,7 +134,7 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
         if pareto:
             order = pareto_front(time_per_sample, cost_per_sample) or [0]
         else:
-            metric = time_per_sample if by == "time" else cost_per_sample
+            metric = time_per_sample if by == "time" else rank_price[cfg["g"]] / 3600.0 * 1e6 / samples * step
             order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
             order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
         for k in order:

@@ -33,6 +33,14 @@ to the stored variables bumps it and keeps a reader for the older versions (see
    values format 3 stored (which the kernel rounded from its float64 step time), NaN where
    step_time is.  Every other variable is unchanged.
 
+5. adds the job families: the file attribute ``families`` (``dp``, ``llm`` or ``dp llm``) and,
+   for a sweep with LLM jobs, the netCDF-4 group ``llm`` (``paigrid.llm.grid``, docs/cube.md):
+   the LLM family's cells over (job, layout, gpu, n_gpu, domain, network, precision), the
+   layout degrees as coordinate variables over ``layout``, ``invalid_reason`` with its own
+   flag meanings, the per-job bests ``best_*`` over the layout axis, and its ``block_done``.
+   A cube of LLM jobs only has no data-parallel variables at the root, only its attributes.
+   The root's data-parallel variables are those of format 4, unchanged.
+
 Every cube also carries the file attribute ``model``: the compute model that made it
 (``pai-v1`` or ``pai-v2``, ``kernels.layout.MODEL_NAMES``; ``cube_model`` reads it, ``pai-v1``
 when absent).  The attribute alone would not have bumped the format: the variables mean the
@@ -52,7 +60,7 @@ import numpy as np
 from paigrid.kernels import layout as L
 
 #: version of the stored variables (see the module docstring); 1 = paigrid 0.1.0 (no attribute)
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 #: the relative uncertainty of the predictions, per job and GPU count (format 3 on): name ->
 #: (dtype, units, long name)
@@ -269,6 +277,16 @@ def cube_model(attrs) -> str:
     before the attribute existed, which only that model could make)."""
     value = attrs.get("model", "pai-v1")
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def cube_families(attrs, has_root_jobs: bool = True) -> list[str]:
+    """The job families a cube holds (file attribute ``families``, format 5 on; before it every
+    cube held data-parallel jobs only)."""
+    value = attrs.get("families")
+    if value is None:
+        return ["dp"] if has_root_jobs else []
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    return value.split()
 
 
 def format_version(attrs) -> int:

@@ -13,7 +13,12 @@ for the blosc filters):
 - per-job metadata (model, batch, current configuration and its predicted throughput) and per-GPU
   price and power, so queries need nothing but the file;
 - ``block_done`` (block): 1 once a block's data is written and flushed;
-- file attributes: paigrid version, the spec, catalogue checksums, mode, ``complete``.
+- file attributes: paigrid version, the spec, catalogue checksums, mode, ``complete``,
+  ``families`` (the job families the file holds: ``dp``, ``llm`` or both);
+- the group ``llm`` (format 5, when the sweep has LLM jobs): the LLM family's cells over
+  (job, layout, gpu, n_gpu, domain, network, precision), the layout degrees as coordinate
+  variables, the per-job bests over the layout axis, and its own ``block_done`` (one block per
+  job and GPU count), written by the same writer, under the same lock, flushes and checksums.
 
 The file is written as ``PATH.partial`` and renamed to ``PATH`` only when every block is done,
 so an interrupted sweep never leaves a file that looks finished; ``--resume`` reopens the
@@ -36,6 +41,7 @@ from paigrid.codecs import chunk_corners, filter_kwargs
 from paigrid.errors import PaigridError
 from paigrid.evaluate import Block, cube_chunks
 from paigrid.inputs.tables import Grid
+from paigrid.llm.grid import LLM_BEST_DIMS, LLM_DIMS, LlmGrid, result_fields
 from paigrid.schema import (
     BAND_VARIABLE,
     BEST_VARIABLES,
@@ -48,6 +54,7 @@ from paigrid.schema import (
     JOB_GPU_VARIABLES,
     OVERALL_DIMS,
     OVERALL_VARIABLES,
+    decode_strings,
     format_version,
     partial_path,
     str_attr,
@@ -127,6 +134,27 @@ def prediction_bands(grid: Grid) -> np.ndarray:
     return bands[inverse.reshape(-1)].reshape(counts.shape)   # one lookup per distinct (count, gpus_per_node)
 
 
+def llm_estimated_bytes(llm: LlmGrid | None, reduce_only: bool) -> int:
+    """Uncompressed size of the LLM group [bytes]: the cells (float32 per result field and a
+    reason byte, full sweeps only) and the bests (float64 per field, the layout index and the
+    per-reason counts)."""
+    if llm is None:
+        return 0
+    from paigrid.llm.layouts import CUBE_REASON_NAMES
+
+    fields = len(result_fields())
+    j, lay, g, n, d, w, p = llm.shape
+    best = j * g * n * d * w * p * (8 * fields + 4 + 4 * len(CUBE_REASON_NAMES))
+    return best + (0 if reduce_only else llm.cells * (4 * fields + 1))
+
+
+def llm_chunk_shape(llm: LlmGrid) -> tuple[int, ...]:
+    """Chunks of the LLM cells: one job, one GPU and one GPU count, every domain, network and
+    precision, and as many layouts as make about ``CUBE_CHUNK_BYTES`` of float32."""
+    j, lay, g, n, d, w, p = llm.shape
+    return (1, max(1, min(lay, CUBE_CHUNK_BYTES // (4 * d * w * p))), 1, 1, d, w, p)
+
+
 def _strings(values) -> np.ndarray:
     return np.array([v if isinstance(v, str) else str(v) for v in values], dtype=object)
 
@@ -134,10 +162,10 @@ def _strings(values) -> np.ndarray:
 class CubeWriter:
     """Creates (or reopens, to resume) a cube file and writes blocks into it."""
 
-    def __init__(self, path: str | Path, grid: Grid, provenance: dict, blocks: list[tuple[int, int]],
+    def __init__(self, path: str | Path, grid: Grid | None, provenance: dict, blocks: list[tuple[int, int]],
                  reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
                  chunks: int | tuple[int, ...] = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu",
-                 flush_seconds: float = 0.0):
+                 flush_seconds: float = 0.0, llm: LlmGrid | None = None):
         import h5netcdf
         import h5py
 
@@ -150,7 +178,10 @@ class CubeWriter:
         self.grid = grid
         self.reduce_only = reduce_only
         self.blocks = blocks
-        self.chunks = cube_chunks(grid.shape, chunks)   # the cube variables' chunk shape
+        self.chunks = cube_chunks(grid.shape, chunks) if grid is not None else None   # the cube variables'
+        self.llm = llm                        # the LLM family's grid (None: no LLM jobs)
+        self.llm_blocks = llm.blocks() if llm is not None else []
+        self.unflushed_llm: list[int] = []
         self.compression = compression
         self.flush_seconds = flush_seconds
         self.unflushed: list[int] = []        # blocks written but not yet flushed and marked done
@@ -180,17 +211,40 @@ class CubeWriter:
                 if current is not None:
                     self.write_current(current)
                 self._publish()
-            self.done = np.asarray(self.file.variables["block_done"][:], dtype=bool)
+            self.done = (np.asarray(self.file.variables["block_done"][:], dtype=bool) if grid is not None
+                         else np.zeros(0, dtype=bool))
+            self.llm_done = (np.asarray(self.h5["llm/block_done"][:], dtype=bool) if llm is not None
+                             else np.zeros(0, dtype=bool))
             if resume:
                 self._check_blocks()
             # blocks go straight to the h5py datasets: h5netcdf's __setitem__ adds ~1 ms per call
             self.datasets = {name: self.h5[name] for name in self.file.variables}
+            self.llm_sets = ({name: self.h5["llm"][name] for name in self.file.groups["llm"].variables}
+                             if llm is not None else {})
         except BaseException:
             self.close()  # no caller holds this writer to close it
             raise
 
     # --- creation ---------------------------------------------------------------------------
     def _create(self, provenance: dict, filters: dict, compression: str) -> None:
+        f, grid = self.file, self.grid
+        if grid is not None:
+            self._create_dp(filters)
+        f.attrs.update(Conventions="CF-1.8", title="paigrid design-space cube", paigrid_version=__version__,
+                       format_version=FORMAT_VERSION, families=" ".join(self.families()),
+                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       mode="reduce-only" if self.reduce_only else "full", compression=compression,
+                       complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
+        if grid is not None:
+            f.attrs["model"] = grid_model(grid)
+        if self.llm is not None:
+            self._create_llm(filters)
+
+    def families(self) -> list[str]:
+        """The job families this cube holds (``dp``: data-parallel, ``llm``)."""
+        return [name for name, part in (("dp", self.grid), ("llm", self.llm)) if part is not None]
+
+    def _create_dp(self, filters: dict) -> None:
         import h5py
 
         f, grid = self.file, self.grid
@@ -235,11 +289,91 @@ class CubeWriter:
         start = f.create_variable("block_start", ("block",), dtype=np.int64,
                                   data=np.array([b[0] for b in self.blocks], np.int64))
         start.attrs.update(units="1", long_name="index of the block's first job")
-        f.attrs.update(Conventions="CF-1.8", title="paigrid design-space cube", paigrid_version=__version__,
-                       format_version=FORMAT_VERSION, model=grid_model(self.grid),
-                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       mode="reduce-only" if self.reduce_only else "full", compression=compression,
-                       complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
+
+    def _create_llm(self, filters: dict) -> None:
+        """The group ``llm``: its dimensions and coordinates (the layout degrees as coordinate
+        variables over ``layout``), per-job and per-GPU metadata, the cells (full sweeps), the
+        bests over the layout axis and ``block_done``."""
+        import h5py
+
+        from paigrid.llm.layouts import CUBE_REASON_NAMES, DEGREES, layout_label, space_to_table
+
+        llm = self.llm
+        g = self.file.create_group("llm")
+        text = h5py.string_dtype()
+        g.dimensions = {**dict(zip(LLM_DIMS, llm.shape)), "reason": len(CUBE_REASON_NAMES),
+                        "block": len(self.llm_blocks)}
+        labels = {"job": [j.name for j in llm.jobs],
+                  "layout": [layout_label(lay, with_dp=False) for lay in llm.layouts],
+                  "gpu": llm.gpu, "network": llm.network, "precision": llm.precision, "reason": CUBE_REASON_NAMES}
+        for dim, values in labels.items():
+            g.create_variable(dim, (dim,), dtype=text, data=_strings(values)).attrs["units"] = "1"
+        for dim, long_name in (("n_gpu", "GPUs in the job"), ("domain", "GPUs per NVLink domain")):
+            var = g.create_variable(dim, (dim,), dtype=np.int32, data=np.asarray(getattr(llm, dim), np.int32))
+            var.attrs.update(units="GPUs", long_name=long_name)
+        degree_units = {"tp": "GPUs", "pp": "stages", "cp": "GPUs", "ep": "GPUs", "vpp": "stages per GPU",
+                        "micro_batch": "sequences", "zero": "stage", "sp": "1"}
+        degrees = [d for d in DEGREES if d not in ("dp", "recompute")]
+        for name in degrees:
+            values = [int(bool(lay.sp and lay.tp > 1)) if name == "sp" else getattr(lay, name) for lay in llm.layouts]
+            var = g.create_variable(name, ("layout",), dtype=np.int32, data=np.asarray(values, np.int32))
+            var.attrs.update(units=degree_units[name], long_name=f"the layout's {name} (dp = n_gpu / (tp x pp x cp))")
+        var = g.create_variable("recompute", ("layout",), dtype=text,
+                                data=_strings(lay.recompute for lay in llm.layouts))
+        var.attrs.update(units="1", long_name="activation recomputation: none, selective or full")
+        coordinates = " ".join([*degrees, "recompute"])
+        per_job = {"model": (text, _strings(j.model.name for j in llm.jobs), "1", "LLM catalogue model"),
+                   "global_batch": (np.float64, [j.model.global_batch for j in llm.jobs], "sequences",
+                                    "sequences per optimizer step (one sequence is one sample)"),
+                   "seq_len": (np.float64, [j.model.seq_len for j in llm.jobs], "tokens/sample",
+                               "tokens per sequence")}
+        for name, (dtype, data, units, long_name) in per_job.items():
+            var = g.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
+            var.attrs.update(units=units, long_name=long_name)
+        cats = llm.cats
+        per_gpu = {"intra": (text, _strings(llm.intra), "1", "the GPU's intra-domain link (links.csv)"),
+                   "gpus_per_node": (np.int32, llm.gpus_per_node, "GPUs", "GPUs per server"),
+                   "price": (np.float64, [cats.gpus.number(x, "price_USD_per_gpu_hour") for x in llm.gpu],
+                             "USD/GPU-hour", "gpus catalogue column price_USD_per_gpu_hour"),
+                   "power": (np.float64, [cats.gpus.number(x, "tdp_W") for x in llm.gpu], "W",
+                             "gpus catalogue column tdp_W")}
+        for name, (dtype, data, units, long_name) in per_gpu.items():
+            var = g.create_variable(name, ("gpu",), dtype=dtype, data=np.asarray(data, dtype=dtype))
+            var.attrs.update(units=units, long_name=long_name)
+        flags = dict(flag_values=np.arange(len(CUBE_REASON_NAMES), dtype=np.uint8),
+                     flag_meanings=" ".join(n.replace("-", "_") for n in CUBE_REASON_NAMES))
+        fields = result_fields()
+        if not self.reduce_only:
+            chunks = llm_chunk_shape(llm)
+            for name, (_, units) in fields.items():
+                var = g.create_variable(name, LLM_DIMS, dtype=np.float32, chunks=chunks, fillvalue=np.nan, **filters)
+                var.attrs.update(units=units, long_name=f"{name} of the layout on the design (NaN: invalid)",
+                                 coordinates=coordinates)
+            var = g.create_variable("invalid_reason", LLM_DIMS, dtype=np.uint8, chunks=chunks, **filters)
+            var.attrs.update(units="1", long_name="why the layout cannot run on the design; 0 where it can",
+                             coordinates=coordinates, **flags)
+        best_chunks = (1, *llm.shape[2:])
+        var = g.create_variable("best_layout", LLM_BEST_DIMS, dtype=np.int32, chunks=best_chunks, **filters)
+        var.attrs.update(units="1", long_name="index on the layout axis of the fastest valid layout, -1 if none")
+        for name, (_, units) in fields.items():
+            var = g.create_variable(f"best_{name}", LLM_BEST_DIMS, dtype=np.float64, chunks=best_chunks,
+                                    fillvalue=np.nan, **filters)
+            var.attrs.update(units=units, long_name=f"{name} of the fastest valid layout (NaN: none)")
+        var = g.create_variable("layouts_by_reason", (*LLM_BEST_DIMS, "reason"), dtype=np.int32,
+                                chunks=(*best_chunks, len(CUBE_REASON_NAMES)), **filters)
+        var.attrs.update(units="layouts", long_name="layouts of the axis per reason code (reason 0: valid)")
+        done = g.create_variable("block_done", ("block",), dtype=np.uint8,
+                                 data=np.zeros(len(self.llm_blocks), np.uint8))
+        done.attrs.update(units="1", long_name="1 once the block (one job at one GPU count) is written and flushed")
+        for k, name in enumerate(("block_job", "block_n_gpu")):
+            var = g.create_variable(name, ("block",), dtype=np.int32,
+                                    data=np.array([b[k] for b in self.llm_blocks], np.int32))
+            var.attrs.update(units="1", long_name=f"index of the block's {name[6:]}")
+        g.attrs.update(family="llm", title="paigrid LLM design space", layout_grammar=(
+            "tp{t}-pp{p}-v{v}-cp{c}-ep{e}-mb{m}-zero{z}-{none|selective|full}-{sp|nosp}; dp = n_gpu / (tp x pp x cp)"),
+            nics_per_gpu=llm.nics_per_gpu, space=json.dumps(space_to_table(llm.space)),
+            options=json.dumps({k: v for k, v in vars(llm.options).items()}),
+            reason_sentences="paigrid.llm.layouts.reason_text says each code in words")
 
     def _record_device(self, device: str) -> None:
         """A resumed cube's ``device`` attribute: where each part was computed, when that changed."""
@@ -307,6 +441,15 @@ class CubeWriter:
     def _check_blocks(self) -> None:
         """Refuse to resume a file whose blocks are not this sweep's (made by a paigrid that sized
         blocks differently)."""
+        if self.llm is not None:
+            from paigrid.llm.layouts import layout_label
+
+            stored = decode_strings(self.h5["llm/layout"][:]) if "llm/layout" in self.h5 else []
+            if stored != [layout_label(lay, with_dp=False) for lay in self.llm.layouts]:
+                raise PaigridError(f"{self.tmp} was started with another LLM layout axis; resume it with the paigrid "
+                                   "that started it, or delete it to start over.")
+        if self.grid is None:
+            return
         stored = np.asarray(self.file.variables["block_start"][:], dtype=np.int64)
         if not np.array_equal(stored, np.array([b[0] for b in self.blocks], np.int64)):
             raise PaigridError(f"{self.tmp} was started with other blocks of jobs ({len(stored)} blocks, this "
@@ -352,6 +495,27 @@ class CubeWriter:
                            "start over.")
 
     # --- writing ----------------------------------------------------------------------------
+    def pending_llm(self) -> list[int]:
+        """Indices of the LLM blocks (``LlmGrid.blocks``) not yet written."""
+        return [i for i, done in enumerate(self.llm_done) if not done]
+
+    def write_llm_block(self, index: int, results: np.ndarray, reason: np.ndarray, bests: dict) -> None:
+        """Write one LLM block (``llm.grid.evaluate_llm_block`` and ``best_over_layouts``); it is
+        marked done by the next ``commit``, due after ``flush_seconds`` as for the other blocks."""
+        j, ni = self.llm_blocks[index]
+        fields = result_fields()
+        if not self.reduce_only:
+            for name, (k, _) in fields.items():
+                self.llm_sets[name][j, :, :, ni] = results[..., k].astype(np.float32)
+            self.llm_sets["invalid_reason"][j, :, :, ni] = reason
+        self.llm_sets["best_layout"][j, :, ni] = bests["best_layout"]
+        for name, (k, _) in fields.items():
+            self.llm_sets[f"best_{name}"][j, :, ni] = bests["best"][..., k]
+        self.llm_sets["layouts_by_reason"][j, :, ni] = bests["by_reason"]
+        self.unflushed_llm.append(index)
+        if time.monotonic() - self.last_flush >= self.flush_seconds:
+            self.commit()
+
     def pending(self) -> list[int]:
         """Indices of the blocks not yet written."""
         return [i for i, done in enumerate(self.done) if not done]
@@ -378,15 +542,21 @@ class CubeWriter:
         a block is marked done on disk only after its data is there, so a crash at any moment
         never half-marks one (an unmarked block is redone on resume).  Returns those blocks."""
         blocks, self.unflushed = self.unflushed, []
-        if not blocks:
+        llm_blocks, self.unflushed_llm = self.unflushed_llm, []
+        if not blocks and not llm_blocks:
             return []
         self.flush()
-        lo, hi = min(blocks), max(blocks) + 1
-        marks = self.datasets["block_done"][lo:hi]   # one read and one write for the whole range
-        marks[np.asarray(blocks) - lo] = 1
-        self.datasets["block_done"][lo:hi] = marks
+        for written, marks_at in ((blocks, self.datasets.get("block_done")),
+                                  (llm_blocks, self.llm_sets.get("block_done"))):
+            if not written:
+                continue
+            lo, hi = min(written), max(written) + 1
+            marks = marks_at[lo:hi]   # one read and one write for the whole range
+            marks[np.asarray(written) - lo] = 1
+            marks_at[lo:hi] = marks
         self.flush()
         self.done[blocks] = True
+        self.llm_done[llm_blocks] = True
         self.last_flush = time.monotonic()
         return blocks
 
@@ -398,8 +568,8 @@ class CubeWriter:
     def finish(self) -> Path:
         """Mark the file complete, close it and rename it to its final name."""
         self.commit()
-        if not self.done.all():
-            raise PaigridError(f"{len(self.pending())} blocks are not written yet.")
+        if not self.done.all() or not self.llm_done.all():
+            raise PaigridError(f"{len(self.pending()) + len(self.pending_llm())} blocks are not written yet.")
         self.file.attrs["complete"] = 1
         self.file.close()
         self.h5.close()

@@ -1,5 +1,10 @@
 """Sweep orchestration: spec -> grid -> blocks of jobs -> kernel -> cube file (or reductions only).
 
+A spec's jobs may be of both families (``inputs.jobs.split_jobs``): the data-parallel ones make
+the root's grid, the LLM ones the ``llm`` group's (``llm.grid``); one writer, one lock, one
+``.partial`` file, one resume and one progress bar cover both, the LLM blocks (one per job and
+GPU count) after the data-parallel ones.
+
 Blocks are computed by the numba kernel (in a helper thread, or on Dask workers) while the
 writer streams finished blocks into the file, so the cube is never held in memory whole.
 """
@@ -20,12 +25,20 @@ from paigrid.errors import PaigridError
 from paigrid.evaluate import evaluate_block
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import with_calibration
-from paigrid.inputs.jobs import load_jobs
+from paigrid.inputs.jobs import split_jobs
 from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import Grid, build_grid
+from paigrid.llm.grid import LlmGrid, best_over_layouts, build_llm_grid, evaluate_llm_block
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
-from paigrid.store import CubeWriter, creating_path, cube_chunk_shape, estimated_bytes, factor_bytes
+from paigrid.store import (
+    CubeWriter,
+    creating_path,
+    cube_chunk_shape,
+    estimated_bytes,
+    factor_bytes,
+    llm_estimated_bytes,
+)
 from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
 
 
@@ -41,15 +54,46 @@ class SweepResult:
 
 def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Grid, dict]:
     """Resolve a spec into a grid and the provenance attributes its cube will carry, among them
-    the sha256 of every input file (``input_sha256``), which ``--resume`` checks."""
+    the sha256 of every input file (``input_sha256``), which ``--resume`` checks.  The
+    data-parallel family only (``prepare_families`` gives both)."""
+    grid, _, provenance = prepare_families(spec, calibration)
+    if grid is None:
+        raise PaigridError("the sweep has no jobs.")
+    return grid, provenance
+
+
+def prepare_families(spec: SweepSpec, calibration: str | Path | None = None,
+                     ) -> tuple[Grid | None, LlmGrid | None, dict]:
+    """The grids of both job families of a spec (None for a family without jobs) and the
+    provenance attributes of their cube (``prepare``'s, with the LLM catalogues' sha256)."""
+    import copy
+
+    from paigrid.llm.fabrics import is_fabric, load_fabrics
+    from paigrid.llm.models import load_catalogue
+
     cats = Catalogues.load(spec.catalogues)
     eff, spec.options = with_calibration(spec.options, calibration, cats)
-    jobs, cats = load_jobs(spec, cats)
-    grid = build_grid(spec, jobs, cats, eff)
+    jobs, llm_jobs, cats = split_jobs(spec, cats)
+    if not jobs and not llm_jobs:
+        raise PaigridError("the sweep has no jobs.")
+    grid = None
+    if jobs:
+        dp_spec = spec
+        if spec.network:   # fabrics are the LLM family's; the data-parallel one takes the network links
+            dp_spec = copy.copy(spec)
+            dp_spec.network = [n for n in spec.network if not is_fabric(n)]
+            if not dp_spec.network:
+                raise PaigridError(f"{spec.origin}: grid.network lists only fabrics of llm_fabrics.csv, which the "
+                                   "data-parallel jobs cannot use; add a network of links.csv.")
+        grid = build_grid(dp_spec, jobs, cats, eff)
+    llm = build_llm_grid(spec, llm_jobs, cats, eff) if llm_jobs else None
     provenance = {"spec": spec.to_toml_dict(), "catalogue_sha256": cats.checksums(),
                   "efficiency_source": eff.origin, "calibration_sha256": file_sha256(calibration),
                   "paigrid_version_started": __version__, "input_sha256": input_files(spec, calibration)}
-    return grid, provenance
+    if llm is not None:
+        provenance["llm_catalogue_sha256"] = {"llm_models": load_catalogue().sha256, "llm_fabrics":
+                                              load_fabrics().sha256}
+    return grid, llm, provenance
 
 
 def input_files(spec: SweepSpec, calibration: str | Path | None) -> dict[str, dict[str, str]]:
@@ -134,15 +178,16 @@ def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, chunks
     return int(stored / sampled * n_jobs * SIZE_MARGIN) + small
 
 
-def check_disk(path: Path, grid: Grid, reduce_only: bool, compression: str = "lz4",
-               chunks: int | tuple[int, ...] = 1) -> None:
+def check_disk(path: Path, grid: Grid | None, reduce_only: bool, compression: str = "lz4",
+               chunks: int | tuple[int, ...] = 1, llm: LlmGrid | None = None) -> None:
     """Refuse, before starting, a cube that would not fit in the free disk space (its compressed
-    size estimated from a sample, ``estimated_cube_bytes``)."""
+    size estimated from a sample, ``estimated_cube_bytes``; the LLM group's uncompressed)."""
     folder = path.parent if str(path.parent) else Path(".")
     free = shutil.disk_usage(folder).free
-    if estimated_bytes(grid, reduce_only) <= free:
+    llm_bytes = llm_estimated_bytes(llm, reduce_only)
+    if (estimated_bytes(grid, reduce_only) if grid is not None else 0) + llm_bytes <= free:
         return  # fits even uncompressed: no need to estimate
-    need = estimated_cube_bytes(grid, reduce_only, compression, chunks)
+    need = llm_bytes + (estimated_cube_bytes(grid, reduce_only, compression, chunks) if grid is not None else 0)
     if need > free:
         hint = "" if reduce_only else "; use --reduce-only to keep only the per-job bests, or sweep a smaller grid"
         raise PaigridError(f"the cube needs about {megabytes(need)} (estimated from a sample of its jobs, compressed) "
@@ -174,7 +219,7 @@ def _check_readable_partial(partial: Path) -> None:
 
     try:
         with h5py.File(partial, "r") as f:
-            if "block_done" not in f:
+            if "block_done" not in f and "llm/block_done" not in f:
                 raise PaigridError(f"{partial} is not an interrupted paigrid sweep; delete it to start over.")
     except PaigridError:
         raise
@@ -226,19 +271,22 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
         raise PaigridError("--device cuda runs the kernels in this process; it cannot be combined with --scheduler "
                            "or --workers.")
     made_on = device_label(device)   # before any file: no GPU is one sentence, nothing written
-    grid, provenance = prepare(spec, calibration)
+    grid, llm, provenance = prepare_families(spec, calibration)
+    if grid is None and (scheduler or workers or device != "cpu"):
+        raise PaigridError("the LLM family's blocks run on this machine's CPU; --scheduler, --workers and --device "
+                           "cuda need data-parallel jobs.")
     with OutputLock(out).acquire(str(out)):
         fault_point("lock-taken")
         with contextlib.suppress(OSError):
             os.unlink(creating_path(out))   # left by a writer killed while creating: never published
         check_output(out, resume)
-        blocks, chunks = sweep_blocks(grid, spec.jobs_per_block, reduce_only)
+        blocks, chunks = sweep_blocks(grid, spec.jobs_per_block, reduce_only) if grid is not None else ([], None)
         if flush_seconds is None:
             flush_seconds = 0.0 if spec.jobs_per_block is not None else FLUSH_SECONDS
         if not resume and space_check:
-            check_disk(out, grid, reduce_only, compression, chunks)
+            check_disk(out, grid, reduce_only, compression, chunks, llm)
         return _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce_only, resume,
-                           scheduler, workers, progress, on_block, made_on, threads, flush_seconds)
+                           scheduler, workers, progress, on_block, made_on, threads, flush_seconds, llm)
 
 
 def check_threads(threads: int | None, workers: int | None, scheduler: str | None) -> int | None:
@@ -270,9 +318,10 @@ def device_label(device: str) -> str:
 
 
 def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce_only, resume, scheduler,
-                workers, progress, on_block, made_on="cpu", threads=None, flush_seconds=0.0) -> SweepResult:
+                workers, progress, on_block, made_on="cpu", threads=None, flush_seconds=0.0, llm=None) -> SweepResult:
     started = time.perf_counter()
-    current = None if resume else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+    current = None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency,
+                                                                       spec.options)
     with contextlib.ExitStack() as stack:
         client = None
         if scheduler or workers:
@@ -281,7 +330,7 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
             client = dask_client(stack, scheduler, workers, threads)   # before the file: a bad address leaves nothing
         try:
             writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, chunks, current,
-                                device=made_on, flush_seconds=flush_seconds)
+                                device=made_on, flush_seconds=flush_seconds, llm=llm)
         except KeyboardInterrupt:
             if resume or partial_path(out).exists():
                 raise PaigridError(f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
@@ -295,12 +344,18 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
                                  f"{'nothing was written' if resume else 'nothing was saved'}.", exc) from None
         compression = writer.compression  # on --resume: the file's own
         try:
-            if resume and "current_step_time" not in writer.file.variables:
+            if grid is not None and resume and "current_step_time" not in writer.file.variables:
                 writer.write_current(current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options))
             todo = writer.pending()
-            per_job = grid.configs // len(grid.jobs)
-            with _Progress(progress, sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job) as bar:
-                if client is not None:
+            per_job = grid.configs // len(grid.jobs) if grid is not None else 0
+            llm_todo = writer.pending_llm()
+            per_llm_block = llm.cells // len(llm.blocks()) if llm is not None else 0
+            total = sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job + len(llm_todo) * per_llm_block
+            all_blocks = len(blocks) + len(writer.llm_blocks)
+            with _Progress(progress, total) as bar:
+                if grid is None:
+                    source = (block for block in ())   # no data-parallel jobs: no blocks
+                elif client is not None:
                     from paigrid.distributed import run_on_dask
 
                     source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression,
@@ -321,18 +376,20 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
                         written = int(writer.done.sum())
                         if committed:
                             fault_point(f"after-block-{written}")
-                        bar.advance((block.stop - block.start) * per_job, written, len(blocks))
+                        bar.advance((block.stop - block.start) * per_job, written, all_blocks)
                         if committed and on_block is not None:
                             on_block(written)
                     if writer.commit():  # the blocks written since the last flush
                         fault_point(f"after-block-{int(writer.done.sum())}")
                         if on_block is not None:
                             on_block(int(writer.done.sum()))
+                _sweep_llm(writer, llm, llm_todo, bar, per_llm_block, all_blocks, on_block)
             path = writer.finish()
         except KeyboardInterrupt:
             _commit_quietly(writer)  # the blocks written whole before the interrupt
             writer.close()
-            raise PaigridError(f"interrupted: {int(writer.done.sum())} of {len(blocks)} blocks are saved in "
+            raise PaigridError(f"interrupted: {_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are "
+                               f"saved in "
                                f"{partial_path(out)}; run the same command with --resume to finish.") from None
         except (OSError, RuntimeError) as exc:
             if isinstance(exc, RuntimeError) and not _hdf5_io_error(exc):
@@ -344,12 +401,63 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
                 _commit_quietly(writer)  # found before HDF5 tried: the blocks written so far are whole
                 writer.close()
             raise _write_failure(f"writing {partial_path(out)} failed ({os_reason(exc)}); "
-                                 f"{int(writer.done.sum())} of {len(blocks)} blocks are saved; fix the cause and "
+                                 f"{_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are saved; "
+                                 "fix the cause and "
                                  "run the same command with --resume.", exc) from None
         except BaseException:
             writer.close()
             raise
-    return SweepResult(path, grid.configs, len(blocks), time.perf_counter() - started)
+    configs = (grid.configs if grid is not None else 0) + (llm.cells if llm is not None else 0)
+    return SweepResult(path, configs, len(blocks) + len(writer.llm_blocks), time.perf_counter() - started)
+
+
+def _saved(writer) -> int:
+    """Blocks of both families marked done in the writer's file."""
+    return int(writer.done.sum()) + int(writer.llm_done.sum())
+
+
+def _sweep_llm(writer, llm: LlmGrid | None, todo: list[int], bar, per_block: int, all_blocks: int,
+               on_block=None) -> None:
+    """Evaluate and write the LLM blocks ``todo`` (one job at one GPU count each), committing
+    as the data-parallel blocks are (``fault_point`` names: ``llm-block-written-K``,
+    ``after-llm-block-K``)."""
+    if llm is None:
+        return
+    from paigrid.llm.layouts import CUBE_REASON_NAMES
+
+    blocks = llm.blocks()
+    for count, index in enumerate(todo, 1):
+        results, reason = evaluate_llm_block(llm, *blocks[index])
+        bests = best_over_layouts(results, reason, len(CUBE_REASON_NAMES))
+        _check_llm_room(writer, results, reason, bests)
+        before = int(writer.llm_done.sum())
+        writer.write_llm_block(index, results, reason, bests)
+        fault_point(f"llm-block-written-{count}")
+        written = int(writer.llm_done.sum())
+        if written > before:
+            fault_point(f"after-llm-block-{written}")
+            if on_block is not None:
+                on_block(int(writer.done.sum()) + written)
+        bar.advance(per_block, int(writer.done.sum()) + written + len(writer.unflushed_llm), all_blocks)
+    if writer.commit():
+        fault_point(f"after-llm-block-{int(writer.llm_done.sum())}")
+
+
+def _check_llm_room(writer, results, reason, bests) -> None:
+    """``_check_room`` for an LLM block: its uncompressed bytes (the float32 cells of a full
+    sweep and the bests) and some slack must fit in the free disk space."""
+    need = sum(a.nbytes for a in bests.values()) + ROOM_SLACK
+    if not writer.reduce_only:
+        need += results.size * 4 + reason.nbytes
+    folder = writer.path.parent if str(writer.path.parent) else Path(".")
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if need > free:
+        import errno
+
+        raise _NoRoom(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _commit_quietly(writer) -> None:
@@ -396,7 +504,7 @@ def _write_failure(sentence: str, exc: BaseException) -> PaigridError:
     return error
 
 
-def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, **kw):
+def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, group: str | None = None, **kw):
     """Sweep from Python and return the cube as an ``xarray.Dataset`` (``paigrid sweep`` as a
     function, for notebooks and libraries).
 
@@ -412,6 +520,10 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
         10 stored and throughput, cost and energy derived from them).
     reduce_only : bool
         Keep only the per-job reductions.
+    group : str, optional
+        The family returned, as the spec's workloads may name LLM models too (``llama3-8b``):
+        None the data-parallel root (or, for a sweep of LLM jobs only, the ``llm`` group),
+        ``"llm"`` the LLM group (``paigrid.open_dataset(path, group="llm")``); both are in ``out``.
     **kw
         ``run_sweep``'s keyword-only arguments: calibration (a TOML path), compression ("lz4",
         "zstd", "gzip", "none"), resume, scheduler (a Dask address or scheduler file), workers (a
@@ -435,6 +547,7 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
     import inspect
     import tempfile
 
+    from paigrid.cube import families_of
     from paigrid.dataset import open_dataset
     from paigrid.inputs.spec import load_spec, spec_from_dict
 
@@ -456,15 +569,18 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, *
         raise PaigridError(f"spec must be a SweepSpec, the path of a TOML spec, a dict or None, "
                            f"not {type(spec).__name__}.")
     kw.setdefault("progress", False)
+    def family(path):
+        return group if group is not None or "dp" in families_of(path) else "llm"
+
     if out is not None:
         run_sweep(spec, out, reduce_only=reduce_only, **kw)
-        return open_dataset(out)
+        return open_dataset(out, group=family(out))
     if kw.get("resume"):
         raise PaigridError("resume needs the out file of the interrupted sweep.")
     with tempfile.TemporaryDirectory(prefix="paigrid-") as folder:
         path = Path(folder) / "cube.h5"
         run_sweep(spec, path, reduce_only=reduce_only, **kw)
-        with open_dataset(path) as ds:
+        with open_dataset(path, group=family(path)) as ds:
             ds.load()
         ds.encoding.pop("source", None)   # the file is gone
         return ds

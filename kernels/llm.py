@@ -102,15 +102,33 @@ def hierarchical_allreduce(nbytes, n, per_domain, hw, nvls, sharp):
 
 
 @jit
-def layout_reason(lay, hw, model, ctab, mem_bytes):
+def expert_tensor(t, d, c, e):
+    """The expert tensor-parallel degree: t when the e expert ranks fit in the d x c data ranks
+    (each expert split like the dense layers), else 1 (Megatron-Core's parallel folding: the
+    experts are not split and the expert group takes tensor ranks too, e | t x d x c)."""
+    return t if (d * c) % e == 0.0 else 1.0
+
+
+@jit
+def stage_layers(layers, p, v):
+    """(most, fewest) layers a pipeline rank holds: ceil / floor of L / p, or with v > 1
+    virtual stages v chunks of ceil / floor of L / (p v) layers (uneven stages where the layers
+    do not divide, as Megatron-Core splits them)."""
+    if v > 1.0:
+        return v * np.ceil(layers / (p * v)), v * np.floor(layers / (p * v))
+    return np.ceil(layers / p), np.floor(layers / p)
+
+
+@jit
+def layout_reason(lay, hw, model, ctab, options, mem_bytes):
     """The reason code of one layout on one hardware row (0 when valid), memory checked last
-    against ``mem_bytes`` (NaN: not checked)."""
+    against ``mem_bytes`` (NaN: not checked) with the options' memory margin."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b = lay[K.LA_VPP], lay[K.LA_MB]
     ct = int(hw[K.HW_CT])
     if not ctab[ct, int(lay[K.LA_TP_INDEX]), int(lay[K.LA_RECOMPUTE]), int(lay[K.LA_SP]), K.CT_LAYER] > 0.0:
         return K.REASON_PRECISION
-    heads, kv_heads = model[K.M_HEADS], model[K.M_KV_DIM] / (model[K.M_HIDDEN] / model[K.M_HEADS])
+    heads, kv_heads = model[K.M_HEADS], model[K.M_KV_HEADS]
     if heads % t != 0.0 or (t < kv_heads and kv_heads % t != 0.0) or (t > kv_heads and t % kv_heads != 0.0):
         return K.REASON_TP_HEADS
     if model[K.M_FFN] % t != 0.0 or (model[K.M_EXPERTS] > 0.0 and model[K.M_MOE_FFN] % t != 0.0):
@@ -121,20 +139,21 @@ def layout_reason(lay, hw, model, ctab, mem_bytes):
         return K.REASON_CP_SEQ
     if (model[K.M_EXPERTS] == 0.0 and e > 1.0) or (model[K.M_EXPERTS] > 0.0 and model[K.M_EXPERTS] % e != 0.0):
         return K.REASON_EP_EXPERTS
-    if (d * c) % e != 0.0:
+    if (d * c) % e != 0.0 and (t * d * c) % e != 0.0:
         return K.REASON_EP_GROUP
     if model[K.M_GLOBAL_BATCH] % (d * b) != 0.0:
         return K.REASON_BATCH
-    if p * v > model[K.M_LAYERS]:
+    # interleaved chunks may be two more than the layers: Megatron-Core counts the embedding and
+    # the loss as a chunk each (account_for_embedding/loss_in_pipeline_split)
+    if p > model[K.M_LAYERS] or (v > 1.0 and p * v > model[K.M_LAYERS] + 2.0):
         return K.REASON_PP_LAYERS
-    m = model[K.M_GLOBAL_BATCH] / (d * b)
-    if v > 1.0 and (p == 1.0 or m % p != 0.0):
+    if v > 1.0 and p == 1.0:
         return K.REASON_INTERLEAVE
     if t * p * d * c > hw[K.HW_DOMAIN] and not hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU] > 0.0:
         return K.REASON_NO_NETWORK
     if np.ceil(t * p * d * c / hw[K.HW_DOMAIN]) > fabric_capacity(hw):
         return K.REASON_FABRIC
-    if mem_bytes > hw[K.HW_MEMORY]:
+    if mem_bytes > hw[K.HW_MEMORY] * (1.0 + options[K.OP_MEMORY_MARGIN]):
         return K.REASON_MEMORY
     return K.REASON_VALID
 
@@ -147,15 +166,16 @@ def memory_bytes(lay, model, options, m):
     (Korthikanti et al. 2022) and the workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
-    layers = np.ceil(model[K.M_LAYERS] / p)
-    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    layers = stage_layers(model[K.M_LAYERS], p, v)[0]
+    et = expert_tensor(t, d, c, e)
+    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
     shards = d * c
     weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
     grads = params * options[K.OP_GRAD_BYTES] / (shards if zero >= 2.0 else 1.0)
     state = params * options[K.OP_OPT_BYTES] / (shards if zero >= 1.0 else 1.0)
     if zero >= 3.0:  # FSDP's unsharded working copies: this layer's and the prefetched layer's
         # weights, and this layer's gradients before their reduce-scatter
-        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)
+        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)
         weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
@@ -170,9 +190,10 @@ def memory_bytes(lay, model, options, m):
     in_flight = min(m, p)
     if v > 1.0:
         in_flight *= 1.0 + (p - 1.0) / (p * v)
-    activations = layers * per_layer * in_flight
+    activations = layers * per_layer * in_flight * (1.0 + options[K.OP_FRAGMENTATION])
     if rc == 2.0:
         activations += full_layer  # the layer being recomputed
+    activations *= options[K.OP_ACT_STORE]
     if p == 1.0:
         activations += tokens * model[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t
     return weights + grads + state + activations + options[K.OP_WORKSPACE]
@@ -188,7 +209,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     n = t * p * d * c
     m = model[K.M_GLOBAL_BATCH] / (d * b)
     mem = memory_bytes(lay, model, options, m)  # finite for any degrees >= 1; checked last
-    reason = layout_reason(lay, hw, model, ctab, mem)
+    reason = layout_reason(lay, hw, model, ctab, options, mem)
     if reason != K.REASON_VALID:
         res[K.R_REASON] = reason
         return
@@ -200,8 +221,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     h = model[K.M_HIDDEN]
     # the stages hold ceil(L / p) or floor(L / p) layers; the output layer sits on the last,
     # which gets the fewer: the slowest stage sets the pace of the pipeline
-    most = np.ceil(model[K.M_LAYERS] / p)
-    fewest = np.floor(model[K.M_LAYERS] / p)
+    most, fewest = stage_layers(model[K.M_LAYERS], p, v)
     tokens = b * model[K.M_SEQ] / c
     # per layer and micro-batch: tensor parallel, 2 all-reduces forward, 2 backward, 2 more in
     # a full recomputation (with SP: reduce-scatter + all-gather pairs of the same volume,
@@ -224,9 +244,10 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     ep = 0.0
     if e > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        bw, lat = group_path(t * e, hw)
+        bw, lat = group_path(expert_tensor(t, d, c, e) * e, hw)
         nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
         ep = model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
+    tp *= 1.0 - options[K.OP_TP_HIDE]
     per_layer = tokens * ct[K.CT_LAYER] + tp + cp + ep
     logits = tokens * ct[K.CT_LOGITS]
     if most * per_layer > fewest * per_layer + logits:
@@ -247,7 +268,8 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     # data parallel over the d x c ranks (stride t) of the stage with the most parameters (the
     # first): gradient reduce-scatter + parameter all-gather, or one all-reduce without ZeRO
     # (which SHARP / NVLS shorten)
-    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (t * e)) + model[K.M_EMBED_PARAMS] / t
+    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e)) \
+        + model[K.M_EMBED_PARAMS] / t
     group = d * c
     per_domain = np.floor(domain / t) if t <= domain else 1.0
     reduce = innet if zero == 0.0 else 0.0
@@ -261,7 +283,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
         latency = hierarchical_allreduce(0.0, group, per_domain, hw, 0.0, 0.0)
         dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * most
         window = m * compute
-    exposed = max(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
+    exposed = dp - options[K.OP_OVERLAP_EFF] * min(dp, window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
     updated = params / (group if zero >= 1.0 else 1.0)
     optimizer = updated * options[K.OP_UPDATE_BYTES] / hw[K.HW_HBM]
     step = m * t_mb + bubble + pp + exposed + optimizer

@@ -66,7 +66,8 @@ M_MODEL_FLOPS = 16    # model FLOPs per token (forward + backward, no recomputat
 M_HW_FLOPS = 17       # first of 3: FLOPs per token executed with recompute none / selective / full
 M_MOE_FRACTION = 20   # fraction of layers that are MoE layers
 M_VOCAB = 21
-N_MODEL_FIELDS = 22
+M_KV_HEADS = 22      # key/value heads (the tensor degree must divide them or be a multiple of them)
+N_MODEL_FIELDS = 23
 
 # --- options vector ---------------------------------------------------------------------------
 OP_WEIGHT_BYTES = 0   # bytes per parameter of the working weights (bf16: 2)
@@ -79,7 +80,13 @@ OP_WORKSPACE = 6      # bytes per GPU beyond states and activations (framework, 
 OP_UPDATE_BYTES = 7   # HBM bytes moved per parameter by the optimizer update
 OP_LOGIT_BYTES = 8    # bytes per logit kept for the loss (fp32: 4)
 OP_IN_NETWORK = 9     # 1: all-reduces use the design's SHARP / NVLS when it has them (0: rings only)
-N_OPTION_FIELDS = 10
+OP_TP_HIDE = 10       # fraction of the tensor-parallel collectives hidden behind the GEMMs (async TP; 0: none)
+OP_OVERLAP_EFF = 11   # fraction of the overlap window that hides data-parallel traffic (1: all of it; less:
+                      # the overlapped collectives contend with compute and TP/CP/EP traffic for SMs and links)
+OP_MEMORY_MARGIN = 12  # a layout is refused only above (1 + margin) x the GPU's memory (what the estimate misses)
+OP_FRAGMENTATION = 13  # allocator fragmentation: fraction added to the activations
+OP_ACT_STORE = 14     # stored activations relative to 16-bit ones (FP8 GEMM inputs kept in FP8: 0.75)
+N_OPTION_FIELDS = 15
 
 # --- compute table (C, T, 3 recompute, 2 sp, N_CT_FIELDS) -------------------------------------
 CT_LAYER = 0       # s per token of one (mean) layer, forward + backward + recomputation, one GPU of t
@@ -120,7 +127,7 @@ REASON_EP_EXPERTS = 6      # e does not divide the experts (or e > 1 on a dense 
 REASON_EP_GROUP = 7        # e does not divide d x c
 REASON_BATCH = 8           # the global batch is not a multiple of d x micro-batch
 REASON_PP_LAYERS = 9       # p x v exceeds the layers
-REASON_INTERLEAVE = 10     # v > 1 needs p > 1 and micro-batches a multiple of p
+REASON_INTERLEAVE = 10     # v > 1 needs p > 1
 REASON_NO_NETWORK = 11     # the job spans several NVLink domains but the network is none
 REASON_FABRIC = 12         # the job spans more NVLink domains than the fabric's tiers connect
 REASON_MEMORY = 13         # the busiest stage does not fit in the GPU's memory

@@ -41,16 +41,19 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     n = t * p * d * c
     m = M[K.M_GLOBAL_BATCH] / (d * b)
     h = M[K.M_HIDDEN]
-    most, fewest = np.ceil(M[K.M_LAYERS] / p), np.floor(M[K.M_LAYERS] / p)
+    chunks = np.where(v > 1, p * v, p)  # layers split into p x v chunks, v of them on each rank
+    most, fewest = np.ceil(M[K.M_LAYERS] / chunks) * (chunks / p), np.floor(M[K.M_LAYERS] / chunks) * (chunks / p)
     tokens = b * M[K.M_SEQ] / c
     split_repl = np.where(sp > 0, t, 1.0)
     # memory
-    params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) + M[K.M_EMBED_PARAMS] / t
+    # expert tensor degree: t when the experts fit in the data x context ranks, else 1 (folding)
+    et = np.where(np.mod(d * c, e) == 0, t, 1.0)
+    params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) + M[K.M_EMBED_PARAMS] / t
     shards = d * c
     states = params * (options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
                        + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
                        + options[K.OP_OPT_BYTES] / np.where(zero >= 1, shards, 1.0))
-    gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (t * e)) * (
+    gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
         2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     states = states + np.where(zero >= 3, gathered, 0.0)
     keep_repl = M[K.M_ACT_REPLICATED] / split_repl
@@ -59,11 +62,13 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     per_layer = tokens * np.select([rc == 2, rc == 1], [2.0 * h / split_repl, keep_repl + keep_split],
                                    keep_repl + keep_split + keep_core)
     factor = np.minimum(m, p) * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0)
-    acts = most * per_layer * factor + np.where(rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0)
-    acts = acts + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t, 0.0)
+    acts = (most * per_layer * factor * (1.0 + options[K.OP_FRAGMENTATION])
+            + np.where(rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0))
+    acts = acts * options[K.OP_ACT_STORE] + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t,
+                                                      0.0)
     mem = states + acts + options[K.OP_WORKSPACE]
     # reasons, the first that applies
-    kv_heads = M[K.M_KV_DIM] / (h / M[K.M_HEADS])
+    kv_heads = M[K.M_KV_HEADS]
     net = H[K.HW_NET_BW] * H[K.HW_NICS_PER_GPU]
     experts = M[K.M_EXPERTS]
     checks = [
@@ -74,14 +79,14 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         (K.REASON_TP_DOMAIN, t > H[K.HW_DOMAIN]),
         (K.REASON_CP_SEQ, np.mod(M[K.M_SEQ], c) != 0),
         (K.REASON_EP_EXPERTS, ((experts == 0) & (e > 1)) | ((experts > 0) & (np.mod(experts, e) != 0))),
-        (K.REASON_EP_GROUP, np.mod(d * c, e) != 0),
+        (K.REASON_EP_GROUP, (np.mod(d * c, e) != 0) & (np.mod(t * d * c, e) != 0)),
         (K.REASON_BATCH, np.mod(M[K.M_GLOBAL_BATCH], d * b) != 0),
-        (K.REASON_PP_LAYERS, p * v > M[K.M_LAYERS]),
-        (K.REASON_INTERLEAVE, (v > 1) & ((p == 1) | (np.mod(m, p) != 0))),
+        (K.REASON_PP_LAYERS, (p > M[K.M_LAYERS]) | ((v > 1) & (p * v > M[K.M_LAYERS] + 2.0))),
+        (K.REASON_INTERLEAVE, (v > 1) & (p == 1)),
         (K.REASON_NO_NETWORK, (n > H[K.HW_DOMAIN]) & ~(net > 0)),
         (K.REASON_FABRIC, np.ceil(n / H[K.HW_DOMAIN]) > np.select([H[K.HW_TIERS] <= 1, H[K.HW_TIERS] <= 2],
                                                                    [H[K.HW_TIER1], H[K.HW_TIER2]], np.inf)),
-        (K.REASON_MEMORY, mem > H[K.HW_MEMORY]),
+        (K.REASON_MEMORY, mem > H[K.HW_MEMORY] * (1.0 + options[K.OP_MEMORY_MARGIN])),
     ]
     reason = np.zeros(n_lay * n_hw)
     for code, bad in reversed(checks):
@@ -99,11 +104,12 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         bw_cp, lat_cp = np.where(cp_inside, intra_bw, bw_n), np.where(cp_inside, intra_lat, lat_n)
         exchange = (3.0 + extra / 2.0) * (c - 1.0) * (tokens * 2.0 * M[K.M_KV_DIM] / t * act / bw_cp + lat_cp)
         cp1 = np.where(c > 1, np.maximum(0.0, exchange - tokens * ct[:, K.CT_ATTENTION]), 0.0)
-        bw_n, lat_n = _path(np.ceil(t * e / dom), H)
-        ep_inside = t * e <= dom
+        bw_n, lat_n = _path(np.ceil(et * e / dom), H)
+        ep_inside = et * e <= dom
         bw_ep, lat_ep = np.where(ep_inside, intra_bw, bw_n), np.where(ep_inside, intra_lat, lat_n)
         a2a = tokens * M[K.M_TOPK] * h * act / t * (e - 1.0) / e / bw_ep + (e - 1.0) * lat_ep
         ep1 = np.where(e > 1, M[K.M_MOE_FRACTION] * (4.0 + extra) * a2a, 0.0)
+        tp1 = tp1 * (1.0 - options[K.OP_TP_HIDE])
         unit = tokens * ct[:, K.CT_LAYER] + tp1 + cp1 + ep1
         out_layer = tokens * ct[:, K.CT_LOGITS]
         last_paces = ~(most * unit > fewest * unit + out_layer)
@@ -129,7 +135,7 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         halves = 0.5 * (1.0 + 2.0 * m)
         dp = np.where(zero >= 3, (dp - lat) * halves + lat * halves * most, dp)
         window = np.where(zero >= 3, m * compute, compute)
-        exposed = np.maximum(0.0, dp - window) if options[K.OP_DP_OVERLAP] > 0 else dp
+        exposed = dp - options[K.OP_OVERLAP_EFF] * np.minimum(dp, window) if options[K.OP_DP_OVERLAP] > 0 else dp
         optimizer = params / np.where(zero >= 1, group, 1.0) * options[K.OP_UPDATE_BYTES] / H[K.HW_HBM]
         step = m * t_mb + bubble + pp + exposed + optimizer
     job_tokens = M[K.M_GLOBAL_BATCH] * M[K.M_SEQ]

@@ -21,6 +21,7 @@ LAYERS = [
     ("inputs", ["paigrid.inputs", "paigrid.inputs.catalog", "paigrid.inputs.spec", "paigrid.inputs.efficiency",
                 "paigrid.inputs.zoo", "paigrid.llm.models", "paigrid.llm.shapes", "paigrid.llm.fabrics"]),
     ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables", "paigrid.llm.compute", "paigrid.llm.layouts",
+                         "paigrid.llm.grid",
                          "paigrid.llm.evaluate", "paigrid.llm.rows"]),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),
     ("driver", ["paigrid.evaluate", "paigrid.gpu"]),

@@ -285,8 +285,8 @@ case("llm-predict-memory", ["llm", "predict", "--model", "llama3-70b", "--gpu", 
      "GB per GPU")
 case("llm-predict-option", ["llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8", "--option",
                             "weight_bytes=-1"], {}, "weight_bytes")
-case("llm-calibrate", ["calibrate", str(Path(__file__).resolve().parent.parent / "datasets" / "llm_public.csv"),
-                       "--out", f"{T}/c.toml"], {}, "no LLM rows")
+case("llm-calibrate-one-row", ["calibrate", str(Path(__file__).resolve().parent.parent / "datasets" / "llm_public.csv"),
+                               "--out", f"{T}/c.toml", "--rows-where", "id=meg20-01"], {}, "at least two llm rows")
 case("calibrate-fit-unknown", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml", "--fit", "warp"], {},
      "warp")
 case("calibrate-out-folder-missing", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/no/c.toml"], {},

@@ -61,11 +61,14 @@ def test_validate_llm_rows():
 @pytest.mark.parametrize("change, fragment", [
     ({"throughput_unit": "TFLOPS"}, "throughput_unit must be one of"),
     ({"data_parallel": "3"}, "is not the"),
+    ({"gpu": "Z900"}, "is not in the GPU catalogue"),
     ({"recompute": "some"}, "recompute must be one of"),
     ({"heads": "7"}, "not a multiple of heads"),
     ({"sequence_parallel": "maybe"}, "true or false"),
 ])
-def test_bad_llm_rows_are_one_sentence(tmp_path, change, fragment):
+def test_a_bad_llm_row_is_refused_with_its_sentence_and_the_file_goes_on(tmp_path, change, fragment):
+    """One bad row no longer aborts the file: it is listed as refused with its one sentence,
+    counted in the summary and left out of the medians; the other rows are predicted."""
     rows = _rows()
     rows[1].update(change)
     path = tmp_path / "bad.csv"
@@ -73,7 +76,16 @@ def test_bad_llm_rows_are_one_sentence(tmp_path, change, fragment):
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    assert_clean_error(run("validate", path), fragment, "line 3")
+    result = run("validate", path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    bad = [r for r in data["rows"] if not r["modelled"]]
+    assert [r["id"] for r in bad] == [rows[1]["id"]]
+    assert fragment in bad[0]["note"] and bad[0]["note"].startswith("refused: ")
+    assert data["summary"]["refused"] == {"count": 1, "runs": 1}
+    assert data["summary"]["overall"]["count"] == len(rows) - 1
+    text = run("validate", path)
+    assert text.exit_code == 0 and "refused: 1 row(s) of 1 run(s)" in text.output
 
 
 def test_a_missing_required_column_is_named(tmp_path):

@@ -73,7 +73,7 @@ def test_every_variable_has_units_and_flags_are_cf(ds):
 def test_provenance_attributes(ds):
     assert ds.attrs["complete"] == 1
     assert "paigrid_version" in ds.attrs and "catalogue_sha256" in ds.attrs
-    assert int(ds.attrs["format_version"]) == FORMAT_VERSION == 4
+    assert int(ds.attrs["format_version"]) == FORMAT_VERSION == 5
     assert "bert-large-seq384" in ds.attrs["spec"]
 
 

@@ -184,6 +184,7 @@ class Compression(StrEnum):
 class By(StrEnum):
     time = "time"
     cost = "cost"
+    energy = "energy"
 
 
 def parse_option_items(items: list[str] | None) -> dict:

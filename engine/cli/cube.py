@@ -31,7 +31,9 @@ def sweep(
     spec_file: Path | None = typer.Argument(
         None, metavar="[SPEC.toml]", help="Sweep spec; default: built-in workloads x the full catalogue."),
     out: Path = typer.Option(..., "--out", "-o", help="Cube file to write (netCDF-4/HDF5)."),
-    workloads: str | None = typer.Option(None, help="Workload names (comma-separated) or a workloads/population CSV."),
+    workloads: str | None = typer.Option(
+        None, help="Job names, comma-separated: workloads and LLM models (of datasets/llm_models.csv), or a "
+        "workloads, population or LLM models CSV."),
     compression: Compression = typer.Option(
         Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."),
     reduce_only: bool = typer.Option(False, "--reduce-only", help="Keep only the per-job reductions, not the cube."),
@@ -82,10 +84,16 @@ def query(
     path: Path = typer.Argument(..., help="Cube file."),
     best_arch: bool = typer.Option(False, "--best-arch", help="Best architecture and interconnect per job."),
     pareto: bool = typer.Option(False, "--pareto", help="Every configuration on each job's time/cost Pareto front."),
-    by: By = typer.Option(By.time, help="Rank by time per sample (throughput) or by cost per sample."),
-    where: list[str] | None = typer.Option(None, help="Filter DIM=VALUE[,VALUE...] (repeatable)."),
+    by: By = typer.Option(By.time, help="Rank by time, cost or energy per sample."),
+    where: list[str] | None = typer.Option(
+        None, help="Filter DIM=VALUE[,VALUE...] (repeatable); DIM of either family: arch, gpu, n_gpu, intra, network, "
+        "precision; LLM jobs also layout, domain, tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp."),
     job: list[str] | None = typer.Option(None, help="Only this job (repeatable)."),
     top: int = typer.Option(1, help="Best K configurations per job."),
+    tokens: float | None = typer.Option(None, "--tokens", min=1.0,
+                                        help="Token budget: add the days, cost and energy to train it."),
+    per: str | None = typer.Option(None, "--per", help="Answer once per value of n_gpu, network, gpu or precision "
+                                                       "(each job's best at each GPU count, ...)."),
     calibration: Path | None = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
@@ -99,6 +107,21 @@ def query(
     fmt = output_format(json_out, csv_out)
     if best_arch == pareto:
         raise PaigridError("say what to query: --best-arch or --pareto.")
+    from paigrid.cube import families_of
+
+    if tokens or per or "llm" in families_of(path):   # one row per job of every family, in the same columns
+        from paigrid.llm.query import FAMILY_COLUMNS, FAMILY_UNITS, TRAIN_COLUMNS, query_every_family
+
+        if top < 1:
+            raise PaigridError(f"--top must be at least 1, not {top}.")
+        if pareto and top > 1:
+            raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
+        rows, notes = query_every_family(path, by.value, where or [], job, top, pareto, tokens, calibration, per)
+        emit(rows, FAMILY_COLUMNS + (TRAIN_COLUMNS if tokens else []), fmt, FAMILY_UNITS)
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        _note_empty(rows)
+        return
     cube = open_cube(path)
     try:
         check_calibration(cube, calibration)
@@ -109,6 +132,11 @@ def query(
     finally:
         cube.close()
     emit(rows, columns, fmt, QUERY_UNITS)
+    _note_empty(rows)
+
+
+def _note_empty(rows: list[dict]) -> None:
+    """The note on stderr naming the jobs without a valid configuration under the filters."""
     empty = [r["job"] for r in rows if r["arch"] is None]
     if empty:
         shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
@@ -118,25 +146,65 @@ def query(
 @app.command()
 @guarded
 def predict(
-    workload: str = typer.Option(..., help="Workload catalogue name or alias."),
-    arch: str = typer.Option(..., help="1w1g, 1wng, allreduce-local, ps-worker or allreduce-cluster."),
+    workload: str = typer.Option(..., help="Job: a workload of the catalogue (or alias), or an LLM model of "
+                                           "datasets/llm_models.csv."),
+    arch: str | None = typer.Option(None, help="Data-parallel job: 1w1g, 1wng, allreduce-local, ps-worker or "
+                                               "allreduce-cluster."),
     gpu: str = typer.Option(..., help="GPU catalogue name or alias."),
     n_gpu: int = typer.Option(..., "--n-gpu", min=1, max=2**31 - 1, help="GPUs in the job."),
-    intra: str = typer.Option(..., help="Intra-server link (pcie3, nvlink2-hcm, ...)."),
-    network: str = typer.Option(..., help="Network (eth-25g, ib-hdr-200g, none, ...)."),
-    precision: str = typer.Option(..., help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, fp8, "
-                                  "fp8-current, fp8-blockwise, mxfp8 or nvfp4."),
+    intra: str | None = typer.Option(None, help="Data-parallel job: intra-server link (pcie3, nvlink2-hcm, ...)."),
+    network: str | None = typer.Option(None, help="Network (eth-25g, ib-hdr-200g, none, ...; an LLM job also takes "
+                                                  "fabrics of llm_fabrics.csv; default for it: ib-ndr-400g)."),
+    precision: str | None = typer.Option(None, help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, "
+                                                    "fp8, fp8-current, fp8-blockwise, mxfp8 or nvfp4 (LLM default: "
+                                                    "amp-bf16)."),
     batch: float | None = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
+    layout: str | None = typer.Option(None, help="LLM job: a layout label (tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-"
+                                                 "sp, dp from --n-gpu) instead of the degree flags."),
+    tp: int = typer.Option(1, "--tp", min=1, help="LLM job: tensor-parallel degree."),
+    pp: int = typer.Option(1, "--pp", min=1, help="LLM job: pipeline-parallel degree."),
+    cp: int = typer.Option(1, "--cp", min=1, help="LLM job: context-parallel degree."),
+    ep: int = typer.Option(1, "--ep", min=1, help="LLM job: expert-parallel degree."),
+    vpp: int = typer.Option(1, "--vpp", min=1, help="LLM job: virtual stages per pipeline rank."),
+    micro_batch: int = typer.Option(1, "--micro-batch", min=1, help="LLM job: micro-batch [sequences]."),
+    zero: int = typer.Option(1, "--zero", min=0, max=3, help="LLM job: ZeRO stage (3 = FSDP)."),
+    recompute: str = typer.Option("selective", help="LLM job: none, selective or full."),
+    sp: bool = typer.Option(True, "--sp/--no-sp", help="LLM job: sequence parallelism in the tensor group."),
+    domain: int | None = typer.Option(None, "--domain", min=1, help="LLM job: NVLink domain [GPUs] (default: the "
+                                                                    "GPU's catalogue server, else 8)."),
+    nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="LLM job: NICs per GPU."),
+    tokens: float | None = typer.Option(None, "--tokens", min=1.0, help="LLM job: token budget to train."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     catalogue: list[str] | None = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ):
-    """The full time breakdown of one configuration."""
+    """The full time breakdown of one configuration: a data-parallel job at --arch, --intra,
+    --network and --precision, or an LLM job at a layout (--layout or the degree flags)."""
     import json
 
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.jobs import job_family
     from paigrid.predict import predict_one
+
+    family, name = job_family(workload, Catalogues.load(parse_catalogue_items(catalogue)))
+    if family == "llm":
+        from paigrid.cli.llm import _option_items, emit_llm_prediction
+
+        for flag, value in (("--arch", arch), ("--intra", intra), ("--batch", batch), ("--calibration", calibration),
+                            ("--model", model)):
+            if value is not None:
+                raise PaigridError(f"{flag} is for data-parallel workloads; {name} is an LLM model (give its layout).")
+        degrees = {"label": layout} if layout else dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
+                                                        zero=zero, recompute=recompute, sp=sp)
+        emit_llm_prediction(name, n_gpu, precision or "amp-bf16", degrees, gpu, domain, network or "ib-ndr-400g",
+                            nics_per_gpu, _option_items(option), None, None, tokens, json_out)
+        return
+    missing = [flag for flag, value in (("--arch", arch), ("--intra", intra), ("--network", network),
+                                        ("--precision", precision)) if value is None]
+    if missing:
+        raise PaigridError(f"a data-parallel workload needs {', '.join(missing)}.")
 
     result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
                          {**parse_option_items(option), **({"model": model} if model is not None else {})},

@@ -42,6 +42,17 @@ def _names(text: str | None) -> list[str] | None:
     return None if text is None else [p.strip() for p in text.split(",") if p.strip()]
 
 
+def _option_items(items: list[str] | None) -> dict[str, str]:
+    """``--option KEY=VALUE`` items of the LLM model as strings (``LlmOptions.with_items`` reads them)."""
+    values = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PaigridError(f"--option takes KEY=VALUE, not {item!r}.")
+        values[key.strip()] = value.strip()
+    return values
+
+
 def _options(items: list[str] | None):
     from paigrid.llm.compute import LlmOptions
 
@@ -214,40 +225,34 @@ def predict(
 ):
     """One layout's full breakdown: compute, bubble, each communication (exposed), memory per
     GPU, MFU, tokens/s, cost and energy; an invalid layout says why."""
+    emit_llm_prediction(model, n_gpu, precision, dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
+                                                      zero=zero, recompute=recompute, sp=sp), gpu, domain, network,
+                        nics_per_gpu, _option_items(option), global_batch, seq_len, tokens, json_out)
+
+
+def emit_llm_prediction(model: str, n_gpu: int, precision: str, layout: dict, gpu: str, domain: int | None,
+                        network: str, nics_per_gpu: float, items: dict, global_batch, seq_len, tokens,
+                        json_out: bool) -> None:
+    """Print one LLM layout's breakdown (``predict.predict_llm``): JSON, or a table after a line
+    naming the model, design and layout; an invalid layout is one sentence."""
     import json
 
-    from paigrid.inputs.catalog import Catalogues
-    from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import Hardware, intra_link_for
     from paigrid.llm.evaluate import RESULTS
-    from paigrid.llm.evaluate import predict as run
-    from paigrid.llm.fabrics import resolve_network
-    from paigrid.llm.layouts import Layout
+    from paigrid.predict import predict_llm
 
-    cats = Catalogues.load()
-    m = _model(model, seq_len)
-    if n_gpu % (tp * pp * cp):
-        raise PaigridError(f"--n-gpu {n_gpu} is not a multiple of tp x pp x cp = {tp * pp * cp}.")
-    layout = Layout(tp, pp, n_gpu // (tp * pp * cp), cp, ep, vpp, micro_batch, zero, recompute.strip().casefold(), sp)
-    g = cats.gpus.resolve(gpu)
-    design = Hardware(g, cats.precisions.resolve(precision), domain, intra_link_for(cats, g),
-                      resolve_network(network, cats), nics_per_gpu)
-    result = run(m, layout, design, cats, defaults(), _options(option), global_batch)
-    result["layout"] = layout.describe()
-    batch_tokens = (global_batch or m.global_batch) * m.seq_len
-    if tokens and result["valid"]:
-        steps = tokens / batch_tokens
-        result.update(train_days=steps * result["step_time"] / 86400, train_cost_USD=steps * result["cost_per_step"],
-                      train_energy_MWh=steps * result["energy_per_step"] / 3.6e9)
+    result = predict_llm(model, gpu, n_gpu, layout, domain, network, precision, nics_per_gpu, items, global_batch,
+                         seq_len, tokens)
+    design = result.pop("design")
     if json_out:
         from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
     if not result["valid"]:
-        raise PaigridError(f"invalid layout {result['layout']}: {result['reason']}")
-    typer.echo(f"{m.name} on {n_gpu} x {g} ({precision}, NVLink domain {domain}, {design.network}): {result['layout']}")
+        raise PaigridError(f"invalid layout {result['layout_text']} ({result['layout']}): {result['reason']}")
+    typer.echo(f"{model} on {n_gpu} x {design.gpu} ({precision}, NVLink domain {design.domain}, {design.network}): "
+               f"{result['layout']}")
     rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
     rows += [{"quantity": k, "value": result[k], "unit": u} for k, u in
-             (("train_days", "days"), ("train_cost_USD", "USD"), ("train_energy_MWh", "MWh")) if k in result]
+             (("train_days", "days"), ("train_cost", "USD"), ("train_energy_MWh", "MWh")) if k in result]
     _emit(rows, ["quantity", "value", "unit"], "table")

@@ -75,8 +75,10 @@ def calibrate(
     measurements: Path = typer.Argument(
         ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
                                               "collective bus bandwidths (datasets/collectives_public.csv: fits "
-                                              "the link efficiencies) or scaling efficiencies "
-                                              "(datasets/scaling_public.csv: fits the scaling-loss options)."),
+                                              "the link efficiencies), scaling efficiencies "
+                                              "(datasets/scaling_public.csv: fits the scaling-loss options) or LLM "
+                                              "training runs (datasets/llm_public_v2.csv: fits the LLM model's "
+                                              "factors, docs/llm.md)."),
     out: Path = typer.Option(..., "--out", "-o", help="Calibration TOML to write."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     fit_groups: str | None = typer.Option(
@@ -109,6 +111,11 @@ def calibrate(
     efficiency, options = _model(None, option, model)
     rows = _rows(measurements, rows_where, cats)
     groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
+    if rows[0].kind == "llm":
+        from paigrid.trust.llmfit import calibrate_text
+
+        typer.echo(calibrate_text(rows, cats, efficiency, out, str(measurements)))
+        return
     if rows[0].kind == "scaling":
         unused = [name for name, given in (("--share", share != "generation"), ("--allow-bounds", allow_bounds),
                                            ("--flop-per", flop_per != FlopPer.gpu_precision)) if given]
@@ -216,7 +223,11 @@ def _validate_observed(rows, efficiency, options, cats, json_out: bool) -> None:
     s = result["summary"]["overall"]
     median = "-" if s["median_abs_error"] is None else (
         f"{100 * s['median_abs_error']:.1f} pt" if points else _plain_percent(s["median_abs_error"]))
-    typer.echo(f"\nsummary: {s['count']} modelled row(s), median |error| {median}")
+    runs = " (twin rows of one run counted once)" if result["kind"] == "llm" else ""
+    typer.echo(f"\nsummary: {s['count']} modelled {'run' if runs else 'row'}(s){runs}, median |error| {median}")
+    if "refused" in result["summary"]:
+        refused = result["summary"]["refused"]
+        typer.echo(f"refused: {refused['count']} row(s) of {refused['runs']} run(s), each with its reason in the note")
 
 
 @app.command()
@@ -226,7 +237,7 @@ def validate(
         ..., metavar="MEASUREMENTS.csv", help="Measured throughputs (schema of datasets/measurements_public.csv), "
                                               "scaling efficiencies (datasets/scaling_public.csv), collective bus "
                                               "bandwidths (datasets/collectives_public.csv) or LLM training runs "
-                                              "(datasets/llm_public.csv); the columns say which."),
+                                              "(datasets/llm_public.csv, llm_public_v2.csv); the columns say which."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     rows_where: list[str] | None = typer.Option(None, "--rows-where", help=ROWS_WHERE_HELP),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),

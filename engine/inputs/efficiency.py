@@ -47,6 +47,7 @@ class Efficiency:
     origin: str = "defaults"
     classes: dict[str, float] = field(default_factory=dict)  # pai-v2: "class/generation/precision"
     workloads: dict[str, float] = field(default_factory=dict)  # pai-v2: per-workload correction factor
+    llm: dict[str, float] = field(default_factory=dict)  # LLM model: factors on its parameters (trust.llmfit)
     # class_for's answers (a prediction looks up every class of its GPU and precision); never an
     # argument, so ``replace`` and ``overridden`` start an empty one
     _class_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -79,7 +80,7 @@ class Efficiency:
         return Efficiency({**self.flop, **calibration.flop}, {**self.memory, **calibration.memory},
                           {**self.link, **calibration.link}, {**self.options, **calibration.options},
                           calibration.origin, {**self.classes, **calibration.classes},
-                          {**self.workloads, **calibration.workloads})
+                          {**self.workloads, **calibration.workloads}, llm={**self.llm, **calibration.llm})
 
     def workload_factor(self, workload: str) -> float:
         """pai-v2 correction of ``workload`` (a calibration's ``[workload_efficiency]``): its
@@ -231,7 +232,7 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
     path = Path(path)
     data = read_toml(path, "the calibration file")
     known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "class_efficiency", "workload_efficiency",
-             "options", "fit"}
+             "options", "fit", "llm"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -258,7 +259,8 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
                                          "class_efficiency", lambda k: _class_key(k, cats)),
                       workloads=_canonical(_factors(dict(data.get("workload_efficiency", {})), origin,
                                                     "workload_efficiency"), origin, "workload_efficiency",
-                                           cats.workloads.resolve))
+                                           cats.workloads.resolve),
+                      llm=_factors(dict(data.get("llm", {})), origin, "llm"))
 
 
 def _factors(table: dict, origin: str, section: str) -> dict[str, float]:

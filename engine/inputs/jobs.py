@@ -2,7 +2,12 @@
 
 Jobs come from the built-in workload catalogue, from a list of its names, from a user CSV in the
 catalogue's schema, or from a population CSV (``job`` and ``model`` columns, see
-``datasets/README.md``).  Columns named like the per-job options (``spec.JOB_OPTIONS``) and
+``datasets/README.md``).  A job is of one of two families: a data-parallel workload (``Job``,
+the workload catalogue) or a transformer (``LlmJob``, ``datasets/llm_models.csv``, or a user
+models CSV in its columns, told by its header).  A list of names may mix them (``split_jobs``);
+a name that both catalogues hold is refused as ambiguous.
+
+Columns named like the per-job options (``spec.JOB_OPTIONS``) and
 ``batch`` override the spec's values for that row; ``current_*`` columns give the job's current
 configuration.
 """
@@ -37,6 +42,98 @@ class Job:
     #: pai-v2 choices of this job that override the sweep's: ``optimizer`` (an optimizers.csv
     #: name), ``attention`` (eager | fused), ``execution`` (eager | graphs)
     variant: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LlmJob:
+    """One LLM-family job: its name and the transformer it trains (at the model's global batch)."""
+
+    name: str
+    model: object   # a ``paigrid.llm.models.Transformer``
+
+
+def job_family(name: str, cats: Catalogues, llm_catalogue=None) -> tuple[str, str]:
+    """(family, canonical name) of a job name: ``("dp", workload)`` for a workload of the
+    catalogue, ``("llm", model)`` for a model of ``llm_models.csv`` (or ``llm_catalogue``); a
+    name in both is ambiguous and a name in neither unknown, each one sentence."""
+    from paigrid.llm.models import load_catalogue
+
+    llm_catalogue = llm_catalogue or load_catalogue()
+    found = {}
+    errors = []
+    for family, catalogue in (("dp", cats.workloads), ("llm", llm_catalogue)):
+        try:
+            found[family] = catalogue.resolve(name)
+        except PaigridError as exc:
+            errors.append(str(exc))
+    if len(found) == 2:
+        raise PaigridError(f"{name!r} is ambiguous: it is the workload {found['dp']!r} of {cats.workloads.origin} "
+                           f"and the LLM model {found['llm']!r} of {llm_catalogue.origin}; rename one of them.")
+    if not found:
+        raise PaigridError(f"{errors[0].rstrip('.')}; nor is it an LLM model of {llm_catalogue.origin}.")
+    family, canonical = next(iter(found.items()))
+    return family, canonical
+
+
+#: the columns that make a CSV an LLM models catalogue (``llm_models.csv``'s required shape columns)
+LLM_MODEL_COLUMNS = ("name", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
+
+
+def split_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], list[LlmJob], Catalogues]:
+    """The spec's jobs of each family: (data-parallel jobs, LLM jobs, the catalogues).  Names
+    of either family may mix; a CSV is an LLM models catalogue when its header has
+    ``LLM_MODEL_COLUMNS``, else a workloads or population file (whose rows may name LLM models
+    in their ``model`` column: LLM jobs named by their ``job`` column)."""
+    from paigrid.llm.models import load_catalogue, model
+
+    if isinstance(spec.workloads, list):
+        llm_catalogue = load_catalogue()
+        dp_names, llm = [], []
+        for name in spec.workloads:
+            family, canonical = job_family(name, cats, llm_catalogue)
+            if family == "dp":
+                dp_names.append(canonical)
+            else:
+                llm.append(LlmJob(canonical, model(canonical, llm_catalogue)))
+        names = dp_names + [j.name for j in llm]
+        if len(set(names)) != len(names):
+            raise PaigridError(f"{spec.origin}: a workload is named twice.")
+        return [_catalogue_job(cats.workloads.row(n), cats, spec.options, f"workload {n!r}") for n in dp_names], \
+            llm, cats
+    if isinstance(spec.workloads, str):
+        path = Path(spec.workloads)
+        header, rows = csv_table(read_text(path, "the workloads file"), str(path), "a workloads or population file")
+        if all(c in header for c in LLM_MODEL_COLUMNS) and "job" not in header:
+            llm_catalogue = load_catalogue(path)
+            return [], [LlmJob(n, model(n, llm_catalogue)) for n in llm_catalogue.names], cats
+        if "model" in header and "job" in header:
+            llm_catalogue = load_catalogue()
+            families = {}   # each distinct model cell resolved once
+            for _, r in rows:
+                cell = r.get("model", "")
+                if cell not in families:
+                    families[cell] = _is_llm_model(cell, cats, llm_catalogue)
+            llm_rows = [(n, r) for n, r in rows if families[r.get("model", "")]]
+            if llm_rows:
+                llm = [LlmJob(r["job"].strip(), model(r["model"], llm_catalogue)) for _, r in llm_rows]
+                dp_rows = [(n, r) for n, r in rows if not families[r.get("model", "")]]
+                dp = _population_jobs(dp_rows, header, path, spec.options, cats) if dp_rows else []
+                names = [j.name for j in dp] + [j.name for j in llm]
+                if len(set(names)) != len(names) or not all(names):
+                    raise PaigridError(f"{path}: job names must be non-empty and unique.")
+                return dp, llm, cats
+    jobs, cats = load_jobs(spec, cats)
+    return jobs, [], cats
+
+
+def _is_llm_model(name: str, cats: Catalogues, llm_catalogue) -> bool:
+    """Whether a population row's model is an LLM model (ambiguous and unknown names are errors)."""
+    try:
+        cats.workloads.resolve(name)
+    except PaigridError:
+        return job_family(name, cats, llm_catalogue)[0] == "llm"
+    job_family(name, cats, llm_catalogue)   # a workload that is also an LLM model: ambiguous
+    return False
 
 
 def _row_options(row: dict[str, str], base: Options, origin: str) -> dict[str, float]:

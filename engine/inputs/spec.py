@@ -9,13 +9,20 @@ precisions whose ``default_grid`` column is ``yes``; every row of a catalogue wi
     jobs_per_block = 4                              # jobs per unit of work (default: sized by work)
     device = "cpu"                                  # cpu | cuda (an NVIDIA GPU; as --device)
 
-    [grid]                                          # default: the catalogues' default_grid rows
-    arch = ["1w1g", "allreduce-local"]
+    [grid]                                          # GRID_KEYS; default: the catalogues' default_grid rows
+    arch = ["1w1g", "allreduce-local"]              # data-parallel family only
     gpu = ["V100", "A100"]                          # aliases resolve to catalogue names
     n_gpu = [1, 2, 4, 8]                            # or "current": each job's own GPU count
-    intra = ["pcie3", "nvlink2-hcm"]
-    network = ["eth-25g", "eth-100g"]
+    intra = ["pcie3", "nvlink2-hcm"]                # data-parallel family only
+    network = ["eth-25g", "eth-100g"]               # LLM family: also fabrics of llm_fabrics.csv
     precision = ["fp32", "amp-fp16"]
+    domain = [8, 72]                                # LLM family: NVLink domain sizes [GPUs]
+    gpus_per_node = 8                               # GPUs per server (both families)
+    nics_per_gpu = 1.0                              # NICs per GPU (both families)
+
+    [llm]                                           # the LLM layouts tried (llm.layouts.SPACE_KEYS)
+    max_tp = 8
+    zero = [0, 1, 3]
 
     [options]                                       # the model's named options (README)
     collective = "default"                          # default | ring | tree | hierarchical | pipelined
@@ -206,6 +213,47 @@ def check_options(values: dict, origin: str) -> None:
         raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")
 
 
+@dataclass(frozen=True)
+class GridKey:
+    """One key of a spec's ``[grid]`` table, declared once: parsing, the defaults' wording in the
+    docs and the help derive from these.  ``kind``: ``names`` (a list of catalogue names),
+    ``counts`` (a list of whole numbers >= 1), ``count`` (one whole number >= 1) or ``number``
+    (one number >= 0); ``families``: the job families it applies to (dp, llm); ``default``: what
+    an absent key means."""
+
+    name: str
+    kind: str
+    families: tuple
+    unit: str
+    default: str
+    doc: str
+
+
+GRID_KEYS = (
+    GridKey("arch", "names", ("dp",), "", "every architecture", "training architectures (data-parallel family)"),
+    GridKey("gpu", "names", ("dp", "llm"), "",
+            "dp: the default_grid rows of gpus.csv; llm: A100-SXM4-80GB, H100-SXM5-80GB, H200, B200",
+            "GPUs (names or aliases of gpus.csv)"),
+    GridKey("n_gpu", "counts", ("dp", "llm"), "GPUs", "dp: 1, 2, ..., 1024; llm: 8, 16, ..., 16384",
+            "GPU counts (\"current\": each data-parallel job's own; the LLM family then keeps its default)"),
+    GridKey("intra", "names", ("dp",), "", "the default_grid intra links of links.csv",
+            "intra-server links (data-parallel family)"),
+    GridKey("network", "names", ("dp", "llm"), "",
+            "dp: the default_grid networks of links.csv; llm: rdma-100g, ib-hdr-200g, ib-ndr-400g, ib-xdr-800g",
+            "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv (LLM family only)"),
+    GridKey("precision", "names", ("dp", "llm"), "", "dp: the default_grid precisions; llm: amp-bf16",
+            "numeric precisions"),
+    GridKey("domain", "counts", ("llm",), "GPUs", "each GPU's nvlink_domain_GPUs column of gpus.csv, else 8 (an HGX "
+            "server)", "NVLink domain sizes"),
+    GridKey("gpus_per_node", "count", ("dp", "llm"), "GPUs", "each GPU's gpus_per_server column of gpus.csv, else 8; "
+            "dp: the option gpus_per_node", "GPUs per server (sets the NICs and PCIe roots of a server)"),
+    GridKey("nics_per_gpu", "number", ("dp", "llm"), "NICs", "llm: 1; dp: the option nics_per_node (1 per server)",
+            "NICs per GPU (dp: nics_per_node = nics_per_gpu x gpus_per_node)"),
+)
+#: the [grid] keys by name
+GRID = {key.name: key for key in GRID_KEYS}
+
+
 @dataclass
 class SweepSpec:
     """What to sweep: the jobs, the value lists of the hardware dimensions, options and catalogues."""
@@ -217,6 +265,10 @@ class SweepSpec:
     intra: list[str] | None = None
     network: list[str] | None = None
     precision: list[str] | None = None
+    domain: list[int] | None = None            # LLM family: NVLink domain sizes [GPUs]
+    gpus_per_node: int | None = None           # both families: GPUs per server
+    nics_per_gpu: float | None = None          # both families: NICs per GPU
+    llm: dict = field(default_factory=dict)    # the [llm] table (checked by llm.layouts.space_from_table)
     options: Options = field(default_factory=Options)
     catalogues: dict[str, str] = field(default_factory=dict)
     jobs_per_block: int | None = None          # None: blocks sized by work (``sweeping.work_jobs_per_block``)
@@ -227,7 +279,8 @@ class SweepSpec:
     def to_toml_dict(self) -> dict:
         """The spec as plain data, stored in the cube so it says how it was made."""
         data = {"workloads": self.workloads, "jobs_per_block": self.jobs_per_block,
-                "grid": {d: getattr(self, d) for d in DIMS[1:] if getattr(self, d) is not None},
+                "grid": {k.name: getattr(self, k.name) for k in GRID_KEYS if getattr(self, k.name) is not None},
+                "llm": self.llm or None,
                 "options": {k: v for k, v in asdict(self.options).items()},
                 "catalogues": self.catalogues}
         return {k: v for k, v in data.items() if v is not None}
@@ -254,9 +307,51 @@ def _n_gpu_list(value, origin: str) -> list[int] | str:
     return list(value)
 
 
+def _grid_value(key: GridKey, value, origin: str):
+    """A [grid] value checked as its declaration says."""
+    where = f"grid.{key.name}"
+    if key.name == "n_gpu":
+        return _n_gpu_list(value, origin)
+    if key.kind == "names":
+        return _string_list(value, where, origin)
+    if key.kind == "counts":
+        if not isinstance(value, list) or not value or any(isinstance(v, bool) or not isinstance(v, int)
+                                                          or not 1 <= v <= MAX_N_GPU for v in value):
+            raise PaigridError(f"{origin}: {where} must be a non-empty list of whole numbers of {key.unit} >= 1.")
+        if len(set(value)) != len(value):
+            raise PaigridError(f"{origin}: {where} lists a value twice.")
+        return list(value)
+    if key.kind == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_N_GPU:
+            raise PaigridError(f"{origin}: {where} must be one whole number of {key.unit} >= 1, not {value!r}.")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise PaigridError(f"{origin}: {where} must be one number of {key.unit} >= 0, not {value!r}.")
+    return float(value)
+
+
+def _server_options(spec: SweepSpec, options: dict, origin: str) -> dict:
+    """The data-parallel options that [grid] gpus_per_node and nics_per_gpu set (gpus_per_node,
+    nics_per_node = nics_per_gpu x gpus_per_node); a value given twice is refused."""
+    out = {}
+    if spec.gpus_per_node is not None:
+        if "gpus_per_node" in options and options["gpus_per_node"] != spec.gpus_per_node:
+            raise PaigridError(f"{origin}: gpus_per_node is given twice (in [grid] and in [options]).")
+        out["gpus_per_node"] = spec.gpus_per_node
+    if spec.nics_per_gpu is not None:
+        if "nics_per_node" in options:
+            raise PaigridError(f"{origin}: give nics_per_gpu in [grid] or nics_per_node in [options], not both.")
+        per_node = spec.nics_per_gpu * out.get("gpus_per_node", options.get("gpus_per_node", Options.gpus_per_node))
+        if per_node != int(per_node) or per_node < 1:
+            raise PaigridError(f"{origin}: grid.nics_per_gpu x gpus_per_node = {per_node:g} must be a whole number "
+                               ">= 1 of NICs per server for the data-parallel family.")
+        out["nics_per_node"] = int(per_node)
+    return out
+
+
 def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> SweepSpec:
     """Validate parsed TOML into a ``SweepSpec``; relative paths are taken from ``base_dir``."""
-    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block", "model", "device"}
+    known = {"workloads", "grid", "options", "catalogues", "jobs_per_block", "model", "device", "llm"}
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{origin}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -270,15 +365,12 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
     grid = data.get("grid", {})
     if not isinstance(grid, dict):
         raise PaigridError(f"{origin}: [grid] must be a table.")
-    unknown = set(grid) - set(DIMS[1:])
+    unknown = set(grid) - set(GRID)
     if unknown:
         raise PaigridError(f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; "
-                           f"known: {', '.join(DIMS[1:])}.")
-    for dim in ("arch", "gpu", "intra", "network", "precision"):
-        if dim in grid:
-            setattr(spec, dim, _string_list(grid[dim], f"grid.{dim}", origin))
-    if "n_gpu" in grid:
-        spec.n_gpu = _n_gpu_list(grid["n_gpu"], origin)
+                           f"known: {', '.join(GRID)}.")
+    for name, value in grid.items():
+        setattr(spec, name, _grid_value(GRID[name], value, origin))
     if spec.arch:
         for name in spec.arch:
             if name not in ARCH_NAMES:
@@ -292,7 +384,11 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
         if "model" in options:
             raise PaigridError(f"{origin}: model is given twice (at the top and in [options]).")
         options = {**options, "model": data["model"]}
-    spec.options = Options().with_overrides(options, origin)
+    spec.options = Options().with_overrides({**options, **_server_options(spec, options, origin)}, origin)
+    llm = data.get("llm", {})
+    if not isinstance(llm, dict):
+        raise PaigridError(f"{origin}: [llm] must be a table.")
+    spec.llm = dict(llm)
     catalogues = data.get("catalogues", {})
     if not isinstance(catalogues, dict):
         raise PaigridError(f"{origin}: [catalogues] must be a table of KIND = \"FILE.csv\".")
@@ -329,3 +425,12 @@ def load_spec(path: str | Path | None) -> SweepSpec:
     spec = spec_from_dict(data, str(path), path.parent)
     spec.sha256 = hashlib.sha256(text.encode()).hexdigest()
     return spec
+
+
+def grid_keys_table() -> str:
+    """The [grid] keys as a Markdown table (docs/commands.md holds it; a test checks it is current)."""
+    lines = ["| key | families | what | default |", "|---|---|---|---|"]
+    for key in GRID_KEYS:
+        unit = f" [{key.unit}]" if key.unit else ""
+        lines.append(f"| `{key.name}` | {', '.join(key.families)} | {key.doc}{unit} | {key.default} |")
+    return "\n".join(lines)

@@ -56,13 +56,19 @@ class LlmOptions:
     update_bytes: float
     attention: str
     in_network_reduction: bool
+    tp_overlap: bool = False
+    tp_overlap_fraction: float = 0.5
+    overlap_efficiency: float = 0.8
+    memory_margin: float = 0.1
+    fragmentation: float = 0.0
+    stored_activation_bytes: float = 2.0
 
     @classmethod
     def defaults(cls) -> LlmOptions:
         """The shipped defaults."""
         d = _defaults()
         values = {**d["memory"], **d["communication"], **d["compute"]}
-        return cls(**{f.name: values[f.name] for f in fields(cls)})
+        return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
 
     def with_items(self, items: dict[str, str]) -> LlmOptions:
         """A copy with ``KEY=VALUE`` strings applied (one sentence for an unknown key or a bad value)."""
@@ -103,7 +109,51 @@ class LlmOptions:
         vec[K.OP_UPDATE_BYTES] = self.update_bytes
         vec[K.OP_LOGIT_BYTES] = self.logit_bytes
         vec[K.OP_IN_NETWORK] = 1.0 if self.in_network_reduction else 0.0
+        vec[K.OP_TP_HIDE] = self.tp_overlap_fraction if self.tp_overlap else 0.0
+        vec[K.OP_OVERLAP_EFF] = min(1.0, self.overlap_efficiency)
+        vec[K.OP_MEMORY_MARGIN] = self.memory_margin
+        vec[K.OP_FRAGMENTATION] = self.fragmentation
+        vec[K.OP_ACT_STORE] = self.stored_activation_bytes / 2.0
         return vec
+
+
+def framework_state_bytes(family: str, precision: str) -> dict[str, float]:
+    """Bytes per parameter of the working weights, gradients and optimizer state of a framework
+    family at a precision (``[state_bytes.FAMILY]`` of ``datasets/llm_defaults.toml``: Megatron
+    keeps FP32 main gradients, FSDP2 FP32 sharded parameters and gradients; an FP8 precision adds
+    the family's cached FP8 weight copy)."""
+    table = _defaults()["state_bytes"]
+    row = table.get(family, table["megatron"])
+    extra = row.get("fp8_weight_cache_bytes", 0.0) if precision.startswith(("fp8", "mxfp8", "nvfp4")) else 0.0
+    return {"weight_bytes": row["weight_bytes"] + extra, "grad_bytes": row["grad_bytes"],
+            "optimizer_bytes": row["optimizer_bytes"]}
+
+
+def llm_factor(eff, key: str) -> float:
+    """A calibration's factor on one LLM parameter (``Efficiency.llm``, ``trust.llmfit``), 1 when none."""
+    table = getattr(eff, "llm", None) or {}
+    return float(table.get(key, 1.0))
+
+
+def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[float, float]:
+    """(large-GEMM efficiency [fraction of the dense peak], half-efficiency side [elements]) of
+    ``gpu`` at ``precision``: ``[gemm]`` of ``datasets/llm_defaults.toml`` by generation and
+    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor."""
+    table = _defaults()["gemm"]
+    gen = generation(cats, gpu)
+    family = "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
+    value = next(table["large_efficiency"][key] for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*")
+                 if key in table["large_efficiency"])
+    factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, "gemm")
+    return min(1.0, value * factor), table["half_side"] * llm_factor(eff, "gemm_half_side")
+
+
+def shape_efficiency(m: float, n: float, k: float, large: float, half_side: float) -> float:
+    """Efficiency of one GEMM of m x k by k x n [fraction of peak]: the large-GEMM value times
+    d / (d + half_side) of its smallest side d (tiles and waves under-fill the GPU when one side
+    is small; the same for the two backward GEMMs, which permute the sides)."""
+    d = min(m, n, k)
+    return large * d / (d + half_side)
 
 
 def _mean_layer(model: Transformer, fn) -> float:
@@ -112,14 +162,17 @@ def _mean_layer(model: Transformer, fn) -> float:
     return (dense * fn(False) + model.moe_layers * (fn(True) if model.moe else 0.0)) / model.layers
 
 
-def model_vector(model: Transformer, global_batch: int | None = None) -> np.ndarray:
+def model_vector(model: Transformer, global_batch: int | None = None, attention: str = "eager") -> np.ndarray:
     """The kernel's model vector (``llm_layout.M_*``) of ``model`` at ``global_batch``
-    sequences per step (default: the model's)."""
+    sequences per step (default: the model's).  With ``attention`` flash the attention core
+    keeps no s x s softmax for the backward pass, only its fp32 log-sum-exp, 4 bytes a head and
+    token (Dao et al., FlashAttention, 2022, section 3.1), instead of Korthikanti's 5 a s."""
     vec = np.zeros(K.N_MODEL_FIELDS)
     vec[K.M_LAYERS] = model.layers
     vec[K.M_HIDDEN] = model.hidden
     vec[K.M_HEADS] = model.heads
-    vec[K.M_KV_DIM] = model.kv_heads * model.head_dim
+    vec[K.M_KV_DIM] = model.kv_dim
+    vec[K.M_KV_HEADS] = model.heads if model.mla else model.kv_heads
     vec[K.M_FFN] = model.ffn_hidden
     vec[K.M_MOE_FFN] = model.moe_ffn_hidden if model.moe else 0
     vec[K.M_SEQ] = model.seq_len
@@ -132,7 +185,8 @@ def model_vector(model: Transformer, global_batch: int | None = None) -> np.ndar
     vec[K.M_EMBED_PARAMS] = S.embedding_params(model)
     vec[K.M_ACT_REPLICATED] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["replicated"])
     vec[K.M_ACT_SPLIT] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["split"])
-    vec[K.M_ACT_CORE] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["core"])
+    vec[K.M_ACT_CORE] = (4.0 * model.heads if attention == "flash" else
+                         _mean_layer(model, lambda moe: S.activation_terms(model, moe)["core"]))
     vec[K.M_MODEL_FLOPS] = S.model_flops_per_token(model)
     for i, name in enumerate(S.RECOMPUTE):
         vec[K.M_HW_FLOPS + i] = S.hardware_flops_per_token(model, name)
@@ -147,15 +201,19 @@ def peak_flops(cats: Catalogues, gpu: str, precision: str) -> float:
     return value * 1e12 if value > 0 else math.nan
 
 
-def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tuple[float, float, float],
-                     attention: str) -> tuple[float, float]:
+def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tuple, attention: str,
+                     tokens: float, ep: int) -> tuple[float, float]:
     """Forward seconds per token of one layer on one GPU of t, and of its attention core alone;
-    ``rates`` = (GEMM FLOP/s, attention FLOP/s, HBM bytes/s)."""
-    gemm_rate, attn_rate, hbm = rates
+    ``rates`` = (peak FLOP/s, large-GEMM efficiency, half-efficiency side, attention FLOP/s, HBM
+    bytes/s); every GEMM at the efficiency of its shape for ``tokens`` tokens a micro-batch."""
+    peak, large, half, attn_rate, hbm = rates
     flops = S.layer_forward_flops(model, moe)
     terms = S.activation_terms(model, moe)
     causal = 0.5 if attention == "flash" else 1.0
-    gemm = (flops["gemm"] + (S.padded_expert_flops(model) if moe else 0.0)) / t / gemm_rate
+    gemm = 0.0
+    for m, n, k, copies in S.layer_gemms(model, moe, t, tokens, ep):
+        gemm += 2.0 * m * n * k * copies / (peak * shape_efficiency(m, n, k, large, half))
+    gemm /= tokens
     attn = causal * flops["attention"] / t / attn_rate
     core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
     elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
@@ -163,10 +221,12 @@ def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tupl
 
 
 def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: list[tuple[str, str]],
-                  tensor: list[int], attention: str) -> np.ndarray:
+                  tensor: list[int], attention: str, tokens: float | None = None, ep: int = 1) -> np.ndarray:
     """(C, T, 3, 2, N_CT_FIELDS) seconds per token for each (gpu, precision) pair, tensor
     degree, recomputation (none, selective, full) and sequence parallelism (off, on); NaN for a
-    GPU without the precision."""
+    GPU without the precision.  ``tokens`` per micro-batch on a GPU (default: one sequence) and
+    the expert degree ``ep`` set the GEMM shapes."""
+    tokens = float(tokens or model.seq_len)
     out = np.full((len(pairs), len(tensor), 3, 2, K.N_CT_FIELDS), np.nan)
     attention_class = "attention_fused" if attention == "flash" else "attention_eager"
     for ci, (gpu, precision) in enumerate(pairs):
@@ -174,22 +234,53 @@ def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: 
         if not peak > 0:
             continue
         gen = generation(cats, gpu)
-        rates = (peak * eff.class_for("gemm_conv", gen, precision),
-                 peak * eff.class_for(attention_class, gen, precision),
-                 cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * eff.class_for("hbm", gen, "*"))
+        large, half = gemm_efficiency(cats, eff, gpu, precision)
+        # the attention core runs at 16 bits whatever the GEMMs' precision (Transformer Engine's
+        # fused attention and FlashAttention compute in BF16 unless FP8 attention is asked for)
+        attn_peak = attention_peak(cats, gpu, precision, peak)
+        rates = (peak, large, half,
+                 attn_peak * min(1.0, eff.class_for(attention_class, gen, precision) * llm_factor(eff, "attention")),
+                 cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * min(1.0, eff.class_for("hbm", gen, "*")
+                                                                  * llm_factor(eff, "hbm")))
         for ti, t in enumerate(tensor):
-            logits = 3.0 * (S.logits_forward_flops(model) / t / rates[0]
-                            + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / rates[2])
+            side = model.vocab / t
+            logit_rate = peak * shape_efficiency(tokens, side, model.hidden, large, half)
+            logits = 3.0 * (S.logits_forward_flops(model) / t / logit_rate
+                            + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / rates[4])
             for sp in (0, 1):
-                fwd = _mean_layer(model, lambda moe, t=t, sp=sp, r=rates: _forward_seconds(model, moe, t, sp, r,
-                                                                                   attention)[0])
-                core_fwd = _mean_layer(model, lambda moe, t=t, sp=sp, r=rates: _forward_seconds(model, moe, t, sp, r,
-                                                                                        attention)[1])
+                parts = {moe: _forward_seconds(model, moe, t, sp, rates, attention, tokens, ep)
+                         for moe in ((False, True) if model.moe else (False,))}
+                fwd = _mean_layer(model, lambda moe, p=parts: p[moe][0])
+                core_fwd = _mean_layer(model, lambda moe, p=parts: p[moe][1])
+                overhead = _mean_layer(model, lambda moe: layer_overhead_seconds(model, moe, eff)) / tokens
                 for rc, extra in enumerate((0.0, core_fwd, fwd)):
-                    out[ci, ti, rc, sp, K.CT_LAYER] = 3.0 * fwd + extra
+                    passes = 4.0 / 3.0 if rc == 2 else 1.0  # a full recomputation runs the forward kernels again
+                    out[ci, ti, rc, sp, K.CT_LAYER] = 3.0 * fwd + extra + passes * overhead
                     out[ci, ti, rc, sp, K.CT_ATTENTION] = 3.0 * core_fwd
                     out[ci, ti, rc, sp, K.CT_LOGITS] = logits
     return out
+
+
+def attention_peak(cats: Catalogues, gpu: str, precision: str, peak: float) -> float:
+    """The dense peak the attention core runs at [FLOP/s]: the GPU's BF16 peak under an 8- or
+    4-bit precision (its GEMMs only are low precision), else the precision's own peak."""
+    if "fp8" in precision or "fp4" in precision:
+        bf16 = cats.gpus.number(gpu, "bf16_TFLOP_per_s")
+        return bf16 * 1e12 if bf16 > 0 else peak
+    return peak
+
+
+def layer_overhead_seconds(model: Transformer, moe: bool, eff=None) -> float:
+    """Fixed seconds per layer and micro-batch, forward + backward, that no FLOP or byte count
+    gives: kernel launch gaps of the layer's ~90 kernels (``[overhead] layer_us``) and, in a MoE
+    layer, the router's host synchronisation on per-expert token counts and the token
+    permutations (``moe_layer_us``); ``datasets/llm_defaults.toml``, factors ``overhead`` and
+    ``moe_overhead`` of a calibration."""
+    table = _defaults()["overhead"]
+    out = table["layer_us"] * llm_factor(eff, "overhead")
+    if moe:
+        out += table["moe_layer_us"] * llm_factor(eff, "moe_overhead")
+    return out * 1e-6
 
 
 #: bytes per logit per pass of the loss (fp32 logits written, read by softmax and cross-entropy)
@@ -223,6 +314,16 @@ def intra_link_for(cats: Catalogues, gpu: str) -> str:
     return f"pcie{int(cats.gpus.number(gpu, 'pcie_gen'))}"
 
 
+def memory_bytes(cats: Catalogues, gpu: str) -> float:
+    """Memory of one GPU as it reports it [bytes]: ``memory_GiB`` x 2^30 when the GPU catalogue
+    has that column, else ``memory_GB`` x 1e9 (the datasheet's figure, read as decimal GB)."""
+    row = cats.gpus.row(gpu)
+    text = (row.get("memory_GiB") or "").strip()
+    if text:
+        return float(text) * 2.0**30
+    return cats.gpus.number(gpu, "memory_GB") * 1e9
+
+
 def _domains(gpus: float, domain: int) -> float:
     """Whole NVLink domains of ``domain`` GPUs in a switch group of ``gpus`` GPUs (at least 1; inf stays inf)."""
     return math.inf if math.isinf(gpus) else max(1.0, float(math.floor(gpus / domain)))
@@ -239,10 +340,10 @@ def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
         intra, net = cats.links.row(hw.intra), fabric(hw.network, cats, eff)
         table[i, K.HW_CT] = pairs.index((hw.gpu, hw.precision))
         table[i, K.HW_DOMAIN] = hw.domain
-        table[i, K.HW_INTRA_BW] = float(intra["nominal_GB_per_s"]) * 1e9 * eff.link_for(
-            hw.intra, intra["kind"], float(intra["efficiency"]))
+        table[i, K.HW_INTRA_BW] = float(intra["nominal_GB_per_s"]) * 1e9 * min(1.0, eff.link_for(
+            hw.intra, intra["kind"], float(intra["efficiency"])) * llm_factor(eff, "intra"))
         table[i, K.HW_INTRA_LAT] = float(intra["latency_us"]) * 1e-6
-        table[i, K.HW_NET_BW] = net.nic_GB_per_s * 1e9 * net.efficiency
+        table[i, K.HW_NET_BW] = net.nic_GB_per_s * 1e9 * min(1.0, net.efficiency * llm_factor(eff, "network"))
         table[i, K.HW_NET_LAT] = net.latency_us * 1e-6
         table[i, K.HW_TIER1] = _domains(net.tier1_GPUs, hw.domain)
         table[i, K.HW_TIER2] = _domains(net.tier2_GPUs, hw.domain)
@@ -253,7 +354,7 @@ def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
         table[i, K.HW_SHARP] = 1.0 if net.sharp else 0.0
         table[i, K.HW_NVLS] = 1.0 if net.nvls else 0.0
         table[i, K.HW_NICS_PER_GPU] = hw.nics_per_gpu
-        table[i, K.HW_MEMORY] = cats.gpus.number(hw.gpu, "memory_GB") * 1e9
+        table[i, K.HW_MEMORY] = memory_bytes(cats, hw.gpu)
         table[i, K.HW_PRICE] = cats.gpus.number(hw.gpu, "price_USD_per_gpu_hour")
         table[i, K.HW_POWER] = cats.gpus.number(hw.gpu, "tdp_W")
         table[i, K.HW_PEAK] = peak_flops(cats, hw.gpu, hw.precision)

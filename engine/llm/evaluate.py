@@ -31,9 +31,14 @@ def tables(model: Transformer, layouts: list[Layout], designs: list[Hardware], c
         raise PaigridError("there is no layout or no hardware design to evaluate.")
     tensor = sorted({lay.tp for lay in layouts})
     pairs = list(dict.fromkeys((hw.gpu, hw.precision) for hw in designs))
-    ctab = compute_table(model, cats, eff, pairs, tensor, options.attention)
+    # the GEMM shapes of the compute table: one micro-batch's tokens on a GPU and the expert
+    # degree, those of the layouts when they share them, else one sequence and no expert split
+    tokens = {lay.micro_batch * model.seq_len / lay.cp for lay in layouts}
+    experts = {lay.ep for lay in layouts}
+    ctab = compute_table(model, cats, eff, pairs, tensor, options.attention,
+                         tokens.pop() if len(tokens) == 1 else None, experts.pop() if len(experts) == 1 else 1)
     return (layout_array(layouts, tensor), hardware_table(designs, cats, eff, pairs),
-            model_vector(model, global_batch), ctab, options.vector())
+            model_vector(model, global_batch, options.attention), ctab, options.vector())
 
 
 def evaluate(model: Transformer, layouts: list[Layout], designs: list[Hardware], cats: Catalogues, eff: Efficiency,
@@ -62,7 +67,9 @@ def predict(model: Transformer, layout: Layout, design: Hardware, cats: Catalogu
         arrays = tables(model, [layout], [design], cats, eff, options, global_batch)
         m = arrays[2][K.M_GLOBAL_BATCH] / (layout.dp * layout.micro_batch)
         memory = float(memory_bytes(arrays[0][0], arrays[2], arrays[4], m))
-    capacity = cats.gpus.number(design.gpu, "memory_GB") * 1e9
+    from paigrid.llm.compute import memory_bytes as gpu_memory
+
+    capacity = gpu_memory(cats, design.gpu) * (1.0 + options.memory_margin)
     out.update(valid=code == K.REASON_VALID, reason_code=code, n_gpu=layout.n_gpu,
                reason="" if code == K.REASON_VALID else reason_text(code, layout, model, design.domain, memory,
                                                                       capacity))

@@ -87,6 +87,7 @@ class Space:
     divisor of the experts."""
 
     max_tp: int = 8
+    pp: tuple = ()        # empty: every divisor that fits the layers
     cp: tuple = (1, 2, 4, 8)
     vpp: tuple = (1, 2, 4)
     micro_batch: tuple = (1, 2, 4)
@@ -116,7 +117,7 @@ def enumerate_layouts(model: Transformer, n_gpu: int, space: Space = Space(), gl
             rest = n_gpu // (tp * cp)
             for pp in _divisors(rest):
                 dp = rest // pp
-                if pp > model.layers or batch % dp:
+                if pp > model.layers or batch % dp or (space.pp and pp not in space.pp):
                     continue
                 experts = [e for e in _divisors(model.experts) if (dp * cp) % e == 0] if model.moe else [1]
                 for ep in experts:
@@ -167,3 +168,154 @@ def reason_text(code: int, layout: Layout, model: Transformer, domain: int = 0, 
 #: short names of the reason codes (HDF5 attribute, tables)
 REASON_NAMES = ("valid", "precision", "tp-heads", "tp-ffn", "tp-domain", "cp-seq", "ep-experts", "ep-group",
                 "batch", "pp-layers", "interleave", "no-network", "fabric", "memory")
+
+
+# --- the layout label grammar ----------------------------------------------------------------
+#: the tokens of a layout label, in order: (Layout field, text of a value); a label joins them
+#: with "-" (``tp8-pp4-dp2-v2-cp1-ep1-mb1-zero1-selective-sp``); the cube's layout axis leaves
+#: the data-parallel token out (dp = n_gpu / (tp x pp x cp) at each GPU count).  A new layout
+#: option is one more entry here (and in ``Layout``).
+LABEL_TOKENS = (
+    ("tp", lambda v: f"tp{v}"), ("pp", lambda v: f"pp{v}"), ("dp", lambda v: f"dp{v}"),
+    ("vpp", lambda v: f"v{v}"), ("cp", lambda v: f"cp{v}"), ("ep", lambda v: f"ep{v}"),
+    ("micro_batch", lambda v: f"mb{v}"), ("zero", lambda v: f"zero{v}"), ("recompute", str),
+    ("sp", lambda v: "sp" if v else "nosp"),
+)
+
+
+def layout_label(layout: Layout, with_dp: bool = True) -> str:
+    """The layout's label in the grammar of ``LABEL_TOKENS`` (sequence parallelism shows as
+    ``nosp`` where the tensor degree is 1), with or without its data-parallel degree."""
+    values = asdict(layout)
+    values["sp"] = bool(layout.sp and layout.tp > 1)
+    return "-".join(text(values[name]) for name, text in LABEL_TOKENS if with_dp or name != "dp")
+
+
+def parse_label(label: str, n_gpu: int | None = None) -> Layout:
+    """The layout of a label (with its dp token, or without it and ``n_gpu`` given: dp = n_gpu /
+    (tp x pp x cp)); one sentence for a label that is not in the grammar."""
+    parts = label.strip().casefold().split("-")
+    names = [name for name, _ in LABEL_TOKENS if name != "dp" or len(parts) == len(LABEL_TOKENS)]
+    if len(parts) != len(names):
+        raise PaigridError(f"{label!r} is not a layout label like tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-sp.")
+    values: dict = {}
+    prefixes = {"tp": "tp", "pp": "pp", "dp": "dp", "vpp": "v", "cp": "cp", "ep": "ep", "micro_batch": "mb",
+                "zero": "zero"}
+    for name, part in zip(names, parts):
+        if name == "recompute":
+            values[name] = part
+        elif name == "sp":
+            if part not in ("sp", "nosp"):
+                raise PaigridError(f"{label!r}: the last token is sp or nosp, not {part!r}.")
+            values[name] = part == "sp"
+        else:
+            digits = part[len(prefixes[name]):]
+            if not part.startswith(prefixes[name]) or not digits.isdigit():
+                raise PaigridError(f"{label!r}: expected {prefixes[name]}N for {name}, not {part!r}.")
+            values[name] = int(digits)
+    if "dp" not in values:
+        group = values["tp"] * values["pp"] * values["cp"]
+        if n_gpu is None or n_gpu % group:
+            raise PaigridError(f"layout {label!r} does not divide {n_gpu} GPUs (tp x pp x cp = {group}).")
+        values["dp"] = n_gpu // group
+    return check_layout(Layout(**values))
+
+
+def layout_axis(models: list[Transformer], n_gpus: list[int], space: Space) -> list[Layout]:
+    """The cube's layout axis: every layout (with dp = 1, its label without dp) that the
+    enumeration gives for some model at some GPU count, in a fixed order (by tp, pp, cp, ep,
+    vpp, micro-batch, ZeRO stage, recomputation, sp)."""
+    from dataclasses import replace
+
+    seen = {replace(lay, dp=1) for m in models for n in n_gpus for lay in enumerate_layouts(m, n, space)}
+    return sorted(seen, key=lambda lay: (lay.tp, lay.pp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
+                                         RECOMPUTE.index(lay.recompute), lay.sp))
+
+
+#: code of a cube cell whose layout does not divide its GPU count (after the kernel's codes)
+REASON_N_GPU = K.N_REASONS
+#: the cube's reason codes by short name: the kernel's, then ``REASON_N_GPU``
+CUBE_REASON_NAMES = (*REASON_NAMES, "n-gpu")
+
+
+# --- the [llm] table of a sweep spec: the layout space, declared once -------------------------
+@dataclass(frozen=True)
+class SpaceKey:
+    """One key of a spec's ``[llm]`` table: the ``Space`` field it sets, its kind (``int``: one
+    whole number; ``ints``, ``words``, ``flags``: a list of them), the words or least number
+    allowed, and what it means (the help and docs text)."""
+
+    name: str
+    kind: str
+    doc: str
+    least: int = 1
+    choices: tuple = ()
+
+
+SPACE_KEYS = (
+    SpaceKey("max_tp", "int", "largest tensor degree tried (powers of two up to it)"),
+    SpaceKey("pp", "ints", "pipeline degrees tried (empty: every divisor that fits the layers)"),
+    SpaceKey("cp", "ints", "context-parallel degrees tried"),
+    SpaceKey("vpp", "ints", "virtual stages per pipeline rank tried (1: 1F1B; more: interleaved)"),
+    SpaceKey("micro_batch", "ints", "micro-batch sizes tried [sequences]"),
+    SpaceKey("zero", "ints", "ZeRO stages tried (3 = FSDP)", least=0, choices=(0, 1, 2, 3)),
+    SpaceKey("recompute", "words", "activation recomputation tried", choices=RECOMPUTE),
+    SpaceKey("sequence_parallel", "flags", "sequence parallelism tried in tensor groups > 1"),
+)
+
+
+def space_default(key: SpaceKey):
+    """The default of a ``[llm]`` key: ``Space``'s (what ``paigrid llm sweep`` enumerates)."""
+    value = getattr(Space(), key.name)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def space_from_table(table: dict, origin: str) -> Space:
+    """The layout space of a spec's ``[llm]`` table (keys ``SPACE_KEYS``; a missing key keeps
+    its default), one sentence for an unknown key or a bad value."""
+    if not isinstance(table, dict):
+        raise PaigridError(f"{origin}: [llm] must be a table.")
+    known = {key.name: key for key in SPACE_KEYS}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise PaigridError(f"{origin}: unknown [llm] key(s) {', '.join(unknown)}; known: {', '.join(known)}.")
+    values = {}
+    for name, value in table.items():
+        key = known[name]
+        where = f"{origin}: llm.{name}"
+        if key.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int) or value < key.least:
+                raise PaigridError(f"{where} must be a whole number >= {key.least}, not {value!r}.")
+            values[name] = value
+            continue
+        if not isinstance(value, list) or (not value and name != "pp"):
+            raise PaigridError(f"{where} must be a non-empty list ({key.doc}).")
+        for v in value:
+            if key.kind == "ints" and (isinstance(v, bool) or not isinstance(v, int) or v < key.least
+                                       or (key.choices and v not in key.choices)):
+                allowed = ", ".join(map(str, key.choices)) if key.choices else f"whole numbers >= {key.least}"
+                raise PaigridError(f"{where} takes {allowed}, not {v!r}.")
+            if key.kind == "words" and v not in key.choices:
+                raise PaigridError(f"{where} takes {', '.join(key.choices)}, not {v!r}.")
+            if key.kind == "flags" and not isinstance(v, bool):
+                raise PaigridError(f"{where} takes true or false, not {v!r}.")
+        if len(set(value)) != len(value):
+            raise PaigridError(f"{where} lists a value twice.")
+        values[name] = tuple(value)
+    return Space(**values)
+
+
+def space_to_table(space: Space) -> dict:
+    """The ``[llm]`` table of a space (every key), as stored in a cube's spec."""
+    return {key.name: (list(v) if isinstance(v := getattr(space, key.name), tuple) else v) for key in SPACE_KEYS}
+
+
+def space_keys_table() -> str:
+    """The [llm] keys as a Markdown table (docs/commands.md holds it; a test checks it is current)."""
+    lines = ["| key | what | default |", "|---|---|---|"]
+    for key in SPACE_KEYS:
+        default = space_default(key)
+        shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in default) \
+            if isinstance(default, list) else str(default)
+        lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every divisor'} |")
+    return "\n".join(lines)

@@ -16,6 +16,8 @@ from paigrid.userfiles import read_text
 
 REQUIRED = ("name", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "source")
 NORMS = ("layernorm", "rmsnorm")
+#: optional whole-number shape columns beyond the classic ones (0 or empty: not used)
+SHAPE_EXTRAS = ("head_size", "q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim")
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,43 @@ class Transformer:
     learned_positions: bool = True
     global_batch: int = 512          # sequences per optimizer step (the training recipe's)
     capacity_factor: float = 1.0     # MoE: expert buffer slots per routed token (1: dropless, balanced)
+    head_size: int = 0               # features per head when not hidden / heads (Qwen3, GPT-OSS); 0: hidden / heads
+    # multi-head latent attention (DeepSeek-V2/V3, Kimi K2) when kv_lora_rank > 0: queries through a
+    # q_lora_rank bottleneck (0: none), keys and values through kv_lora_rank; query/key heads of
+    # head_dim + rope_head_dim features, value heads of v_head_dim
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     @property
     def head_dim(self) -> int:
-        """Features per attention head (hidden / heads)."""
-        return self.hidden // self.heads
+        """Features per attention head (``head_size``, else hidden / heads; with multi-head
+        latent attention the query/key features without the rotary part)."""
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def mla(self) -> bool:
+        """True for multi-head latent attention."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Query (and key) features of all heads."""
+        return self.heads * (self.head_dim + (self.rope_head_dim if self.mla else 0))
+
+    @property
+    def value_dim(self) -> int:
+        """Value (attention output) features of all heads."""
+        return self.heads * (self.v_head_dim or self.head_dim) if self.mla else self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Key and value features of one token as attention reads them (grouped-query: kv_heads x
+        head_dim; multi-head latent attention: its up-projected keys and values, (qk + v) / 2 a head)."""
+        if self.mla:
+            return (self.qk_dim + self.value_dim) // 2
+        return self.kv_heads * self.head_dim
 
     @property
     def moe(self) -> bool:
@@ -99,7 +133,9 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
     ``moe_ffn_hidden`` (default: ffn_hidden), ``shared_experts``, ``dense_layers`` (0),
     ``tied_embeddings``, ``linear_bias``, ``learned_positions`` (true: GPT style), ``norm``
     (layernorm), ``global_batch_sequences`` and ``capacity_factor`` (1: dropless; a MoE
-    layer's expert buffers hold capacity_factor x the routed tokens, padding computed and sent).
+    layer's expert buffers hold capacity_factor x the routed tokens, padding computed and sent),
+    ``head_size`` (features per head when not hidden / heads) and the multi-head latent
+    attention ranks ``q_lora_rank``, ``kv_lora_rank``, ``rope_head_dim``, ``v_head_dim``.
     Every inconsistency is one sentence."""
     g = cells.get
     heads = whole_cell(g("heads", ""), origin, "heads", 1)
@@ -122,7 +158,8 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
         norm=(g("norm") or "layernorm").strip().casefold(),
         learned_positions=_flag(g("learned_positions", ""), origin, "learned_positions", True),
         global_batch=whole_cell(g("global_batch_sequences", ""), origin, "global_batch_sequences", 1, 512),
-        capacity_factor=_capacity(g("capacity_factor", ""), origin))
+        capacity_factor=_capacity(g("capacity_factor", ""), origin),
+        **{column: whole_cell(g(column, ""), origin, column, 0, 0) for column in SHAPE_EXTRAS})
     return check(model, origin)
 
 
@@ -141,10 +178,13 @@ def _capacity(cell: str, origin: str) -> float:
 
 def check(model: Transformer, origin: str) -> Transformer:
     """The model, once its shape is consistent (one sentence naming the first problem)."""
-    if model.hidden % model.heads:
+    if not model.head_size and model.hidden % model.heads:
         raise PaigridError(f"{origin}: hidden {model.hidden} is not a multiple of heads {model.heads}.")
     if model.heads % model.kv_heads:
         raise PaigridError(f"{origin}: heads {model.heads} is not a multiple of kv_heads {model.kv_heads}.")
+    if model.mla and not (model.rope_head_dim and model.v_head_dim and model.head_size):
+        raise PaigridError(f"{origin}: multi-head latent attention (kv_lora_rank > 0) needs head_size, rope_head_dim "
+                           f"and v_head_dim.")
     if model.norm not in NORMS:
         raise PaigridError(f"{origin}: norm must be one of {', '.join(NORMS)}, not {model.norm!r}.")
     if model.experts:

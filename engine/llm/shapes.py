@@ -37,13 +37,30 @@ def _ffn_params(model: Transformer, ffn: int) -> int:
     return weights + bias
 
 
+def _attention_weights(model: Transformer) -> int:
+    """Weight entries of one attention block's projections (no biases or norms) [count]:
+    Q ``h x qk``, K and V ``h x kv`` each, output ``value x h``; with multi-head latent
+    attention the query down/up projections (``h x q_lora``, ``q_lora x qk``; ``h x qk``
+    without a query bottleneck), the joint key/value down projection with the rotary key
+    ``h x (kv_lora + rope)`` and the up projection ``kv_lora x heads (head_dim + v_head_dim)``."""
+    h = model.hidden
+    if model.mla:
+        query = h * model.q_lora_rank + model.q_lora_rank * model.qk_dim if model.q_lora_rank else h * model.qk_dim
+        kv = h * (model.kv_lora_rank + model.rope_head_dim) + model.kv_lora_rank * model.heads * (
+            model.head_dim + model.v_head_dim)
+        return query + kv + model.value_dim * h
+    kv = model.kv_heads * model.head_dim
+    return h * model.qk_dim + 2 * h * kv + model.value_dim * h
+
+
 def attention_params(model: Transformer) -> int:
-    """Parameters of one attention block with its two norms [count]."""
+    """Parameters of one attention block with its two norms [count] (multi-head latent
+    attention adds the norms of its low-rank bottlenecks)."""
     h, kv = model.hidden, model.kv_heads * model.head_dim
-    weights = 2 * h * h + 2 * h * kv
-    bias = (2 * h + 2 * kv) if model.linear_bias else 0
-    norms = 2 * (2 * h if model.norm == "layernorm" else h)
-    return weights + bias + norms
+    bias = (model.qk_dim + 2 * kv + h) if (model.linear_bias and not model.mla) else 0
+    per_norm = 2 if model.norm == "layernorm" else 1
+    norms = per_norm * (2 * h + (model.q_lora_rank + model.kv_lora_rank if model.mla else 0))
+    return _attention_weights(model) + bias + norms
 
 
 def layer_params(model: Transformer, moe_layer: bool) -> dict[str, int]:
@@ -86,8 +103,8 @@ def active_parameters(model: Transformer) -> int:
 
 def _matmul_weights_per_token(model: Transformer, moe_layer: bool) -> int:
     """Multiply-adds per token of one layer's weight matrices (no biases or norms)."""
-    h, kv = model.hidden, model.kv_heads * model.head_dim
-    attention = 2 * h * h + 2 * h * kv
+    h = model.hidden
+    attention = _attention_weights(model)
     width = 3 if model.ffn_gated else 2
     if not moe_layer:
         return attention + width * h * model.ffn_hidden
@@ -106,7 +123,13 @@ def layer_forward_flops(model: Transformer, moe_layer: bool) -> dict[str, float]
     """Forward FLOPs per token of one layer: ``gemm`` (2 x weight multiply-adds) and
     ``attention`` (scores and context, 4 s h with the full s x s) [FLOP/token]."""
     return {"gemm": 2.0 * _matmul_weights_per_token(model, moe_layer),
-            "attention": 4.0 * model.seq_len * model.hidden}
+            "attention": attention_core_flops(model)}
+
+
+def attention_core_flops(model: Transformer) -> float:
+    """Forward FLOPs per token of the attention core over the full s x s (Megatron's
+    convention): scores ``2 s qk`` and context ``2 s value`` [FLOP/token] (4 s h for GPT)."""
+    return 2.0 * model.seq_len * (model.qk_dim + model.value_dim)
 
 
 def logits_forward_flops(model: Transformer) -> float:
@@ -123,10 +146,14 @@ def forward_flops_per_token(model: Transformer) -> float:
             + logits_forward_flops(model))
 
 
-def model_flops_per_token(model: Transformer) -> float:
+def model_flops_per_token(model: Transformer, causal: bool = False) -> float:
     """Model FLOPs per token, forward + backward without recomputation (3 x forward: about
-    6 x active parameters + 12 L s h) [FLOP/token]; the numerator of MFU."""
-    return 3.0 * forward_flops_per_token(model)
+    6 x active parameters + 12 L s h) [FLOP/token]; the numerator of MFU.  ``causal`` counts
+    the attention core at half (the causal half of s x s, Megatron-Bridge's convention; the
+    twin rows of llm_public_v2.csv agree with it to 4%, NeMo's and torchtitan's with the full
+    count)."""
+    out = 3.0 * forward_flops_per_token(model)
+    return out - 1.5 * model.layers * attention_core_flops(model) if causal else out
 
 
 def hardware_flops_per_token(model: Transformer, recompute: str) -> float:
@@ -138,7 +165,7 @@ def hardware_flops_per_token(model: Transformer, recompute: str) -> float:
     if recompute == "full":
         return out + layers_forward
     if recompute == "selective":
-        return out + model.layers * 4.0 * model.seq_len * model.hidden
+        return out + model.layers * attention_core_flops(model)
     return out
 
 
@@ -160,11 +187,12 @@ def activation_terms(model: Transformer, moe_layer: bool = False) -> dict[str, f
       its dropout mask and output, 5 a s.
     A MoE layer stores the FFN terms for each of the token's experts (routed, x the capacity
     factor, + shared)."""
-    h, kv = model.hidden, model.kv_heads * model.head_dim
+    h, kv = model.hidden, model.kv_dim
     ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
     copies = (model.capacity_factor * model.experts_per_token + model.shared_experts) if moe_layer else 1
     ffn_bytes = copies * ((4 if model.ffn_gated else 2) * ffn + 2 * ffn)
-    return {"replicated": 10.0 * h, "split": 2.0 * h + 2.0 * kv + 2.0 * kv + 2.0 * h + ffn_bytes,
+    return {"replicated": 10.0 * h,
+            "split": 2.0 * model.qk_dim + 2.0 * kv + 2.0 * kv + 2.0 * model.value_dim + ffn_bytes,
             "core": 5.0 * model.heads * model.seq_len}
 
 
@@ -189,3 +217,36 @@ def activation_bytes_per_layer(model: Transformer, micro_batch: float, tensor: i
     split = terms["split"] / tensor
     core = 0.0 if recompute == "selective" else terms["core"] / tensor  # s/cp queries x all s keys
     return tokens * (replicated + split + core)
+
+
+def layer_gemms(model: Transformer, moe_layer: bool, tensor: int, tokens: float,
+                expert: int = 1) -> list[tuple[float, float, float, float]]:
+    """The forward GEMMs of one layer on one GPU of a tensor group of ``tensor`` for ``tokens``
+    tokens: ``(m, n, k, copies)`` of an m x k by k x n product done ``copies`` times (2 m n k
+    copies FLOPs).  Column-parallel GEMMs split n by t, row-parallel ones k; the routed experts
+    of a MoE layer are E / ep grouped GEMMs on the tokens routed to them from ep ranks
+    (tokens x top-k x capacity factor x ep / E each, balanced routing), the router one GEMM
+    counted 1 / t a GPU.  Their FLOPs add up to ``layer_forward_flops``'s gemm term (with
+    ``padded_expert_flops``) / t."""
+    h, t = model.hidden, float(tensor)
+    width_in = 2 if model.ffn_gated else 1
+    if model.mla:
+        out = [(tokens, model.kv_lora_rank + model.rope_head_dim, h, 1.0 / t),
+               (tokens, model.heads * (model.head_dim + model.v_head_dim) / t, model.kv_lora_rank, 1.0)]
+        if model.q_lora_rank:
+            out += [(tokens, model.q_lora_rank, h, 1.0 / t), (tokens, model.qk_dim / t, model.q_lora_rank, 1.0)]
+        else:
+            out.append((tokens, model.qk_dim / t, h, 1.0))
+    else:
+        out = [(tokens, (model.qk_dim + 2 * model.kv_heads * model.head_dim) / t, h, 1.0)]
+    out.append((tokens, h, model.value_dim / t, 1.0))
+    if not moe_layer:
+        f = model.ffn_hidden
+        return out + [(tokens, width_in * f / t, h, 1.0), (tokens, h, f / t, 1.0)]
+    f, e = model.moe_ffn_hidden, float(model.experts)
+    out.append((tokens, e, h, 1.0 / t))
+    if model.shared_experts:
+        out += [(tokens, width_in * f / t, h, float(model.shared_experts)), (tokens, h, f / t,
+                                                                              float(model.shared_experts))]
+    routed = tokens * model.experts_per_token * model.capacity_factor * expert / e
+    return out + [(routed, width_in * f / t, h, e / expert), (routed, h, f / t, e / expert)]

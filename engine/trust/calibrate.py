@@ -374,8 +374,8 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     bound is an error naming the parameter.  Needs scipy (``pip install paigrid[calibrate]``).
     """
     if any(r.kind == "llm" for r in rows):
-        raise PaigridError("calibrate fits no LLM rows: the LLM step-time model has no fitted parameters "
-                           "(paigrid validate compares it with them).")
+        raise PaigridError("llm rows are fitted by paigrid.trust.llmfit (paigrid calibrate on an llm file), "
+                           "not with the data-parallel model's parameters.")
     try:
         from scipy.optimize import least_squares
     except ImportError:

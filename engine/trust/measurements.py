@@ -83,6 +83,10 @@ class Measurement:
     variant: dict[str, str] = field(default_factory=dict)         # optimizer, attention, execution the row sets
     kind: str = "throughput"    # what was measured: a ``trust.rowkinds`` name
     generation: str = ""        # the GPU's architecture generation (GPU catalogue), for selections
+    refused: str = ""           # why the model cannot predict the row (llm rows; empty: it can)
+    note: str = ""              # what the row took by default (llm rows)
+    run: str = ""               # the published run it measures (twin llm rows share it)
+    llm_row: object = None      # the ``llm.rows.LlmRow`` read from the cells (llm rows)
 
     @property
     def n_gpu(self) -> int:
@@ -367,23 +371,37 @@ def _collective(cells: dict[str, str], cats: Catalogues, origin: str) -> Measure
 
 
 def _llm(cells: dict[str, str], cats: Catalogues, origin: str) -> Measurement:
-    """An LLM training row (``datasets/llm_public.csv``, ``paigrid.llm.rows``): its measured
-    value is tokens/s of the whole job, converted from the row's ``throughput_unit``."""
-    from paigrid.llm.rows import parse_row
+    """An LLM training row (``datasets/llm_public*.csv``, ``paigrid.llm.rows``): its measured
+    value is tokens/s of the whole job, converted from the row's ``throughput_unit``.  A row the
+    model cannot predict is kept with its reason in ``refused`` (``llm.rows.read_measured``)."""
+    from paigrid.llm.rows import read_measured, run_key
 
-    llm = parse_row(cells, origin, cats)
+    llm, reason = read_measured(cells, origin, cats)
+    ident = (cells.get("id") or "").strip()
+    if llm is None:
+        return Measurement(
+            id=ident, model=(cells.get("model") or "").strip(), workload="", framework="",
+            gpu=(cells.get("gpu") or "").strip(), precision=(cells.get("precision") or "").strip(), arch="",
+            intra="", network="", gpus_per_node=0, nodes=0, batch=0.0, grad_accum_steps=0,
+            size=(cells.get("seq_len") or "").strip(), measured=math.nan, source=(cells.get("source") or "").strip(),
+            cells=cells, kind="llm", refused=reason, run=run_key(ident))
     lay = llm.layout
     return Measurement(
-        id=llm.id, model=cells["model"].strip(), workload="", framework="", gpu=llm.design.gpu,
-        precision=llm.design.precision, arch=f"tp{lay.tp} pp{lay.pp} dp{lay.dp}", intra=llm.design.intra,
+        id=llm.id, model=cells["model"].strip(), workload="", framework=(cells.get("framework") or "").strip(),
+        gpu=llm.design.gpu, precision=llm.design.precision, arch=lay.describe(), intra=llm.design.intra,
         network=llm.design.network, gpus_per_node=llm.gpus_per_node, nodes=llm.nodes, batch=float(lay.micro_batch),
-        grad_accum_steps=llm.model.global_batch // (lay.dp * lay.micro_batch), size=cells["seq_len"].strip(),
+        grad_accum_steps=max(1, llm.model.global_batch // (lay.dp * lay.micro_batch)), size=cells["seq_len"].strip(),
         measured=llm.measured, source=(cells.get("source") or "").strip(), cells=cells, kind="llm",
-        generation=(cats.gpus.row(llm.design.gpu).get("generation") or "").strip())
+        generation=(cats.gpus.row(llm.design.gpu).get("generation") or "").strip(), refused=reason,
+        note="defaults: " + ", ".join(llm.defaults) if llm.defaults else "", run=llm.run, llm_row=llm)
 
 
 def modelled(row: Measurement) -> bool:
-    """False for a collective row whose algorithm the model has no term for (``NOT_MODELLED``)."""
+    """False for a collective row whose algorithm the model has no term for (``NOT_MODELLED``)
+    and for a row the model refuses (``refused``: an llm row it cannot express or whose layout
+    it finds invalid)."""
+    if row.refused:
+        return False
     return not (row.kind == "collective" and row.cells.get("algorithm", "").strip().casefold() in NOT_MODELLED)
 
 

@@ -133,13 +133,16 @@ register(RowKind("collective", "GB/s", _collective))
 
 def _llm(rows, cats, efficiency, options) -> list[float]:
     """Tokens/s of the whole job at each LLM row's model, layout and cluster
-    (``paigrid.llm.rows``; the LLM model's own options, ``llm.rows.ROW_OPTIONS`` on top)."""
-    from paigrid.llm.rows import parse_row, predict_row
+    (``paigrid.llm.rows``; each row's stack options); NaN for a row the model refuses."""
+    from paigrid.llm.rows import predict_row, read_row
 
     out = []
     for r in rows:
-        prediction = predict_row(parse_row(r.cells, r.id, cats), cats, efficiency)
-        out.append(prediction["tokens_per_s"])
+        if r.refused:
+            out.append(float("nan"))
+            continue
+        llm = r.llm_row if getattr(r, "llm_row", None) is not None else read_row(r.cells, r.id, cats)
+        out.append(predict_row(llm, cats, efficiency)["tokens_per_s"])
     return out
 
 
@@ -156,7 +159,7 @@ def predict_observed(rows, cats, efficiency, options) -> np.ndarray:
     for name, members in by_kind.items():
         values = ROW_KINDS[name].predict([rows[i] for i in members], cats, efficiency, options)
         out[members] = values
-    bad = ~(np.isfinite(out) & (out > 0))
+    bad = ~(np.isfinite(out) & (out > 0)) & np.array([not getattr(r, "refused", "") for r in rows], dtype=bool)
     if bad.any():
         raise PaigridError(f"the model gives no {row_kind(getattr(rows[int(np.argmax(bad))], 'kind', '')).unit} "
                            f"for row {rows[int(np.argmax(bad))].id!r}; it cannot be fitted.")

@@ -140,10 +140,26 @@ def validate_observed(rows: list[Measurement], efficiency, options: Options, cat
     out = []
     for row, value in zip(rows, predicted):
         algorithm = row.cells.get("algorithm", "").strip().casefold()
-        note = "" if modelled(row) else f"not modelled ({NOT_MODELLED[algorithm]}); left out of the summary"
+        if row.refused:
+            note = f"refused: {row.refused}"
+        else:
+            note = row.note if modelled(row) else f"not modelled ({NOT_MODELLED[algorithm]}); left out of the summary"
         out.append({"id": row.id, "model": row.model, "gpu": row.gpu, "arch": row.arch, "n_gpu": row.n_gpu,
                     "nodes": row.nodes, "intra": row.intra, "network": row.network, "predicted": float(value),
                     "measured": row.measured, "error": row_error(kind, float(value), row.measured),
-                    "modelled": modelled(row), "note": note})
+                    "modelled": modelled(row), "note": note, "run": row.run or row.id})
+    summary = {"overall": error_summary(_once_per_run([r for r in out if r["modelled"]]))}
+    if kind == "llm":
+        summary["refused"] = {"count": sum(1 for r in rows if r.refused),
+                              "runs": len({r.run for r in rows if r.refused})}
     return {"kind": kind, "unit": row_kind(kind).unit, "error_kind": ERROR_KINDS[kind], "rows": out,
-            "summary": {"overall": error_summary([r["error"] for r in out if r["modelled"]])}}
+            "summary": summary}
+
+
+def _once_per_run(rows: list[dict]) -> list[float]:
+    """One error per published run: the mean of its twin rows' errors (llm rows of one run
+    share ``run``; every other row is its own run)."""
+    runs: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        runs[r["run"]].append(r["error"])
+    return [statistics.fmean(errors) for errors in runs.values()]

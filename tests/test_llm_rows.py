@@ -1,0 +1,220 @@
+"""The llm row kind on the public runs of 2022-2026 (``datasets/llm_public_v2.csv``): every row
+predicted or refused with its reason, the stack defaults named, the file's awkward values read
+as documented, twin rows counted once, published layouts admitted, and the LLM calibration."""
+
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_helpers import run
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import defaults
+from paigrid.llm import shapes as S
+from paigrid.llm.compute import Hardware, LlmOptions, framework_state_bytes
+from paigrid.llm.evaluate import predict
+from paigrid.llm.layouts import Layout
+from paigrid.llm.models import model
+from paigrid.llm.rows import read_measured, read_row, run_key
+from paigrid.trust import llmfit
+from paigrid.trust.measurements import load_measurements
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLIC = ROOT / "datasets" / "llm_public_v2.csv"
+CATS = Catalogues.load()
+EFF = defaults()
+
+
+def _cells() -> dict[str, dict]:
+    with open(PUBLIC, newline="") as handle:
+        return {r["id"]: r for r in csv.DictReader(handle)}
+
+
+CELLS = _cells()
+
+
+def _write(tmp_path, rows, name="rows.csv"):
+    path = tmp_path / name
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(next(iter(CELLS.values()))))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_the_file_is_read_as_it_is():
+    assert len(CELLS) == 605 and len({run_key(i) for i in CELLS}) == 343
+
+
+def test_every_row_is_predicted_or_refused_with_its_reason():
+    rows = load_measurements(PUBLIC, CATS)
+    assert len(rows) == 605
+    for r in rows:
+        if r.refused:
+            assert r.refused.strip() and "Error" not in r.refused and "Traceback" not in r.refused
+        else:
+            assert math.isfinite(r.measured) and r.measured > 0 and r.llm_row is not None
+    offload = [r for r in rows if "DeepSpeed" in r.cells["framework"]]
+    assert len(offload) == 4 and all("offload" in r.refused for r in offload)
+
+
+def test_stack_defaults_are_named_per_family():
+    megatron = read_row(CELLS["A-mbridge-26.04-h100-LLAMA3_70B-64g-fp8-pre-tps"], "x", CATS)
+    assert megatron.family == "megatron" and megatron.layout.zero == 1 and megatron.layout.recompute == "none"
+    assert {"recompute=none", "zero_stage=1", "attention=flash", "overlap_dp=true"} <= set(megatron.defaults)
+    assert megatron.layout.vpp == 5 and megatron.layout.sp
+    titan = read_row(CELLS["A-torchtitan-202506-trainy-h200-llama3.1-8b-32g"], "x", CATS)
+    assert titan.family == "torchtitan" and titan.layout.zero == 3 and titan.layout.recompute == "selective"
+    assert titan.options.grad_bytes == 4 and titan.options.weight_bytes == 4 and titan.options.optimizer_bytes == 8
+    assert megatron.options.weight_bytes == 3  # bf16 weights + Transformer Engine's FP8 copy
+    assert framework_state_bytes("megatron", "amp-bf16")["grad_bytes"] == 4  # fp32 main gradients
+
+
+def test_free_text_cells_and_units():
+    titan = read_row(CELLS["A-torchtitan-202506-trainy-h200-llama3.1-8b-32g"], "x", CATS)
+    assert titan.design.precision == "fp8" and titan.peak_memory_GiB == pytest.approx(47.96)  # GiB as printed
+    assert titan.measured == pytest.approx(10938 * 32)  # tokens/s/GPU x GPUs
+    mx = read_row(CELLS["A-mbridge-26.02-b200-Qwen3_30B_a3B-8g-mxfp8-pre-tps"], "x", CATS)
+    assert any(d.startswith("precision mxfp8 as fp8") for d in mx.defaults) or mx.design.precision == "mxfp8"
+    # an MFU row and its tokens/s twin give the same tokens/s (MFU of the dense BF16 peak)
+    for ident in [i for i in CELLS if i.endswith("-mfu") and "a100" in i]:
+        twin = ident[:-4] + "-wps"
+        if twin in CELLS:
+            a, b = read_row(CELLS[ident], "a", CATS), read_row(CELLS[twin], "b", CATS)
+            assert a.measured == pytest.approx(b.measured, rel=0.03), ident
+    recomputed = read_row(CELLS["A-torchtitan-2024-a100-llama2_13b-64g-bs2-selective-op-wps"], "x", CATS)
+    assert recomputed.layout.recompute == "selective"
+
+
+def test_megatron_bridge_counts_causal_attention_and_nemo_the_full():
+    """The twin rows of one run fix each source's FLOP convention: tokens/s x model FLOPs per
+    token (causal half for Megatron-Bridge, full for NeMo) = the TFLOP/s row."""
+    for ident, causal in (("A-mbridge-26.02-b200-Qwen3_30B_a3B-8g-mxfp8-pre", True),
+                          ("A-nemo-24.07-h100-LLAMA3-70B-64g-pre", False)):
+        tps, tflops = read_row(CELLS[ident + "-tps"], "a", CATS), read_row(CELLS[ident + "-tflops"], "b", CATS)
+        assert tps.measured == pytest.approx(tflops.measured, rel=0.05)
+        flops = S.model_flops_per_token(tps.model, causal)
+        assert tps.measured / tps.n_gpu * flops / 1e12 == pytest.approx(float(CELLS[ident + "-tflops"]["throughput"]),
+                                                                        rel=0.05)
+
+
+def test_empty_or_zero_nodes_take_the_layout_and_a_wrong_count_refuses():
+    cells = dict(CELLS["A-mbridge-26.04-h100-LLAMA3_70B-64g-fp8-pre-tps"])
+    for nodes in ("", "0"):
+        row = read_row({**cells, "nodes": nodes}, "x", CATS)
+        assert row.n_gpu == 64 and any(d.startswith("GPUs=64") for d in row.defaults)
+    row, reason = read_measured({**cells, "nodes": "3"}, "line 9", CATS, EFF)
+    assert row is None and "is not the 24 GPUs" in reason
+
+
+def test_twin_rows_count_once(tmp_path):
+    ids = ["A-nemo-24.07-h100-LLAMA3-70B-64g-pre-tps", "A-nemo-24.07-h100-LLAMA3-70B-64g-pre-tflops",
+           "A-nemo-24.07-h100-GPT3-5B-64g-pre-tps"]
+    result = run("validate", _write(tmp_path, [CELLS[i] for i in ids]), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["summary"]["overall"]["count"] == 2
+    assert run_key(ids[0]) == run_key(ids[1]) != run_key(ids[2])
+
+
+def test_llama3_405b_published_layout_is_admitted():
+    """Meta's layout (Dubey et al. 2024: t 8, p 16, d 128, c 1, 8,192-token sequences, 16M-token
+    batches on 16,384 H100) fits with full recomputation, and a measured row of it that does
+    not state its recomputation takes the least that fits instead of being refused."""
+    m = model("llama3-405b")
+    h100 = Hardware("H100-SXM5-80GB", "amp-bf16", 8, "nvswitch-nvlink4", "ib-ndr-400g", 1.0)
+    lay = Layout(tp=8, pp=16, dp=128, cp=1, vpp=1, micro_batch=1, zero=1, recompute="full", sp=True)
+    result = predict(m, lay, h100, CATS, EFF, LlmOptions.defaults(), 2048)
+    assert result["valid"] and result["n_gpu"] == 16384 and result["memory_per_gpu"] < 80 * 2**30
+    cells = {**CELLS["A-mbridge-26.04.01-h100-LLAMA3.1_405B-1024g-fp8-pre-tps"], "tensor_parallel": "8",
+             "pipeline_parallel": "16", "virtual_stages": "", "context_parallel": "1", "data_parallel": "128",
+             "global_batch": "2048", "nodes": "2048", "gpus_per_node": "8", "precision": "amp-bf16",
+             "recompute": "", "micro_batch": "1"}
+    row, reason = read_measured(cells, "meta", CATS, EFF)
+    assert reason == "" and row.layout.recompute in ("selective", "full") and row.n_gpu == 16384
+
+
+def test_public_rows_are_never_refused_for_memory():
+    rows = load_measurements(PUBLIC, CATS)
+    assert not [r.id for r in rows if "busiest pipeline stage" in r.refused]
+
+
+def test_layer_gemms_add_up_to_the_layer_flops():
+    for name in ("llama3-70b", "deepseek-v3", "qwen3-30b-a3b", "gpt-oss-120b", "mixtral-8x7b"):
+        m = dataclasses.replace(model(name), capacity_factor=1.25) if name == "mixtral-8x7b" else model(name)
+        for t, ep, moe in ((1, 1, False), (4, 8, True), (8, 2, True)):
+            if moe and not m.moe:
+                continue
+            tokens = 4096.0
+            flops = sum(2 * a * b * c * k for a, b, c, k in S.layer_gemms(m, moe, t, tokens, ep)) / tokens
+            want = (S.layer_forward_flops(m, moe)["gemm"] + (S.padded_expert_flops(m) if moe else 0.0)) / t
+            assert flops == pytest.approx(want, rel=1e-12), (name, t, ep, moe)
+
+
+def test_ridge_shrinks_to_the_defaults():
+    rng = np.random.default_rng(3)
+    jac = rng.normal(size=(40, 3))
+    truth = np.array([0.3, -0.2, 0.1])
+    r0 = -jac @ truth
+    w = np.ones(40)
+    assert np.allclose(llmfit._ridge(r0, jac, w, 1e-9), truth, atol=1e-6)
+    assert np.allclose(llmfit._ridge(r0, jac, w, 1e12), 0.0, atol=1e-9)
+    assert np.all(llmfit._ridge(100 * r0, jac, w, 1e-9) <= llmfit.BOUNDS[1] + 1e-12)
+
+
+def test_memory_fit_recovers_workspace_and_fragmentation():
+    points = [{"base": b, "activations": a, "reported": b + 3.0 + 0.2 * a, "run": str(i), "id": str(i),
+               "default": b} for i, (b, a) in enumerate([(20, 10), (30, 40), (10, 60), (50, 5)])]
+    w, f = llmfit.fit_memory(points)
+    assert w == pytest.approx(3.0, abs=0.05) and f == pytest.approx(0.2, abs=0.01)
+    held = llmfit.memory_crossval(points)
+    assert len(held) == 4 and max(abs(p["error"]) for p in held) < 0.01
+
+
+def test_calibrate_llm_rows_writes_what_validate_reads(tmp_path):
+    ids = [i for i in CELLS if "nemo-24.07-h100" in i][:12]
+    path = _write(tmp_path, [CELLS[i] for i in ids])
+    out = tmp_path / "llm.toml"
+    result = run("calibrate", path, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "LLM factor(s)" in result.output and out.read_text().startswith("# paigrid calibrate on llm rows")
+    before = json.loads(run("validate", path, "--json").output)["summary"]["overall"]["median_abs_error"]
+    after = run("validate", path, "--calibration", out, "--json")
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["summary"]["overall"]["median_abs_error"] <= before + 1e-9
+
+
+def test_kernel_activation_memory_is_korthikanti_with_sequence_parallelism():
+    """GPT-3 175B at t 8 with sequence parallelism and selective recomputation on one stage, one
+    micro-batch: the kernel's memory less the model states, the fp32 logits and the workspace
+    is L s b h 34 / t (Korthikanti et al. 2022, Table 2), and the FP8 storage scale and the
+    fragmentation multiply exactly that part."""
+    m = model("gpt3-175b")
+    lay = Layout(tp=8, pp=1, dp=1, micro_batch=1, zero=0, recompute="selective", sp=True)
+    a100 = Hardware("A100-SXM4-80GB", "amp-bf16", 8, "nvswitch-nvlink3", "ib-hdr-200g", 1.0)
+    base = dataclasses.replace(LlmOptions.defaults(), workspace_GB=0.0, memory_margin=math.inf)
+    r = predict(m, lay, a100, CATS, EFF, base, 8)
+    states = S.parameters(m) / 8 * (base.weight_bytes + base.grad_bytes + base.optimizer_bytes)
+    logits = m.seq_len * m.vocab * base.logit_bytes / 8
+    activations = m.layers * m.seq_len * m.hidden * 34 / 8
+    assert r["memory_per_gpu"] - states - logits == pytest.approx(activations, rel=2e-3)
+    scaled = predict(m, lay, a100, CATS, EFF, dataclasses.replace(base, stored_activation_bytes=1.5,
+                                                                   fragmentation=0.1), 8)
+    assert scaled["memory_per_gpu"] - states - logits == pytest.approx(activations * 0.75 * 1.1, rel=2e-3)
+
+
+def test_a_calibration_never_turns_a_measured_run_away(tmp_path):
+    """A calibration whose workspace would not fit any GPU still predicts every row the defaults
+    predict: the runs fitted, so memory never refuses a measured row."""
+    ids = [i for i in CELLS if "nemo-24.07-h100" in i][:6]
+    path = _write(tmp_path, [CELLS[i] for i in ids])
+    toml = tmp_path / "huge.toml"
+    toml.write_text('[llm]\n"workspace" = 60\n')
+    plain = json.loads(run("validate", path, "--json").output)["summary"]["overall"]["count"]
+    result = run("validate", path, "--calibration", toml, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["summary"]["overall"]["count"] == plain > 0
