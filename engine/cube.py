@@ -226,7 +226,7 @@ class LlmCube:
     ``llm`` and the group's labels, the layout degrees, mode and completeness."""
 
     path: Path
-    file: object
+    file: CubeFile
     group: object
     labels: dict[str, list]
     complete: bool
