@@ -13,7 +13,7 @@ The public names are imported on first use (module ``__getattr__``), so ``import
 ``import paigrid.cube`` loads neither xarray, the writer nor numba.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: public name -> the module that defines it, imported when the name is first used
 _LAZY = {"open_dataset": "paigrid.dataset", "sweep": "paigrid.sweeping"}

@@ -8,9 +8,11 @@ driver (``paigrid.evaluate``): opening a cube loads neither numba nor the sweep 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,13 +30,28 @@ from paigrid.schema import (
 from paigrid.userfiles import file_sha256
 
 
+class CubeFile(Protocol):
+    """What the readers use of an open cube: an ``h5py.File`` opened read-only, or the
+    ``_DatasetFile`` stand-in over an xarray Dataset (``name in f``, ``f[name][key]``,
+    ``len(f[name])``, ``f.attrs``, ``f.close()``)."""
+
+    @property
+    def attrs(self) -> Mapping[str, Any]: ...
+
+    def __contains__(self, name: str) -> bool: ...
+
+    def __getitem__(self, name: str) -> Any: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Cube:
     """An open cube (an h5py file, read-only, or an xarray Dataset seen through the same
     interface) and its labels."""
 
     path: Path
-    file: object
+    file: CubeFile
     labels: dict[str, list]
     complete: bool
     mode: str
@@ -93,7 +110,7 @@ def cube_from_dataset(ds, allow_incomplete: bool = False) -> Cube:
                     "an xarray Dataset")
 
 
-def _checked(path: Path, f, allow_incomplete: bool, kind: str = "an HDF5 file") -> Cube:
+def _checked(path: Path, f: CubeFile, allow_incomplete: bool, kind: str = "an HDF5 file") -> Cube:
     """The open file ``f`` (h5py, or a ``_DatasetFile``) as a Cube, once it is known to be a
     complete paigrid cube this reader understands (the caller closes ``f`` on error)."""
     if "block_done" not in f or "job" not in f:
@@ -222,7 +239,7 @@ class LlmCube:
     ``llm`` and the group's labels, the layout degrees, mode and completeness."""
 
     path: Path
-    file: object
+    file: CubeFile
     group: object
     labels: dict[str, list]
     complete: bool

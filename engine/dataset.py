@@ -70,21 +70,38 @@ BREAKDOWN_VARIABLES = ("t_data", "t_flop", "t_mem", "t_comm", "step_time", "bott
 
 def open_dataset(path: str | Path, chunks=None, group: str | None = None) -> xr.Dataset:
     """Open the cube file ``path`` as a lazy ``xarray.Dataset`` (values are read from the file
-    when indexed or computed; no dask needed, ``chunks`` passes dask chunks to xarray if wanted).
+    when indexed or computed; no dask needed).
 
-    ``group`` None opens the data-parallel family (the root); ``group="llm"`` the LLM family
-    (the group ``llm`` of a format-5 cube: cells over (job, layout, gpu, n_gpu, domain, network,
-    precision), the layout degrees as coordinates over ``layout``, the per-job bests ``best_*``),
-    whose ``ds.paigrid`` accessor answers for LLM jobs.
+    The compression filters are registered first (hdf5plugin).  Every cube format is presented
+    with the same variables: where the file stores ``invalid_reason`` (format 2: a reason code,
+    0 = valid) instead of ``valid``, ``valid`` [1, flag 0/1] is derived from it, lazily, as
+    ``invalid_reason == 0``; where it stores the factors of throughput, cost and energy instead
+    of the variables (format 4), they are derived from step_time, lazily too (``present``).
 
-    The compression filters are registered first (hdf5plugin).  A path that is no finished
-    paigrid cube is refused with the sentences of ``paigrid.cube.open_cube``.  Every cube format
-    is presented with the same variables: where the file stores ``invalid_reason`` (format 2:
-    a reason code, 0 = valid) instead of ``valid``, ``valid`` [1, flag 0/1] is derived from it,
-    lazily, as ``invalid_reason == 0``; where it stores the factors of throughput, cost and
-    energy instead of the variables (format 4), they are derived from step_time, lazily too
-    (``present``).  Units are in each variable's ``units`` attribute
-    (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
+    Parameters
+    ----------
+    path : str or Path
+        A finished cube, written by ``paigrid sweep`` or ``paigrid.sweep``.
+    chunks : dict, optional
+        Dask chunks, passed to ``xarray.open_dataset`` (None: no dask, values read on indexing).
+    group : str, optional
+        None opens the data-parallel family (the root); ``"llm"`` the LLM family (the group
+        ``llm`` of a format-5 cube: cells over (job, layout, gpu, n_gpu, domain, network,
+        precision), the layout degrees as coordinates over ``layout``, the per-job bests
+        ``best_*``), whose ``ds.paigrid`` accessor answers for LLM jobs.
+
+    Returns
+    -------
+    xarray.Dataset
+        The cube, lazily; units are in each variable's ``units`` attribute (step_time [s],
+        throughput [samples/s], cost [USD/1e6 samples], ...).  The ``ds.paigrid`` accessor
+        answers the queries of ``paigrid query`` from it.
+
+    Raises
+    ------
+    PaigridError
+        When ``path`` is no finished paigrid cube (with the sentences of
+        ``paigrid.cube.open_cube``), or xarray cannot open it.
     """
     import hdf5plugin  # noqa: F401  (registers the blosc filters the cube may use)
 
@@ -238,13 +255,27 @@ class PaigridAccessor:
     def best(self, by: str = "time", **fixed) -> xr.Dataset:
         """The best configuration of each job (dimension ``job``), as ``paigrid query --best-arch``.
 
-        ``by`` is "time" (smallest time per sample, i.e. the largest throughput of the whole job)
-        or "cost" (smallest cost per sample).  ``fixed`` are label filters, each one value or a
-        list: ``gpu="V100"`` (aliases resolve), ``n_gpu=[8, 16]``, ``network="eth-25g"``,
-        ``job=["resnet50"]``.  Variables: model, arch, gpu, n_gpu, intra, network, precision,
-        step_time [s], throughput [samples/s], throughput_tokens [tokens/s], cost [USD/1e6
-        samples], bottleneck, speedup [x]; a job with no feasible configuration under the
-        filters has "" labels, n_gpu 0 and NaN numbers.
+        Parameters
+        ----------
+        by : str
+            "time" (smallest time per sample, i.e. the largest throughput of the whole job) or
+            "cost" (smallest cost per sample).
+        **fixed
+            Label filters, each one value or a list: ``gpu="V100"`` (aliases resolve),
+            ``n_gpu=[8, 16]``, ``network="eth-25g"``, ``job=["resnet50"]``.
+
+        Returns
+        -------
+        xarray.Dataset
+            Over ``job``: model, arch, gpu, n_gpu, intra, network, precision, step_time [s],
+            throughput [samples/s], throughput_tokens [tokens/s], cost [USD/1e6 samples],
+            bottleneck, speedup [x]; a job with no feasible configuration under the filters has
+            "" labels, n_gpu 0 and NaN numbers.
+
+        Raises
+        ------
+        PaigridError
+            For an unknown criterion or label, or a Dataset that is no whole finished cube.
         """
         if self.family == "llm":
             return _llm_answer(self._ds, by, fixed, "best()")
@@ -260,10 +291,28 @@ class PaigridAccessor:
         return out
 
     def pareto(self, job: str, **fixed) -> xr.Dataset:
-        """The Pareto front of time per sample and cost per sample of ``job`` (dimension
-        ``point``, fastest first, so cheapest last), as ``paigrid query --pareto``: no point is
-        both slower and dearer than another.  ``fixed`` filters as in ``best``; the variables
-        are those of ``best``.  No feasible configuration gives an empty front."""
+        """The Pareto front of time per sample and cost per sample of ``job``, as ``paigrid query
+        --pareto``: no point is both slower and dearer than another.
+
+        Parameters
+        ----------
+        job : str
+            One job (workload) name of the cube.
+        **fixed
+            Label filters, as in ``best`` (but not ``job``).
+
+        Returns
+        -------
+        xarray.Dataset
+            Over ``point``, fastest first (so cheapest last), with the variables of ``best`` and
+            a scalar ``job`` coordinate; empty when no configuration is feasible.
+
+        Raises
+        ------
+        PaigridError
+            For a job that is not one name, an unknown label, or a Dataset that is no whole
+            finished cube.
+        """
         if not isinstance(job, str):
             raise PaigridError(f"pareto() takes one job name, not {job!r}.")
         if self.family == "llm":
@@ -279,14 +328,27 @@ class PaigridAccessor:
         return out
 
     def breakdown(self, **labels) -> xr.Dataset:
-        """The time components of the selected configurations: t_data, t_flop, t_mem, t_comm,
-        step_time [s] and bottleneck (flag), over the dimensions left unselected.
+        """The time components of the selected configurations.
 
-        ``labels`` select as ``Dataset.sel`` does (one value drops the dimension, a list keeps
-        it, in the cube's order), with the same names as ``best``'s filters (aliases resolve):
-        ``breakdown(job="resnet50", gpu="V100", n_gpu=16, precision="fp32")``.  t_data, t_flop
-        and t_mem depend on (job, gpu, precision) only and are broadcast over the rest; every
-        component is NaN where the configuration cannot exist, like step_time.
+        Parameters
+        ----------
+        **labels
+            Select as ``Dataset.sel`` does (one value drops the dimension, a list keeps it, in
+            the cube's order), with the same names as ``best``'s filters (aliases resolve):
+            ``breakdown(job="resnet50", gpu="V100", n_gpu=16, precision="fp32")``.
+
+        Returns
+        -------
+        xarray.Dataset
+            t_data, t_flop, t_mem, t_comm, step_time [s] and bottleneck (flag), loaded, over the
+            dimensions left unselected.  t_data, t_flop and t_mem depend on (job, gpu, precision)
+            only and are broadcast over the rest; every component is NaN where the configuration
+            cannot exist, like step_time.
+
+        Raises
+        ------
+        PaigridError
+            For an unknown label or dimension, or a reduce-only cube (no per-configuration values).
         """
         if self.family == "llm":
             return _llm_breakdown(self._ds, labels)

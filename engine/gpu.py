@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class _Launched:
     n_gpu: np.ndarray
     jobs: np.ndarray
     host: dict[str, np.ndarray]
-    done: object
+    done: Any  # a numba.cuda event
 
 
 class CudaBlocks:
@@ -127,7 +128,7 @@ class CudaBlocks:
          self.options) = (cuda.to_device(np.ascontiguousarray(t), stream=self.stream) for t in tables)
         shapes = allocate(grid, 0, write_cube)  # names, dtypes and trailing shapes
         self.device = {}
-        self.host = [{}, {}]
+        self.host: list[dict[str, np.ndarray]] = [{}, {}]
         for name, array in shapes.items():
             shape = array.shape if name in CUBE_VARIABLES and not write_cube else (largest, *array.shape[1:])
             self.device[name] = cuda.device_array(shape, array.dtype, stream=self.stream)

@@ -112,7 +112,7 @@ def _describe_dp(path: str | Path) -> str:
             if key in f.attrs:
                 value = cube.format if key == "format_version" else str_attr(f.attrs, key)
                 if key in ("catalogue_sha256", "input_sha256", "spec"):
-                    value = json.dumps(json.loads(value))
+                    value = json.dumps(json.loads(str_attr(f.attrs, key)))
                 lines.append(f"  {key}: {value}")
             if key == "created":  # which device computed the cube; cubes before paigrid recorded it: not said
                 lines.append(f"  device: {str_attr(f.attrs, 'device') if 'device' in f.attrs else 'not recorded'}")

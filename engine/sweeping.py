@@ -511,22 +511,40 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, g
     """Sweep from Python and return the cube as an ``xarray.Dataset`` (``paigrid sweep`` as a
     function, for notebooks and libraries).
 
-    ``spec`` is a ``SweepSpec``, the path of a TOML spec, a dict of the same keys (``workloads``,
-    ``jobs_per_block``, ``[grid]``, ``[options]``, ``[catalogues]``; relative paths from the
-    current directory) or None for the default sweep.  With ``out`` None the cube is written to
-    a temporary file, loaded into memory and the file removed (mind the size: 22 bytes per
-    configuration once loaded, the 10 stored and throughput, cost and energy derived from them);
-    otherwise ``out`` is written and returned opened lazily by
-    ``paigrid.open_dataset``.  ``reduce_only`` keeps only the per-job reductions.  ``kw`` are
-    ``run_sweep``'s: calibration (a TOML path), compression ("lz4", "zstd", "gzip", "none"),
-    resume, scheduler (a Dask address or scheduler file), workers (a local Dask cluster), progress
-    (default False: no progress lines on stderr), on_block, device ("cpu" or "cuda"), threads
-    (numba threads), and any other keyword-only argument of ``run_sweep``.  The variables carry
-    their units (step_time [s], throughput [samples/s], cost [USD/1e6 samples], ...).
+    Parameters
+    ----------
+    spec : SweepSpec, str, Path, dict or None
+        A ``SweepSpec``, the path of a TOML spec, a dict of the same keys (``workloads``,
+        ``jobs_per_block``, ``[grid]``, ``[options]``, ``[catalogues]``; relative paths from the
+        current directory) or None for the default sweep.
+    out : str or Path, optional
+        The cube file to write.  None: the cube is written to a temporary file, loaded into
+        memory and the file removed (mind the size: 22 bytes per configuration once loaded, the
+        10 stored and throughput, cost and energy derived from them).
+    reduce_only : bool
+        Keep only the per-job reductions.
+    group : str, optional
+        The family returned, as the spec's workloads may name LLM models too (``llama3-8b``):
+        None the data-parallel root (or, for a sweep of LLM jobs only, the ``llm`` group),
+        ``"llm"`` the LLM group (``paigrid.open_dataset(path, group="llm")``); both are in ``out``.
+    **kw
+        ``run_sweep``'s keyword-only arguments: calibration (a TOML path), compression ("lz4",
+        "zstd", "gzip", "none"), resume, scheduler (a Dask address or scheduler file), workers (a
+        local Dask cluster), progress (default False: no progress lines on stderr), on_block,
+        device ("cpu" or "cuda"), threads (numba threads), and the others.
 
-    The spec's workloads may name LLM models too (``llama3-8b``): ``group`` chooses the family
-    returned, None the data-parallel root (or, for a sweep of LLM jobs only, the ``llm`` group),
-    ``"llm"`` the LLM group (``paigrid.open_dataset(path, group="llm")``); both are in ``out``.
+    Returns
+    -------
+    xarray.Dataset
+        The cube: in memory when ``out`` is None, else ``out`` opened lazily by
+        ``paigrid.open_dataset``.  The variables carry their units (step_time [s], throughput
+        [samples/s], cost [USD/1e6 samples], ...).
+
+    Raises
+    ------
+    PaigridError
+        For an unknown keyword, a spec of another kind, or any input the sweep refuses (one
+        sentence, as ``paigrid sweep`` prints it).
     """
     import copy
     import inspect

@@ -108,7 +108,7 @@ class CudaKernels:
         self.terms_kernel, self.configurations_kernel = terms_kernel, configurations_kernel
 
 
-_LOADED = {}
+_LOADED: dict[str, CudaKernels] = {}
 
 
 def load():
@@ -180,7 +180,7 @@ def _no_contraction() -> None:
         options["fma"] = False
         return compile_ir(llvmir, **options)
 
-    compile_ir_without_fma.paigrid_no_fma = True
+    compile_ir_without_fma.paigrid_no_fma = True  # type: ignore[attr-defined]  # a mark on the function
     nvvm.compile_ir = compile_ir_without_fma
 
 

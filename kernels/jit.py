@@ -16,7 +16,7 @@ more than the work (the engine's driver picks one by size).
 
 import numba
 
-_OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
+_OPTIONS: dict = dict(cache=True, nogil=True, error_model="numpy")
 
 #: decorator for serial kernels and helpers (helpers are inlined into their callers by LLVM)
 jit = numba.njit(**_OPTIONS)

@@ -1,6 +1,38 @@
-"""Shared test set-up: make tests/ importable (kernel_tables) and keep numba's cache per session."""
+"""Shared test set-up: the fixtures that several test files use.
 
-import sys
+``tests/`` is importable (``cli_helpers``, ``kernel_tables``, ``cube_compare``, ...) through the
+``pythonpath`` setting of pyproject.toml's [tool.pytest.ini_options], which also registers the
+markers that the fast subset leaves out (docs/development.md).  numba caches the compiled kernels
+as it does outside the tests (``__pycache__`` beside ``kernels/``, or ``NUMBA_CACHE_DIR`` where it
+is set), so a second run does not compile them again.
+"""
+
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+import pytest
+
+FORMAT1 = Path(__file__).parent / "data" / "format1"
+
+
+@pytest.fixture(scope="session")
+def catalogues():
+    """The built-in catalogues (``Catalogues.load()``), loaded once a session; tests read them and
+    never change them (a test that needs other catalogues loads its own)."""
+    from paigrid.inputs.catalog import Catalogues
+
+    return Catalogues.load()
+
+
+@pytest.fixture(scope="session")
+def small_cube(tmp_path_factory) -> Path:
+    """A small finished cube in the current format, swept once a session: the sweep of the
+    format-1 fixture (``tests/data/format1/spec.toml``, 4 workloads) with the model it was made with,
+    pai-v1 (the default since is pai-v2).  Tests read it and never write to it."""
+    from paigrid.inputs.spec import load_spec
+    from paigrid.sweeping import run_sweep
+
+    path = tmp_path_factory.mktemp("small-cube") / "cube.h5"
+    spec = load_spec(FORMAT1 / "spec.toml")
+    spec.options = spec.options.with_overrides({"model": "pai-v1"}, "test")
+    run_sweep(spec, path, progress=False)
+    return path

@@ -30,14 +30,10 @@ LABELS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
 
 
 @pytest.fixture(scope="module")
-def cube_path(tmp_path_factory):
+def cube_path(small_cube):
     """The format-1 fixture's spec, swept now (the current format) with the model it was made with,
-    pai-v1 (the default since is pai-v2)."""
-    path = tmp_path_factory.mktemp("api") / "cube.h5"
-    spec = load_spec(FORMAT1 / "spec.toml")
-    spec.options = spec.options.with_overrides({"model": "pai-v1"}, "test")
-    run_sweep(spec, path, progress=False)
-    return path
+    pai-v1 (the default since is pai-v2): conftest's ``small_cube``."""
+    return small_cube
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,7 @@ def test_blocks_are_sized_by_work_unless_the_spec_fixes_them(population, monkeyp
     assert work_jobs_per_block(grid, False) == 1                 # never less than one job
 
 
+@pytest.mark.slow
 def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_path, monkeypatch):
     import paigrid.sweeping as sweeping
 
@@ -110,6 +111,7 @@ def reference(population, tmp_path_factory):
     return out
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("flush, kill_at, done", [(3600.0, "block-written-3", 0), (0.0, "after-block-2", 2)])
 def test_a_block_is_marked_done_only_once_flushed(population, reference, tmp_path, monkeypatch, flush, kill_at,
                                                   done):

@@ -11,7 +11,6 @@ import pytest
 from cli_helpers import assert_clean_error, run
 from csv_rows import read_rows, write_rows
 from paigrid.errors import PaigridError
-from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
 from paigrid.predict import predict_configs
@@ -24,8 +23,8 @@ COLLECTIVES = str(resources.files("paigrid.datasets").joinpath("collectives_publ
 
 
 @pytest.fixture(scope="module")
-def cats():
-    return Catalogues.load()
+def cats(catalogues):
+    return catalogues
 
 
 # --- the shipped data ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ def simulated(*args, **env):
                           env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1", **env})
 
 
+@pytest.mark.cuda_sim
 def test_cuda_kernels_give_the_cpu_outputs_in_the_simulator():
     # both compute models, every option that changes a formula (the parameter-server options and the
     # ring inter-server volume on workloads with sparse embeddings included), NaN inputs; full cube
@@ -62,6 +63,7 @@ def test_launches_group_consecutive_blocks_up_to_a_size():
     assert launches(blocks, [0, 1], 3) == [[0], [1]]            # a block larger than the limit: on its own
 
 
+@pytest.mark.cuda_sim
 def test_sweep_on_cuda_writes_the_cpu_cube(tmp_path):
     cpu_spec, gpu_spec = tmp_path / "cpu.toml", tmp_path / "gpu.toml"
     cpu_spec.write_text(SPEC.format(device=""))
@@ -91,6 +93,7 @@ inter_volume = "ring"
 """
 
 
+@pytest.mark.cuda_sim
 def test_sweep_on_cuda_with_the_ps_options_writes_the_cpu_cube(tmp_path):
     # the options vector and a sparse embedding workload through the command, on the default model
     spec = tmp_path / "spec.toml"
@@ -176,6 +179,7 @@ for kernel, args in ((ns.terms_kernel, terms), (ns.configurations_kernel, block)
 """
 
 
+@pytest.mark.cuda_sim
 def test_cuda_kernels_compile_to_ptx():
     # the simulator runs Python; this compiles the real kernels (helpers included) with NVVM for sm_90
     reason = _nvvm_found()
@@ -192,6 +196,7 @@ def test_cuda_kernels_compile_to_ptx():
     assert terms.endswith(" fused multiply-adds 0"), terms
 
 
+@pytest.mark.cuda_sim
 def test_a_sweep_started_on_the_cpu_resumes_on_cuda(tmp_path):
     from paigrid.inputs.spec import load_spec
     from paigrid.sweeping import run_sweep

@@ -104,6 +104,7 @@ def test_cli_reference_is_up_to_date():
         "docs/cli.md is not what the command-line app says: run python tools/cli_reference.py"
 
 
+@pytest.mark.slow
 def test_accuracy_page_is_up_to_date():
     accuracy = _module(ROOT / "bench" / "accuracy.py")
     assert accuracy.render_page() == (DOCS / "accuracy.md").read_text(encoding="utf-8"), \

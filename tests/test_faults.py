@@ -36,6 +36,8 @@ from paigrid.study.population import synthetic_population
 from paigrid.study.trace import write_population
 from paigrid.sweeping import run_sweep
 
+pytestmark = pytest.mark.faults
+
 SPEC = """
 jobs_per_block = 1
 
@@ -143,6 +145,7 @@ def test_sigint_and_sigterm_stop_with_one_sentence_and_resume(inputs, tmp_path, 
     assert_same_cube(inputs / "reference.h5", out)
 
 
+@pytest.mark.dask
 def test_ctrl_c_on_a_dask_sweep_prints_one_sentence(inputs, tmp_path):
     """Ctrl-C reaches the whole process group, the local Dask workers included: they ignore it,
     and the sweep stops with one sentence, no worker traceback."""

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hostile_helpers import CLASS_NAME, builtin, csv_rows, csv_text, invoke, make_world
 
 #: a failing example of a whole catalogue has a long repr; hypothesis warns about it, the failure says enough
-pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning"), pytest.mark.slow]
 
 FUZZ = settings(max_examples=100, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

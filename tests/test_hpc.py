@@ -23,6 +23,8 @@ from cube_compare import assert_same_cube
 from paigrid.inputs.spec import load_spec
 from paigrid.sweeping import run_sweep
 
+pytestmark = pytest.mark.hpc
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "scale.md"
 BIN = Path(sys.executable).parent
 

@@ -420,6 +420,7 @@ def test_jit_is_what_the_environment_says():
         assert inspect.isfunction(kernel) == plain, kernel
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"), reason="already without JIT")
 def test_kernel_lines_run_as_plain_python():
     """The kernels' lines are compiled by numba, which coverage cannot see: run the kernel tests

@@ -152,6 +152,7 @@ def test_models_lists_the_catalogue():
     assert "llama3-405b" in names and "mixtral-8x7b" in names
 
 
+@pytest.mark.slow
 def test_llm_page_is_current():
     """docs/llm.md is what tools/llm_page.py writes now (its tables are computed)."""
     import importlib.util

@@ -16,7 +16,6 @@ from cli_helpers import assert_clean_error, run
 from cube_compare import assert_within_one_ulp
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link
 from paigrid.errors import PaigridError
-from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults, load_calibration
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import JOB_OPTIONS, Options, spec_from_dict
@@ -35,8 +34,8 @@ DATASETS = resources.files("paigrid.datasets")
 
 
 @pytest.fixture(scope="module")
-def cats():
-    return Catalogues.load()
+def cats(catalogues):
+    return catalogues
 
 
 def v2_job(flops=(1e12, 0, 0, 2e11, 0, 0, 0), nbytes=(1e9, 0, 0, 5e8, 0, 4e9, 1e8), launches=600.0, update=20.0,
@@ -180,17 +179,15 @@ def test_predict_under_each_model(tmp_path):
     assert_clean_error(run(*args, "--model", "pai-v9"), "model must be one of pai-v1, pai-v2")
 
 
-def test_the_cube_records_its_model_and_pai_v1_is_the_format1_fixture(tmp_path):
+def test_the_cube_records_its_model_and_pai_v1_is_the_format1_fixture(tmp_path, small_cube):
     from paigrid.inputs.spec import load_spec
     from paigrid.sweeping import run_sweep
 
     fixture = Path(__file__).parent / "data" / "format1"
-    spec = load_spec(fixture / "spec.toml")
-    spec.options = spec.options.with_overrides({"model": "pai-v1"}, "test")
-    run_sweep(spec, tmp_path / "v1.h5", progress=False)
+    spec = load_spec(fixture / "spec.toml")  # small_cube is this spec swept with pai-v1
     spec.options = spec.options.with_overrides({"model": "pai-v2"}, "test")
     run_sweep(spec, tmp_path / "v2.h5", progress=False)
-    with paigrid.open_dataset(fixture / "cube.h5") as old, paigrid.open_dataset(tmp_path / "v1.h5") as v1, \
+    with paigrid.open_dataset(fixture / "cube.h5") as old, paigrid.open_dataset(small_cube) as v1, \
             paigrid.open_dataset(tmp_path / "v2.h5") as v2:
         assert cube_model(old.attrs) == "pai-v1"           # written before the attribute existed
         assert v1.attrs["model"] == "pai-v1" and v2.attrs["model"] == "pai-v2"
@@ -251,6 +248,7 @@ def test_measurement_columns_reach_pai_v2_only(cats):
 
 
 # --- calibration under pai-v2 --------------------------------------------------------------------
+@pytest.mark.slow
 def test_v2_fit_is_capped_shared_per_generation_and_reports_defaults(cats):
     rows = load_measurements(PUBLIC, cats)
     result = fit(rows, defaults(), Options(model="pai-v2"), cats=cats, allow_bounds=True)
@@ -434,6 +432,7 @@ def test_predict_shows_the_band_of_its_group(tmp_path):
     assert "unknown (no held-out measurement of this group)" in text
 
 
+@pytest.mark.slow
 def test_the_bands_file_is_what_the_protocol_gives():
     import importlib.util
 

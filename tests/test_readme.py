@@ -148,6 +148,7 @@ def test_readme_has_commands():
     assert len(SNIPPETS) >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[f"line{s.line}-{shlex.split(s.command)[1]}" for s in SNIPPETS])
 def test_readme_command(snippet: Snippet, runs):
     result = runs[snippet.line]

@@ -227,16 +227,14 @@ def test_block_size_does_not_change_the_numbers(cube, numbers):
     assert other["projections"]["ethernet"]["mean"] == numbers["projections"]["ethernet"]["mean"]
 
 
-def test_gather_reads_validity_of_every_cube_format(tmp_path):
+def test_gather_reads_validity_of_every_cube_format(small_cube):
     """The report reads ``valid`` from a format-1 cube (paigrid 0.1.0) and ``invalid_reason``
-    from a cube written now: the same sweep gives the same gathered values either way."""
+    from a cube written now (conftest's ``small_cube``: the format-1 spec swept with pai-v1, the
+    model of paigrid 0.1.0): the same sweep gives the same gathered values either way."""
     from paigrid.cube import open_cube
 
     format1 = Path(__file__).parent / "data" / "format1"
-    spec = load_spec(format1 / "spec.toml")
-    spec.options = spec.options.with_overrides({"model": "pai-v1"}, "test")  # the model of paigrid 0.1.0
-    run_sweep(spec, tmp_path / "now.h5", progress=False)
-    old, new = open_cube(format1 / "cube.h5"), open_cube(tmp_path / "now.h5")
+    old, new = open_cube(format1 / "cube.h5"), open_cube(small_cube)
     try:
         assert (old.format, new.format) == (1, FORMAT_VERSION)
         n_jobs = len(old.labels["job"])

@@ -52,12 +52,15 @@ def cluster():
         yield local
 
 
+@pytest.mark.dask
 def test_dask_cluster_gives_the_same_cube(spec_file, reference_cube, cluster, tmp_path):
     path = tmp_path / "dask.h5"
     run_sweep(load_spec(spec_file), path, scheduler=cluster.scheduler_address, progress=False)
     assert_same_cube(reference_cube, path)
 
 
+@pytest.mark.dask
+@pytest.mark.faults
 def test_worker_killed_mid_sweep_loses_nothing(spec_file, reference_cube, cluster, tmp_path):
     from dask.distributed import Client
 
@@ -78,12 +81,14 @@ def test_worker_killed_mid_sweep_loses_nothing(spec_file, reference_cube, cluste
     assert_same_cube(reference_cube, path)
 
 
+@pytest.mark.dask
 def test_local_workers_option_starts_a_cluster(spec_file, reference_cube, tmp_path):
     path = tmp_path / "workers.h5"
     run_sweep(load_spec(spec_file), path, workers=2, progress=False)
     assert_same_cube(reference_cube, path)
 
 
+@pytest.mark.faults
 def test_sigkill_then_resume_gives_the_same_cube(spec_file, reference_cube, tmp_path):
     path = tmp_path / "resumed.h5"
     command = [sys.executable, "-c", "from paigrid.cli import main; main()", "sweep", str(spec_file),

@@ -14,7 +14,6 @@ import pytest
 from cli_helpers import assert_clean_error, run
 from csv_rows import read_rows, write_rows
 from paigrid.errors import PaigridError
-from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, defaults, load_calibration
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import JOB_OPTIONS, Options
@@ -30,8 +29,8 @@ PUBLIC = str(resources.files("paigrid.datasets").joinpath("measurements_public.c
 
 
 @pytest.fixture(scope="module")
-def cats():
-    return Catalogues.load()
+def cats(catalogues):
+    return catalogues
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,21 @@ for group in (cube, study, trust):
 app.add_typer(llm.app)
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print paigrid's version (the one stored in every cube it writes) and exit."""
+    if value:
+        from paigrid import __version__
+
+        typer.echo(f"paigrid {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="Print paigrid's version and exit.")) -> None:
+    """The options of ``paigrid`` itself, before a command."""
+
+
 def main() -> None:
     """Console entry point."""
     from paigrid.cli import common

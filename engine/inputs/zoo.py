@@ -854,7 +854,8 @@ def builtin_models() -> list[Model]:
 
 @functools.cache
 def _builtin_models() -> tuple[Model, ...]:
-    models, seen = [], {}
+    models: list[Model] = []
+    seen: dict[str, str] = {}  # workload -> the file that describes it
     for path in sorted(builtin_folder().glob("*.toml")):
         for model in load_zoo(path, f"datasets/zoo/{path.name}"):
             for workload in model.workloads:
@@ -990,7 +991,7 @@ def classes_csv(models: list[Model], workloads: Catalogue | None = None) -> str:
     workloads = workloads or load("workloads")
     optimizers, precisions = load("optimizers"), load("precisions")
     known = {name: i for i, name in enumerate(workloads.names)}
-    entries = []
+    entries: list[tuple] = []  # (sort key, row)
     for order, model in enumerate(models):
         for workload in model.workloads:
             try:

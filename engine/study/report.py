@@ -166,7 +166,7 @@ def _projection(scope: np.ndarray, base: dict, target: dict, pre: np.ndarray | N
     used = scope & (reason == "")
     jobs = np.flatnonzero(used)
     speedup = base["step_time"][jobs] / target["step_time"][jobs]
-    excluded = {}
+    excluded: dict[str, int] = {}
     for r in reason[scope & (reason != "")]:
         excluded[r] = excluded.get(r, 0) + 1
     return {"in_scope": int(scope.sum()), "excluded": excluded, "job_index": jobs, "speedup": speedup,
@@ -455,7 +455,7 @@ def _gpu_upgrades(analysed, values, ladder) -> dict:
 def _split_rungs(scope, old: dict, new: dict, old_name: str, new_name: str) -> dict[str, int]:
     """Exclusions of a generation step, saying on which generation the configuration fails."""
     target, base = _exclusion(new), _exclusion(old)
-    out = {}
+    out: dict[str, int] = {}
     for t, b in zip(target[scope], base[scope]):
         key = f"{REASONS[t]} on the {new_name}" if t else f"{REASONS[b]} on the {old_name}" if b else ""
         if key:
