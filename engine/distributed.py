@@ -165,7 +165,7 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
     times, instead of ending the sweep in ``FutureCancelledError``."""
     from concurrent.futures import CancelledError
 
-    from dask.distributed import wait
+    from dask.distributed import Future, wait
 
     shared = client.scatter(grid, broadcast=True)
     attempts: dict[int, int] = {}
@@ -179,7 +179,7 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
         return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression, chunks,
                              threads, key=f"paigrid-block-{i}-{id(grid)}-{attempt}", retries=3, pure=False)
 
-    running = {}
+    running: dict[int, Future] = {}
     while queue or running:
         while queue and len(running) < in_flight:
             i = queue.pop(0)

@@ -91,5 +91,9 @@ class PaigridError(Exception):
     (an 11 MB line, escape codes, a newline) never reaches the terminal raw.
     """
 
+    #: True when the command must exit without closing its open HDF5 file (a write that failed
+    #: inside HDF5, which could crash on the close)
+    exit_hard: bool = False
+
     def __init__(self, message: str = "", *rest):
         super().__init__(tidy(message), *rest)

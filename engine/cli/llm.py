@@ -155,7 +155,7 @@ def sweep(
     from paigrid.llm.sweep import Plan, run_sweep
 
     cats = Catalogues.load()
-    plan = Plan([_model(name, seq_len) for name in _names(models, "--models")], space=Space(max_tp=max_tp),
+    plan = Plan([_model(name, seq_len) for name in _names(models, "--models") or []], space=Space(max_tp=max_tp),
                 nics_per_gpu=nics_per_gpu, precision=cats.precisions.resolve(precision))
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
     plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu, "--gpu") or plan.gpus)]

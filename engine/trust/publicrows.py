@@ -257,7 +257,7 @@ def _tf32_default(framework: str) -> bool:
     folded = framework.casefold()
     if "tensorflow" in folded:
         match = re.search(r"tensorflow (\d+)\.(\d+)", folded)
-        return bool(match) and (int(match.group(1)), int(match.group(2))) >= (2, 4)
+        return match is not None and (int(match.group(1)), int(match.group(2))) >= (2, 4)
     return "ngc" in folded and "pytorch" in folded
 
 
