@@ -50,16 +50,35 @@ EXPERIMENTS = [
     ("v100", "defaults, V100 rows only", None, [], ["--rows-where", "gpu=V100*"]),
     ("h200", "defaults, H200 rows only", None, [], ["--rows-where", "gpu=H200*"]),
     ("multi", "defaults, multi-GPU rows only", None, [], ["--rows-where", "n_gpu!=1"]),
-    ("fit_a100", "held out: fit A100, validate V100", ["--rows-where", "gpu=A100*"], [],
-     ["--rows-where", "gpu=V100*"]),
-    ("fit_a100_shared", "held out: fit A100, validate V100", ["--rows-where", "gpu=A100*"],
-     ["--flop-per", "precision"], ["--rows-where", "gpu=V100*"]),
-    ("fit_v100_shared", "held out: fit V100, validate A100", ["--rows-where", "gpu=V100*"],
-     ["--flop-per", "precision"], ["--rows-where", "gpu=A100*"]),
-    ("fit_older_shared", "held out: fit A100 and V100, validate H200", ["--rows-where", "gpu=A100*,V100*"],
-     ["--flop-per", "precision"], ["--rows-where", "gpu=H200*"]),
-    ("fit_single", "held out: fit 1-GPU rows, validate multi-GPU", ["--rows-where", "n_gpu=1"], [],
-     ["--rows-where", "n_gpu!=1"]),
+    ("fit_a100", "held out: fit A100, validate V100", ["--rows-where", "gpu=A100*"], [], ["--rows-where", "gpu=V100*"]),
+    (
+        "fit_a100_shared",
+        "held out: fit A100, validate V100",
+        ["--rows-where", "gpu=A100*"],
+        ["--flop-per", "precision"],
+        ["--rows-where", "gpu=V100*"],
+    ),
+    (
+        "fit_v100_shared",
+        "held out: fit V100, validate A100",
+        ["--rows-where", "gpu=V100*"],
+        ["--flop-per", "precision"],
+        ["--rows-where", "gpu=A100*"],
+    ),
+    (
+        "fit_older_shared",
+        "held out: fit A100 and V100, validate H200",
+        ["--rows-where", "gpu=A100*,V100*"],
+        ["--flop-per", "precision"],
+        ["--rows-where", "gpu=H200*"],
+    ),
+    (
+        "fit_single",
+        "held out: fit 1-GPU rows, validate multi-GPU",
+        ["--rows-where", "n_gpu=1"],
+        [],
+        ["--rows-where", "n_gpu!=1"],
+    ),
 ]
 #: the experiments, the scaling table and the findings are of pai-v1 (its per-GPU FLOP fits);
 #: pai-v2, the default, is judged by the cross-validated protocol
@@ -97,21 +116,25 @@ def _where(args: list[str]) -> str:
 
 def series_table(result: dict) -> str:
     """Markdown table of predicted vs measured scaling efficiency of every series in ``result``."""
-    lines = ["| model | GPU | precision | framework | input pipeline | GPUs | predicted | measured |",
-             "|---" * 8 + "|"]
+    lines = ["| model | GPU | precision | framework | input pipeline | GPUs | predicted | measured |", "|---" * 8 + "|"]
     for s in result["series"]:
         for p in s["points"]:
-            lines.append(f"| {s['model']} | {s['gpu']} | {s['precision']} | {s['framework']} | {s['data_pipeline']} "
-                         f"| {p['n_gpu']} vs {s['base_n_gpu']} | {_pct(p['predicted'])} | {_pct(p['measured'])} |")
+            lines.append(
+                f"| {s['model']} | {s['gpu']} | {s['precision']} | {s['framework']} | {s['data_pipeline']} "
+                f"| {p['n_gpu']} vs {s['base_n_gpu']} | {_pct(p['predicted'])} | {_pct(p['measured'])} |"
+            )
     return "\n".join(lines)
 
 
 def experiments(measurements: str) -> tuple[str, list[str], dict[str, dict]]:
     """Run every experiment: the markdown accuracy table, the shell commands that produced it and
     each experiment's ``validate --json`` result by key (those with rows in the file only)."""
-    lines = ["| experiment | calibrated on | validated on | rows | median abs. error | mean abs. error | "
-             + " | ".join(f"{label} (median, n)" for _, label in GROUPS) + " |",
-             "|---" * (6 + len(GROUPS)) + "|"]
+    lines = [
+        "| experiment | calibrated on | validated on | rows | median abs. error | mean abs. error | "
+        + " | ".join(f"{label} (median, n)" for _, label in GROUPS)
+        + " |",
+        "|---" * (6 + len(GROUPS)) + "|",
+    ]
     commands, results = [], {}
     with tempfile.TemporaryDirectory() as folder:
         for i, (key, label, fit_rows, fit_flags, validate_rows) in enumerate(EXPERIMENTS):
@@ -131,8 +154,14 @@ def experiments(measurements: str) -> tuple[str, list[str], dict[str, dict]]:
             commands += [*run, "paigrid " + shlex.join(validate_args).replace(folder + "/", "")]
             s = result["summary"]
             fitted = "-" if fit_rows is None else _where(fit_rows) + (f" ({' '.join(fit_flags)})" if fit_flags else "")
-            cells = [label, fitted, _where(validate_rows), str(s["overall"]["count"]),
-                     _pct(s["overall"]["median_abs_error"]), _pct(s["overall"]["mean_abs_error"])]
+            cells = [
+                label,
+                fitted,
+                _where(validate_rows),
+                str(s["overall"]["count"]),
+                _pct(s["overall"]["median_abs_error"]),
+                _pct(s["overall"]["mean_abs_error"]),
+            ]
             cells += [f"{_pct(s[g]['median_abs_error'])}, {s[g]['count']}" for g, _ in GROUPS]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines), commands, results
@@ -217,8 +246,9 @@ def claim(holds: bool, sentence: str) -> None:
 
 def _row(result: dict, **match) -> dict:
     """The one row of a validate result whose fields match (``data_pipeline`` by substring)."""
-    rows = [r for r in result["rows"]
-            if all((v in r[k]) if k == "data_pipeline" else r[k] == v for k, v in match.items())]
+    rows = [
+        r for r in result["rows"] if all((v in r[k]) if k == "data_pipeline" else r[k] == v for k, v in match.items())
+    ]
     if len(rows) != 1:
         raise SystemExit(f"bench/accuracy.py: expected one measurement row with {match}, found {len(rows)}")
     return rows[0]
@@ -226,8 +256,9 @@ def _row(result: dict, **match) -> dict:
 
 def _point(result: dict, n_gpu: int, **match) -> dict:
     """The scaling-efficiency point at ``n_gpu`` of the one series whose fields match."""
-    series = [s for s in result["series"]
-              if all((v in s[k]) if k == "data_pipeline" else s[k] == v for k, v in match.items())]
+    series = [
+        s for s in result["series"] if all((v in s[k]) if k == "data_pipeline" else s[k] == v for k, v in match.items())
+    ]
     points = [p for s in series for p in s["points"] if p["n_gpu"] == n_gpu]
     if len(points) != 1:
         raise SystemExit(f"bench/accuracy.py: expected one {n_gpu}-GPU series point with {match}, found {len(points)}")
@@ -267,13 +298,15 @@ def findings(measurements: str, results: list[dict]) -> str:
     out = []
 
     # 1. overall, and by GPU
-    claim(s["a100"]["median_abs_error"] > s["v100"]["median_abs_error"],
-          "the A100 rows are off more than the V100 rows")
+    claim(
+        s["a100"]["median_abs_error"] > s["v100"]["median_abs_error"], "the A100 rows are off more than the V100 rows"
+    )
     out.append(
         f"- **Uncalibrated, the model is within about {_pct(s['defaults']['median_abs_error'])} (median) and "
         f"{_pct(s['defaults']['mean_abs_error'])} (mean) of these runs**, but not evenly: the A100 rows are off by "
         f"{_pct(s['a100']['median_abs_error'])} (median), the V100 rows by {_pct(s['v100']['median_abs_error'])}"
-        + (f", the H200 rows by {_pct(s['h200']['median_abs_error'])}." if "h200" in s else "."))
+        + (f", the H200 rows by {_pct(s['h200']['median_abs_error'])}." if "h200" in s else ".")
+    )
 
     # 2. CPU-decoded ResNet-50 at AMP: no input-pipeline bound
     cpu = dict(model="ResNet-50 v1.5", precision="amp-fp16", data_pipeline="CPU decode")
@@ -282,8 +315,10 @@ def findings(measurements: str, results: list[dict]) -> str:
     a_rows = [_row(defaults, gpu=a_gpu, n_gpu=n, **cpu)["error"] for n in (1, 8)]
     v_rows = [_row(defaults, gpu=v_gpu, n_gpu=n, **cpu)["error"] for n in (1, 8)]
     dali = _point(defaults, 8, gpu=v_gpu, model="ResNet-50 v1.5", precision="amp-fp16", data_pipeline="DALI")
-    claim(a8["predicted"] > a8["measured"] and v8["predicted"] > v8["measured"],
-          "the model predicts better scaling than measured for the CPU-decoded AMP rows")
+    claim(
+        a8["predicted"] > a8["measured"] and v8["predicted"] > v8["measured"],
+        "the model predicts better scaling than measured for the CPU-decoded AMP rows",
+    )
     claim(a_rows[1] > a_rows[0] and v_rows[1] > v_rows[0], "their 8-GPU error is larger than their 1-GPU error")
     claim(dali["measured"] > max(a8["measured"], v8["measured"]), "DALI rows scale better than the CPU-decoded ones")
     out.append(
@@ -295,17 +330,24 @@ def findings(measurements: str, results: list[dict]) -> str:
         f"{_signed(a_rows[1])} on 8; V100 AMP {_signed(v_rows[0])} on 1 GPU, {_signed(v_rows[1])} on 8). The same "
         f"model on DALI (GPU decoding) rows scales {_pct(dali['measured'])} measured vs {_pct(dali['predicted'])} "
         f"predicted. These rows are where the model over-predicts; giving the model the server's real decode rate "
-        f"(`input_rate_samples_per_s`, a [model option](options.md)) is the fix, and it is not fitted here.")
+        f"(`input_rate_samples_per_s`, a [model option](options.md)) is the fix, and it is not fitted here."
+    )
 
     # 3. the other series: scaling losses the model does not have; what a fit does with them
-    others = [p for srs in defaults["series"] for p in srs["points"]
-              if p["n_gpu"] == 8 and not ("CPU decode" in srs["data_pipeline"] and srs["precision"] == "amp-fp16")]
+    others = [
+        p
+        for srs in defaults["series"]
+        for p in srs["points"]
+        if p["n_gpu"] == 8 and not ("CPU decode" in srs["data_pipeline"] and srs["precision"] == "amp-fp16")
+    ]
     predicted, measured = [p["predicted"] for p in others], [p["measured"] for p in others]
     output, toml_text, fit_all = _fit_all(measurements)
     nvs = _fitted(output, toml_text, "link_efficiency.nvswitch")
     hcm = _fitted(output, toml_text, "link_efficiency.nvlink-hcm")
-    claim(all(p["predicted"] > p["measured"] for p in others),
-          "the model predicts better 8-GPU scaling than measured in every other series")
+    claim(
+        all(p["predicted"] > p["measured"] for p in others),
+        "the model predicts better 8-GPU scaling than measured in every other series",
+    )
     claim(nvs[1] < nvs[0] / 2 and hcm[1] < hcm[0] / 2, "the fit drives the link efficiencies far below their defaults")
     claim(nvs[2] > nvs[1] / 2 and hcm[2] > hcm[1] / 2, "the fitted link efficiencies are uncertain")
     out.append(
@@ -318,7 +360,8 @@ def findings(measurements: str, results: list[dict]) -> str:
         f"NVSwitch {nvs[1]:.2f} ± {nvs[2]:.2f} from {nvs[0]:.2f}, "
         f"NVLink hybrid cube-mesh {hcm[1]:.2f} ± {hcm[2]:.2f} from {hcm[0]:.2f}): these are *effective* values "
         f"that absorb synchronisation, stragglers and framework overhead, not physical bandwidths, and their "
-        f"uncertainty says so.")
+        f"uncertainty says so."
+    )
 
     # 4. one FLOP efficiency per GPU and precision cannot fit every model
     a100_tf32 = dict(gpu=a_gpu, precision="tf32", n_gpu=1)
@@ -327,10 +370,14 @@ def findings(measurements: str, results: list[dict]) -> str:
     rn_all = _row(fit_all, model="ResNet-50 v1.5", **a100_tf32)
     bert_all = _row(fit_all, workload="bert-large-seq128", **a100_tf32)
     v100_fp32 = _fitted(output, toml_text, "flop_efficiency.V100-SXM2-16GB/fp32")
-    claim(rn["bottleneck"] == "memory_bound" and bert["bottleneck"] == "compute_flop",
-          "ResNet-50 is memory-bound in the model, BERT compute-bound")
-    claim(rn["error"] > 0 > bert["error"] and rn_all["error"] > 0 > bert_all["error"],
-          "on the A100 at TF32 ResNet-50 is over-predicted and BERT-large under-predicted, before and after the fit")
+    claim(
+        rn["bottleneck"] == "memory_bound" and bert["bottleneck"] == "compute_flop",
+        "ResNet-50 is memory-bound in the model, BERT compute-bound",
+    )
+    claim(
+        rn["error"] > 0 > bert["error"] and rn_all["error"] > 0 > bert_all["error"],
+        "on the A100 at TF32 ResNet-50 is over-predicted and BERT-large under-predicted, before and after the fit",
+    )
     claim(v100_fp32[1] > v100_fp32[0] and v100_fp32[1] > 0.8, "the fitted V100 FP32 efficiency is implausibly high")
     out.append(
         f"- **One FLOP efficiency per GPU and precision cannot fit all models.** ResNet-50 is memory-bound in the "
@@ -339,33 +386,40 @@ def findings(measurements: str, results: list[dict]) -> str:
         f"{_pct(-bert['error'])}; no single TF32 efficiency fixes both, and after calibration on all rows they "
         f"remain at {_signed(rn_all['error'])} and {_signed(bert_all['error'])}. The fitted V100 FP32 efficiency "
         f"({v100_fp32[1]:.2f} of peak, from {v100_fp32[0]:.2f}) is implausibly high: it compensates for the "
-        f"model's FP32 ResNet-50 time split (FLOPs vs memory-bound bytes, catalogue estimates), not for the GPU.")
+        f"model's FP32 ResNet-50 time split (FLOPs vs memory-bound bytes, catalogue estimates), not for the GPU."
+    )
 
     # 5. calibration across GPU generations
     same = all(s["fit_a100"][k] == s["v100"][k] for k in ("count", "median_abs_error", "mean_abs_error"))
     claim(same, "an A100 calibration per GPU and precision changes nothing on a V100")
-    claim(s["fit_a100_shared"]["median_abs_error"] > s["v100"]["median_abs_error"]
-          and s["fit_v100_shared"]["median_abs_error"] > s["a100"]["median_abs_error"],
-          "sharing one FLOP efficiency per precision across GPUs makes the held-out error worse")
+    claim(
+        s["fit_a100_shared"]["median_abs_error"] > s["v100"]["median_abs_error"]
+        and s["fit_v100_shared"]["median_abs_error"] > s["a100"]["median_abs_error"],
+        "sharing one FLOP efficiency per precision across GPUs makes the held-out error worse",
+    )
     out.append(
         f"- **Calibration does not transfer across GPU generations.** Per GPU and precision (the default) an A100 "
-        f"calibration changes nothing on a V100 (the \"fit A100, validate V100\" line equals the V100 defaults). "
+        f'calibration changes nothing on a V100 (the "fit A100, validate V100" line equals the V100 defaults). '
         f"Sharing one value per precision (`--flop-per precision`) makes it transfer, and makes it worse: "
         f"{_pct(s['fit_a100_shared']['median_abs_error'])} instead of {_pct(s['v100']['median_abs_error'])} on the "
         f"V100, and {_pct(s['fit_v100_shared']['median_abs_error'])} instead of {_pct(s['a100']['median_abs_error'])} "
         f"on the A100 when fitted on the V100 (tensor-core efficiency differs between Volta and Ampere, and the fit "
-        f"absorbs model-specific errors). Calibrate on the GPU you will predict for." + _newer_gpu(s))
+        f"absorbs model-specific errors). Calibrate on the GPU you will predict for." + _newer_gpu(s)
+    )
 
     # 6. calibration within one GPU type
     worst = max(fit_single["rows"], key=lambda r: abs(r["error"]))
-    claim(s["fit_single"]["median_abs_error"] < s["multi"]["median_abs_error"],
-          "calibrating on the 1-GPU rows improves the multi-GPU rows")
+    claim(
+        s["fit_single"]["median_abs_error"] < s["multi"]["median_abs_error"],
+        "calibrating on the 1-GPU rows improves the multi-GPU rows",
+    )
     claim("CPU decode" in worst["data_pipeline"], "the largest remaining error is a CPU-decoded row")
     out.append(
         f"- **Within one GPU type, calibration helps**: fitted on the one-GPU rows, the multi-GPU rows of the same "
         f"GPUs and models drop from {_pct(s['multi']['median_abs_error'])} to "
         f"{_pct(s['fit_single']['median_abs_error'])} median error ({_pct(s['fit_single']['mean_abs_error'])} mean; "
-        f"the largest remaining error, {_signed(worst['error'])}, is a CPU-decoded row of the kind above).")
+        f"the largest remaining error, {_signed(worst['error'])}, is a CPU-decoded row of the kind above)."
+    )
 
     # 7. what these data do not cover
     multi_server = defaults["summary"]["multi_server"]["count"]
@@ -376,7 +430,8 @@ def findings(measurements: str, results: list[dict]) -> str:
         f"- **Not validated here**: multi-server runs (no rows; the network half of the model is untested by "
         f"these data), PCIe-only servers, GPUs other than {_gpu_list(csv_rows)}, and models other than "
         f"{_and(_workloads(defaults))}. {len(csv_rows)} rows of {len(_workloads(defaults))} workloads "
-        f"are a small sample; rerun `bench/accuracy.py` on your own measurements.")
+        f"are a small sample; rerun `bench/accuracy.py` on your own measurements."
+    )
     return "\n".join(out)
 
 
@@ -399,9 +454,11 @@ def _newer_gpu(s: dict) -> str:
     if "fit_older_shared" not in s or "h200" not in s:
         return ""
     fitted, default = s["fit_older_shared"]["median_abs_error"], s["h200"]["median_abs_error"]
-    return (f" Fitted on the A100 and V100 rows with one value per precision, the H200 rows come out at "
-            f"{_pct(fitted)} median error, {'better' if fitted < default else 'worse'} than the "
-            f"{_pct(default)} of the defaults.")
+    return (
+        f" Fitted on the A100 and V100 rows with one value per precision, the H200 rows come out at "
+        f"{_pct(fitted)} median error, {'better' if fitted < default else 'worse'} than the "
+        f"{_pct(default)} of the defaults."
+    )
 
 
 # --- the cross-validated protocol (paigrid.trust.crossval) ---------------------------------------
@@ -424,9 +481,12 @@ def _band_lines(measurements: str) -> list[str]:
     table: dict[tuple[str, str], dict[str, str]] = {}
     for row in csv.DictReader(io.StringIO(bands_text(measurements))):
         table.setdefault((row["model"], row["calibration"]), {})[row["group"]] = row["band"]
-    return [f"| {model} | {cal} | " + " | ".join(
-        f"±{100 * float(values[group]):.1f}%" if values.get(group) else "-" for group, _ in CV_GROUPS) + " |"
-        for (model, cal), values in table.items()]
+    return [
+        f"| {model} | {cal} | "
+        + " | ".join(f"±{100 * float(values[group]):.1f}%" if values.get(group) else "-" for group, _ in CV_GROUPS)
+        + " |"
+        for (model, cal), values in table.items()
+    ]
 
 
 def bands_text(measurements: str) -> str:
@@ -444,26 +504,44 @@ def bands_text(measurements: str) -> str:
             pooled = [r for fold in kinds for r in fold[cal]["rows"]]
             for group, value in bands(pooled).items():
                 count = sum(r["group"] == group for r in pooled)
-                writer.writerow([model, cal, group, "" if math.isnan(value) else f"{value:.4f}", count,
-                                 f"bench/accuracy.py: {BAND_QUANTILE:.0%} quantile of |predicted / measured - 1| of "
-                                 f"the {cal} predictions of datasets/measurements_public.csv"
-                                 + ", held out: leave-one-workload-out and leave-one-generation-out pooled"
-                                 + ("" if count else "; no rows in this group, so no band")])
+                writer.writerow(
+                    [
+                        model,
+                        cal,
+                        group,
+                        "" if math.isnan(value) else f"{value:.4f}",
+                        count,
+                        f"bench/accuracy.py: {BAND_QUANTILE:.0%} quantile of |predicted / measured - 1| of "
+                        f"the {cal} predictions of datasets/measurements_public.csv"
+                        + ", held out: leave-one-workload-out and leave-one-generation-out pooled"
+                        + ("" if count else "; no rows in this group, so no band"),
+                    ]
+                )
     return out.getvalue()
+
+
 #: (row test, sentence): explanations of large held-out errors, each printed only when one of the
 #: largest errors is such a row; hypotheses of what the model lacks, none of them fitted
 WHY = (
-    (lambda r: r["workload"] == "resnet50-v1.5" and r["gpu"].startswith("A100") and r["precision"] == "tf32",
-     "the PyTorch A100 ResNet-50 rows decode JPEG on the CPU, an input-pipeline bound the rows do not state, "
-     "and a fit that includes them pulls ResNet-50's correction toward them"),
-    (lambda r: r["workload"] == "resnet50-v1.5" and r["gpu"] == "H200" and r["fold"] == "resnet50-v1.5",
-     "held out, ResNet-50 has no correction of its own, and the shared values fitted on the transformers do "
-     "not carry to a convolutional network (the H200 ResNet-50 rows come out slow)"),
-    (lambda r: r["workload"] == "resnet50-v1.5" and r["gpu"] == "H200" and r["precision"] == "fp32",
-     "FP32 convolutions on the H200 reach less of the SIMT peak than the GEMM class assumes"),
-    (lambda r: r["workload"] == "gpt2-small",
-     "GPT-2's 50,257-entry LM head has a dimension that is not a multiple of 8, which keeps its GEMMs off the "
-     "fastest tensor-core kernels, and the zoo has no class for such shapes"),
+    (
+        lambda r: r["workload"] == "resnet50-v1.5" and r["gpu"].startswith("A100") and r["precision"] == "tf32",
+        "the PyTorch A100 ResNet-50 rows decode JPEG on the CPU, an input-pipeline bound the rows do not state, "
+        "and a fit that includes them pulls ResNet-50's correction toward them",
+    ),
+    (
+        lambda r: r["workload"] == "resnet50-v1.5" and r["gpu"] == "H200" and r["fold"] == "resnet50-v1.5",
+        "held out, ResNet-50 has no correction of its own, and the shared values fitted on the transformers do "
+        "not carry to a convolutional network (the H200 ResNet-50 rows come out slow)",
+    ),
+    (
+        lambda r: r["workload"] == "resnet50-v1.5" and r["gpu"] == "H200" and r["precision"] == "fp32",
+        "FP32 convolutions on the H200 reach less of the SIMT peak than the GEMM class assumes",
+    ),
+    (
+        lambda r: r["workload"] == "gpt2-small",
+        "GPT-2's 50,257-entry LM head has a dimension that is not a multiple of 8, which keeps its GEMMs off the "
+        "fastest tensor-core kernels, and the zoo has no class for such shapes",
+    ),
 )
 #: the goal of the protocol: median |error| per group and the largest group mean allowed
 GOAL_MEDIAN, GOAL_MEAN = 0.10, 0.20
@@ -481,8 +559,12 @@ def crossval_section(measurements: str) -> str:
     cats = Catalogues.load()
     rows = load_measurements(measurements, cats)
     result = _protocol(measurements)
-    lines = ["| model | folds | calibration | " + " | ".join(f"{label} median | {label} mean" for _, label in CV_GROUPS)
-             + " | rows |", "|---" * (4 + 2 * len(CV_GROUPS)) + "|"]
+    lines = [
+        "| model | folds | calibration | "
+        + " | ".join(f"{label} median | {label} mean" for _, label in CV_GROUPS)
+        + " | rows |",
+        "|---" * (4 + 2 * len(CV_GROUPS)) + "|",
+    ]
     misses, met = [], []
     for model, by_fold in result.items():
         for fold_by, by_cal in by_fold.items():
@@ -494,11 +576,15 @@ def crossval_section(measurements: str) -> str:
                     median, mean = summary[group]["median_abs_error"], summary[group]["mean_abs_error"]
                     if median is not None:
                         (misses if median > GOAL_MEDIAN or mean > GOAL_MEAN else met).append(
-                            f"{model} {FOLDS[fold_by]} {cal}, {label} (median {_pct(median)}, mean {_pct(mean)})")
+                            f"{model} {FOLDS[fold_by]} {cal}, {label} (median {_pct(median)}, mean {_pct(mean)})"
+                        )
                 cells.append(str(len(data["rows"])))
                 lines.append("| " + " | ".join(cells) + " |")
-    empty = [label for group, label in CV_GROUPS
-             if all(d["summary"][group]["count"] == 0 for f in result.values() for c in f.values() for d in c.values())]
+    empty = [
+        label
+        for group, label in CV_GROUPS
+        if all(d["summary"][group]["count"] == 0 for f in result.values() for c in f.values() for d in c.values())
+    ]
     v2 = result["pai-v2"]
     held = [r for fold in v2.values() for r in fold["calibrated"]["rows"]]
     worst = sorted(held, key=lambda r: -abs(r["error"]))[:6]
@@ -514,19 +600,27 @@ def crossval_section(measurements: str) -> str:
         fitted = {p.name: p for p in everything.parameters}
         gemm = fitted.get("class_efficiency.gemm_conv/Hopper/amp")
         launch = fitted.get("class_efficiency.launch_eager/*/*")
-        claim(gemm is not None and gemm.value < gemm.start,
-              "a calibration on every row brings the Hopper tensor-core GEMM efficiency below its default")
-        hopper_fit = (f" (a calibration on every row brings the tensor-core GEMM efficiency of the Hopper generation "
-                      f"at AMP from its default {gemm.start:.2f} to {gemm.value:.2f}"
-                      + (f" and the eager launch time from {launch.start:.0f} to {launch.value:.0f} us"
-                         if launch is not None and launch.value > launch.start else "")
-                      + ": time the model does not yet describe, such as eager per-operator host overhead and "
-                      "cuBLAS efficiency at moderate and unaligned GEMM shapes)")
+        claim(
+            gemm is not None and gemm.value < gemm.start,
+            "a calibration on every row brings the Hopper tensor-core GEMM efficiency below its default",
+        )
+        hopper_fit = (
+            f" (a calibration on every row brings the tensor-core GEMM efficiency of the Hopper generation "
+            f"at AMP from its default {gemm.start:.2f} to {gemm.value:.2f}"
+            + (
+                f" and the eager launch time from {launch.start:.0f} to {launch.value:.0f} us"
+                if launch is not None and launch.value > launch.start
+                else ""
+            )
+            + ": time the model does not yet describe, such as eager per-operator host overhead and "
+            "cuBLAS efficiency at moderate and unaligned GEMM shapes)"
+        )
     # what the model does not describe, said only of rows among the largest errors (hypotheses)
     hypotheses = [sentence for test, sentence in WHY if any(test(r) for r in worst)]
     claim(bool(hypotheses), "the largest held-out errors are rows the page explains")
-    refused = [f["fold"] for m in result.values() for fold in m.values() for f in fold["calibrated"]["folds"]
-               if f["refused"]]
+    refused = [
+        f["fold"] for m in result.values() for fold in m.values() for f in fold["calibrated"]["folds"] if f["refused"]
+    ]
     text = [
         "Every row is predicted by a calibration fitted without it: leave-one-workload-out holds out each "
         "workload in turn and calibrates on the others, leave-one-generation-out each GPU generation; the "
@@ -539,42 +633,60 @@ def crossval_section(measurements: str) -> str:
         "parameters keep their sourced defaults. Every calibrated fit is `paigrid calibrate`'s default: shrunk "
         "toward the defaults with a strength cross-validated inside the fold's training rows "
         "([shrinkage](calibration.md#shrinkage-toward-the-defaults-calibration-that-never-hurts)). "
-        "\"calibrated + workload\" adds one correction per workload "
+        '"calibrated + workload" adds one correction per workload '
         "of the training rows (`--fit class,hbm,launch,link,workload`). A held-out workload has none, so "
         "leave-one-workload-out "
         "shows what the shared parameters transfer to a new workload, and leave-one-generation-out whether a "
         "workload's correction carries to a GPU generation it was not fitted on. Metric: "
-        "|predicted / measured - 1| per row, median and mean per group.", "", *lines, "",
+        "|predicted / measured - 1| per row, median and mean per group.",
+        "",
+        *lines,
+        "",
         f"**Goal**: cross-validated median at most {_pct(GOAL_MEDIAN)} on one GPU and on one server, no group "
         f"mean above {_pct(GOAL_MEAN)}. "
-        + ("**Met** by every line." if not misses else
-           f"**Missed** by {len(misses)} of the {len(misses) + len(met)} groups of the table; "
-           + (f"met only by {_and(met)}." if met else "met by none.")),
+        + (
+            "**Met** by every line."
+            if not misses
+            else f"**Missed** by {len(misses)} of the {len(misses) + len(met)} groups of the table; "
+            + (f"met only by {_and(met)}." if met else "met by none.")
+        ),
         "",
         "Why: the largest held-out pai-v2 errors are "
-        + ", ".join(f"{r['workload']} on {r['gpu']} at {r['precision']} ({_signed(r['error'])}, fold "
-                    f"{r['fold']})" for r in worst)
-        + ". What the model does not describe there (hypotheses, not fitted): " + "; ".join(hypotheses)
+        + ", ".join(
+            f"{r['workload']} on {r['gpu']} at {r['precision']} ({_signed(r['error'])}, fold {r['fold']})"
+            for r in worst
+        )
+        + ". What the model does not describe there (hypotheses, not fitted): "
+        + "; ".join(hypotheses)
         + ". At TF32 and AMP on the H200 the roofline with sourced "
         "efficiencies is still optimistic" + hopper_fit + ", and a calibration fitted on other workloads or "
         "generations cannot know the losses of the one held out; with the public rows covering "
         f"{len({r.workload for r in rows})} workloads and {len({r.generation for r in rows})} generations, each "
         "fold removes a large part of what the fit can learn from."
-        + (f" Parameters a fold put on a bound of `datasets/parameter_bounds.csv`: {', '.join(bounds)}."
-           if bounds else "")
-        + (f" Folds whose fit was refused (predicted with the defaults): {', '.join(map(str, refused))}."
-           if refused else "")
+        + (
+            f" Parameters a fold put on a bound of `datasets/parameter_bounds.csv`: {', '.join(bounds)}."
+            if bounds
+            else ""
+        )
+        + (
+            f" Folds whose fit was refused (predicted with the defaults): {', '.join(map(str, refused))}."
+            if refused
+            else ""
+        )
         + (f" No rows: {', '.join(empty)} (not validated)." if empty else ""),
         "",
         "The uncertainty of a prediction is its group's band: the 68th percentile of |predicted / measured - 1| "
         "of these predictions (calibrated: the held-out ones of both fold kinds), written to "
         "`datasets/prediction_bands.csv` by this script; `paigrid predict` shows it and `paigrid query "
-        "--best-arch` counts the configurations within it of the best as ties:", "",
+        "--best-arch` counts the configurations within it of the best as ties:",
+        "",
         "| model | calibration | " + " | ".join(label for _, label in CV_GROUPS) + " |",
         "|---" * (2 + len(CV_GROUPS)) + "|",
-        *_band_lines(measurements), "",
+        *_band_lines(measurements),
+        "",
         "One fold of each kind as commands (`python bench/accuracy.py` runs them in process, through the same "
-        "functions):", "",
+        "functions):",
+        "",
         f"    paigrid calibrate {measurements} --model pai-v2 --share {SHARE['workload']} --allow-bounds "
         f"--rows-where 'workload!=gpt2-small' --out fold.toml",
         f"    paigrid validate {measurements} --model pai-v2 --calibration fold.toml --rows-where workload=gpt2-small",
@@ -591,18 +703,24 @@ def crossval_section(measurements: str) -> str:
 SCALING_GOAL_POINTS, COLLECTIVE_GOAL = 5.0, 0.15
 #: (label, validate flags) of the scaling columns: the two compute models, then pai-v1 with the
 #: communication-v2 options (docs/model.md#communication-v2)
-MULTI_MODELS = (("pai-v1", ["--model", "pai-v1"]), ("pai-v2", ["--model", "pai-v2"]),
-                ("pai-v1 + sync_latency", ["--model", "pai-v1", "--option", "sync_latency=true"]),
-                ("pai-v1 + sync_latency + bucket_overlap", ["--model", "pai-v1", "--option", "sync_latency=true",
-                                                           "--option", "bucket_overlap=true"]))
+MULTI_MODELS = (
+    ("pai-v1", ["--model", "pai-v1"]),
+    ("pai-v2", ["--model", "pai-v2"]),
+    ("pai-v1 + sync_latency", ["--model", "pai-v1", "--option", "sync_latency=true"]),
+    (
+        "pai-v1 + sync_latency + bucket_overlap",
+        ["--model", "pai-v1", "--option", "sync_latency=true", "--option", "bucket_overlap=true"],
+    ),
+)
 
 #: (label, validate flags) of the collective algorithms compared on both multi-GPU files
 #: (docs/model.md#pipelined-hierarchical-all-reduce); the compute model is validate's default
-COLLECTIVE_VARIANTS = (("default (phases one after the other)", []),
-                       ("pipelined (max of the phases)", ["--option", "collective=pipelined"]),
-                       ("default + ring inter-server volume", ["--option", "inter_volume=ring"]),
-                       ("pipelined + ring inter-server volume", ["--option", "collective=pipelined", "--option",
-                                                                 "inter_volume=ring"]))
+COLLECTIVE_VARIANTS = (
+    ("default (phases one after the other)", []),
+    ("pipelined (max of the phases)", ["--option", "collective=pipelined"]),
+    ("default + ring inter-server volume", ["--option", "inter_volume=ring"]),
+    ("pipelined + ring inter-server volume", ["--option", "collective=pipelined", "--option", "inter_volume=ring"]),
+)
 
 
 def _builtin(name: str) -> str:
@@ -628,18 +746,33 @@ def _held_out_collectives(path: str) -> tuple[list[dict], list[str]]:
             if not row["modelled"]:
                 continue
             calib = str(Path(folder) / f"{row['id']}.toml")
-            args = ["calibrate", path, "--fit", "link", "--allow-bounds", "--rows-where", f"id!={row['id']}",
-                    "--out", calib, *V1, *PLAIN]
+            args = [
+                "calibrate",
+                path,
+                "--fit",
+                "link",
+                "--allow-bounds",
+                "--rows-where",
+                f"id!={row['id']}",
+                "--out",
+                calib,
+                *V1,
+                *PLAIN,
+            ]
             commands.append(f"paigrid {shlex.join(args).replace(calib, 'fold.toml')}")
             fitted = CliRunner().invoke(app, args)
             if fitted.exit_code == 0:
-                result = json.loads(_run(["validate", path, "--calibration", calib, "--rows-where",
-                                          f"id={row['id']}", *V1, "--json"]))["rows"][0]
+                result = json.loads(
+                    _run(["validate", path, "--calibration", calib, "--rows-where", f"id={row['id']}", *V1, "--json"])
+                )["rows"][0]
                 how = "links fitted on the other rows"
             else:
                 result = row
-                how = "defaults (the other rows cannot determine the links: " + \
-                      fitted.output.strip().removeprefix("paigrid: error: ").rstrip(".") + ")"
+                how = (
+                    "defaults (the other rows cannot determine the links: "
+                    + fitted.output.strip().removeprefix("paigrid: error: ").rstrip(".")
+                    + ")"
+                )
             out.append({**result, "how": how})
     return out, commands
 
@@ -647,10 +780,14 @@ def _held_out_collectives(path: str) -> tuple[list[dict], list[str]]:
 def variants_lines(scaling: str, collectives: str) -> list[str]:
     """The default hierarchical all-reduce next to the pipelined one on both multi-GPU files: one
     table row per variant, the claims of the paragraph after it checked."""
-    lines = ["Collective algorithm variants (validate's default compute model; each row its own validate "
-             "runs on both files):", "",
-             "| collective | multi-server NCCL row: predicted [GB/s] (error) | collectives: median \\|error\\| "
-             "| scaling: median \\|error\\| | scaling errors, min to max |", "|---" * 5 + "|"]
+    lines = [
+        "Collective algorithm variants (validate's default compute model; each row its own validate "
+        "runs on both files):",
+        "",
+        "| collective | multi-server NCCL row: predicted [GB/s] (error) | collectives: median \\|error\\| "
+        "| scaling: median \\|error\\| | scaling errors, min to max |",
+        "|---" * 5 + "|",
+    ]
     results = {}
     for label, flags in COLLECTIVE_VARIANTS:
         coll = json.loads(_run(["validate", collectives, *flags, "--json"]))["rows"]
@@ -658,47 +795,66 @@ def variants_lines(scaling: str, collectives: str) -> list[str]:
         multi = [r for r in coll if r["modelled"] and r["nodes"] > 1]
         errors = [r["error"] for r in scal if r["modelled"]]
         results[label] = (multi, errors)
-        lines.append(f"| {label} | " + ", ".join(f"{r['predicted']:.1f} ({_signed(r['error'])})" for r in multi)
-                     + f" | {_pct(_median([abs(r['error']) for r in coll if r['modelled']]))} | "
-                     f"{100 * _median([abs(e) for e in errors]):.1f} points | "
-                     f"{100 * min(errors):+.1f} to {100 * max(errors):+.1f} points |")
+        lines.append(
+            f"| {label} | "
+            + ", ".join(f"{r['predicted']:.1f} ({_signed(r['error'])})" for r in multi)
+            + f" | {_pct(_median([abs(r['error']) for r in coll if r['modelled']]))} | "
+            f"{100 * _median([abs(e) for e in errors]):.1f} points | "
+            f"{100 * min(errors):+.1f} to {100 * max(errors):+.1f} points |"
+        )
     (default, d_errors), (pipelined, p_errors), (ring, r_errors), (both, b_errors) = results.values()
-    claim(all(r["error"] > 0 for r in pipelined) and all(r["error"] < 0 for r in default),
-          "the pipelined collective predicts the multi-server row high, the default low")
-    claim(all(0 < p - d <= 0.06 for p, d in zip(p_errors, d_errors)) and _median([abs(e) for e in p_errors])
-          < _median([abs(e) for e in d_errors]), "the pipelined collective raises every scaling row by a few points "
-          "and lowers the median scaling error")
+    claim(
+        all(r["error"] > 0 for r in pipelined) and all(r["error"] < 0 for r in default),
+        "the pipelined collective predicts the multi-server row high, the default low",
+    )
+    claim(
+        all(0 < p - d <= 0.06 for p, d in zip(p_errors, d_errors))
+        and _median([abs(e) for e in p_errors]) < _median([abs(e) for e in d_errors]),
+        "the pipelined collective raises every scaling row by a few points and lowers the median scaling error",
+    )
     row = pipelined[0]
     ratio = ((row["n_gpu"] - 1) / row["n_gpu"]) / ((row["nodes"] - 1) / row["nodes"])
     rescaled = row["predicted"] / ratio
-    claim(len(pipelined) == 1 and abs(rescaled / row["measured"] - 1) < abs(row["error"])
-          and abs(rescaled / row["measured"] - 1) < abs(default[0]["error"]),
-          "the pipelined prediction scaled by the ring's inter-server volume is closer than either variant")
-    lines += ["", "Across servers `pipelined` keeps only the slower phase's volume time "
-              "([model](model.md#pipelined-hierarchical-all-reduce), a large-message approximation of NCCL's "
-              "chunked pipeline); within one server it is the default. It moves the multi-server NCCL row from "
-              "predicted low to predicted high: the model's inter-server phase moves 2(s-1)/s S through a "
-              "server's NICs (an ideal hierarchical all-reduce), whereas a bus bandwidth near the NICs' line rate "
-              "means NCCL moved about 2(n-1)/n S through them (its rings cross every server), so in the default "
-              "the two simplifications partly cancel. Divided by that volume ratio, "
-              f"({row['n_gpu'] - 1}/{row['n_gpu']}) / ({row['nodes'] - 1}/{row['nodes']}) = {ratio:.2f}, the "
-              f"pipelined prediction would be about {rescaled:.1f} GB/s ({_signed(rescaled / row['measured'] - 1)}), "
-              "a hint, on one row, not a fit. On the Horovod rows it raises every predicted scaling efficiency a "
-              "few points. No default changes: one NCCL row cannot settle the collective."]
-    claim(all(r["error"] < d["error"] for r, d in zip(ring, default))
-          and all(r <= d for r, d in zip(r_errors, d_errors)),
-          "the ring inter-server volume lowers every multi-server prediction of the default")
-    claim(all(abs(b["error"]) < abs(p["error"]) for b, p in zip(both, pipelined)),
-          "pipelined with the ring volume is closer on the NCCL row than pipelined alone")
-    lines += ["", "The option `inter_volume = \"ring\"` makes that volume the model's: the inter-server phase of the "
-              "default, hierarchical and pipelined all-reduce moves 2(n-1)/n S through a server's NICs instead of "
-              "2(s-1)/s S ([options](options.md)). With the default's phases one after the other it lowers every "
-              f"multi-server prediction (NCCL row {_signed(ring[0]['error'])}, scaling rows "
-              f"{100 * _median([abs(e) for e in r_errors]):.1f} points median); with the pipelined phases the NCCL "
-              f"row is {_signed(both[0]['error'])} and the scaling rows "
-              f"{100 * _median([abs(e) for e in b_errors]):.1f} points median. The Horovod rows (4 GPUs per "
-              "server, 32 and 128 servers) have (n-1)/n close to (s-1)/s, so the volume changes them little; what "
-              "separates the variants is the one NCCL row, and no default changes on one row."]
+    claim(
+        len(pipelined) == 1
+        and abs(rescaled / row["measured"] - 1) < abs(row["error"])
+        and abs(rescaled / row["measured"] - 1) < abs(default[0]["error"]),
+        "the pipelined prediction scaled by the ring's inter-server volume is closer than either variant",
+    )
+    lines += [
+        "",
+        "Across servers `pipelined` keeps only the slower phase's volume time "
+        "([model](model.md#pipelined-hierarchical-all-reduce), a large-message approximation of NCCL's "
+        "chunked pipeline); within one server it is the default. It moves the multi-server NCCL row from "
+        "predicted low to predicted high: the model's inter-server phase moves 2(s-1)/s S through a "
+        "server's NICs (an ideal hierarchical all-reduce), whereas a bus bandwidth near the NICs' line rate "
+        "means NCCL moved about 2(n-1)/n S through them (its rings cross every server), so in the default "
+        "the two simplifications partly cancel. Divided by that volume ratio, "
+        f"({row['n_gpu'] - 1}/{row['n_gpu']}) / ({row['nodes'] - 1}/{row['nodes']}) = {ratio:.2f}, the "
+        f"pipelined prediction would be about {rescaled:.1f} GB/s ({_signed(rescaled / row['measured'] - 1)}), "
+        "a hint, on one row, not a fit. On the Horovod rows it raises every predicted scaling efficiency a "
+        "few points. No default changes: one NCCL row cannot settle the collective.",
+    ]
+    claim(
+        all(r["error"] < d["error"] for r, d in zip(ring, default)) and all(r <= d for r, d in zip(r_errors, d_errors)),
+        "the ring inter-server volume lowers every multi-server prediction of the default",
+    )
+    claim(
+        all(abs(b["error"]) < abs(p["error"]) for b, p in zip(both, pipelined)),
+        "pipelined with the ring volume is closer on the NCCL row than pipelined alone",
+    )
+    lines += [
+        "",
+        'The option `inter_volume = "ring"` makes that volume the model\'s: the inter-server phase of the '
+        "default, hierarchical and pipelined all-reduce moves 2(n-1)/n S through a server's NICs instead of "
+        "2(s-1)/s S ([options](options.md)). With the default's phases one after the other it lowers every "
+        f"multi-server prediction (NCCL row {_signed(ring[0]['error'])}, scaling rows "
+        f"{100 * _median([abs(e) for e in r_errors]):.1f} points median); with the pipelined phases the NCCL "
+        f"row is {_signed(both[0]['error'])} and the scaling rows "
+        f"{100 * _median([abs(e) for e in b_errors]):.1f} points median. The Horovod rows (4 GPUs per "
+        "server, 32 and 128 servers) have (n-1)/n close to (s-1)/s, so the volume changes them little; what "
+        "separates the variants is the one NCCL row, and no default changes on one row.",
+    ]
     return lines
 
 
@@ -708,12 +864,21 @@ def variants_lines(scaling: str, collectives: str) -> list[str]:
 SCALING_VARIANTS = (
     ("bucket_overlap, nothing fitted", {"bucket_overlap": True}, ()),
     ("bucket_overlap + overlap_efficiency", {"bucket_overlap": True}, ("overlap_efficiency",)),
-    ("bucket_overlap + overlap_efficiency + coordination_us (log2)", {"bucket_overlap": True},
-     ("overlap_efficiency", "coordination_us")),
-    ("bucket_overlap + overlap_efficiency + coordination_us (linear)",
-     {"bucket_overlap": True, "coordination_growth": "linear"}, ("overlap_efficiency", "coordination_us")),
-    ("bucket_overlap + coordination_us (linear)", {"bucket_overlap": True, "coordination_growth": "linear"},
-     ("coordination_us",)),
+    (
+        "bucket_overlap + overlap_efficiency + coordination_us (log2)",
+        {"bucket_overlap": True},
+        ("overlap_efficiency", "coordination_us"),
+    ),
+    (
+        "bucket_overlap + overlap_efficiency + coordination_us (linear)",
+        {"bucket_overlap": True, "coordination_growth": "linear"},
+        ("overlap_efficiency", "coordination_us"),
+    ),
+    (
+        "bucket_overlap + coordination_us (linear)",
+        {"bucket_overlap": True, "coordination_growth": "linear"},
+        ("coordination_us",),
+    ),
 )
 #: the validate commands of the all-rows fit of the overlap efficiency (filled by ``scaling_crossval_lines``)
 _SCALING_FIT_COMMANDS: list[list[str]] = []
@@ -728,8 +893,10 @@ def _scaling_fold(scaling: str, row_id: str) -> tuple[list[list[str]], float]:
     error (predicted - measured, points as a fraction)."""
     with tempfile.TemporaryDirectory() as folder:
         calibration = str(Path(folder) / "fold.toml")
-        commands = [["calibrate", scaling, "--rows-where", f"id!={row_id}", "--out", calibration],
-                    ["validate", scaling, "--rows-where", f"id={row_id}", "--calibration", calibration, "--json"]]
+        commands = [
+            ["calibrate", scaling, "--rows-where", f"id!={row_id}", "--out", calibration],
+            ["validate", scaling, "--rows-where", f"id={row_id}", "--calibration", calibration, "--json"],
+        ]
         _run(commands[0])
         error = json.loads(_run(commands[1]))["rows"][0]["error"]
     shown = [[("fold.toml" if part == calibration else part) for part in command] for command in commands]
@@ -756,14 +923,18 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
     cats = Catalogues.load()
     rows = load_measurements(scaling, cats)
     results = {}
-    lines = ["Fitted on rows left out of the judgement: each variant's options are least-squares fitted (on a grid: "
-             "the overlap efficiency in steps of 0.02, the coordination time 0 and 0.1 to 1000 us) to the other "
-             "workloads' rows (leave-one-workload-out, 4 rows per fit) or to every other row "
-             "(leave-one-row-out, 5 rows per fit), and the held-out rows are predicted with the fitted values "
-             "(`paigrid.trust.crossval.scaling_held_out`; validate's default compute model pai-v2, "
-             "25 MiB buckets). The rows cannot be left out by GPU: all six are one GPU, network and framework.", "",
-             "| variant | leave-one-workload-out: median \\|error\\| | max \\|error\\| | leave-one-row-out: median "
-             "\\|error\\| | max \\|error\\| | fitted per fold | fitted on all six rows |", "|---" * 7 + "|"]
+    lines = [
+        "Fitted on rows left out of the judgement: each variant's options are least-squares fitted (on a grid: "
+        "the overlap efficiency in steps of 0.02, the coordination time 0 and 0.1 to 1000 us) to the other "
+        "workloads' rows (leave-one-workload-out, 4 rows per fit) or to every other row "
+        "(leave-one-row-out, 5 rows per fit), and the held-out rows are predicted with the fitted values "
+        "(`paigrid.trust.crossval.scaling_held_out`; validate's default compute model pai-v2, "
+        "25 MiB buckets). The rows cannot be left out by GPU: all six are one GPU, network and framework.",
+        "",
+        "| variant | leave-one-workload-out: median \\|error\\| | max \\|error\\| | leave-one-row-out: median "
+        "\\|error\\| | max \\|error\\| | fitted per fold | fitted on all six rows |",
+        "|---" * 7 + "|",
+    ]
     for label, extra, fitted in SCALING_VARIANTS:
         options = replace(Options(), **extra)
         folds = {fold: scaling_held_out(rows, cats, options, fitted, fold) for fold in SCALING_FOLDS}
@@ -773,41 +944,59 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
         for fold in SCALING_FOLDS:
             errors = [abs(r["error"]) for r in folds[fold][0]]
             cells += [f"{100 * _median(errors):.1f} points", f"{100 * max(errors):.1f} points"]
-        per_fold = "; ".join(f"{name} {_fitted_range(folds['workload'][1] + folds['id'][1], name)}"
-                             for name in fitted) or "-"
+        per_fold = (
+            "; ".join(f"{name} {_fitted_range(folds['workload'][1] + folds['id'][1], name)}" for name in fitted) or "-"
+        )
         overall = ", ".join(f"{name} {value:.3g}" for name, value in everything.items()) or "-"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {per_fold} | {overall} |")
     main = "bucket_overlap + overlap_efficiency"
     folds, everything, options = results[main]
     lowo = {r["id"]: r for r in folds["workload"][0]}
     loro = {r["id"]: r for r in folds["id"][0]}
-    lines += ["", f"Each row of {main}, held out:", "",
-              "| row | model | GPUs | measured | leave-one-workload-out error | overlap_efficiency fitted without "
-              "the workload | leave-one-row-out error | overlap_efficiency fitted without the row |",
-              "|---" * 8 + "|"]
+    lines += [
+        "",
+        f"Each row of {main}, held out:",
+        "",
+        "| row | model | GPUs | measured | leave-one-workload-out error | overlap_efficiency fitted without "
+        "the workload | leave-one-row-out error | overlap_efficiency fitted without the row |",
+        "|---" * 8 + "|",
+    ]
     for r in rows:
         a, b = lowo[r.id], loro[r.id]
-        lines.append(f"| {r.id} | {r.model} | {r.n_gpu} | {_pct(r.measured)} | {100 * a['error']:+.1f} pt | "
-                     f"{a['fitted']['overlap_efficiency']:g} | {100 * b['error']:+.1f} pt | "
-                     f"{b['fitted']['overlap_efficiency']:g} |")
+        lines.append(
+            f"| {r.id} | {r.model} | {r.n_gpu} | {_pct(r.measured)} | {100 * a['error']:+.1f} pt | "
+            f"{a['fitted']['overlap_efficiency']:g} | {100 * b['error']:+.1f} pt | "
+            f"{b['fitted']['overlap_efficiency']:g} |"
+        )
     commands, error = _scaling_fold(scaling, rows[0].id)
     _SCALING_FOLD_COMMANDS[:] = commands
-    claim(abs(error - loro[rows[0].id]["error"]) < 1e-9,
-          "paigrid calibrate on the other rows and validate with its calibration give a row's leave-one-row-out error")
-    lines += ["", "One leave-one-row-out fold as commands (in the list of commands below): `paigrid calibrate` "
-              "on a scaling file fits the overlap efficiency by this grid fit (its default there; "
-              "`--fit scaling,coordination` adds the coordination time) and writes it with `bucket_overlap` to the "
-              f"calibration's `[options]`; `paigrid validate --calibration` then predicts the held-out {rows[0].id} at "
-              f"{100 * error:+.1f} pt, as in the table."]
+    claim(
+        abs(error - loro[rows[0].id]["error"]) < 1e-9,
+        "paigrid calibrate on the other rows and validate with its calibration give a row's leave-one-row-out error",
+    )
+    lines += [
+        "",
+        "One leave-one-row-out fold as commands (in the list of commands below): `paigrid calibrate` "
+        "on a scaling file fits the overlap efficiency by this grid fit (its default there; "
+        "`--fit scaling,coordination` adds the coordination time) and writes it with `bucket_overlap` to the "
+        f"calibration's `[options]`; `paigrid validate --calibration` then predicts the held-out {rows[0].id} at "
+        f"{100 * error:+.1f} pt, as in the table.",
+    ]
     med = {fold: 100 * _median([abs(r["error"]) for r in folds[fold][0]]) for fold in SCALING_FOLDS}
-    medians_of = {label: {fold: 100 * _median([abs(r["error"]) for r in value[0][fold][0]])
-                          for fold in SCALING_FOLDS} for label, value in results.items()}
+    medians_of = {
+        label: {fold: 100 * _median([abs(r["error"]) for r in value[0][fold][0]]) for fold in SCALING_FOLDS}
+        for label, value in results.items()
+    }
     coordinated = [label for label in results if "coordination" in label and "overlap_efficiency" in label]
-    claim(all(medians_of[c][f] >= med[f] - 0.05 for c in coordinated for f in SCALING_FOLDS),
-          "a fitted coordination time does not lower the held-out median of the overlap efficiency alone")
+    claim(
+        all(medians_of[c][f] >= med[f] - 0.05 for c in coordinated for f in SCALING_FOLDS),
+        "a fitted coordination time does not lower the held-out median of the overlap efficiency alone",
+    )
     vgg = [r for r in rows if r.model == "VGG-16"]
-    claim(len(vgg) == 2 and lowo[vgg[0].id]["error"] < 0 < lowo[vgg[1].id]["error"],
-          "held out, VGG-16 on 128 GPUs is predicted low and on 512 high")
+    claim(
+        len(vgg) == 2 and lowo[vgg[0].id]["error"] < 0 < lowo[vgg[1].id]["error"],
+        "held out, VGG-16 on 128 GPUs is predicted low and on 512 high",
+    )
     efficiency = everything["overlap_efficiency"]
     # the throughput rows (8 GPUs, one server) with the fitted overlap efficiency, against validate's defaults
     flags = ["--option", "bucket_overlap=true", "--option", f"overlap_efficiency={efficiency:g}"]
@@ -816,123 +1005,171 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
     plain = json.loads(_run(["validate", measurements, "--rows-where", "n_gpu!=1", "--json"]))["summary"]
     fitted = json.loads(_run(["validate", measurements, "--rows-where", "n_gpu!=1", *flags, "--json"]))["summary"]
     one_plain, one_fitted = plain["multi_gpu_one_server"], fitted["multi_gpu_one_server"]
-    changes = [f"{what} {'worse' if one_fitted[key] > one_plain[key] else 'not worse'}"
-               for what, key in (("median", "median_abs_error"), ("mean", "mean_abs_error"))]
-    claim(one_fitted["mean_error"] > one_plain["mean_error"] > 0,
-          "the 8-GPU throughput rows are predicted high on average, and higher with the fitted overlap efficiency")
+    changes = [
+        f"{what} {'worse' if one_fitted[key] > one_plain[key] else 'not worse'}"
+        for what, key in (("median", "median_abs_error"), ("mean", "mean_abs_error"))
+    ]
+    claim(
+        one_fitted["mean_error"] > one_plain["mean_error"] > 0,
+        "the 8-GPU throughput rows are predicted high on average, and higher with the fitted overlap efficiency",
+    )
     met = max(med.values()) <= SCALING_GOAL_POINTS
-    lines += ["", f"**Goal** (scaling): median |error| at most {SCALING_GOAL_POINTS:.0f} points, each row "
-              "predicted without fitting to that row. Nothing fitted: "
-              + "; ".join(f"{m}: median {medians[m]:.1f} points" for m in medians) + " ("
-              + (f"**missed** by {_and(missed)}" if missed else "met") + "). "
-              f"With the overlap efficiency fitted on the other rows: leave-one-workload-out median "
-              f"{med['workload']:.1f} points, leave-one-row-out {med['id']:.1f} points: "
-              + ("**Met**" if met else "**Missed**") + f" (overlap_efficiency {efficiency:g} fitted on all six rows: "
-              f"these runs' exchange proceeded during about a {'fifth' if efficiency < 0.25 else 'quarter'} of "
-              "the backward pass). What it does not earn: every fold fits nearly the same value, but all six rows "
-              "are one GPU generation, network and framework (TensorFlow 1 Horovod on Pascal over 25 Gb/s "
-              "RoCE), so the value is an effective one for that stack, not a transferable constant; and "
-              "VGG-16's drop from 128 to 512 GPUs is still not described (held out, VGG-16 is predicted low on "
-              "128 GPUs and high on 512). A coordination time per all-reduce that grows with the participants "
-              "(log2 n or n - 1, per bucket) is the mechanism that could describe that drop, but fitted on four "
-              "or five rows it does not lower the held-out error (table above): six rows cannot tell it from "
-              "noise. "
-              f"No default changes: the throughput rows (8 GPUs in one server, validate's defaults) go from "
-              f"{_pct(one_plain['median_abs_error'])} median and {_pct(one_plain['mean_abs_error'])} mean "
-              f"|error| to {_pct(one_fitted['median_abs_error'])} and {_pct(one_fitted['mean_abs_error'])} "
-              f"with `bucket_overlap` and `overlap_efficiency = {efficiency:g}`"
-              + f" ({' and '.join(changes)}; mean signed error {_signed(one_plain['mean_error'])} and "
-              f"{_signed(one_fitted['mean_error'])}: the model already predicts better 8-GPU scaling than "
-              "measured, and hiding more of the exchange raises it), and an efficiency fitted on one Horovod "
-              "stack is no default for NCCL on NVLink."]
+    lines += [
+        "",
+        f"**Goal** (scaling): median |error| at most {SCALING_GOAL_POINTS:.0f} points, each row "
+        "predicted without fitting to that row. Nothing fitted: "
+        + "; ".join(f"{m}: median {medians[m]:.1f} points" for m in medians)
+        + " ("
+        + (f"**missed** by {_and(missed)}" if missed else "met")
+        + "). "
+        f"With the overlap efficiency fitted on the other rows: leave-one-workload-out median "
+        f"{med['workload']:.1f} points, leave-one-row-out {med['id']:.1f} points: "
+        + ("**Met**" if met else "**Missed**")
+        + f" (overlap_efficiency {efficiency:g} fitted on all six rows: "
+        f"these runs' exchange proceeded during about a {'fifth' if efficiency < 0.25 else 'quarter'} of "
+        "the backward pass). What it does not earn: every fold fits nearly the same value, but all six rows "
+        "are one GPU generation, network and framework (TensorFlow 1 Horovod on Pascal over 25 Gb/s "
+        "RoCE), so the value is an effective one for that stack, not a transferable constant; and "
+        "VGG-16's drop from 128 to 512 GPUs is still not described (held out, VGG-16 is predicted low on "
+        "128 GPUs and high on 512). A coordination time per all-reduce that grows with the participants "
+        "(log2 n or n - 1, per bucket) is the mechanism that could describe that drop, but fitted on four "
+        "or five rows it does not lower the held-out error (table above): six rows cannot tell it from "
+        "noise. "
+        f"No default changes: the throughput rows (8 GPUs in one server, validate's defaults) go from "
+        f"{_pct(one_plain['median_abs_error'])} median and {_pct(one_plain['mean_abs_error'])} mean "
+        f"|error| to {_pct(one_fitted['median_abs_error'])} and {_pct(one_fitted['mean_abs_error'])} "
+        f"with `bucket_overlap` and `overlap_efficiency = {efficiency:g}`"
+        + f" ({' and '.join(changes)}; mean signed error {_signed(one_plain['mean_error'])} and "
+        f"{_signed(one_fitted['mean_error'])}: the model already predicts better 8-GPU scaling than "
+        "measured, and hiding more of the exchange raises it), and an efficiency fitted on one Horovod "
+        "stack is no default for NCCL on NVLink.",
+    ]
     return lines
 
 
 def multigpu_section() -> str:
     """The page's section on the scaling-efficiency and collective rows, goals included."""
     scaling, collectives = _builtin("scaling_public.csv"), _builtin("collectives_public.csv")
-    lines = ["Two more public files hold what the throughput rows cannot show: "
-             "`datasets/scaling_public.csv` (Horovod's scaling efficiencies of three CNNs on 128 and 512 Pascal "
-             "GPUs, 4 per server, over 25 Gb/s RoCE: the only multi-server rows) and "
-             "`datasets/collectives_public.csv` (NCCL all-reduce bus bandwidths of 8 x H100 NVSwitch and of "
-             "3 servers of 8 x A100 with 4 HDR InfiniBand NICs each). A scaling row is predicted as "
-             "throughput(n) / (n x throughput(1)) of its configuration and judged in efficiency points "
-             "(predicted - measured); a collective row as the bus bandwidth of the model's all-reduce of that "
-             "message size (algorithm bandwidth x 2(n-1)/n, latency terms included) and judged in percent. "
-             "No default was fitted to these rows. A collective row's prediction does not depend on the compute "
-             "model; its link fits run with `--model pai-v1`, whose calibration has no cap of one parameter per "
-             "three rows (with two rows pai-v2's would fit one link at most).", "",
-             "| row | model | GPUs | measured | " + " | ".join(f"{m}" for m, _ in MULTI_MODELS) + " |",
-             "|---" * (4 + len(MULTI_MODELS)) + "|"]
+    lines = [
+        "Two more public files hold what the throughput rows cannot show: "
+        "`datasets/scaling_public.csv` (Horovod's scaling efficiencies of three CNNs on 128 and 512 Pascal "
+        "GPUs, 4 per server, over 25 Gb/s RoCE: the only multi-server rows) and "
+        "`datasets/collectives_public.csv` (NCCL all-reduce bus bandwidths of 8 x H100 NVSwitch and of "
+        "3 servers of 8 x A100 with 4 HDR InfiniBand NICs each). A scaling row is predicted as "
+        "throughput(n) / (n x throughput(1)) of its configuration and judged in efficiency points "
+        "(predicted - measured); a collective row as the bus bandwidth of the model's all-reduce of that "
+        "message size (algorithm bandwidth x 2(n-1)/n, latency terms included) and judged in percent. "
+        "No default was fitted to these rows. A collective row's prediction does not depend on the compute "
+        "model; its link fits run with `--model pai-v1`, whose calibration has no cap of one parameter per "
+        "three rows (with two rows pai-v2's would fit one link at most).",
+        "",
+        "| row | model | GPUs | measured | " + " | ".join(f"{m}" for m, _ in MULTI_MODELS) + " |",
+        "|---" * (4 + len(MULTI_MODELS)) + "|",
+    ]
     results = {m: json.loads(_run(["validate", scaling, *flags, "--json"])) for m, flags in MULTI_MODELS}
     first = MULTI_MODELS[0][0]
     for i, row in enumerate(results[first]["rows"]):
         preds = [results[m]["rows"][i] for m, _ in MULTI_MODELS]
-        lines.append(f"| {row['id']} | {row['model']} | {row['n_gpu']} ({row['nodes']} servers) | "
-                     f"{_pct(row['measured'])} | "
-                     + " | ".join(f"{_pct(p['predicted'])} ({100 * p['error']:+.1f} pt)" for p in preds) + " |")
+        lines.append(
+            f"| {row['id']} | {row['model']} | {row['n_gpu']} ({row['nodes']} servers) | "
+            f"{_pct(row['measured'])} | "
+            + " | ".join(f"{_pct(p['predicted'])} ({100 * p['error']:+.1f} pt)" for p in preds)
+            + " |"
+        )
     medians = {m: 100 * _median([abs(r["error"]) for r in results[m]["rows"]]) for m, _ in MULTI_MODELS}
     errors = {m: [r["error"] for r in results[m]["rows"]] for m, _ in MULTI_MODELS}
     v1, synced, bucketed = (m for m, _ in (MULTI_MODELS[0], *MULTI_MODELS[2:]))
     claim(all(e < 0 for e in errors[v1] + errors["pai-v2"]), "every version-1 scaling efficiency is predicted low")
     claim(all(e > 0 for e in errors[bucketed]), "with bucketed overlap every scaling efficiency is predicted high")
-    claim(max(abs(a - b) for a, b in zip(errors[v1], errors[synced])) < 0.01,
-          "per-bucket latency moves no scaling row by a point")
+    claim(
+        max(abs(a - b) for a, b in zip(errors[v1], errors[synced])) < 0.01,
+        "per-bucket latency moves no scaling row by a point",
+    )
     vgg = [r for r in results[first]["rows"] if r["model"] == "VGG-16"]
-    claim(len(vgg) == 2 and vgg[0]["measured"] - vgg[1]["measured"] > 0.1
-          and abs(vgg[0]["predicted"] - vgg[1]["predicted"]) < 0.01,
-          "the model does not describe VGG-16's drop from 128 to 512 GPUs")
+    claim(
+        len(vgg) == 2
+        and vgg[0]["measured"] - vgg[1]["measured"] > 0.1
+        and abs(vgg[0]["predicted"] - vgg[1]["predicted"]) < 0.01,
+        "the model does not describe VGG-16's drop from 128 to 512 GPUs",
+    )
     missed = [m for m, _ in MULTI_MODELS if not medians[m] <= SCALING_GOAL_POINTS]
-    lines += ["", "Each cell: predicted scaling efficiency (predicted - measured, in points).", "",
-              "Version 1 exposes the whole gradient exchange (overlap 0), so it predicts every row low; Horovod "
-              "all-reduces fused gradient buffers while the backward pass still runs. Bucketed overlap (25 MiB "
-              "buckets, all but the last hidden behind the backward pass) swings every row high: it hides nearly "
-              "the whole exchange, where these runs (TensorFlow 1 Horovod, one 25 Gb/s NIC per 4 GPUs) hid much "
-              "less. Per-bucket latency (3 to 5 us per hop, links.csv) moves no row by a point. None of them "
-              "describes VGG-16's drop from 79% on 128 GPUs to 68% on 512: the model's hierarchical all-reduce "
-              "time hardly grows with the number of servers.", "",
-              *scaling_crossval_lines(scaling, medians, missed), ""]
+    lines += [
+        "",
+        "Each cell: predicted scaling efficiency (predicted - measured, in points).",
+        "",
+        "Version 1 exposes the whole gradient exchange (overlap 0), so it predicts every row low; Horovod "
+        "all-reduces fused gradient buffers while the backward pass still runs. Bucketed overlap (25 MiB "
+        "buckets, all but the last hidden behind the backward pass) swings every row high: it hides nearly "
+        "the whole exchange, where these runs (TensorFlow 1 Horovod, one 25 Gb/s NIC per 4 GPUs) hid much "
+        "less. Per-bucket latency (3 to 5 us per hop, links.csv) moves no row by a point. None of them "
+        "describes VGG-16's drop from 79% on 128 GPUs to 68% on 512: the model's hierarchical all-reduce "
+        "time hardly grows with the number of servers.",
+        "",
+        *scaling_crossval_lines(scaling, medians, missed),
+        "",
+    ]
     held, commands = _held_out_collectives(collectives)
     defaults = json.loads(_run(["validate", collectives, "--json"]))
     by_id = {r["id"]: r for r in held}
-    lines += ["| row | collective | GPUs | intra link | network | default predicted [GB/s] | held-out predicted "
-              "[GB/s] | measured [GB/s] | default error | held-out error | held-out prediction by |",
-              "|---" * 11 + "|"]
+    lines += [
+        "| row | collective | GPUs | intra link | network | default predicted [GB/s] | held-out predicted "
+        "[GB/s] | measured [GB/s] | default error | held-out error | held-out prediction by |",
+        "|---" * 11 + "|",
+    ]
     for r in defaults["rows"]:
         h = by_id.get(r["id"])
-        lines.append(f"| {r['id']} | {r['model']} | {r['n_gpu']} | {r['intra']} | {r['network']} | "
-                     f"{r['predicted']:.1f} | {'-' if h is None else format(h['predicted'], '.1f')} | "
-                     f"{r['measured']:.0f} | {_signed(r['error'])} | {'-' if h is None else _signed(h['error'])} | "
-                     f"{r['note'] if h is None else h['how']} |")
+        lines.append(
+            f"| {r['id']} | {r['model']} | {r['n_gpu']} | {r['intra']} | {r['network']} | "
+            f"{r['predicted']:.1f} | {'-' if h is None else format(h['predicted'], '.1f')} | "
+            f"{r['measured']:.0f} | {_signed(r['error'])} | {'-' if h is None else _signed(h['error'])} | "
+            f"{r['note'] if h is None else h['how']} |"
+        )
     median_default = _median([abs(r["error"]) for r in defaults["rows"] if r["modelled"]])
     median_held = _median([abs(h["error"]) for h in held])
     nvls = [r for r in defaults["rows"] if not r["modelled"]]
     refused = [h["id"] for h in held if h["how"].startswith("defaults")]
-    lines += ["", f"**Goal** (collectives): median |error| at most {100 * COLLECTIVE_GOAL:.0f}%. Defaults: median "
-              f"{_pct(median_default)}; leave-one-row-out link calibration: median {_pct(median_held)} "
-              f"({len(held)} modelled rows). "
-              + ("Met" if max(median_default, median_held) <= COLLECTIVE_GOAL else "**Missed**")
-              + ", on very few rows: "
-              + (f"{_and(refused)} could not be predicted from a fit to the others (too few rows for the link "
-                 "kinds it crosses) and uses the defaults; " if refused else "")
-              + "the multi-server row is predicted low by the defaults, which run the intra-server and the "
-                "inter-server phases of the hierarchical all-reduce one after the other while NCCL pipelines "
-                "them (its bus bandwidth, 96 GB/s, is nearly the 4 NICs' 100 GB/s); a link fit on both modelled "
-                "rows puts the InfiniBand efficiency on its bound of 1. Pipelining the phases alone (the "
-                "`pipelined` collective, below) overshoots that row instead."
-              + (f" {_and([r['id'] for r in nvls])} (NVLink SHARP, an in-switch reduction whose bus bandwidth "
-                 "exceeds the NVLink line rate) is left out of the summary and of every link fit: its bus bandwidth "
-                 "is not a link's bandwidth, and the model has no in-switch reduction." if nvls else ""), "",
-              *variants_lines(scaling, collectives), "",
-              "Commands:", "",
-              *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for _, flags in MULTI_MODELS],
-              *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for flags in _SCALING_FIT_COMMANDS],
-              *[f"    paigrid {shlex.join(command)}" for command in _SCALING_FOLD_COMMANDS],
-              f"    paigrid validate {collectives} --json", *[f"    {c}" for c in commands],
-              *[f"    paigrid validate {path} {shlex.join(flags)} --json" for _, flags in COLLECTIVE_VARIANTS[1:]
-                for path in (collectives, scaling)],
-              f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml "
-              f"{shlex.join(V1 + PLAIN)}"]
+    lines += [
+        "",
+        f"**Goal** (collectives): median |error| at most {100 * COLLECTIVE_GOAL:.0f}%. Defaults: median "
+        f"{_pct(median_default)}; leave-one-row-out link calibration: median {_pct(median_held)} "
+        f"({len(held)} modelled rows). "
+        + ("Met" if max(median_default, median_held) <= COLLECTIVE_GOAL else "**Missed**")
+        + ", on very few rows: "
+        + (
+            f"{_and(refused)} could not be predicted from a fit to the others (too few rows for the link "
+            "kinds it crosses) and uses the defaults; "
+            if refused
+            else ""
+        )
+        + "the multi-server row is predicted low by the defaults, which run the intra-server and the "
+        "inter-server phases of the hierarchical all-reduce one after the other while NCCL pipelines "
+        "them (its bus bandwidth, 96 GB/s, is nearly the 4 NICs' 100 GB/s); a link fit on both modelled "
+        "rows puts the InfiniBand efficiency on its bound of 1. Pipelining the phases alone (the "
+        "`pipelined` collective, below) overshoots that row instead."
+        + (
+            f" {_and([r['id'] for r in nvls])} (NVLink SHARP, an in-switch reduction whose bus bandwidth "
+            "exceeds the NVLink line rate) is left out of the summary and of every link fit: its bus bandwidth "
+            "is not a link's bandwidth, and the model has no in-switch reduction."
+            if nvls
+            else ""
+        ),
+        "",
+        *variants_lines(scaling, collectives),
+        "",
+        "Commands:",
+        "",
+        *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for _, flags in MULTI_MODELS],
+        *[f"    paigrid validate {scaling} {shlex.join(flags)} --json" for flags in _SCALING_FIT_COMMANDS],
+        *[f"    paigrid {shlex.join(command)}" for command in _SCALING_FOLD_COMMANDS],
+        f"    paigrid validate {collectives} --json",
+        *[f"    {c}" for c in commands],
+        *[
+            f"    paigrid validate {path} {shlex.join(flags)} --json"
+            for _, flags in COLLECTIVE_VARIANTS[1:]
+            for path in (collectives, scaling)
+        ],
+        f"    paigrid calibrate {collectives} --fit link --allow-bounds --out links.toml {shlex.join(V1 + PLAIN)}",
+    ]
     with tempfile.TemporaryDirectory() as folder:
         calib = Path(folder) / "links.toml"
         _run(["calibrate", collectives, "--fit", "link", "--allow-bounds", "--out", str(calib), *V1, *PLAIN])
@@ -940,8 +1177,10 @@ def multigpu_section() -> str:
 
         infiniband = tomllib.loads(calib.read_text(encoding="utf-8"))["link_efficiency"]["infiniband"]
     claim(infiniband >= 0.999, "a link fit on both modelled collective rows puts InfiniBand on its bound of 1")
-    claim(all(r["error"] < 0 for r in defaults["rows"] if r["nodes"] > 1),
-          "the multi-server collective row is predicted low")
+    claim(
+        all(r["error"] < 0 for r in defaults["rows"] if r["nodes"] > 1),
+        "the multi-server collective row is predicted low",
+    )
     text = "\n".join(lines)
     for path, name in ((scaling, "datasets/scaling_public.csv"), (collectives, "datasets/collectives_public.csv")):
         text = text.replace(path, name)
@@ -976,14 +1215,23 @@ def render_page(measurements: str | None = None, computed: tuple | None = None, 
     text, commands, results = computed or experiments(measurements)
     with open(measurements, newline="", encoding="utf-8") as f:
         csv_rows = list(csv.DictReader(f))
-    commands = [*commands, f"paigrid calibrate {measurements} --out all.toml {shlex.join(V1 + PLAIN)}",
-                f"paigrid validate {measurements} --calibration all.toml {shlex.join(V1)} --json"]
+    commands = [
+        *commands,
+        f"paigrid calibrate {measurements} --out all.toml {shlex.join(V1 + PLAIN)}",
+        f"paigrid validate {measurements} --calibration all.toml {shlex.join(V1)} --json",
+    ]
     page = PAGE_TEMPLATE.format(
-        n_rows=len(csv_rows), n_models=len(_workloads(results["defaults"])), gpu_list=_gpu_list(csv_rows), table=text,
-        series=series_table(results["defaults"]), findings=findings(measurements, results),
-        crossval=crossval_section(measurements), multigpu=multigpu_section(),
+        n_rows=len(csv_rows),
+        n_models=len(_workloads(results["defaults"])),
+        gpu_list=_gpu_list(csv_rows),
+        table=text,
+        series=series_table(results["defaults"]),
+        findings=findings(measurements, results),
+        crossval=crossval_section(measurements),
+        multigpu=multigpu_section(),
         sections="\n\n".join(section(full) for section in page_sections()),
-        commands="\n".join(f"    {c}" for c in commands))
+        commands="\n".join(f"    {c}" for c in commands),
+    )
     page += "\n" + __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_llm.py")))["llm_section"]()
     # the page names the shipped file by its place in the repository, wherever the script runs from
     return page.replace(measurements, "datasets/measurements_public.csv")
@@ -992,12 +1240,18 @@ def render_page(measurements: str | None = None, computed: tuple | None = None, 
 def main(argv: list[str] | None = None) -> None:
     """Print the tables for the measurements (default: the shipped public ones); write the page."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("measurements", nargs="?", help="measurements CSV (default: the shipped public ones, "
-                                                        "which also writes the page)")
+    parser.add_argument(
+        "measurements",
+        nargs="?",
+        help="measurements CSV (default: the shipped public ones, which also writes the page)",
+    )
     parser.add_argument("--page", type=Path, default=PAGE, help="where to write the page (default: docs/accuracy.md)")
     parser.add_argument("--no-page", action="store_true", help="only print the tables")
-    parser.add_argument("--cheap", action="store_true", help="keep the committed calibrated cross-validation of "
-                                                             "the public v2 rows instead of rerunning it (minutes)")
+    parser.add_argument(
+        "--cheap",
+        action="store_true",
+        help="keep the committed calibrated cross-validation of the public v2 rows instead of rerunning it (minutes)",
+    )
     args = parser.parse_args(argv)
     path = args.measurements or _default_measurements()
     computed = experiments(path)

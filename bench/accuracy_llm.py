@@ -21,8 +21,11 @@ DATA = ROOT / "datasets" / "llm_public_v2.csv"
 NAME = "datasets/llm_public_v2.csv"
 #: the goals of the LLM model (each published run counted once)
 GOAL_MEDIAN, GOAL_TREND, GOAL_MEMORY = 0.10, 0.05, 0.10
-FOLD_LABELS = {"model": "leave one model out", "generation": "leave one GPU generation out",
-               "framework": "leave one framework family out"}
+FOLD_LABELS = {
+    "model": "leave one model out",
+    "generation": "leave one GPU generation out",
+    "framework": "leave one framework family out",
+}
 
 
 def _pct(value: float) -> str:
@@ -65,8 +68,7 @@ def _size_trend(errors: dict[str, float], rows, params: dict[str, float]) -> tup
     order = sorted(medians, key=lambda m: params[m])
     third = max(1, len(order) // 3)
     small, large = order[:third], order[-third:]
-    return (statistics.median(medians[m] for m in small), statistics.median(medians[m] for m in large),
-            small, large)
+    return (statistics.median(medians[m] for m in small), statistics.median(medians[m] for m in large), small, large)
 
 
 def llm_section() -> str:
@@ -116,14 +118,23 @@ def llm_section() -> str:
     ]
     for kind, label in FOLD_LABELS.items():
         result = cv[kind]
-        lines.append(f"| {label} | {len(result['folds'])} | {len(result['errors'])} | "
-                     f"{_pct(result['median_abs_error'])} | {_pct(result['median_abs_error_defaults'])} | "
-                     f"{_met(result['median_abs_error'] <= GOAL_MEDIAN)} |")
+        lines.append(
+            f"| {label} | {len(result['folds'])} | {len(result['errors'])} | "
+            f"{_pct(result['median_abs_error'])} | {_pct(result['median_abs_error_defaults'])} | "
+            f"{_met(result['median_abs_error'] <= GOAL_MEDIAN)} |"
+        )
     worse = [k for k in FOLD_KINDS_ORDER if cv[k]["median_abs_error"] > cv[k]["median_abs_error_defaults"]]
-    lines += ["", ("Calibration is worse than none on held-out " + ", ".join(FOLD_LABELS[k] for k in worse)
-                   + " folds: the shrinkage is chosen on training rows, which do not guard a fold whose rows "
-                     "differ from all the others (one framework family fitted on the other alone).")
-              if worse else "Calibration is no worse than none on every held-out fold kind."]
+    lines += [
+        "",
+        (
+            "Calibration is worse than none on held-out "
+            + ", ".join(FOLD_LABELS[k] for k in worse)
+            + " folds: the shrinkage is chosen on training rows, which do not guard a fold whose rows "
+            "differ from all the others (one framework family fitted on the other alone)."
+        )
+        if worse
+        else "Calibration is no worse than none on every held-out fold kind.",
+    ]
     small, large, small_models, large_models = _size_trend(cv["model"]["errors"], predicted, params)
     lines += [
         "",
@@ -158,15 +169,26 @@ def _memory_lines(rows, cats, eff, llmfit) -> list[str]:
     reporting = [r for r in rows if (r.cells.get("peak_memory_GB") or "").strip()]
     points = llmfit.memory_points(rows, cats, eff)
     held = llmfit.memory_crossval(points) if len(points) >= 2 else []
-    out = ["", f"Peak memory: {len(reporting)} rows report it (torchtitan, GiB); {len(points)} of them are predicted "
-               f"(the others are refused above)."]
+    out = [
+        "",
+        f"Peak memory: {len(reporting)} rows report it (torchtitan, GiB); {len(points)} of them are predicted "
+        f"(the others are refused above).",
+    ]
     if held:
         worst = max(abs(p["error"]) for p in held)
-        out += ["", "| row | reported GiB | estimate GiB (defaults) | held out GiB | error held out |",
-                "|---|---|---|---|---|"]
-        out += [f"| {p['id']} | {p['reported']:.1f} | {p['default']:.1f} | {p['held_out']:.1f} | "
-                f"{100 * p['error']:+.1f}% |" for p in held]
-        out += ["", f"Goal: within 10% on the rows that report it: {_met(worst <= GOAL_MEMORY)} on the "
-                    f"{len(held)} predicted (largest {100 * worst:.1f}%); the other {len(reporting) - len(points)} "
-                    f"are not judged until their GPUs are in the catalogue."]
+        out += [
+            "",
+            "| row | reported GiB | estimate GiB (defaults) | held out GiB | error held out |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {p['id']} | {p['reported']:.1f} | {p['default']:.1f} | {p['held_out']:.1f} | {100 * p['error']:+.1f}% |"
+            for p in held
+        ]
+        out += [
+            "",
+            f"Goal: within 10% on the rows that report it: {_met(worst <= GOAL_MEMORY)} on the "
+            f"{len(held)} predicted (largest {100 * worst:.1f}%); the other {len(reporting) - len(points)} "
+            f"are not judged until their GPUs are in the catalogue.",
+        ]
     return out

@@ -21,9 +21,12 @@ from pathlib import Path
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "accuracy.md"
 BEGIN, END = "<!-- public-v2 calibrated: begin -->", "<!-- public-v2 calibrated: end -->"
 GROUPS = (("single_gpu", "1 GPU"), ("multi_gpu_one_server", "1 server"), ("multi_server", ">1 server"))
-RELATIVE = (("gpu", "same job and setup on another GPU (ratio)"), ("scaling", "n GPUs against fewer (ratio)"),
-            ("precision", "AMP against FP32/TF32 (ratio)"),
-            ("ps_allreduce", "parameter server (1wng) against all-reduce twin (ratio)"))
+RELATIVE = (
+    ("gpu", "same job and setup on another GPU (ratio)"),
+    ("scaling", "n GPUs against fewer (ratio)"),
+    ("precision", "AMP against FP32/TF32 (ratio)"),
+    ("ps_allreduce", "parameter server (1wng) against all-reduce twin (ratio)"),
+)
 
 
 def _pct(value) -> str:
@@ -43,33 +46,57 @@ def _read():
 
 
 def _group_table(summaries: list[tuple[str, dict]]) -> list[str]:
-    lines = ["| predictions | " + " | ".join(f"{label} median, mean (n)" for _, label in GROUPS) + " |",
-             "|---" * (1 + len(GROUPS)) + "|"]
+    lines = [
+        "| predictions | " + " | ".join(f"{label} median, mean (n)" for _, label in GROUPS) + " |",
+        "|---" * (1 + len(GROUPS)) + "|",
+    ]
     for label, summary in summaries:
-        lines.append(f"| {label} | " + " | ".join(
-            f"{_pct(summary[g]['median_abs_error'])}, {_pct(summary[g]['mean_abs_error'])} ({summary[g]['count']})"
-            for g, _ in GROUPS) + " |")
+        lines.append(
+            f"| {label} | "
+            + " | ".join(
+                f"{_pct(summary[g]['median_abs_error'])}, {_pct(summary[g]['mean_abs_error'])} ({summary[g]['count']})"
+                for g, _ in GROUPS
+            )
+            + " |"
+        )
     return lines
 
 
 def _attribute_table(title: str, table: dict[str, dict]) -> list[str]:
     lines = [f"| {title} | rows | median abs. error | mean abs. error |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['count']} | {_pct(v['median_abs_error'])} | {_pct(v['mean_abs_error'])} |"
-              for k, v in table.items()]
+    lines += [
+        f"| {k} | {v['count']} | {_pct(v['median_abs_error'])} | {_pct(v['mean_abs_error'])} |"
+        for k, v in table.items()
+    ]
     return lines
 
 
 def _relative_lines(summaries: list[tuple[str, dict]]) -> list[str]:
-    lines = ["| comparison | " + " | ".join(f"{label}: pairs, median abs. error, order right"
-                                            for label, _ in summaries) + " |", "|---" * (1 + len(summaries)) + "|"]
+    lines = [
+        "| comparison | "
+        + " | ".join(f"{label}: pairs, median abs. error, order right" for label, _ in summaries)
+        + " |",
+        "|---" * (1 + len(summaries)) + "|",
+    ]
     for key, label in RELATIVE:
-        lines.append(f"| {label} | " + " | ".join(
-            f"{s[key]['pairs']}, {_pct(s[key]['median_abs_error'])}, {_pct(s[key]['order_right'])}"
-            for _, s in summaries) + " |")
-    lines.append("| ranking of one job's configurations | " + " | ".join(
-        f"{s['ranking']['jobs']} jobs, mean Spearman "
-        + ("-" if s['ranking']['mean_spearman'] is None else f"{s['ranking']['mean_spearman']:.2f}")
-        + f", top-1 agreement {_pct(s['ranking']['top1'])}" for _, s in summaries) + " |")
+        lines.append(
+            f"| {label} | "
+            + " | ".join(
+                f"{s[key]['pairs']}, {_pct(s[key]['median_abs_error'])}, {_pct(s[key]['order_right'])}"
+                for _, s in summaries
+            )
+            + " |"
+        )
+    lines.append(
+        "| ranking of one job's configurations | "
+        + " | ".join(
+            f"{s['ranking']['jobs']} jobs, mean Spearman "
+            + ("-" if s["ranking"]["mean_spearman"] is None else f"{s['ranking']['mean_spearman']:.2f}")
+            + f", top-1 agreement {_pct(s['ranking']['top1'])}"
+            for _, s in summaries
+        )
+        + " |"
+    )
     return lines
 
 
@@ -80,21 +107,36 @@ def cheap_part(cats, reading) -> list[str]:
 
     rows = reading.rows
     results = judge.uncalibrated(rows, cats)
-    lines = ["## The public data-parallel rows (measured_public_v2.csv)", "",
-             f"`datasets/measured_public_v2.csv` holds {reading.total_rows} published training throughputs "
-             "(sources in datasets/README.md). `paigrid validate datasets/measured_public_v2.csv` reads it as "
-             "published ([how each awkward value is read](calibration.md#the-public-file-as-published)): "
-             f"{len(rows)} rows are modelled, {len(reading.doubtful)} DOUBTFUL rows that could be modelled are "
-             f"left out, {len(reading.refused)} are not modelled, each with its reason:", "",
-             "| not modelled because | rows |", "|---|---|"]
+    lines = [
+        "## The public data-parallel rows (measured_public_v2.csv)",
+        "",
+        f"`datasets/measured_public_v2.csv` holds {reading.total_rows} published training throughputs "
+        "(sources in datasets/README.md). `paigrid validate datasets/measured_public_v2.csv` reads it as "
+        "published ([how each awkward value is read](calibration.md#the-public-file-as-published)): "
+        f"{len(rows)} rows are modelled, {len(reading.doubtful)} DOUBTFUL rows that could be modelled are "
+        f"left out, {len(reading.refused)} are not modelled, each with its reason:",
+        "",
+        "| not modelled because | rows |",
+        "|---|---|",
+    ]
     lines += [f"| {why} | {n} |" for why, n in reading.counts().items()]
-    lines += ["", "Assumptions and defaults the modelled rows used (rows each):", "",
-              "| assumption | rows |", "|---|---|"]
+    lines += [
+        "",
+        "Assumptions and defaults the modelled rows used (rows each):",
+        "",
+        "| assumption | rows |",
+        "|---|---|",
+    ]
     lines += [f"| {what} | {n} |" for what, n in reading.assumption_counts().items()]
-    lines += ["", "The rows not modelled wait mostly for workloads.csv rows of models the zoo describes (and the "
-              "MPT rows for an LLM shape); every number below is of the modelled rows only, so it describes "
-              f"{len({r.workload for r in rows})} workloads on {len({r.gpu for r in rows})} GPUs.", "",
-              "### Uncalibrated (the shipped defaults, none fitted to these rows)", ""]
+    lines += [
+        "",
+        "The rows not modelled wait mostly for workloads.csv rows of models the zoo describes (and the "
+        "MPT rows for an LLM shape); every number below is of the modelled rows only, so it describes "
+        f"{len({r.workload for r in rows})} workloads on {len({r.gpu for r in rows})} GPUs.",
+        "",
+        "### Uncalibrated (the shipped defaults, none fitted to these rows)",
+        "",
+    ]
     lines += _group_table([("uncalibrated", group_summary(results))])
     for attribute, title in (("source_id", "source"), ("gpu", "GPU"), ("workload", "workload")):
         lines += ["", *_attribute_table(title, judge.by_attribute(results, rows, attribute))]
@@ -110,52 +152,76 @@ def calibrated_part(cats, reading) -> list[str]:
     rows = reading.rows
     plain = judge.uncalibrated(rows, cats)
     folds = judge.calibrated(rows, cats)
-    lines = ["### Calibrated, held out", "",
-             "Each row predicted by `paigrid calibrate`'s default fit (groups class, hbm, launch, link; shrunk toward "
-             "the defaults with the strength chosen by 3-fold cross-validation inside the training rows) on the "
-             "rows of the other folds:", ""]
-    lines += _group_table([("uncalibrated", group_summary(plain))]
-                          + [(f"calibrated, {V2_FOLDS[k]}", v["summary"]) for k, v in folds.items()])
+    lines = [
+        "### Calibrated, held out",
+        "",
+        "Each row predicted by `paigrid calibrate`'s default fit (groups class, hbm, launch, link; shrunk toward "
+        "the defaults with the strength chosen by 3-fold cross-validation inside the training rows) on the "
+        "rows of the other folds:",
+        "",
+    ]
+    lines += _group_table(
+        [("uncalibrated", group_summary(plain))]
+        + [(f"calibrated, {V2_FOLDS[k]}", v["summary"]) for k, v in folds.items()]
+    )
     strengths = [f.get("shrinkage", "refused") for v in folds.values() for f in v["folds"]]
-    lines += ["", f"Strengths chosen in the {len(strengths)} folds: "
-              + ", ".join(f"{s}" for s in strengths) + ".", ""]
+    lines += ["", f"Strengths chosen in the {len(strengths)} folds: " + ", ".join(f"{s}" for s in strengths) + ".", ""]
     relatives = [("uncalibrated", judge.relative_summary(plain, rows))] + [
-        (f"calibrated, {V2_FOLDS[k]}", judge.relative_summary(v["rows"], rows)) for k, v in folds.items()]
+        (f"calibrated, {V2_FOLDS[k]}", judge.relative_summary(v["rows"], rows)) for k, v in folds.items()
+    ]
     lines += _relative_lines(relatives)
     goal_lines = []
     for label, summary in relatives:
         checks = []
         for key, what in (("gpu", "another GPU"), ("scaling", "n GPUs against fewer"), ("precision", "AMP vs FP32")):
             median = summary[key]["median_abs_error"]
-            checks.append(f"{what} {_pct(median)}" + ("" if median is None else " (" + (
-                "met" if median <= judge.GOALS["ratio"] else "**missed**") + ")"))
+            checks.append(
+                f"{what} {_pct(median)}"
+                + ("" if median is None else " (" + ("met" if median <= judge.GOALS["ratio"] else "**missed**") + ")")
+            )
         order = summary["ps_allreduce"]["order_right"]
-        checks.append("parameter-server vs all-reduce order: " + (
-            "no twin modelled (**not judged**)" if order is None else f"{_pct(order)} right ("
-            + ("met" if order >= judge.GOALS["ps_order"] else "**missed**") + ")"))
-        goal_lines.append(f"- ratios, {label} (goal: median at most {_pct(judge.GOALS['ratio'])}; order right in "
-                          f"{_pct(judge.GOALS['ps_order'])} of twins): " + "; ".join(checks) + ".")
+        checks.append(
+            "parameter-server vs all-reduce order: "
+            + (
+                "no twin modelled (**not judged**)"
+                if order is None
+                else f"{_pct(order)} right (" + ("met" if order >= judge.GOALS["ps_order"] else "**missed**") + ")"
+            )
+        )
+        goal_lines.append(
+            f"- ratios, {label} (goal: median at most {_pct(judge.GOALS['ratio'])}; order right in "
+            f"{_pct(judge.GOALS['ps_order'])} of twins): " + "; ".join(checks) + "."
+        )
     unc = group_summary(plain)
     for kind, value in folds.items():
         s = value["summary"]
         checks = []
         for g, label in GROUPS:
             if s[g]["count"]:
-                checks.append(f"{label} median {_pct(s[g]['median_abs_error'])} (goal {_pct(judge.GOALS[g])}: "
-                              + ("met" if s[g]["median_abs_error"] <= judge.GOALS[g] else "**missed**") + ")")
+                checks.append(
+                    f"{label} median {_pct(s[g]['median_abs_error'])} (goal {_pct(judge.GOALS[g])}: "
+                    + ("met" if s[g]["median_abs_error"] <= judge.GOALS[g] else "**missed**")
+                    + ")"
+                )
         means = [s[g]["mean_abs_error"] for g, _ in GROUPS if s[g]["count"]]
-        checks.append(f"largest mean {_pct(max(means))} (goal {_pct(judge.GOALS['mean'])}: "
-                      + ("met" if max(means) <= judge.GOALS["mean"] else "**missed**") + ")")
-        never_worse = all(s[g]["median_abs_error"] <= unc[g]["median_abs_error"] + 1e-12
-                          for g, _ in GROUPS if s[g]["count"])
+        checks.append(
+            f"largest mean {_pct(max(means))} (goal {_pct(judge.GOALS['mean'])}: "
+            + ("met" if max(means) <= judge.GOALS["mean"] else "**missed**")
+            + ")"
+        )
+        never_worse = all(
+            s[g]["median_abs_error"] <= unc[g]["median_abs_error"] + 1e-12 for g, _ in GROUPS if s[g]["count"]
+        )
         checks.append("calibration never worse than none: " + ("met" if never_worse else "**missed**"))
         goal_lines.append(f"- {V2_FOLDS[kind]}: " + "; ".join(checks) + ".")
     lines += ["", "**Goals** (held out):", "", *goal_lines, ""]
     pooled = [r for v in folds.values() for r in v["rows"]]
     band = bands(pooled)
-    lines += ["Prediction bands of these rows (68% quantile of held-out |error|, the three fold kinds pooled): "
-              + "; ".join(f"{label} " + ("-" if math.isnan(band[g]) else f"±{100 * band[g]:.1f}%")
-              for g, label in GROUPS) + "."]
+    lines += [
+        "Prediction bands of these rows (68% quantile of held-out |error|, the three fold kinds pooled): "
+        + "; ".join(f"{label} " + ("-" if math.isnan(band[g]) else f"±{100 * band[g]:.1f}%") for g, label in GROUPS)
+        + "."
+    ]
     return lines
 
 
@@ -172,9 +238,16 @@ def public_v2_section(full: bool) -> str:
     cats, reading = _read()
     lines = cheap_part(cats, reading)
     block = calibrated_part(cats, reading) if full and reading.rows else _committed_block()
-    lines += ["", "The calibrated judgement below takes minutes (a fit with its own shrinkage cross-validation for "
-              "every fold of three fold kinds: leave one workload, one GPU, one source out, the source being the "
-              "row id's prefix LV0, LV1, LV2, LTF, DLE, TIMM or MPT). `python bench/accuracy.py` regenerates it; "
-              "the page check (`tests/test_docs.py`) recomputes everything above and keeps this block as "
-              "committed.", "", BEGIN, *block, END]
+    lines += [
+        "",
+        "The calibrated judgement below takes minutes (a fit with its own shrinkage cross-validation for "
+        "every fold of three fold kinds: leave one workload, one GPU, one source out, the source being the "
+        "row id's prefix LV0, LV1, LV2, LTF, DLE, TIMM or MPT). `python bench/accuracy.py` regenerates it; "
+        "the page check (`tests/test_docs.py`) recomputes everything above and keeps this block as "
+        "committed.",
+        "",
+        BEGIN,
+        *block,
+        END,
+    ]
     return "\n".join(lines)

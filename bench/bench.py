@@ -133,8 +133,9 @@ def bench_kernel(grid, n_jobs):
     configs = grid.configs // len(grid.jobs) * n_jobs
     f4 = List([out[n].reshape(-1) for n, (d, _, _) in CUBE_VARIABLES.items() if np.dtype(d).itemsize == 4])
     u1 = List([out[n].reshape(-1) for n, (d, _, _) in CUBE_VARIABLES.items() if np.dtype(d).itemsize == 1])
-    t_kernel, t_fill = timed_pair(lambda: run_kernel(model.evaluate_block, grid, jobs, n_gpu, True, out),
-                                  lambda: _fill(f4, u1), 5)
+    t_kernel, t_fill = timed_pair(
+        lambda: run_kernel(model.evaluate_block, grid, jobs, n_gpu, True, out), lambda: _fill(f4, u1), 5
+    )
     ref_out = allocate(grid, 1, True)
     t_ref = timed(lambda: run_kernel(reference.evaluate_block, grid, jobs[:1], n_gpu[:1], True, ref_out), 2)
     ref_configs = grid.configs // len(grid.jobs)
@@ -142,12 +143,17 @@ def bench_kernel(grid, n_jobs):
     rate, ref_rate, fill_rate = configs / t_kernel[0], ref_configs / t_ref[0], configs / t_fill[0]
     line("kernel, full cube", spread(t_kernel, configs), f"{configs:,} configs, {bytes_per_config} B written each")
     line("  numpy reference", spread(t_ref, ref_configs), "1 job, warm")
-    line("  parallel fill of the outputs", spread(t_fill, configs),
-         f"{bytes_per_config * fill_rate / 1e9:.1f} GB/s")
+    line("  parallel fill of the outputs", spread(t_fill, configs), f"{bytes_per_config * fill_rate / 1e9:.1f} GB/s")
     ratio_line("kernel / numpy", f"{rate / ref_rate:.1f}x", "the numpy reference, best of each")
     ratio_line("kernel / fill", f"{rate / fill_rate:.0%}", "the fill, best of each")
-    return {"kernel_rate": rate, "kernel_configs": configs, "kernel_jobs": n_jobs, "kernel_vs_numpy": rate / ref_rate,
-            "kernel_vs_fill": rate / fill_rate, "bytes_per_config": bytes_per_config}
+    return {
+        "kernel_rate": rate,
+        "kernel_configs": configs,
+        "kernel_jobs": n_jobs,
+        "kernel_vs_numpy": rate / ref_rate,
+        "kernel_vs_fill": rate / fill_rate,
+        "bytes_per_config": bytes_per_config,
+    }
 
 
 def bench_llm(figures: dict):
@@ -187,16 +193,22 @@ def bench_llm(figures: dict):
         shutil.rmtree(folder, ignore_errors=True)
     ratio = rate / figures["kernel_rate"] if "kernel_rate" in figures else float("nan")
     rates = " / ".join(f"{configs / t / 1e6:,.2f}" for t in sorted(t_kernel, reverse=True)) + " M/s"
-    line("LLM kernel", rates, f"{configs:,} layout x design configs: Llama-3 70B and 405B, 8..16,384 GPUs, "
-         f"{len(designs)} designs")
+    line(
+        "LLM kernel",
+        rates,
+        f"{configs:,} layout x design configs: Llama-3 70B and 405B, 8..16,384 GPUs, {len(designs)} designs",
+    )
     ratio_line("LLM / data-parallel kernel", f"{ratio:.3f}", "the full-cube kernel above, best of each")
-    line("  paigrid llm sweep", f"{configs / t_sweep / 1e6:,.2f} M/s",
-         f"{t_sweep:.2f} s, enumeration, blocks, best-layout reduction and the HDF5 file included")
+    line(
+        "  paigrid llm sweep",
+        f"{configs / t_sweep / 1e6:,.2f} M/s",
+        f"{t_sweep:.2f} s, enumeration, blocks, best-layout reduction and the HDF5 file included",
+    )
     return {"llm_rate": rate, "llm_configs": configs, "llm_sweep_rate": configs / t_sweep, "llm_designs": len(designs)}
 
 
 # --- 2. a single configuration -------------------------------------------------------------------
-SINGLE_GOAL_US = 100.0   # goal for one warm single-configuration prediction [microseconds]
+SINGLE_GOAL_US = 100.0  # goal for one warm single-configuration prediction [microseconds]
 
 
 def bench_single(calls: int = 1000):
@@ -213,12 +225,18 @@ def bench_single(calls: int = 1000):
 
     cats = Catalogues.load()
     job = load_jobs(SweepSpec(workloads=["resnet50"]), cats)[0][0]
-    config = {"arch": "ps-worker", "gpu": "V100-SXM2-16GB", "n_gpu": 16, "intra": "pcie3", "network": "eth-25g",
-              "precision": "fp32"}
+    config = {
+        "arch": "ps-worker",
+        "gpu": "V100-SXM2-16GB",
+        "n_gpu": 16,
+        "intra": "pcie3",
+        "network": "eth-25g",
+        "precision": "fp32",
+    }
     eff, options = defaults(), Options()
 
     def median_us():
-        for _ in range(20):   # warm: compiled, loaded, caches filled
+        for _ in range(20):  # warm: compiled, loaded, caches filled
             predict.predict_configs([job], [config], cats, eff, options)
         times = []
         for _ in range(calls):
@@ -264,13 +282,14 @@ def bench_sweep(spec, folder, compression, repeat):
     t_compress = t_write = 0.0
     raw = folder / "direct.h5"
     with h5py.File(raw, "w") as f:
-        datasets = {name: f.create_dataset(name, grid.shape, dtype, chunks=chunks,
-                                           **filter_kwargs(compression))
-                    for name, (dtype, _, _) in CUBE_VARIABLES.items()}
+        datasets = {
+            name: f.create_dataset(name, grid.shape, dtype, chunks=chunks, **filter_kwargs(compression))
+            for name, (dtype, _, _) in CUBE_VARIABLES.items()
+        }
         for index, (first, stop) in enumerate(blocks):
-            block = evaluate_block(grid, index, first, stop, True)        # untimed
+            block = evaluate_block(grid, index, first, stop, True)  # untimed
             start = time.perf_counter()
-            encode_cube(block, compression, chunks)                        # every core (numba's thread count)
+            encode_cube(block, compression, chunks)  # every core (numba's thread count)
             t_compress += time.perf_counter() - start
             start = time.perf_counter()
             corners = chunk_corners((stop - first, *grid.shape[1:]), chunks)
@@ -283,16 +302,31 @@ def bench_sweep(spec, folder, compression, repeat):
     configs = grid.configs
     rate, compress_rate, write_rate = configs / min(times), configs / t_compress, configs / t_write
     bound = min(compress_rate, write_rate)
-    line(f"full sweep ({compression})", spread(times, configs),
-         f"{configs:,} configs, {result.blocks} blocks, {size / 1e6:.0f} MB, CLI defaults")
-    line(f"  compress on {numba.config.NUMBA_NUM_THREADS} threads", f"{compress_rate / 1e6:,.0f} M/s",
-         "the same chunks, block by block")
+    line(
+        f"full sweep ({compression})",
+        spread(times, configs),
+        f"{configs:,} configs, {result.blocks} blocks, {size / 1e6:.0f} MB, CLI defaults",
+    )
+    line(
+        f"  compress on {numba.config.NUMBA_NUM_THREADS} threads",
+        f"{compress_rate / 1e6:,.0f} M/s",
+        "the same chunks, block by block",
+    )
     line("  write_direct_chunk", f"{write_rate / 1e6:,.0f} M/s", "the same compressed chunks, flushed per block")
-    ratio_line("sweep / smaller limit", f"{rate / bound:.0%}",
-               "compression" if compress_rate < write_rate else "writing")
-    return {"sweep_rate": rate, "sweep_configs": configs, "sweep_jobs": len(grid.jobs), "sweep_mb": size / 1e6,
-            "sweep_blocks": result.blocks, "sweep_vs_limit": rate / bound, "compress_rate": compress_rate,
-            "write_rate": write_rate, "sweep_limit_is": "compression" if compress_rate < write_rate else "writing"}
+    ratio_line(
+        "sweep / smaller limit", f"{rate / bound:.0%}", "compression" if compress_rate < write_rate else "writing"
+    )
+    return {
+        "sweep_rate": rate,
+        "sweep_configs": configs,
+        "sweep_jobs": len(grid.jobs),
+        "sweep_mb": size / 1e6,
+        "sweep_blocks": result.blocks,
+        "sweep_vs_limit": rate / bound,
+        "compress_rate": compress_rate,
+        "write_rate": write_rate,
+        "sweep_limit_is": "compression" if compress_rate < write_rate else "writing",
+    }
 
 
 # --- 4. queries on the full cube ------------------------------------------------------------------
@@ -311,14 +345,16 @@ def bench_queries(folder, network):
         chunks = f["step_time"].chunks
 
     def command(*extra):
-        return lambda: subprocess.run([*COMMAND, "query", str(path), "--best-arch", "--csv", *extra], check=True,
-                                      capture_output=True)
+        return lambda: subprocess.run(
+            [*COMMAND, "query", str(path), "--best-arch", "--csv", *extra], check=True, capture_output=True
+        )
 
     def floor(region=()):
         def read():
             with h5py.File(path, "r") as f:
                 for name in ("step_time", "invalid_reason"):
                     f[name][region]
+
         return read
 
     t_best = timed(command(), 3)
@@ -330,12 +366,21 @@ def bench_queries(folder, network):
     line("query --best-arch --top 3", spread(t_top), "command, a scan of the cube")
     line(f"query --where network={network}", spread(t_where), "command, a scan of the cube")
     line("  decompression floor", spread(t_floor), "h5py reads every chunk of step_time and invalid_reason")
-    line(f"  floor of network={network}", spread(t_where_floor),
-         f"h5py reads the chunks of that network (chunks {'x'.join(map(str, chunks))})")
+    line(
+        f"  floor of network={network}",
+        spread(t_where_floor),
+        f"h5py reads the chunks of that network (chunks {'x'.join(map(str, chunks))})",
+    )
     ratio_line("--top 3 / floor", f"{t_top[0] / t_floor[0]:.1f}x", "the decompression floor")
     ratio_line("--where / its floor", f"{t_where[0] / t_where_floor[0]:.1f}x", "the floor of that network")
-    return {"query_best_s": t_best[0], "query_top_s": t_top[0], "query_where_s": t_where[0], "floor_s": t_floor[0],
-            "where_floor_s": t_where_floor[0], "cube_chunks": "x".join(map(str, chunks))}
+    return {
+        "query_best_s": t_best[0],
+        "query_top_s": t_top[0],
+        "query_where_s": t_where[0],
+        "floor_s": t_floor[0],
+        "where_floor_s": t_where_floor[0],
+        "cube_chunks": "x".join(map(str, chunks)),
+    }
 
 
 # --- 5. reduce-only -----------------------------------------------------------------------------------
@@ -351,10 +396,22 @@ def reduce_tables(grid, start=0, stop=None):
 
 def reduce_kernel(grid, jobs, n_gpu, out):
     """One call of the block kernel, reduce-only, on prebuilt tables."""
-    model.evaluate_block(jobs, n_gpu, grid.arch_codes, grid.gpu_table, grid.peak, grid.prec_table, grid.intra_table,
-                         grid.intra_fits, grid.network_table, grid.options, False,
-                         *(out[n] for n in CUBE_VARIABLES), *(out[n] for n in JOB_GPU_VARIABLES),
-                         *(out[n] for n in BEST_VARIABLES))
+    model.evaluate_block(
+        jobs,
+        n_gpu,
+        grid.arch_codes,
+        grid.gpu_table,
+        grid.peak,
+        grid.prec_table,
+        grid.intra_table,
+        grid.intra_fits,
+        grid.network_table,
+        grid.options,
+        False,
+        *(out[n] for n in CUBE_VARIABLES),
+        *(out[n] for n in JOB_GPU_VARIABLES),
+        *(out[n] for n in BEST_VARIABLES),
+    )
 
 
 def bench_reduce(folder, jobs, repeat):
@@ -380,10 +437,16 @@ def bench_reduce(folder, jobs, repeat):
     ratio_line("kernel / fused argmin", f"{t_fused[0] / t_kernel[0]:.0%}", "the fused argmin")
     ratio_line("command / kernel alone", f"{t_kernel[0] / t_command[0]:.0%}", "the kernel alone")
     key = f"reduce{jobs}"
-    return {f"{key}_configs": configs, f"{key}_kernel_rate": configs / t_kernel[0],
-            f"{key}_fused_rate": configs / t_fused[0], f"{key}_command_rate": configs / t_command[0],
-            f"{key}_vs_fused": t_fused[0] / t_kernel[0], f"{key}_command_vs_kernel": t_kernel[0] / t_command[0],
-            f"{key}_same": same, "reduce_path": path}
+    return {
+        f"{key}_configs": configs,
+        f"{key}_kernel_rate": configs / t_kernel[0],
+        f"{key}_fused_rate": configs / t_fused[0],
+        f"{key}_command_rate": configs / t_command[0],
+        f"{key}_vs_fused": t_fused[0] / t_kernel[0],
+        f"{key}_command_vs_kernel": t_kernel[0] / t_command[0],
+        f"{key}_same": same,
+        "reduce_path": path,
+    }
 
 
 def _kernel_and_bound(grid, repeat):
@@ -393,10 +456,12 @@ def _kernel_and_bound(grid, repeat):
     terms = [tables[2][n] for n in JOB_GPU_VARIABLES]
     reduce_kernel(grid, *tables)
     best = run_fused(grid, tables[0], tables[1], terms)
-    same = (np.array_equal(best[0], tables[2]["best_step_time"], equal_nan=True)
-            and np.array_equal(best[1], tables[2]["best_index"]))
-    t_kernel, t_fused = timed_pair(lambda: reduce_kernel(grid, *tables),
-                                   lambda: run_fused(grid, tables[0], tables[1], terms), repeat)
+    same = np.array_equal(best[0], tables[2]["best_step_time"], equal_nan=True) and np.array_equal(
+        best[1], tables[2]["best_index"]
+    )
+    t_kernel, t_fused = timed_pair(
+        lambda: reduce_kernel(grid, *tables), lambda: run_fused(grid, tables[0], tables[1], terms), repeat
+    )
     return t_kernel, t_fused, same
 
 
@@ -407,17 +472,28 @@ def bench_block_costs(folder, jobs):
     spec = population_spec(folder, jobs)
     cli = block_costs(spec, folder)
     small = block_costs(population_spec(folder, jobs, jobs_per_block=4), folder, sweeping.FLUSH_SECONDS)
-    line("per-block cost, CLI blocks", f"{cli['share']:.1%}",
-         f"writer / block compute time, {cli['blocks']} blocks of {cli['compute_s'] * 1e3:,.0f} ms, "
-         f"{cli['write_s'] * 1e3:.1f} ms written each")
-    line("per-block cost, 4-job blocks", f"{small['share']:.1%}",
-         f"{small['blocks']} blocks of {small['compute_s'] * 1e3:,.1f} ms, flushed every "
-         f"{sweeping.FLUSH_SECONDS:.0f} s")
-    ratio_line("last tenth / first tenth", f"{small['write_last_s'] / small['write_first_s']:.2f}x",
-               f"the writer's median per block in the first tenth, {small['write_first_s'] * 1e3:.2f} ms")
-    return {"block_writer_share": cli["share"], "block_writer_blocks": cli["blocks"],
-            "small_block_growth": small["write_last_s"] / small["write_first_s"],
-            "small_block_share": small["share"]}
+    line(
+        "per-block cost, CLI blocks",
+        f"{cli['share']:.1%}",
+        f"writer / block compute time, {cli['blocks']} blocks of {cli['compute_s'] * 1e3:,.0f} ms, "
+        f"{cli['write_s'] * 1e3:.1f} ms written each",
+    )
+    line(
+        "per-block cost, 4-job blocks",
+        f"{small['share']:.1%}",
+        f"{small['blocks']} blocks of {small['compute_s'] * 1e3:,.1f} ms, flushed every {sweeping.FLUSH_SECONDS:.0f} s",
+    )
+    ratio_line(
+        "last tenth / first tenth",
+        f"{small['write_last_s'] / small['write_first_s']:.2f}x",
+        f"the writer's median per block in the first tenth, {small['write_first_s'] * 1e3:.2f} ms",
+    )
+    return {
+        "block_writer_share": cli["share"],
+        "block_writer_blocks": cli["blocks"],
+        "small_block_growth": small["write_last_s"] / small["write_first_s"],
+        "small_block_share": small["share"],
+    }
 
 
 def bench_threads(folder, jobs):
@@ -475,12 +551,16 @@ def bench_job_tables(folder, jobs):
     """In a fresh process: seconds to read ``jobs`` population jobs and build their job table, and
     to predict their current configurations; the process's peak memory increase per job."""
     spec = population_spec(folder, jobs)
-    done = subprocess.run([sys.executable, "-c", JOB_TABLE_SCRIPT, spec.workloads], check=True, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", JOB_TABLE_SCRIPT, spec.workloads], check=True, capture_output=True, text=True
+    )
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    line(f"job tables, {jobs:,} jobs", f"{found['read_s'] + found['current_s']:.1f} s",
-         f"read + table {found['read_s']:.1f} s and {found['read_bytes'] / jobs:,.0f} B/job; current predictions "
-         f"{found['current_s']:.1f} s, {found['bytes'] / jobs:,.0f} B/job in all (peak)")
+    line(
+        f"job tables, {jobs:,} jobs",
+        f"{found['read_s'] + found['current_s']:.1f} s",
+        f"read + table {found['read_s']:.1f} s and {found['read_bytes'] / jobs:,.0f} B/job; current predictions "
+        f"{found['current_s']:.1f} s, {found['bytes'] / jobs:,.0f} B/job in all (peak)",
+    )
     return {f"jobs{jobs}_s": found["read_s"] + found["current_s"], f"jobs{jobs}_bytes": found["bytes"] / jobs}
 
 
@@ -494,8 +574,11 @@ def bench_block_memory(folder):
         per_block = blocks[0][1] - blocks[0][0]
         nbytes = sum(a.nbytes for a in allocate(grid, per_block, not reduce_only).values())
         mode = "reduce-only" if reduce_only else "full"
-        line(f"one block, {mode}", f"{nbytes / 1e6:,.1f} MB",
-             f"{per_block} jobs of {grid.configs // len(grid.jobs):,} configs, {nbytes / per_block / 1e3:,.0f} kB/job")
+        line(
+            f"one block, {mode}",
+            f"{nbytes / 1e6:,.1f} MB",
+            f"{per_block} jobs of {grid.configs // len(grid.jobs):,} configs, {nbytes / per_block / 1e3:,.0f} kB/job",
+        )
         out[f"block_{mode}_mb"] = nbytes / 1e6
     return out
 
@@ -544,8 +627,11 @@ def bench_first_run(folder: Path):
     overhead = cold - warm
     line("paigrid sweep, first run (cold)", f"{cold:.3g} s", "command, empty NUMBA_CACHE_DIR")
     line("paigrid sweep, second run (warm)", f"{warm:.3g} s", "command, the cache the first run wrote")
-    line("  first-run overhead", f"{overhead:.3g} s",
-         f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s: {'met' if overhead < FIRST_RUN_GOAL_S else 'missed'}")
+    line(
+        "  first-run overhead",
+        f"{overhead:.3g} s",
+        f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s: {'met' if overhead < FIRST_RUN_GOAL_S else 'missed'}",
+    )
     return {"first_run_cold_s": cold, "first_run_warm_s": warm, "first_run_overhead_s": overhead}
 
 
@@ -569,7 +655,6 @@ def _memory() -> str:
     return "memory unknown"
 
 
-
 class _Tee(io.StringIO):
     """Prints as usual and keeps a copy of what was printed (the page's output block)."""
 
@@ -577,7 +662,6 @@ class _Tee(io.StringIO):
         sys.__stdout__.write(text)
         sys.__stdout__.flush()
         return super().write(text)
-
 
 
 # --- the page -------------------------------------------------------------------------------------
@@ -688,76 +772,135 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
     """(goal, this run, met (None: not measured), why when missed) rows from the figures."""
     rows = [
         ("kernel >= 8x the numpy reference", f"{f['kernel_vs_numpy']:.0f}x", f["kernel_vs_numpy"] >= 8, ""),
-        (f"one warm single-configuration prediction < {SINGLE_GOAL_US:.0f} us (median of 1,000)",
-         f"{f['single_us']:.0f} us", f["single_us"] < SINGLE_GOAL_US,
-         "Python set-up per call (catalogue look-ups, building the tables of one configuration, the result "
-         "dict) outweighs the kernel, and it moves with the machine's load; throughput, cost and energy are "
-         "derived after the kernel in one compiled loop (about 1 us; as numpy operations on one-element arrays "
-         "they had cost about 20 us), and a call of one job skips copying its rows and reshaping the outputs "
-         "(about 82 us against 120 us before, same machine, same minute)"),
-        ("full sweep >= 70% of the smaller of its compression and I/O bounds",
-         f"{f['sweep_vs_limit']:.0%} (of {f['sweep_limit_is']})", f["sweep_vs_limit"] >= 0.7,
-         "the sweep pipelines each block through the kernel, the compression and the writer in three threads, "
-         "but on 2 cores the kernel and the compression compete for the same cores, so the kernel's time adds "
-         "to the compression's, which the bound counts alone; its set-up (reading the jobs, the "
-         "current-configuration predictions, creating the file) is included too"),
-        ("`query --best-arch` < 1 s (stored bests, as a command)", f"{f['query_best_s']:.2f} s",
-         f["query_best_s"] < 1, "starting Python and importing numpy, h5py and xarray on a loaded machine"),
-        ("`query --top 3` within 3x of the decompression floor", f"{f['query_top_s'] / f['floor_s']:.1f}x",
-         f["query_top_s"] <= 3 * f["floor_s"],
-         "the scan itself reads chunk by chunk, decompresses in threads and selects each job's best in one "
-         "pass (in-process, about 3x the floor on the quick profile's cube), but the command also starts "
-         "Python, imports numpy and h5py (about 0.3 s) and imports numba and loads the compiled selection "
-         "kernel (about 0.6 s, most of it numba setting up its compiler on first use, which imports scipy), a "
-         "fixed cost against a floor of a fraction of a second on the bench's cube"),
-        ("`query --where network=...` within 3x of its decompression floor",
-         f"{f['query_where_s'] / f['where_floor_s']:.1f}x", f["query_where_s"] <= 3 * f["where_floor_s"],
-         "the start-up above, without numba (a scan of this size selects with numpy, and the chunks' checksums "
-         "are checked with numpy); the cube's chunks hold every network (they compress together), so its floor "
-         "is about the whole cube's"),
-        ("reduce kernel >= 60% of the same-model fused argmin (10^9 configurations)",
-         f"{f['reduce1800_vs_fused']:.0%}", f["reduce1800_vs_fused"] >= 0.6,
-         "the kernel keeps per-(job, gpu) row buffers that the full cube needs, and the machine's load moves "
-         "both sides"),
+        (
+            f"one warm single-configuration prediction < {SINGLE_GOAL_US:.0f} us (median of 1,000)",
+            f"{f['single_us']:.0f} us",
+            f["single_us"] < SINGLE_GOAL_US,
+            "Python set-up per call (catalogue look-ups, building the tables of one configuration, the result "
+            "dict) outweighs the kernel, and it moves with the machine's load; throughput, cost and energy are "
+            "derived after the kernel in one compiled loop (about 1 us; as numpy operations on one-element arrays "
+            "they had cost about 20 us), and a call of one job skips copying its rows and reshaping the outputs "
+            "(about 82 us against 120 us before, same machine, same minute)",
+        ),
+        (
+            "full sweep >= 70% of the smaller of its compression and I/O bounds",
+            f"{f['sweep_vs_limit']:.0%} (of {f['sweep_limit_is']})",
+            f["sweep_vs_limit"] >= 0.7,
+            "the sweep pipelines each block through the kernel, the compression and the writer in three threads, "
+            "but on 2 cores the kernel and the compression compete for the same cores, so the kernel's time adds "
+            "to the compression's, which the bound counts alone; its set-up (reading the jobs, the "
+            "current-configuration predictions, creating the file) is included too",
+        ),
+        (
+            "`query --best-arch` < 1 s (stored bests, as a command)",
+            f"{f['query_best_s']:.2f} s",
+            f["query_best_s"] < 1,
+            "starting Python and importing numpy, h5py and xarray on a loaded machine",
+        ),
+        (
+            "`query --top 3` within 3x of the decompression floor",
+            f"{f['query_top_s'] / f['floor_s']:.1f}x",
+            f["query_top_s"] <= 3 * f["floor_s"],
+            "the scan itself reads chunk by chunk, decompresses in threads and selects each job's best in one "
+            "pass (in-process, about 3x the floor on the quick profile's cube), but the command also starts "
+            "Python, imports numpy and h5py (about 0.3 s) and imports numba and loads the compiled selection "
+            "kernel (about 0.6 s, most of it numba setting up its compiler on first use, which imports scipy), a "
+            "fixed cost against a floor of a fraction of a second on the bench's cube",
+        ),
+        (
+            "`query --where network=...` within 3x of its decompression floor",
+            f"{f['query_where_s'] / f['where_floor_s']:.1f}x",
+            f["query_where_s"] <= 3 * f["where_floor_s"],
+            "the start-up above, without numba (a scan of this size selects with numpy, and the chunks' checksums "
+            "are checked with numpy); the cube's chunks hold every network (they compress together), so its floor "
+            "is about the whole cube's",
+        ),
+        (
+            "reduce kernel >= 60% of the same-model fused argmin (10^9 configurations)",
+            f"{f['reduce1800_vs_fused']:.0%}",
+            f["reduce1800_vs_fused"] >= 0.6,
+            "the kernel keeps per-(job, gpu) row buffers that the full cube needs, and the machine's load moves "
+            "both sides",
+        ),
     ]
     big = "reduce18000_command_vs_kernel"
-    rows.append(("`sweep --reduce-only` command >= 80% of the kernel alone at 10^10 configurations",
-                 f"{f[big]:.0%}" if big in f else f"not run (quick profile; {f['reduce1800_command_vs_kernel']:.0%} "
-                 "at 10^9)", (f[big] >= 0.8) if big in f else None,
-                 "starting the process, importing, loading the compiled kernels, reading the jobs, the "
-                 "current-configuration predictions and creating the file are a fixed cost of a few seconds, "
-                 "and each block adds work the kernel-alone figure leaves out (the compute model's terms, the "
-                 "overall bests of its jobs in numpy, about a tenth of the block's kernel time, and writing "
-                 "its reductions); the kernel and the writer share the 2 cores"))
-    rows.append(("the writer's time per block < 5% of the block's compute time (CLI blocks, reduce-only), and "
-                 "not growing as the file fills (last tenth of 4-job blocks within 1.25x of the first)",
-                 f"{f['block_writer_share']:.1%}, {f['small_block_growth']:.2f}x",
-                 f["block_writer_share"] < 0.05 and f["small_block_growth"] <= 1.25,
-                 "writing a block's reductions is a few h5py writes of about 0.1 ms each whatever the block's "
-                 "size, and the flush, due every few seconds, grows with the file's metadata"))
-    rows.append((f"reduce kernel on {f['threads']} threads >= 0.75 x {f['threads']} x one thread",
-                 f"{f['thread_scaling']:.2f}x", f["thread_scaling"] >= 0.75 * f["threads"],
-                 "the 2 cores are shared with other work (see the load average above): the second thread "
-                 "rarely has a core to itself"))
+    rows.append(
+        (
+            "`sweep --reduce-only` command >= 80% of the kernel alone at 10^10 configurations",
+            f"{f[big]:.0%}"
+            if big in f
+            else f"not run (quick profile; {f['reduce1800_command_vs_kernel']:.0%} at 10^9)",
+            (f[big] >= 0.8) if big in f else None,
+            "starting the process, importing, loading the compiled kernels, reading the jobs, the "
+            "current-configuration predictions and creating the file are a fixed cost of a few seconds, "
+            "and each block adds work the kernel-alone figure leaves out (the compute model's terms, the "
+            "overall bests of its jobs in numpy, about a tenth of the block's kernel time, and writing "
+            "its reductions); the kernel and the writer share the 2 cores",
+        )
+    )
+    rows.append(
+        (
+            "the writer's time per block < 5% of the block's compute time (CLI blocks, reduce-only), and "
+            "not growing as the file fills (last tenth of 4-job blocks within 1.25x of the first)",
+            f"{f['block_writer_share']:.1%}, {f['small_block_growth']:.2f}x",
+            f["block_writer_share"] < 0.05 and f["small_block_growth"] <= 1.25,
+            "writing a block's reductions is a few h5py writes of about 0.1 ms each whatever the block's "
+            "size, and the flush, due every few seconds, grows with the file's metadata",
+        )
+    )
+    rows.append(
+        (
+            f"reduce kernel on {f['threads']} threads >= 0.75 x {f['threads']} x one thread",
+            f"{f['thread_scaling']:.2f}x",
+            f["thread_scaling"] >= 0.75 * f["threads"],
+            "the 2 cores are shared with other work (see the load average above): the second thread "
+            "rarely has a core to itself",
+        )
+    )
     jobs = "jobs1000000_s" if "jobs1000000_s" in f else "jobs100000_s"
     count = 10**6 if jobs == "jobs1000000_s" else 10**5
     goal = f"job tables of {count:,} jobs in under {count // 10**4} s"
-    rows.append((goal if count == 10**6 else f"{goal} (a million in under 100 s: the full profile)",
-                 f"{f[jobs]:.1f} s, {f[jobs.replace('_s', '_bytes')]:,.0f} B/job", f[jobs] < count / 10**4,
-                 "reading the jobs is still Python per row (one Job object each, about 10 us)"))
+    rows.append(
+        (
+            goal if count == 10**6 else f"{goal} (a million in under 100 s: the full profile)",
+            f"{f[jobs]:.1f} s, {f[jobs.replace('_s', '_bytes')]:,.0f} B/job",
+            f[jobs] < count / 10**4,
+            "reading the jobs is still Python per row (one Job object each, about 10 us)",
+        )
+    )
     rows.append(("`paigrid --help` < 1 s warm", f"{f['help_s']:.2f} s", f["help_s"] < 1, "imports"))
-    rows.append((f"first default `paigrid sweep` < {FIRST_RUN_GOAL_S:.0f} s more than a warm one",
-                 f"{f['first_run_overhead_s']:.1f} s", f["first_run_overhead_s"] < FIRST_RUN_GOAL_S,
-                 "compiling the kernels (numba)"))
+    rows.append(
+        (
+            f"first default `paigrid sweep` < {FIRST_RUN_GOAL_S:.0f} s more than a warm one",
+            f"{f['first_run_overhead_s']:.1f} s",
+            f["first_run_overhead_s"] < FIRST_RUN_GOAL_S,
+            "compiling the kernels (numba)",
+        )
+    )
     if "gpu_kernel_rate" in f:  # the GPU section ran (a GPU was found)
-        rows += [("GPU reduce kernels >= 50% of the same-run fused-argmin bound",
-                  f"{f['gpu_kernel_rate'] / f['gpu_bound_rate']:.0%}",
-                  f["gpu_kernel_rate"] >= 0.5 * f["gpu_bound_rate"], "not analysed yet: measured on a GPU only"),
-                 ("a 10^12-configuration reduce-only study < 60 s on one GPU (projected from the kernels' rate)",
-                  f"{f['gpu_study_s']:.0f} s", f["gpu_study_s"] < 60, "not analysed yet: measured on a GPU only")]
+        rows += [
+            (
+                "GPU reduce kernels >= 50% of the same-run fused-argmin bound",
+                f"{f['gpu_kernel_rate'] / f['gpu_bound_rate']:.0%}",
+                f["gpu_kernel_rate"] >= 0.5 * f["gpu_bound_rate"],
+                "not analysed yet: measured on a GPU only",
+            ),
+            (
+                "a 10^12-configuration reduce-only study < 60 s on one GPU (projected from the kernels' rate)",
+                f"{f['gpu_study_s']:.0f} s",
+                f["gpu_study_s"] < 60,
+                "not analysed yet: measured on a GPU only",
+            ),
+        ]
     else:
-        rows.append(("GPU: reduce kernels >= 50% of a fused-argmin bound; 10^12 configurations < 60 s",
-                     "not run", None, f"no NVIDIA GPU here ({f.get('gpu_skipped', 'skipped')})"))
+        rows.append(
+            (
+                "GPU: reduce kernels >= 50% of a fused-argmin bound; 10^12 configurations < 60 s",
+                "not run",
+                None,
+                f"no NVIDIA GPU here ({f.get('gpu_skipped', 'skipped')})",
+            )
+        )
     return rows
 
 
@@ -768,16 +911,30 @@ def write_page(page, output, figures, load_start, wall, profile):
     import numba
 
     rows = _targets(figures)
-    table = "\n".join(f"| {goal} | {value} | {'-' if ok is None else 'yes' if ok else '**no**'} |"
-                      for goal, value, ok, _ in rows)
+    table = "\n".join(
+        f"| {goal} | {value} | {'-' if ok is None else 'yes' if ok else '**no**'} |" for goal, value, ok, _ in rows
+    )
     missed = [f"- **{goal}**: {value}; {why}." for goal, value, ok, why in rows if ok is False]
     missed_text = ("Missed, and why:\n\n" + "\n".join(missed)) if missed else "Every goal measured here is met."
     figures = {k: v for k, v in figures.items() if not isinstance(v, Path)}
     text = PAGE_TEMPLATE.format(
-        cpu=_cpu(), cores=os.cpu_count(), memory=_memory(), load_start=load_start, load_end=os.getloadavg()[0],
-        python=platform.python_version(), numpy=np.__version__, numba=numba.__version__, h5py=h5py.__version__,
-        date=time.strftime("%Y-%m-%d"), wall=wall, output=output.rstrip(), targets=table, missed=missed_text,
-        profile=profile, **figures)
+        cpu=_cpu(),
+        cores=os.cpu_count(),
+        memory=_memory(),
+        load_start=load_start,
+        load_end=os.getloadavg()[0],
+        python=platform.python_version(),
+        numpy=np.__version__,
+        numba=numba.__version__,
+        h5py=h5py.__version__,
+        date=time.strftime("%Y-%m-%d"),
+        wall=wall,
+        output=output.rstrip(),
+        targets=table,
+        missed=missed_text,
+        profile=profile,
+        **figures,
+    )
     page.write_text(text, encoding="utf-8")
 
 
@@ -785,18 +942,35 @@ PROFILES = {
     # kernel jobs, full-sweep jobs, sweep repeats, reduce-only job counts, thread-test jobs, per-block-cost jobs,
     # job-table sizes
     # and the GPU section's (reduce-only, full, CPU) jobs
-    "quick": dict(kernel_jobs=8, sweep_jobs=64, sweep_repeat=1, reduce_jobs=(1800,), thread_jobs=128,
-                  block_cost_jobs=1800, table_jobs=(100_000,), gpu_jobs=(1800, 64, 180)),
-    "full": dict(kernel_jobs=8, sweep_jobs=512, sweep_repeat=2, reduce_jobs=(1800, 18000), thread_jobs=1800,
-                 block_cost_jobs=1800, table_jobs=(100_000, 1_000_000), gpu_jobs=(18000, 512, 1800)),
+    "quick": dict(
+        kernel_jobs=8,
+        sweep_jobs=64,
+        sweep_repeat=1,
+        reduce_jobs=(1800,),
+        thread_jobs=128,
+        block_cost_jobs=1800,
+        table_jobs=(100_000,),
+        gpu_jobs=(1800, 64, 180),
+    ),
+    "full": dict(
+        kernel_jobs=8,
+        sweep_jobs=512,
+        sweep_repeat=2,
+        reduce_jobs=(1800, 18000),
+        thread_jobs=1800,
+        block_cost_jobs=1800,
+        table_jobs=(100_000, 1_000_000),
+        gpu_jobs=(18000, 512, 1800),
+    ),
 }
 
 
 def main():
     """Run the chosen profile, print every figure beside its baseline and write the page."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", type=Path, default=None,
-                        help="where the bench writes its files (default: a temp dir)")
+    parser.add_argument(
+        "--out-dir", type=Path, default=None, help="where the bench writes its files (default: a temp dir)"
+    )
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--quick", action="store_true", help="the quick profile (under two minutes on 2 cores)")
     parser.add_argument("--page", type=Path, default=PAGE, help="where to write the page (default: docs/speed.md)")
@@ -817,8 +991,9 @@ def main():
             if args.llm_only:
                 return
             figures.update(bench_single())
-            figures.update(bench_sweep(population_spec(folder, p["sweep_jobs"]), folder, args.compression,
-                                       p["sweep_repeat"]))
+            figures.update(
+                bench_sweep(population_spec(folder, p["sweep_jobs"]), folder, args.compression, p["sweep_repeat"])
+            )
             figures.update(bench_queries(folder, grid.network[-3]))
             for jobs in p["reduce_jobs"]:
                 figures.update(bench_reduce(folder, jobs, 3 if jobs < 10_000 else 2))

@@ -68,7 +68,7 @@ def block_costs(spec: SweepSpec, folder: Path, flush_seconds: float | None = Non
     and last tenth of the blocks.  ``flush_seconds``: as ``run_sweep`` takes it (None: the CLI's)."""
     out = folder / "blockcost.h5"
     out.unlink(missing_ok=True)
-    sweeping.run_sweep(spec, out, reduce_only=True, progress=False)   # compiled kernels loaded
+    sweeping.run_sweep(spec, out, reduce_only=True, progress=False)  # compiled kernels loaded
     out.unlink()
     with timing_hooks() as (compute, write):
         result = sweeping.run_sweep(spec, out, reduce_only=True, progress=False, flush_seconds=flush_seconds)
@@ -78,10 +78,17 @@ def block_costs(spec: SweepSpec, folder: Path, flush_seconds: float | None = Non
     def share(lo, hi):
         return sum(write[lo:hi]) / sum(compute[lo:hi])
 
-    return {"blocks": result.blocks, "configs": result.configs, "compute_s": statistics.median(compute),
-            "write_s": statistics.median(write), "share": share(0, len(write)),
-            "share_first": share(0, tenth), "share_last": share(len(write) - tenth, len(write)),
-            "write_first_s": statistics.median(write[:tenth]), "write_last_s": statistics.median(write[-tenth:])}
+    return {
+        "blocks": result.blocks,
+        "configs": result.configs,
+        "compute_s": statistics.median(compute),
+        "write_s": statistics.median(write),
+        "share": share(0, len(write)),
+        "share_first": share(0, tenth),
+        "share_last": share(len(write) - tenth, len(write)),
+        "write_first_s": statistics.median(write[:tenth]),
+        "write_last_s": statistics.median(write[-tenth:]),
+    }
 
 
 def main():

@@ -122,14 +122,30 @@ def bench_gpu_kernels(grid, jobs: int, cpu_jobs: int) -> dict:
     t_gpu = _best_of(reduce_kernels)
     # the bound's inputs: the same per-(job, gpu, precision) base times, prepared on the GPU beforehand
     out = gpu.run_kernels(rows, counts)
-    base = (out["t_data"].copy_to_host() + out["t_flop"].copy_to_host() + out["t_mem"].copy_to_host())
+    base = out["t_data"].copy_to_host() + out["t_flop"].copy_to_host() + out["t_mem"].copy_to_host()
     _, a, g, n, i, w, p = grid.shape
     nbytes = rows[:, L.J_PARAMS, None] * grid.prec_table[None, :, L.P_COMM_BYTES]
-    links = np.array([(1.0 / min(grid.intra_table[ii, L.L_BW], grid.network_table[ww, L.L_BW] or np.inf),
-                       grid.intra_table[ii, L.L_LATENCY] + grid.network_table[ww, L.L_LATENCY])
-                      for _ in range(a) for ii in range(i) for ww in range(w)])
-    d = {name: cuda_mod.to_device(np.ascontiguousarray(x)) for name, x in (
-        ("base", base), ("nbytes", nbytes), ("n_gpu", counts), ("per_byte", links[:, 0]), ("latency", links[:, 1]))}
+    links = np.array(
+        [
+            (
+                1.0 / min(grid.intra_table[ii, L.L_BW], grid.network_table[ww, L.L_BW] or np.inf),
+                grid.intra_table[ii, L.L_LATENCY] + grid.network_table[ww, L.L_LATENCY],
+            )
+            for _ in range(a)
+            for ii in range(i)
+            for ww in range(w)
+        ]
+    )
+    d = {
+        name: cuda_mod.to_device(np.ascontiguousarray(x))
+        for name, x in (
+            ("base", base),
+            ("nbytes", nbytes),
+            ("n_gpu", counts),
+            ("per_byte", links[:, 0]),
+            ("latency", links[:, 1]),
+        )
+    }
     best = cuda_mod.device_array((jobs, g, n, p), np.float64)
     index = cuda_mod.device_array((jobs, g, n, p), np.int32)
     kernel = _bound_kernel_compiled(cuda_mod)
@@ -147,15 +163,24 @@ def bench_gpu_kernels(grid, jobs: int, cpu_jobs: int) -> dict:
     run_kernel(model.evaluate_block, grid, cpu_rows, cpu_counts, False, buffers)
     t_cpu = _best_of(lambda: run_kernel(model.evaluate_block, grid, cpu_rows, cpu_counts, False, buffers))
     rate, bound_rate, cpu_rate = per_job * jobs / t_gpu, per_job * jobs / t_bound, per_job * cpu_jobs / t_cpu
-    print(f"gpu reduce kernels {rate / 1e9:8.2f} G configs/s  ({per_job * jobs:,} configs, {jobs} jobs, tables on "
-          f"the GPU, best of 3)")
-    print(f"  fused-argmin bound {bound_rate / 1e9:6.2f} G configs/s   -> kernels / bound      = "
-          f"{rate / bound_rate:6.1%}")
-    print(f"  cpu reduce kernel {cpu_rate / 1e9:7.2f} G configs/s   -> gpu / cpu            = {rate / cpu_rate:6.1f}x"
-          f"  ({cpu_jobs} jobs)")
+    print(
+        f"gpu reduce kernels {rate / 1e9:8.2f} G configs/s  ({per_job * jobs:,} configs, {jobs} jobs, tables on "
+        f"the GPU, best of 3)"
+    )
+    print(
+        f"  fused-argmin bound {bound_rate / 1e9:6.2f} G configs/s   -> kernels / bound      = {rate / bound_rate:6.1%}"
+    )
+    print(
+        f"  cpu reduce kernel {cpu_rate / 1e9:7.2f} G configs/s   -> gpu / cpu            = {rate / cpu_rate:6.1f}x"
+        f"  ({cpu_jobs} jobs)"
+    )
     print(f"  10^12 configurations at the kernels' rate: {STUDY_CONFIGS / rate:.0f} s (a projection, not a run)")
-    return {"gpu_kernel_rate": rate, "gpu_bound_rate": bound_rate, "gpu_cpu_kernel_rate": cpu_rate,
-            "gpu_study_s": STUDY_CONFIGS / rate}
+    return {
+        "gpu_kernel_rate": rate,
+        "gpu_bound_rate": bound_rate,
+        "gpu_cpu_kernel_rate": cpu_rate,
+        "gpu_study_s": STUDY_CONFIGS / rate,
+    }
 
 
 def bench_gpu_sweeps(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, cpu_jobs: int) -> dict:
@@ -166,7 +191,7 @@ def bench_gpu_sweeps(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, c
         for device, n in (("cuda", jobs), ("cpu", cpu_jobs if reduce_only else jobs)):
             spec = spec_for(n)
             path = folder / f"{device}-{label}.h5"
-            warm = spec_for(1)   # compile (GPU and CPU) before timing
+            warm = spec_for(1)  # compile (GPU and CPU) before timing
             run_sweep(warm, folder / "warm.h5", reduce_only=reduce_only, progress=False, device=device)
             (folder / "warm.h5").unlink()
             configs = prepare(spec)[0].configs
@@ -174,8 +199,10 @@ def bench_gpu_sweeps(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, c
             run_sweep(spec, path, reduce_only=reduce_only, progress=False, device=device)
             rates[device] = configs / (time.perf_counter() - start)
             path.unlink()
-            print(f"{label + ' sweep':<18} {device:<4} {rates[device] / 1e6:9.1f} M configs/s  ({configs:,} configs, "
-                  "set-up included)")
+            print(
+                f"{label + ' sweep':<18} {device:<4} {rates[device] / 1e6:9.1f} M configs/s  ({configs:,} configs, "
+                "set-up included)"
+            )
         print(f"  -> cuda / cpu = {rates['cuda'] / rates['cpu']:.1f}x")
         figures[f"gpu_{label}_sweep_rate"] = rates["cuda"]
         figures[f"cpu_{label}_sweep_rate"] = rates["cpu"]
@@ -199,9 +226,15 @@ def quick_spec(jobs: int) -> SweepSpec:
     from paigrid.inputs.catalog import load
 
     names = load("workloads").names
-    return SweepSpec(workloads=names[:jobs],
-                     gpu=["V100", "H100"], n_gpu=[1, 8], intra=["pcie3"], network=["none", "eth-100g"],
-                     precision=["fp32", "amp-fp16"], jobs_per_block=2)
+    return SweepSpec(
+        workloads=names[:jobs],
+        gpu=["V100", "H100"],
+        n_gpu=[1, 8],
+        intra=["pcie3"],
+        network=["none", "eth-100g"],
+        precision=["fp32", "amp-fp16"],
+        jobs_per_block=2,
+    )
 
 
 def main():
@@ -222,8 +255,10 @@ def main():
             args.reduce_jobs = args.full_jobs = args.cpu_jobs = 2
             spec_for = quick_spec
         else:
+
             def spec_for(jobs):
                 return population_spec(folder, jobs)
+
         bench_gpu(spec_for, folder, args.reduce_jobs, args.full_jobs, args.cpu_jobs)
 
 

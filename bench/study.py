@@ -87,8 +87,14 @@ def report_section(report: str) -> str:
 
 def page(report: str, rows: list[str], jobs: int, seed: int) -> str:
     """The study page: the command table ``rows`` and the ``report.md`` text, headings one level down."""
-    return PAGE_TEMPLATE.format(jobs=jobs, seed=seed, machine=_machine(), date=time.strftime("%Y-%m-%d"),
-                                commands="\n".join(rows), report=report_section(report))
+    return PAGE_TEMPLATE.format(
+        jobs=jobs,
+        seed=seed,
+        machine=_machine(),
+        date=time.strftime("%Y-%m-%d"),
+        commands="\n".join(rows),
+        report=report_section(report),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from paigrid.errors import PaigridError
 
 COMPRESSIONS = ("lz4", "zstd", "gzip", "none")
-BLOSC_LEVEL = {"lz4": 5, "zstd": 3}   # blosc compression level per codec (with byte shuffle)
+BLOSC_LEVEL = {"lz4": 5, "zstd": 3}  # blosc compression level per codec (with byte shuffle)
 GZIP_LEVEL = 4
 
 
@@ -33,8 +33,10 @@ def filter_kwargs(compression: str) -> dict:
     if compression in BLOSC_LEVEL:
         import hdf5plugin
 
-        return dict(hdf5plugin.Blosc(cname=compression, clevel=BLOSC_LEVEL[compression],
-                                     shuffle=hdf5plugin.Blosc.SHUFFLE), fletcher32=True)
+        return dict(
+            hdf5plugin.Blosc(cname=compression, clevel=BLOSC_LEVEL[compression], shuffle=hdf5plugin.Blosc.SHUFFLE),
+            fletcher32=True,
+        )
     if compression == "gzip":
         return dict(compression="gzip", compression_opts=GZIP_LEVEL, shuffle=True, fletcher32=True)
     if compression == "none":
@@ -99,7 +101,7 @@ def fletcher32_numpy(data: bytes) -> int:
     modulus = np.uint64(65535)
     s1 = s2 = 0
     for start in range(0, words.size, _FLETCHER_PIECE):
-        piece = words[start:start + _FLETCHER_PIECE].astype(np.uint64)
+        piece = words[start : start + _FLETCHER_PIECE].astype(np.uint64)
         weights = np.arange(words.size - start, words.size - start - piece.size, -1, dtype=np.uint64) % modulus
         s1 += int(piece.sum() % modulus)
         s2 += int(np.dot(piece, weights) % modulus) if piece.size else 0

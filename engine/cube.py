@@ -72,13 +72,15 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
         if partial_path(path).exists() and allow_incomplete:
             path = partial_path(path)
         elif partial_path(path).exists():
-            raise PaigridError(f"the sweep writing {path} is unfinished ({partial_path(path)} exists); "
-                               "finish it with paigrid sweep --resume before querying it.")
+            raise PaigridError(
+                f"the sweep writing {path} is unfinished ({partial_path(path)} exists); "
+                "finish it with paigrid sweep --resume before querying it."
+            )
         else:
             raise PaigridError(f"there is no cube at {path}.")
     from paigrid.userfiles import input_problem
 
-    problem = input_problem(path)   # a FIFO or a device would never end: refused before HDF5 waits on it
+    problem = input_problem(path)  # a FIFO or a device would never end: refused before HDF5 waits on it
     if problem:
         raise PaigridError(f"{path} is not a readable HDF5 cube: {problem}.")
     try:
@@ -90,7 +92,7 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     except PaigridError:
         f.close()
         raise
-    except (KeyError, OSError, RuntimeError) as exc:   # h5py's errors for damaged metadata (a header, a B-tree)
+    except (KeyError, OSError, RuntimeError) as exc:  # h5py's errors for damaged metadata (a header, a B-tree)
         f.close()
         reason = " ".join(str(exc).strip("'\"").split("(")[-1].rstrip(")").split())
         raise PaigridError(f"{path} is damaged: its metadata cannot be read ({reason or 'unreadable'}).") from None
@@ -104,10 +106,13 @@ def cube_from_dataset(ds, allow_incomplete: bool = False) -> Cube:
     source = ds.encoding.get("source")
     missing = [dim for dim in ("job", *LABEL_DIMS) if dim not in ds.dims]
     if "block_done" in ds.variables and missing:
-        raise PaigridError(f"the dataset has no {missing[0]} dimension (one {missing[0]} was selected); keep it "
-                           f"by selecting with a list, or pass the value as a filter instead.")
-    return _checked(Path(source) if source else Path("the dataset"), _DatasetFile(ds), allow_incomplete,
-                    "an xarray Dataset")
+        raise PaigridError(
+            f"the dataset has no {missing[0]} dimension (one {missing[0]} was selected); keep it "
+            f"by selecting with a list, or pass the value as a filter instead."
+        )
+    return _checked(
+        Path(source) if source else Path("the dataset"), _DatasetFile(ds), allow_incomplete, "an xarray Dataset"
+    )
 
 
 def _checked(path: Path, f: CubeFile, allow_incomplete: bool, kind: str = "an HDF5 file") -> Cube:
@@ -116,21 +121,27 @@ def _checked(path: Path, f: CubeFile, allow_incomplete: bool, kind: str = "an HD
     if "block_done" not in f or "job" not in f:
         families = cube_families(f.attrs, has_root_jobs=False)
         if families and "dp" not in families:
-            raise PaigridError(f"{path} holds no data-parallel jobs (its job families: {', '.join(families)}); "
-                               "paigrid query and paigrid info answer every family, and "
-                               "paigrid.open_dataset(path, group=\"llm\") opens the LLM one.")
+            raise PaigridError(
+                f"{path} holds no data-parallel jobs (its job families: {', '.join(families)}); "
+                "paigrid query and paigrid info answer every family, and "
+                'paigrid.open_dataset(path, group="llm") opens the LLM one.'
+            )
         raise PaigridError(f"{path} is {kind} but not a paigrid cube.")
     version = format_version(f.attrs)
     if version > FORMAT_VERSION:
-        raise PaigridError(f"{path} is a format-{version} cube, written by a newer paigrid than this one "
-                           f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it.")
+        raise PaigridError(
+            f"{path} is a format-{version} cube, written by a newer paigrid than this one "
+            f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it."
+        )
     labels = {dim: decode_strings(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
     complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(f["block_done"][:] == 1))
     cube = Cube(path, f, labels, complete, str_attr(f.attrs, "mode") or "full", version)
     if not complete and not allow_incomplete:
         done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
-        raise PaigridError(f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
-                           "partial; finish it with paigrid sweep --resume.")
+        raise PaigridError(
+            f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
+            "partial; finish it with paigrid sweep --resume."
+        )
     return cube
 
 
@@ -175,8 +186,10 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
     stored = str_attr(cube.file.attrs, "calibration_sha256")
     if stored != file_sha256(calibration):
         made = "with another calibration" if stored else "with the default efficiencies"
-        raise PaigridError(f"{cube.path} was computed {made}, not with {calibration}; sweep again with "
-                           "--calibration to query those numbers.")
+        raise PaigridError(
+            f"{cube.path} was computed {made}, not with {calibration}; sweep again with "
+            "--calibration to query those numbers."
+        )
 
 
 @contextmanager
@@ -187,7 +200,7 @@ def reading(path: str | Path):
         yield
     except (OSError, RuntimeError) as exc:
         raise damage(path, exc) from None
-    except KeyError as exc:   # h5py's for an object whose header fails its checksum
+    except KeyError as exc:  # h5py's for an object whose header fails its checksum
         if "Unable to" not in str(exc):
             raise
         raise damage(path, exc) from None
@@ -213,8 +226,10 @@ def damage(path: str | Path, exc: BaseException | None = None) -> PaigridError:
                     try:
                         dataset[chunk]
                     except (OSError, RuntimeError):
-                        return PaigridError(f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
-                                            f"of {name} fails its checksum.")
+                        return PaigridError(
+                            f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
+                            f"of {name} fails its checksum."
+                        )
     except (OSError, RuntimeError, KeyError, ValueError):
         pass
     reason = f" ({str(exc).strip().rstrip('.')})" if exc is not None and str(exc).strip() else ""
@@ -258,13 +273,14 @@ def families_of(path: str | Path) -> list[str]:
 
     path = Path(path)
     if not path.exists():
-        open_cube(path)   # its sentence for a missing or unfinished cube
+        open_cube(path)  # its sentence for a missing or unfinished cube
     try:
         with h5py.File(path, "r") as f:
             families = cube_families(f.attrs, has_root_jobs="block_done" in f and "job" in f)
             if f.attrs.get("kind") == b"paigrid-llm-best" or str_attr(f.attrs, "kind") == "paigrid-llm-best":
-                raise PaigridError(f"{path} is an LLM sweep file of paigrid llm sweep, not a cube; paigrid llm query "
-                                   "reads it.")
+                raise PaigridError(
+                    f"{path} is an LLM sweep file of paigrid llm sweep, not a cube; paigrid llm query reads it."
+                )
     except OSError:
         raise PaigridError(f"{path} is not a readable HDF5 cube.") from None
     if not families:
@@ -285,8 +301,10 @@ def open_llm(path: str | Path, allow_incomplete: bool = False) -> LlmCube:
     try:
         version = format_version(f.attrs)
         if version > FORMAT_VERSION:
-            raise PaigridError(f"{path} is a format-{version} cube, written by a newer paigrid than this one "
-                               f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it.")
+            raise PaigridError(
+                f"{path} is a format-{version} cube, written by a newer paigrid than this one "
+                f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it."
+            )
         g = f["llm"]
         labels = {dim: decode_strings(g[dim][:]) for dim in LLM_LABEL_DIMS}
         labels["n_gpu"] = [int(v) for v in labels["n_gpu"]]
@@ -294,8 +312,10 @@ def open_llm(path: str | Path, allow_incomplete: bool = False) -> LlmCube:
         complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(g["block_done"][:] == 1))
         if not complete and not allow_incomplete:
             done, total = int(np.sum(g["block_done"][:])), len(g["block_done"])
-            raise PaigridError(f"{path} is incomplete ({done} of {total} LLM blocks written): its answers would be "
-                               "partial; finish it with paigrid sweep --resume.")
+            raise PaigridError(
+                f"{path} is incomplete ({done} of {total} LLM blocks written): its answers would be "
+                "partial; finish it with paigrid sweep --resume."
+            )
         return LlmCube(path, f, g, labels, complete, str_attr(f.attrs, "mode") or "full", version)
     except BaseException:
         f.close()

@@ -42,8 +42,12 @@ from paigrid.schema import (
 )
 
 #: the attributes of ``valid`` as format 1 stores it; later formats present it with the same
-VALID_ATTRS = {"units": "1", "long_name": "1 where the configuration can exist",
-               "flag_values": np.array([0, 1], dtype=np.uint8), "flag_meanings": "invalid valid"}
+VALID_ATTRS = {
+    "units": "1",
+    "long_name": "1 where the configuration can exist",
+    "flag_values": np.array([0, 1], dtype=np.uint8),
+    "flag_meanings": "invalid valid",
+}
 
 #: the variables of a ``best`` or ``pareto`` answer: name -> (units, long name); strings are
 #: "" and n_gpu is 0 where a job has no feasible configuration (numbers are then NaN)
@@ -151,7 +155,7 @@ def _open_llm_dataset(path, chunks, group: str) -> xr.Dataset:
 
     if group != "llm":
         raise PaigridError(f"a cube's groups are the root (group=None) and 'llm', not {group!r}.")
-    open_llm(path).close()   # the checks and their sentences
+    open_llm(path).close()  # the checks and their sentences
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", group="llm", chunks=chunks)
     except (OSError, ValueError) as exc:
@@ -171,7 +175,7 @@ def present(ds: xr.Dataset) -> xr.Dataset:
     with the attributes formats 1 to 3 stored them with and a ``derived_from`` attribute."""
     if "valid" not in ds.variables and "invalid_reason" in ds.variables:
         reason = ds["invalid_reason"]
-        if reason.chunks is not None:   # dask
+        if reason.chunks is not None:  # dask
             data = (reason.data == 0).astype(np.uint8)
         else:
             data = indexing.LazilyIndexedArray(_ValidFromReason(reason.variable))
@@ -180,11 +184,15 @@ def present(ds: xr.Dataset) -> xr.Dataset:
         if name in ds.variables or factor not in ds.variables or "step_time" not in ds.variables:
             continue
         step = ds["step_time"]
-        attrs = {"units": units, "long_name": long_name,
-                 "derived_from": f"{factor} / step_time" if operation == "divide" else f"{factor} * step_time"}
-        if step.chunks is not None:   # dask: the same arithmetic, broadcast by xarray
-            values = ds[factor] / step.astype(np.float64) if operation == "divide" else \
-                ds[factor] * step.astype(np.float64)
+        attrs = {
+            "units": units,
+            "long_name": long_name,
+            "derived_from": f"{factor} / step_time" if operation == "divide" else f"{factor} * step_time",
+        }
+        if step.chunks is not None:  # dask: the same arithmetic, broadcast by xarray
+            values = (
+                ds[factor] / step.astype(np.float64) if operation == "divide" else ds[factor] * step.astype(np.float64)
+            )
             data = values.transpose(*step.dims).astype(dtype).data
         else:
             data = indexing.LazilyIndexedArray(_Derived(name, step.variable, ds[factor].variable))
@@ -354,8 +362,10 @@ class PaigridAccessor:
             return _llm_breakdown(self._ds, labels)
         cube = cube_from_dataset(self._ds)
         if "step_time" not in self._ds.variables:
-            raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): "
-                               "it has no per-configuration breakdown.")
+            raise PaigridError(
+                f"{cube.path} holds only the per-job reductions (reduce-only sweep): "
+                "it has no per-configuration breakdown."
+            )
         indexers = {}
         for dim, values in labels.items():
             one = isinstance(values, (str, bytes)) or not hasattr(values, "__iter__")
@@ -392,9 +402,11 @@ def _check_whole(ds: xr.Dataset, what: str) -> None:
             continue
         for dim, size, full in zip(var.dims, var.shape, stored):
             if dim in REDUCED_DIMS and size != full:
-                raise PaigridError(f"{what} answers from reductions over every {dim} of the cube, and this dataset "
-                                   f"keeps {size} of its {full}; call it on the whole dataset with {dim}=... as a "
-                                   "filter instead.")
+                raise PaigridError(
+                    f"{what} answers from reductions over every {dim} of the cube, and this dataset "
+                    f"keeps {size} of its {full}; call it on the whole dataset with {dim}=... as a "
+                    "filter instead."
+                )
 
 
 def _filters(cube, fixed: dict, what: str, allow_job: bool = True) -> tuple[dict[str, list[int]], list[str] | None]:
@@ -404,7 +416,7 @@ def _filters(cube, fixed: dict, what: str, allow_job: bool = True) -> tuple[dict
     for dim, values in fixed.items():
         if dim == "job" and allow_job:
             jobs = [values] if isinstance(values, str) else [str(v) for v in values]
-            job_indices(cube, jobs)   # an unknown job is an error here, with close matches
+            job_indices(cube, jobs)  # an unknown job is an error here, with close matches
         elif dim in LABEL_DIMS:
             where[dim] = label_indices(cube, dim, values)
         else:
@@ -432,8 +444,11 @@ def _result(rows: list[dict], dim: str, coordinate: list | None) -> xr.Dataset:
         else:
             array = np.array(values, dtype=np.float64)
         data[name] = xr.Variable((dim,), array, attrs={"units": units, "long_name": long_name})
-    coords = {} if coordinate is None else {dim: xr.Variable((dim,), np.array(coordinate, dtype=object),
-                                                             attrs={"units": "1"})}
+    coords = (
+        {}
+        if coordinate is None
+        else {dim: xr.Variable((dim,), np.array(coordinate, dtype=object), attrs={"units": "1"})}
+    )
     return xr.Dataset(data, coords=coords)
 
 
@@ -484,8 +499,11 @@ def _llm_answer(ds: xr.Dataset, by: str, fixed: dict, what: str, pareto: bool = 
         else:
             array = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
         data[name] = xr.Variable((dim,), array, attrs={"units": FAMILY_UNITS.get(name, "1")})
-    coords = {dim: xr.Variable((dim,), np.array([r["job"] for r in rows], dtype=object), attrs={"units": "1"})} \
-        if not pareto else {"job": xr.Variable((), jobs[0], attrs={"units": "1"})}
+    coords = (
+        {dim: xr.Variable((dim,), np.array([r["job"] for r in rows], dtype=object), attrs={"units": "1"})}
+        if not pareto
+        else {"job": xr.Variable((), jobs[0], attrs={"units": "1"})}
+    )
     out = xr.Dataset(data, coords=coords)
     out.attrs.update(criterion=by, family="llm")
     return out
@@ -498,8 +516,10 @@ def _llm_breakdown(ds: xr.Dataset, labels: dict) -> xr.Dataset:
     from paigrid.llm.layouts import layout_label, parse_label
 
     if "step_time" not in ds.variables:
-        raise PaigridError("the dataset holds only the per-job bests of its LLM jobs (reduce-only sweep): it has no "
-                           "per-layout breakdown.")
+        raise PaigridError(
+            "the dataset holds only the per-job bests of its LLM jobs (reduce-only sweep): it has no "
+            "per-layout breakdown."
+        )
     selection = dict(labels)
     if "layout" in selection and isinstance(selection["layout"], str) and "-dp" in selection["layout"]:
         lay = parse_label(selection["layout"])
@@ -514,8 +534,9 @@ def _llm_breakdown(ds: xr.Dataset, labels: dict) -> xr.Dataset:
             selection["gpu"] = load("gpus").resolve(wanted)
     unknown = sorted(set(selection) - set(ds.dims))
     if unknown:
-        raise PaigridError(f"breakdown() selects an LLM dataset by {', '.join(d for d in ds['step_time'].dims)}, "
-                           f"not {unknown[0]!r}.")
+        raise PaigridError(
+            f"breakdown() selects an LLM dataset by {', '.join(d for d in ds['step_time'].dims)}, not {unknown[0]!r}."
+        )
     try:
         sub = ds.sel(selection)
     except KeyError as exc:

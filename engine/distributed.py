@@ -33,8 +33,9 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
-        raise PaigridError("Dask is not installed; install paigrid with the dask extra: "
-                           "pip install 'paigrid[dask]'.") from None
+        raise PaigridError(
+            "Dask is not installed; install paigrid with the dask extra: pip install 'paigrid[dask]'."
+        ) from None
     if scheduler:
         target = {"address": scheduler}
         if "://" not in scheduler and os.path.lexists(scheduler):
@@ -44,8 +45,10 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
         except (OSError, TimeoutError) as exc:
             raise PaigridError(f"cannot reach the Dask scheduler at {scheduler} ({exc}).") from None
         except (ValueError, TypeError, KeyError, AssertionError) as exc:
-            raise PaigridError(f"{scheduler!r} is not a Dask scheduler address or scheduler file "
-                               f"({str(exc).rstrip('.')}); give tcp://HOST:PORT or a scheduler file.") from None
+            raise PaigridError(
+                f"{scheduler!r} is not a Dask scheduler address or scheduler file "
+                f"({str(exc).rstrip('.')}); give tcp://HOST:PORT or a scheduler file."
+            ) from None
     threads = str(threads or worker_threads(workers))
     # the cluster is this command's own: its log lines (a cancelled task, or a worker's heartbeat
     # failing while the cluster closes at Ctrl-C) are not for the user; a task's error still
@@ -54,9 +57,16 @@ def dask_client(stack: ExitStack, scheduler: str | None, workers: int | None, th
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
     with _sigint_ignored(), _environment(DASK_LOGGING__DISTRIBUTED="critical"):  # the workers inherit both
-        cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                   dashboard_address=":0", host="127.0.0.1",
-                                                   env={"NUMBA_NUM_THREADS": threads}))
+        cluster = stack.enter_context(
+            LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                host="127.0.0.1",
+                env={"NUMBA_NUM_THREADS": threads},
+            )
+        )
     return stack.enter_context(Client(cluster))
 
 
@@ -65,8 +75,10 @@ def check_workers(workers, scheduler=None) -> None:
     scheduler that is not text, or both given (the Python API gets the CLI's checks of
     --workers and --scheduler)."""
     if scheduler is not None and not isinstance(scheduler, str):
-        raise PaigridError(f"--scheduler (scheduler=) takes tcp://HOST:PORT or a scheduler file's path, not "
-                           f"{type(scheduler).__name__}.")
+        raise PaigridError(
+            f"--scheduler (scheduler=) takes tcp://HOST:PORT or a scheduler file's path, not "
+            f"{type(scheduler).__name__}."
+        )
     if workers is None:
         return
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -90,8 +102,10 @@ def scheduler_file_address(path: str) -> str:
         data = None
     address = data.get("address") if isinstance(data, dict) else None
     if not isinstance(address, str) or "://" not in address:
-        raise PaigridError(f"{path} is not a Dask scheduler file (JSON with the scheduler's address, as dask "
-                           "scheduler --scheduler-file writes); give it, or tcp://HOST:PORT.")
+        raise PaigridError(
+            f"{path} is not a Dask scheduler file (JSON with the scheduler's address, as dask "
+            "scheduler --scheduler-file writes); give it, or tcp://HOST:PORT."
+        )
     return address
 
 
@@ -134,9 +148,18 @@ def _sigint_ignored():
         signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
-def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], write_cube: bool,
-                scheduler: str | None, workers: int | None, compression: str, chunks: tuple[int, ...],
-                client=None, threads: int | None = None):
+def run_on_dask(
+    grid: Grid,
+    blocks: list[tuple[int, int]],
+    todo: list[int],
+    write_cube: bool,
+    scheduler: str | None,
+    workers: int | None,
+    compression: str,
+    chunks: tuple[int, ...],
+    client=None,
+    threads: int | None = None,
+):
     """Yield evaluated blocks (in completion order) computed on Dask workers; the workers also
     compress the cube chunks, so the writer only copies bytes.  ``client``: one from
     ``dask_client`` (else one is made from ``scheduler`` / ``workers``).  ``threads``: numba
@@ -145,8 +168,9 @@ def run_on_dask(grid: Grid, blocks: list[tuple[int, int]], todo: list[int], writ
         if client is None:
             client = dask_client(stack, scheduler, workers, threads)
         n_workers = max(1, len(client.scheduler_info()["workers"]))
-        yield from _poll_blocks(client, grid, blocks, list(todo), write_cube, compression, chunks, threads,
-                                IN_FLIGHT_PER_WORKER * n_workers)
+        yield from _poll_blocks(
+            client, grid, blocks, list(todo), write_cube, compression, chunks, threads, IN_FLIGHT_PER_WORKER * n_workers
+        )
 
 
 #: how often a block whose future the scheduler dropped (its worker died, its data was lost) is
@@ -156,8 +180,9 @@ RESUBMITS = 5
 POLL_SECONDS = 1.0
 
 
-def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool, compression: str, chunks,
-                 threads, in_flight: int):
+def _poll_blocks(
+    client, grid: Grid, blocks, queue: list[int], write_cube: bool, compression: str, chunks, threads, in_flight: int
+):
     """Yield evaluated blocks as their futures finish, at most ``in_flight`` at a time.  Each
     future's own state is polled (``Future.status``) instead of trusting ``as_completed``: a
     future the scheduler cancelled or forgot (a worker killed while this client was paused,
@@ -176,8 +201,21 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
             shared = client.scatter(grid, broadcast=True)
         start, stop = blocks[i]
         attempt = attempts.get(i, 0)
-        return client.submit(evaluate_block, shared, i, start, stop, write_cube, None, compression, chunks,
-                             threads, key=f"paigrid-block-{i}-{id(grid)}-{attempt}", retries=3, pure=False)
+        return client.submit(
+            evaluate_block,
+            shared,
+            i,
+            start,
+            stop,
+            write_cube,
+            None,
+            compression,
+            chunks,
+            threads,
+            key=f"paigrid-block-{i}-{id(grid)}-{attempt}",
+            retries=3,
+            pure=False,
+        )
 
     running: dict[int, Future] = {}
     while queue or running:
@@ -204,9 +242,11 @@ def _poll_blocks(client, grid: Grid, blocks, queue: list[int], write_cube: bool,
             if state in ("cancelled", "lost"):
                 attempts[i] = attempts.get(i, 0) + 1
                 if attempts[i] > RESUBMITS:
-                    raise PaigridError(f"the Dask cluster lost block {i} of the sweep {RESUBMITS + 1} times (its "
-                                       "workers keep dying); the blocks already written are kept, rerun with "
-                                       "--resume.")
+                    raise PaigridError(
+                        f"the Dask cluster lost block {i} of the sweep {RESUBMITS + 1} times (its "
+                        "workers keep dying); the blocks already written are kept, rerun with "
+                        "--resume."
+                    )
                 future.release()
                 running[i] = submit(i)
 

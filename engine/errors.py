@@ -28,14 +28,18 @@ def printable(text: str) -> str:
     """``text`` with every control character (newline, tab, escape codes, C1 codes, the Unicode
     line separators) written as an escape (``\\n``, ``\\x1b``), so it stays on one line and
     cannot steer a terminal."""
-    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"
-                                             if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"), text)
+    return _CONTROL.sub(
+        lambda m: _NAMED.get(
+            m.group(), f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
 
 
 def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     """``text`` cut when longer than ``limit`` characters, the cut counted ("abc... (1,234
     characters)"; cut a little short, so that a message tidied again is not cut twice)."""
-    return text if len(text) <= limit else f"{text[:limit - 10]}... ({len(text):,} characters)"
+    return text if len(text) <= limit else f"{text[: limit - 10]}... ({len(text):,} characters)"
 
 
 def quoted(value) -> str:
@@ -46,7 +50,7 @@ def quoted(value) -> str:
         return shorten(text)
     if len(text) <= MAX_VALUE_CHARS:
         return f"'{text}'"
-    return f"'{text[:MAX_VALUE_CHARS - 10]}'... ({len(text):,} characters)"
+    return f"'{text[: MAX_VALUE_CHARS - 10]}'... ({len(text):,} characters)"
 
 
 def listing(items, limit: int = MAX_LIST_ITEMS, word: str = "more") -> str:
@@ -69,7 +73,7 @@ def tidy(message: str) -> str:
         quote = value[0] if value[0] in "'\"" and value[-1] == value[0] else ""
         inner = value[1:-1] if quote else value
         # cut a little short, so that a message tidied twice (an error wrapped in another) is cut once
-        return f"{quote}{inner[:MAX_VALUE_CHARS - 10]}{quote}... ({len(inner):,} characters)"
+        return f"{quote}{inner[: MAX_VALUE_CHARS - 10]}{quote}... ({len(inner):,} characters)"
 
     def count(match: re.Match) -> str:
         items = match.group().split(", ")

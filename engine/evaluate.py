@@ -60,14 +60,19 @@ def allocate(grid: Grid | KernelTables, n_jobs: int, write_cube: bool) -> dict[s
     out = {name: np.empty(full, dtype) for name, (dtype, _, _) in CUBE_VARIABLES.items()}
     # the kernel reads these back for every configuration, so they are computed in float64
     # (h5py rounds them to the stored float32 on write)
-    out.update({name: np.empty((n_jobs, g, p), np.float64 if np.dtype(dtype).kind == "f" else dtype)
-                for name, (dtype, _, _) in JOB_GPU_VARIABLES.items()})
+    out.update(
+        {
+            name: np.empty((n_jobs, g, p), np.float64 if np.dtype(dtype).kind == "f" else dtype)
+            for name, (dtype, _, _) in JOB_GPU_VARIABLES.items()
+        }
+    )
     out.update({name: np.empty((n_jobs, g, n, p), dtype) for name, (dtype, _, _) in BEST_VARIABLES.items()})
     return out
 
 
-def run_kernel(kernel, grid: Grid | KernelTables, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool,
-               out: dict[str, np.ndarray]) -> None:
+def run_kernel(
+    kernel, grid: Grid | KernelTables, jobs: np.ndarray, n_gpu: np.ndarray, write_cube: bool, out: dict[str, np.ndarray]
+) -> None:
     """Call ``kernel`` (``model.evaluate_block``, ``model.evaluate_block_serial`` or
     ``reference.evaluate_block``) on the job table ``jobs`` (J, N_JOB_FIELDS) and GPU counts
     ``n_gpu`` (J, N) over ``grid``'s tables, into ``out`` (from ``allocate``).  First the
@@ -79,17 +84,44 @@ def run_kernel(kernel, grid: Grid | KernelTables, jobs: np.ndarray, n_gpu: np.nd
     class_peak = grid.class_peak
     if class_peak is None:  # pai-v1 tables: the operator-class table is not read
         class_peak = np.full((*grid.peak.shape, L.N_CLASSES), np.nan)
-    compute(jobs, grid.gpu_table, grid.peak, class_peak, grid.prec_table, grid.options,
-            *(out[name] for name in JOB_GPU_VARIABLES))
-    kernel(jobs, n_gpu, grid.arch_codes, grid.gpu_table, grid.peak, grid.prec_table,
-           grid.intra_table, grid.intra_fits, grid.network_table, grid.options, write_cube,
-           *(out[name] for name in CUBE_VARIABLES), *(out[name] for name in JOB_GPU_VARIABLES),
-           *(out[name] for name in BEST_VARIABLES))
+    compute(
+        jobs,
+        grid.gpu_table,
+        grid.peak,
+        class_peak,
+        grid.prec_table,
+        grid.options,
+        *(out[name] for name in JOB_GPU_VARIABLES),
+    )
+    kernel(
+        jobs,
+        n_gpu,
+        grid.arch_codes,
+        grid.gpu_table,
+        grid.peak,
+        grid.prec_table,
+        grid.intra_table,
+        grid.intra_fits,
+        grid.network_table,
+        grid.options,
+        write_cube,
+        *(out[name] for name in CUBE_VARIABLES),
+        *(out[name] for name in JOB_GPU_VARIABLES),
+        *(out[name] for name in BEST_VARIABLES),
+    )
 
 
-def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
-                   buffers: dict[str, np.ndarray] | None = None, compression: str | None = None,
-                   chunks: int | tuple[int, ...] = 1, threads: int | None = None) -> Block:
+def evaluate_block(
+    grid: Grid,
+    index: int,
+    start: int,
+    stop: int,
+    write_cube: bool = True,
+    buffers: dict[str, np.ndarray] | None = None,
+    compression: str | None = None,
+    chunks: int | tuple[int, ...] = 1,
+    threads: int | None = None,
+) -> Block:
     """Evaluate jobs[start:stop] of ``grid`` with the numba kernel (``kernel_for`` its size).
 
     ``buffers`` (from ``allocate`` for at least ``stop - start`` jobs) are reused instead of new
@@ -103,8 +135,15 @@ def evaluate_block(grid: Grid, index: int, start: int, stop: int, write_cube: bo
     return release_buffers(block, compression, chunks, buffers is not None)
 
 
-def compute_block(grid: Grid, index: int, start: int, stop: int, write_cube: bool,
-                  buffers: dict[str, np.ndarray] | None, threads: int | None = None) -> Block:
+def compute_block(
+    grid: Grid,
+    index: int,
+    start: int,
+    stop: int,
+    write_cube: bool,
+    buffers: dict[str, np.ndarray] | None,
+    threads: int | None = None,
+) -> Block:
     """The kernel part of ``evaluate_block`` (same arguments): the block's arrays are left in
     ``buffers`` (views), so they must be handed over (``release_buffers``) before the buffers
     serve another block."""
@@ -117,16 +156,24 @@ def compute_block(grid: Grid, index: int, start: int, stop: int, write_cube: boo
     if buffers is None:
         out = allocate(grid, stop - start, write_cube)
     else:  # leading-axis slices of C-contiguous arrays stay contiguous (reduce-only: dummies as they are)
-        out = {name: array if name in CUBE_VARIABLES and not write_cube else array[:stop - start]
-               for name, array in buffers.items()}
+        out = {
+            name: array if name in CUBE_VARIABLES and not write_cube else array[: stop - start]
+            for name, array in buffers.items()
+        }
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
     if not write_cube:
         out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
     else:
         out.update(step_factor_arrays(jobs, n_gpu, grid.gpu_table))
     out["overall_best"], out["overall_step_time"] = overall_best(
-        out["best_step_time"], out["best_index"], n_gpu, jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
-        grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
+        out["best_step_time"],
+        out["best_index"],
+        n_gpu,
+        jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
+        grid.gpu_table[:, L.G_PRICE],
+        len(grid.intra),
+        len(grid.network),
+    )
     return Block(index, start, stop, out)
 
 
@@ -210,8 +257,10 @@ def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra,
     n_jobs, n_gpus, n_counts, n_prec = best_step.shape
     samples = samples_per_step[:, None, None, None]
     # the kernels' scalar formulas, applied here to whole arrays (their plain Python bodies)
-    metrics = (_formula(model.time_per_sample)(best_step, n_gpu[:, None, :, None], samples),
-               _formula(model.cost_per_step_second)(price[None, :, None, None], samples) * best_step)
+    metrics = (
+        _formula(model.time_per_sample)(best_step, n_gpu[:, None, :, None], samples),
+        _formula(model.cost_per_step_second)(price[None, :, None, None], samples) * best_step,
+    )
     index = np.full((n_jobs, len(CRITERIA), len(OVERALL_DIMS)), -1, dtype=np.int32)
     step = np.full((n_jobs, len(CRITERIA)), np.nan)
     for c, metric in enumerate(metrics):

@@ -38,12 +38,16 @@ def cuda_kernels():
     try:
         kernels = gpu_kernels.load()
     except ImportError as exc:
-        raise PaigridError(f"--device cuda needs numba's CUDA target, which does not import here ({exc}); install "
-                           "it with pip install 'paigrid[cuda]'.") from None
+        raise PaigridError(
+            f"--device cuda needs numba's CUDA target, which does not import here ({exc}); install "
+            "it with pip install 'paigrid[cuda]'."
+        ) from None
     reason = _unavailable_reason(kernels.cuda)
     if reason:
-        raise PaigridError(f"--device cuda needs an NVIDIA GPU with its driver and the CUDA toolkit, and {reason}; "
-                           "run on a GPU machine or use --device cpu.")
+        raise PaigridError(
+            f"--device cuda needs an NVIDIA GPU with its driver and the CUDA toolkit, and {reason}; "
+            "run on a GPU machine or use --device cpu."
+        )
     return kernels
 
 
@@ -122,10 +126,28 @@ class CudaBlocks:
         class_peak = grid.class_peak
         if class_peak is None:  # pai-v1 tables: the operator-class table is not read
             class_peak = np.full((*grid.peak.shape, L.N_CLASSES), np.nan)
-        tables = (grid.arch_codes, grid.gpu_table, grid.peak, class_peak, grid.prec_table, grid.intra_table,
-                  grid.intra_fits, grid.network_table, grid.options)
-        (self.arch, self.gpus, self.peak, self.class_peak, self.prec, self.intra, self.intra_fits, self.network,
-         self.options) = (cuda.to_device(np.ascontiguousarray(t), stream=self.stream) for t in tables)
+        tables = (
+            grid.arch_codes,
+            grid.gpu_table,
+            grid.peak,
+            class_peak,
+            grid.prec_table,
+            grid.intra_table,
+            grid.intra_fits,
+            grid.network_table,
+            grid.options,
+        )
+        (
+            self.arch,
+            self.gpus,
+            self.peak,
+            self.class_peak,
+            self.prec,
+            self.intra,
+            self.intra_fits,
+            self.network,
+            self.options,
+        ) = (cuda.to_device(np.ascontiguousarray(t), stream=self.stream) for t in tables)
         shapes = allocate(grid, 0, write_cube)  # names, dtypes and trailing shapes
         self.device = {}
         self.host: list[dict[str, np.ndarray]] = [{}, {}]
@@ -143,17 +165,38 @@ class CudaBlocks:
         n = len(jobs)
         d_jobs = cuda.to_device(np.ascontiguousarray(jobs), stream=s)
         d_counts = cuda.to_device(np.ascontiguousarray(n_gpu), stream=s)
-        out = {name: array if name in CUBE_VARIABLES and not self.write_cube else array[:n]
-               for name, array in self.device.items()}
+        out = {
+            name: array if name in CUBE_VARIABLES and not self.write_cube else array[:n]
+            for name, array in self.device.items()
+        }
         blocks, threads = launch_grid(n * len(self.grid.gpu_table))
-        k.terms_kernel[blocks, threads, s](d_jobs, self.gpus, self.peak, self.class_peak, self.prec, self.options,
-                                          *(out[name] for name in JOB_GPU_VARIABLES))
+        k.terms_kernel[blocks, threads, s](
+            d_jobs,
+            self.gpus,
+            self.peak,
+            self.class_peak,
+            self.prec,
+            self.options,
+            *(out[name] for name in JOB_GPU_VARIABLES),
+        )
         _, g, counts, _, _, _, p = self.grid.shape
         blocks, threads = launch_grid(n * g * counts * p)
         k.configurations_kernel[blocks, threads, s](
-            d_jobs, d_counts, self.arch, self.gpus, self.peak, self.prec, self.intra, self.intra_fits, self.network,
-            self.options, self.write_cube, *(out[name] for name in CUBE_VARIABLES),
-            *(out[name] for name in JOB_GPU_VARIABLES), *(out[name] for name in BEST_VARIABLES))
+            d_jobs,
+            d_counts,
+            self.arch,
+            self.gpus,
+            self.peak,
+            self.prec,
+            self.intra,
+            self.intra_fits,
+            self.network,
+            self.options,
+            self.write_cube,
+            *(out[name] for name in CUBE_VARIABLES),
+            *(out[name] for name in JOB_GPU_VARIABLES),
+            *(out[name] for name in BEST_VARIABLES),
+        )
         return out
 
     def launch(self, bounds: list[tuple[int, int, int]]) -> _Launched:
@@ -169,8 +212,8 @@ class CudaBlocks:
         for name, array in out.items():
             if name in CUBE_VARIABLES and not self.write_cube:
                 continue
-            array.copy_to_host(host[name][:stop - start], stream=self.stream)
-            copied[name] = host[name][:stop - start]
+            array.copy_to_host(host[name][: stop - start], stream=self.stream)
+            copied[name] = host[name][: stop - start]
         done = self.kernels.cuda.event()
         done.record(self.stream)
         return _Launched(bounds, start, n_gpu, jobs, copied, done)
@@ -180,9 +223,15 @@ class CudaBlocks:
         with ``compression``), holding no reference to the host buffers."""
         launched.done.synchronize()
         grid = self.grid
-        best, step = overall_best(launched.host["best_step_time"], launched.host["best_index"], launched.n_gpu,
-                                  launched.jobs[:, L.J_BATCH] * launched.jobs[:, L.J_ACCUM],
-                                  grid.gpu_table[:, L.G_PRICE], len(grid.intra), len(grid.network))
+        best, step = overall_best(
+            launched.host["best_step_time"],
+            launched.host["best_index"],
+            launched.n_gpu,
+            launched.jobs[:, L.J_BATCH] * launched.jobs[:, L.J_ACCUM],
+            grid.gpu_table[:, L.G_PRICE],
+            len(grid.intra),
+            len(grid.network),
+        )
         out = []
         for index, start, stop in launched.bounds:
             rows = slice(start - launched.start, stop - launched.start)
@@ -205,15 +254,29 @@ def launch_grid(threads: int) -> tuple[int, int]:
     return grid_of(threads)
 
 
-def evaluate_block_cuda(grid: Grid, index: int, start: int, stop: int, write_cube: bool = True,
-                        compression: str | None = None, chunks: int | tuple[int, ...] = 1) -> Block:
+def evaluate_block_cuda(
+    grid: Grid,
+    index: int,
+    start: int,
+    stop: int,
+    write_cube: bool = True,
+    compression: str | None = None,
+    chunks: int | tuple[int, ...] = 1,
+) -> Block:
     """``evaluate.evaluate_block`` on the GPU, for one block on its own (tests, the bench)."""
     gpu = CudaBlocks(grid, stop - start, write_cube)
     return gpu.finish(gpu.launch([(index, start, stop)]), compression, chunks)[0]
 
 
-def run_cuda(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, chunks: int | tuple[int, ...],
-             threads: int | None = None):
+def run_cuda(
+    grid: Grid,
+    blocks,
+    todo: list[int],
+    write_cube: bool,
+    compression: str,
+    chunks: int | tuple[int, ...],
+    threads: int | None = None,
+):
     """Yield evaluated blocks in order: launch k+1 is queued on the GPU before launch k is
     compressed (in a CPU thread, with ``threads`` compression threads; None: numba's thread
     count) and its blocks handed to the caller to write, so the GPU, the compression and the

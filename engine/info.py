@@ -62,8 +62,16 @@ def _describe_llm(path: Path, with_provenance: bool) -> str:
         lines.append(f"  space: {str_attr(g.attrs, 'space')}")
         if with_provenance:
             lines.append("provenance:")
-            for key in ("paigrid_version", "format_version", "created", "compression", "mode", "input_sha256",
-                        "llm_catalogue_sha256", "spec"):
+            for key in (
+                "paigrid_version",
+                "format_version",
+                "created",
+                "compression",
+                "mode",
+                "input_sha256",
+                "llm_catalogue_sha256",
+                "spec",
+            ):
                 if key in f.attrs:
                     lines.append(f"  {key}: {str_attr(f.attrs, key)}")
         elif "llm_catalogue_sha256" in f.attrs:
@@ -82,8 +90,11 @@ def _describe_dp(path: str | Path) -> str:
     f = cube.file
     try:
         done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
-        status = "complete" if cube.complete else (f"INCOMPLETE: {done} of {total} blocks written; "
-                                                   "finish with paigrid sweep --resume")
+        status = (
+            "complete"
+            if cube.complete
+            else (f"INCOMPLETE: {done} of {total} blocks written; finish with paigrid sweep --resume")
+        )
         lines = [f"cube: {cube.path}", f"status: {status}", f"mode: {cube.mode}", "dimensions:"]
         size = 1
         for dim in ("job", *LABEL_DIMS):
@@ -99,16 +110,28 @@ def _describe_dp(path: str | Path) -> str:
             for name, var in nc.variables.items():
                 if name not in ("job", *LABEL_DIMS):
                     lines.append(f"  {name:<22} [{var.attrs.get('units', '?')}]  ({', '.join(var.dimensions)})")
-            derived = [(name, spec) for name, spec in DERIVED_VARIABLES.items()
-                       if name not in nc.variables and spec[0] in nc.variables and "step_time" in nc.variables]
-        if derived:   # format 4: presented by open_dataset, not stored
+            derived = [
+                (name, spec)
+                for name, spec in DERIVED_VARIABLES.items()
+                if name not in nc.variables and spec[0] in nc.variables and "step_time" in nc.variables
+            ]
+        if derived:  # format 4: presented by open_dataset, not stored
             lines.append("derived (not stored; paigrid.open_dataset presents them):")
             for name, (factor, operation, _, units, _) in derived:
                 formula = f"{factor} / step_time" if operation == "divide" else f"{factor} x step_time"
                 lines.append(f"  {name:<22} [{units}]  ({', '.join(DIMS)}) = {formula}")
         lines.append("provenance:")
-        for key in ("paigrid_version", "format_version", "model", "created", "compression", "efficiency_source",
-                    "catalogue_sha256", "input_sha256", "spec"):
+        for key in (
+            "paigrid_version",
+            "format_version",
+            "model",
+            "created",
+            "compression",
+            "efficiency_source",
+            "catalogue_sha256",
+            "input_sha256",
+            "spec",
+        ):
             if key in f.attrs:
                 value = cube.format if key == "format_version" else str_attr(f.attrs, key)
                 if key in ("catalogue_sha256", "input_sha256", "spec"):
@@ -123,15 +146,43 @@ def _describe_dp(path: str | Path) -> str:
 
 # columns shown by ``paigrid datasets NAME`` in the text table (all columns with --csv)
 SHOWN = {
-    "gpus": ("name", "generation", "fp32_TFLOP_per_s", "fp16_TFLOP_per_s", "fp8_TFLOP_per_s", "fp4_TFLOP_per_s",
-             "hbm_GB_per_s", "memory_GB", "memory_GiB", "nvlink_gen", "pcie_gen", "gpus_per_server",
-             "nvlink_domain_GPUs", "price_USD_per_gpu_hour", "aliases"),
+    "gpus": (
+        "name",
+        "generation",
+        "fp32_TFLOP_per_s",
+        "fp16_TFLOP_per_s",
+        "fp8_TFLOP_per_s",
+        "fp4_TFLOP_per_s",
+        "hbm_GB_per_s",
+        "memory_GB",
+        "memory_GiB",
+        "nvlink_gen",
+        "pcie_gen",
+        "gpus_per_server",
+        "nvlink_domain_GPUs",
+        "price_USD_per_gpu_hour",
+        "aliases",
+    ),
     "links": ("name", "scope", "kind", "nominal_GB_per_s", "efficiency", "latency_us", "fits_gpus"),
-    "workloads": ("name", "suite", "params_M", "fwd_GFLOP_per_sample", "membound_MB_per_sample", "default_batch",
-                  "optimizer", "sample_unit"),
+    "workloads": (
+        "name",
+        "suite",
+        "params_M",
+        "fwd_GFLOP_per_sample",
+        "membound_MB_per_sample",
+        "default_batch",
+        "optimizer",
+        "sample_unit",
+    ),
     "optimizers": ("name", "state_bytes_per_param", "source"),
-    "precisions": ("name", "peak_column", "activation_bytes", "weight_bytes_per_param", "comm_bytes_per_param",
-                   "generations"),
+    "precisions": (
+        "name",
+        "peak_column",
+        "activation_bytes",
+        "weight_bytes_per_param",
+        "comm_bytes_per_param",
+        "generations",
+    ),
 }
 
 
@@ -144,8 +195,10 @@ def describe_catalogues(name: str | None, as_csv: bool = False) -> str:
         lines = []
         for kind in BUILTIN:
             cat = load(kind)
-            lines.append(f"{kind:<11} {len(cat.rows):>3} rows  sha256 {cat.sha256[:12]}  {', '.join(cat.names[:6])}"
-                         + (", ..." if len(cat.names) > 6 else ""))
+            lines.append(
+                f"{kind:<11} {len(cat.rows):>3} rows  sha256 {cat.sha256[:12]}  {', '.join(cat.names[:6])}"
+                + (", ..." if len(cat.names) > 6 else "")
+            )
         lines.append("show one with: paigrid datasets NAME [--csv]")
         return "\n".join(lines) + "\n"
     if name not in BUILTIN:

@@ -76,8 +76,9 @@ def json_safe(value):
     return value
 
 
-def emit(rows: list[dict], columns: list[str], fmt: str = "table", units: dict[str, str] | None = None,
-         stream=None) -> None:
+def emit(
+    rows: list[dict], columns: list[str], fmt: str = "table", units: dict[str, str] | None = None, stream=None
+) -> None:
     """Write ``rows`` (only ``columns``) as ``table``, ``json`` or ``csv``; units go in the table header."""
     stream = stream or sys.stdout
     if fmt == "json":
@@ -88,8 +89,9 @@ def emit(rows: list[dict], columns: list[str], fmt: str = "table", units: dict[s
         writer = CsvWriter(stream)
         writer.writerow(columns)
         for r in rows:
-            writer.writerow("" if r.get(c) is None or (isinstance(r.get(c), float) and math.isnan(r[c]))
-                            else r[c] for c in columns)
+            writer.writerow(
+                "" if r.get(c) is None or (isinstance(r.get(c), float) and math.isnan(r[c])) else r[c] for c in columns
+            )
         return
     units = units or {}
     header = [_cell(f"{c} [{units[c]}]" if c in units else c) for c in columns]

@@ -39,8 +39,12 @@ def scale_tables(scale: dict[str, float], gpu_table, peak, class_peak, intra_tab
     intra_table[~is_pcie, L.L_BW] *= scale.get("nvlink", 1.0)
     network_table[:, L.L_BW] *= scale.get("network", 1.0)
     fused = scale.get("membound_bytes", 1.0)
-    for field in (L.J_MEMBOUND, L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE, L.J_CLASS_BYTES + L.CLASS_EMBEDDING,
-                  L.J_AMP_FP32_BYTES):
+    for field in (
+        L.J_MEMBOUND,
+        L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE,
+        L.J_CLASS_BYTES + L.CLASS_EMBEDDING,
+        L.J_AMP_FP32_BYTES,
+    ):
         job_table[:, field] *= fused
 
 
@@ -48,16 +52,20 @@ def scale_tables(scale: dict[str, float], gpu_table, peak, class_peak, intra_tab
 FEW_JOBS = 8
 
 
-def predict_configs(jobs: list[Job], configs: list[dict], cats, eff, options,
-                    scale: dict[str, float] | None = None) -> list[dict]:
+def predict_configs(
+    jobs: list[Job], configs: list[dict], cats, eff, options, scale: dict[str, float] | None = None
+) -> list[dict]:
     """Breakdown of ``jobs[i]`` at ``configs[i]`` (see ``config_values``) as one dict per job."""
     values = config_values(jobs, configs, cats, eff, options, scale)
-    return [_result(job, config, {name: array[m] for name, array in values.items()}, cats)
-            for m, (job, config) in enumerate(zip(jobs, configs))]
+    return [
+        _result(job, config, {name: array[m] for name, array in values.items()}, cats)
+        for m, (job, config) in enumerate(zip(jobs, configs))
+    ]
 
 
-def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
-                  scale: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+def config_values(
+    jobs: list[Job], configs: list[dict], cats, eff, options, scale: dict[str, float] | None = None
+) -> dict[str, np.ndarray]:
     """Breakdown of ``jobs[i]`` at ``configs[i]`` (keys arch, gpu, n_gpu, intra, network, precision).
 
     Each result holds ``valid`` (bool), ``invalid_reason`` (the kernel's code, 0 when valid;
@@ -92,8 +100,12 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     from paigrid.kernels.model import config_derived
 
     # every name once, canonical, and its position in the call's tables
-    resolvers = {"gpu": cats.gpus.resolve, "intra": lambda n: resolve_link(cats, n, "intra"),
-                 "network": lambda n: resolve_link(cats, n, "network"), "precision": cats.precisions.resolve}
+    resolvers = {
+        "gpu": cats.gpus.resolve,
+        "intra": lambda n: resolve_link(cats, n, "intra"),
+        "network": lambda n: resolve_link(cats, n, "network"),
+        "precision": cats.precisions.resolve,
+    }
     canonical: dict[str, dict[str, str]] = {dim: {} for dim in resolvers}
     for config in configs:
         for dim, resolve in resolvers.items():
@@ -102,14 +114,18 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
     names = {dim: list(dict.fromkeys(values.values())) for dim, values in canonical.items()}
     position = {dim: {name: k for k, name in enumerate(names[dim])} for dim in names}
     gpu_table, peak, prec_table = gpu_tables(cats, names["gpu"], names["precision"], eff)
-    class_peak = (class_tables(cats, names["gpu"], names["precision"], eff, gpu_table)
-                  if options.model == "pai-v2" else None)
+    class_peak = (
+        class_tables(cats, names["gpu"], names["precision"], eff, gpu_table) if options.model == "pai-v2" else None
+    )
     intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
     fits = fits_matrix(cats, names["gpu"], names["intra"])
     option_row = option_vector(options)
     if len(jobs) <= FEW_JOBS:  # a few (predict, validate): row by row costs less than finding the distinct ones
-        job_table = (job_vector(jobs[0], cats, options, eff)[None] if len(jobs) == 1
-                     else np.stack([job_vector(job, cats, options, eff) for job in jobs]))
+        job_table = (
+            job_vector(jobs[0], cats, options, eff)[None]
+            if len(jobs) == 1
+            else np.stack([job_vector(job, cats, options, eff) for job in jobs])
+        )
     else:
         distinct, job_index = job_table_index(jobs, cats, options, eff)
         job_table = distinct[job_index]  # a copy: ``scale_tables`` below scales it in place
@@ -119,16 +135,25 @@ def config_values(jobs: list[Job], configs: list[dict], cats, eff, options,
 
     groups: dict[tuple, list[int]] = {}
     for i, config in enumerate(configs):
-        key = (ARCH_NAMES.index(config["arch"]),
-               *(position[dim][canonical[dim][config[dim]]] for dim in ("gpu", "intra", "network", "precision")))
+        key = (
+            ARCH_NAMES.index(config["arch"]),
+            *(position[dim][canonical[dim][config[dim]]] for dim in ("gpu", "intra", "network", "precision")),
+        )
         groups.setdefault(key, []).append(i)
     values: dict[str, np.ndarray] = {}
     for (a, g, i, w, p), members in groups.items():
         tables = KernelTables(
-            np.array([a], dtype=np.int64), gpu_table[g:g + 1], np.ascontiguousarray(peak[g:g + 1, p:p + 1]),
-            prec_table[p:p + 1], intra_table[i:i + 1], np.ascontiguousarray(fits[g:g + 1, i:i + 1]),
-            network_table[w:w + 1], option_row, 1,
-            None if class_peak is None else np.ascontiguousarray(class_peak[g:g + 1, p:p + 1]))
+            np.array([a], dtype=np.int64),
+            gpu_table[g : g + 1],
+            np.ascontiguousarray(peak[g : g + 1, p : p + 1]),
+            prec_table[p : p + 1],
+            intra_table[i : i + 1],
+            np.ascontiguousarray(fits[g : g + 1, i : i + 1]),
+            network_table[w : w + 1],
+            option_row,
+            1,
+            None if class_peak is None else np.ascontiguousarray(class_peak[g : g + 1, p : p + 1]),
+        )
         if len(groups) == 1:  # every job, in order
             rows, group_jobs, group_n = None, job_table, n_gpu
         else:
@@ -158,10 +183,17 @@ def _result(job: Job, config: dict, first: dict, cats) -> dict:
     reason = int(first["invalid_reason"])
     valid = reason == REASON_VALID
     result = {
-        "job": job.name, "model": job.model, **{d: config[d] for d in config},
-        "batch": job.batch, "valid": valid, "invalid_reason": reason, "fits_memory": _fits(first, valid),
-        **{name: _shortest(first[name]) for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm",
-                                                     "throughput", "cost", "energy")},
+        "job": job.name,
+        "model": job.model,
+        **{d: config[d] for d in config},
+        "batch": job.batch,
+        "valid": valid,
+        "invalid_reason": reason,
+        "fits_memory": _fits(first, valid),
+        **{
+            name: _shortest(first[name])
+            for name in ("step_time", "t_data", "t_flop", "t_mem", "t_comm", "throughput", "cost", "energy")
+        },
         "throughput_tokens": _shortest(np.float32(first["throughput"] * tokens)),
         "bottleneck": bottleneck_name(int(first["bottleneck"])),
     }
@@ -192,8 +224,9 @@ def current_predictions(jobs: list[Job], cats, eff, options) -> dict[str, np.nda
     cost = np.full(len(jobs), np.nan)
     with_current = [i for i, j in enumerate(jobs) if j.current is not None]
     if with_current:
-        values = config_values([jobs[i] for i in with_current], [jobs[i].current for i in with_current],
-                               cats, eff, options)
+        values = config_values(
+            [jobs[i] for i in with_current], [jobs[i].current for i in with_current], cats, eff, options
+        )
         step[with_current] = _shortest_array(values["step_time"])
         throughput[with_current] = _shortest_array(values["throughput"])
         cost[with_current] = _shortest_array(values["cost"])
@@ -210,14 +243,28 @@ def reason_text(result: dict, job: Job, cats) -> str:
     """Why the configuration of a ``predict_configs`` result cannot exist, in one sentence
     (``schema.reason_sentence`` of its ``invalid_reason`` code, naming the configuration, the
     job's ``gpus_per_node`` and why the GPU lacks the precision); empty when it can."""
-    fields = {**result, "job": job.name, "gpus_per_node": int(job.options["gpus_per_node"]),
-              "lacks": cats.lacks_precision(result["gpu"], result["precision"])}
+    fields = {
+        **result,
+        "job": job.name,
+        "gpus_per_node": int(job.options["gpus_per_node"]),
+        "lacks": cats.lacks_precision(result["gpu"], result["precision"]),
+    }
     return reason_sentence(result["invalid_reason"], fields)
 
 
-def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, network: str, precision: str,
-                batch: float | None = None, calibration=None, option_values: dict | None = None,
-                catalogues: dict[str, str] | None = None) -> dict:
+def predict_one(
+    workload: str,
+    arch: str,
+    gpu: str,
+    n_gpu: int,
+    intra: str,
+    network: str,
+    precision: str,
+    batch: float | None = None,
+    calibration=None,
+    option_values: dict | None = None,
+    catalogues: dict[str, str] | None = None,
+) -> dict:
     """Breakdown of one configuration of a catalogue workload (see ``predict_configs``), with
     ``compute_model`` (pai-v1 or pai-v2) and ``band``: the relative uncertainty of the
     prediction [fraction of step_time and of throughput], the cross-validated error of its group
@@ -241,24 +288,40 @@ def predict_one(workload: str, arch: str, gpu: str, n_gpu: int, intra: str, netw
         if not 1 <= batch < math.inf:
             raise PaigridError(f"--batch must be a finite number of at least 1 sample, not {batch}.")
         job.batch = float(batch)
-    config = {"arch": arch, "gpu": cats.gpus.resolve(gpu), "n_gpu": int(n_gpu),
-              "intra": resolve_link(cats, intra, "intra"), "network": resolve_link(cats, network, "network"),
-              "precision": cats.precisions.resolve(precision)}
+    config = {
+        "arch": arch,
+        "gpu": cats.gpus.resolve(gpu),
+        "n_gpu": int(n_gpu),
+        "intra": resolve_link(cats, intra, "intra"),
+        "network": resolve_link(cats, network, "network"),
+        "precision": cats.precisions.resolve(precision),
+    }
     result = predict_configs([job], [config], cats, eff, spec.options)[0]
     if not result["valid"]:
         raise PaigridError(reason_text(result, job, cats))
     from paigrid.inputs.efficiency import band_group, prediction_band
 
     result["compute_model"] = spec.options.model
-    result["band"] = prediction_band(spec.options.model, calibration is not None,
-                                     band_group(n_gpu, job.options["gpus_per_node"]))
+    result["band"] = prediction_band(
+        spec.options.model, calibration is not None, band_group(n_gpu, job.options["gpus_per_node"])
+    )
     return result
 
 
-def predict_llm(model_name: str, gpu: str, n_gpu: int, layout: dict, domain: int | None = None,
-                network: str = "ib-ndr-400g", precision: str = "amp-bf16", nics_per_gpu: float = 1.0,
-                option_items: dict[str, str] | None = None, global_batch: int | None = None,
-                seq_len: int | None = None, tokens: float | None = None) -> dict:
+def predict_llm(
+    model_name: str,
+    gpu: str,
+    n_gpu: int,
+    layout: dict,
+    domain: int | None = None,
+    network: str = "ib-ndr-400g",
+    precision: str = "amp-bf16",
+    nics_per_gpu: float = 1.0,
+    option_items: dict[str, str] | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    tokens: float | None = None,
+) -> dict:
     """The full breakdown of one LLM layout on one cluster design (``llm.evaluate.predict``):
     ``layout`` holds tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp (dp = n_gpu / (tp x
     pp x cp)) or ``label`` (a layout label, with or without its dp); ``domain`` [GPUs] defaults
@@ -285,12 +348,27 @@ def predict_llm(model_name: str, gpu: str, n_gpu: int, layout: dict, domain: int
         group = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)
         if n_gpu % group:
             raise PaigridError(f"--n-gpu {n_gpu} is not a multiple of tp x pp x cp = {group}.")
-        lay = Layout(layout.get("tp", 1), layout.get("pp", 1), n_gpu // group, layout.get("cp", 1),
-                     layout.get("ep", 1), layout.get("vpp", 1), layout.get("micro_batch", 1), layout.get("zero", 1),
-                     str(layout.get("recompute", "selective")).strip().casefold(), bool(layout.get("sp", True)))
+        lay = Layout(
+            layout.get("tp", 1),
+            layout.get("pp", 1),
+            n_gpu // group,
+            layout.get("cp", 1),
+            layout.get("ep", 1),
+            layout.get("vpp", 1),
+            layout.get("micro_batch", 1),
+            layout.get("zero", 1),
+            str(layout.get("recompute", "selective")).strip().casefold(),
+            bool(layout.get("sp", True)),
+        )
     g = cats.gpus.resolve(gpu)
-    design = Hardware(g, cats.precisions.resolve(precision), domain or catalogue_default(cats, g, "nvlink_domain_GPUs"),
-                      intra_link_for(cats, g), resolve_network(network, cats), nics_per_gpu)
+    design = Hardware(
+        g,
+        cats.precisions.resolve(precision),
+        domain or catalogue_default(cats, g, "nvlink_domain_GPUs"),
+        intra_link_for(cats, g),
+        resolve_network(network, cats),
+        nics_per_gpu,
+    )
     result = run(m, lay, design, cats, defaults(), LlmOptions.defaults().with_items(option_items or {}), global_batch)
     result["layout"] = layout_label(lay)
     result["layout_text"] = lay.describe()
@@ -299,6 +377,12 @@ def predict_llm(model_name: str, gpu: str, n_gpu: int, layout: dict, domain: int
         from paigrid.llm.query import train_totals
 
         batch_tokens = (global_batch or m.global_batch) * m.seq_len
-        result.update(train_totals(tokens, result["tokens_per_s"], result["cost_per_step"] / batch_tokens,
-                                   result["energy_per_step"] / batch_tokens))
+        result.update(
+            train_totals(
+                tokens,
+                result["tokens_per_s"],
+                result["cost_per_step"] / batch_tokens,
+                result["energy_per_step"] / batch_tokens,
+            )
+        )
     return result

@@ -62,7 +62,8 @@ def label_indices(cube: Cube, dim: str, values) -> list[int]:
 def _label_index(dim: str, value, labels: list) -> int:
     if dim == "n_gpu":
         whole = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) or (
-            isinstance(value, (float, np.floating)) and float(value).is_integer())
+            isinstance(value, (float, np.floating)) and float(value).is_integer()
+        )
         if whole:
             number = int(value)
         else:
@@ -89,8 +90,14 @@ def _label_index(dim: str, value, labels: list) -> int:
     raise PaigridError(f"{dim}={value} is not in the cube; its {dim} values are {', '.join(map(str, labels))}.")
 
 
-def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]] | None = None,
-                        jobs: list[str] | None = None, top: int = 1, pareto: bool = False) -> list[dict]:
+def best_configurations(
+    cube: Cube,
+    by: str = "time",
+    where: dict[str, list[int]] | None = None,
+    jobs: list[str] | None = None,
+    top: int = 1,
+    pareto: bool = False,
+) -> list[dict]:
     """The ``top`` best configurations of each job under the filters, as result rows; with
     ``pareto``, every configuration on the job's Pareto front of time per sample and cost per
     sample instead (fastest first; none is both slower and dearer than another).
@@ -112,8 +119,10 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     job_rows = job_indices(cube, jobs)
     needs_cube = top > 1 or any(dim in where for dim in REDUCED_DIMS)
     if needs_cube and cube.mode == "reduce-only":
-        raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
-                           "--top 1 with filters on gpu, n_gpu and precision only.")
+        raise PaigridError(
+            f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
+            "--top 1 with filters on gpu, n_gpu and precision only."
+        )
     sel = {dim: np.asarray(where.get(dim, range(len(cube.labels[dim]))), dtype=np.intp) for dim in LABEL_DIMS}
     meta = _job_metadata(cube, job_rows)
     price = cube.file["price"][:]
@@ -121,8 +130,17 @@ def best_configurations(cube: Cube, by: str = "time", where: dict[str, list[int]
     rank_price = price if by != "energy" else cube.file["power"][:] * 3600.0 / 1e6
     n_values = _n_values(cube, job_rows)
     if needs_cube:
-        candidates = _scan(cube, job_rows, sel, meta["samples_per_step"], n_values, rank_price,
-                           "cost" if by == "energy" else by, top, pareto)
+        candidates = _scan(
+            cube,
+            job_rows,
+            sel,
+            meta["samples_per_step"],
+            n_values,
+            rank_price,
+            "cost" if by == "energy" else by,
+            top,
+            pareto,
+        )
     else:
         candidates = ((*found, None) for found in _reduced_jobs(cube, job_rows, sel))
     rows = []
@@ -159,29 +177,42 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
     if math.isnan(step[k]):
         return float("nan"), float("nan")
     g, ni, p = cfg["g"][k], cfg["n"][k], cfg["p"][k]
-    if "prediction_band" in meta:   # stored from format 3 on
+    if "prediction_band" in meta:  # stored from format 3 on
         band = float(meta["prediction_band"][pos, ni])
     else:
         calibrated = str_attr(cube.file.attrs, "calibration_sha256") not in ("", "null", "None")
-        band = prediction_band(cube_model(cube.file.attrs), calibrated,
-                               band_group(n[k], meta["gpus_per_node"][pos]))
+        band = prediction_band(cube_model(cube.file.attrs), calibrated, band_group(n[k], meta["gpus_per_node"][pos]))
     if math.isnan(band) or cube.mode == "reduce-only" or pareto:
         return band, float("nan")
-    if job_step is None:   # only the chunks of this gpu, n_gpu and precision
-        block = np.asarray(cube.file["step_time"][j, :, g, ni, :, :, p])[np.ix_(sel["arch"], sel["intra"],
-                                                                                   sel["network"])]
+    if job_step is None:  # only the chunks of this gpu, n_gpu and precision
+        block = np.asarray(cube.file["step_time"][j, :, g, ni, :, :, p])[
+            np.ix_(sel["arch"], sel["intra"], sel["network"])
+        ]
     else:
         values, at = job_step
-        block = values[np.ix_(at["arch"][sel["arch"]], [at["gpu"][g]], [at["n_gpu"][ni]], at["intra"][sel["intra"]],
-                              at["network"][sel["network"]], [at["precision"][p]])][:, 0, 0, :, :, 0]
+        block = values[
+            np.ix_(
+                at["arch"][sel["arch"]],
+                [at["gpu"][g]],
+                [at["n_gpu"][ni]],
+                at["intra"][sel["intra"]],
+                at["network"][sel["network"]],
+                [at["precision"][p]],
+            )
+        ][:, 0, 0, :, :, 0]
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
     distinct = first_of_equivalents(block, arch_names)
     within = np.sum(distinct <= step[k] * (1.0 + band))
     return band, float(max(int(within) - 1, 0))
 
 
-QUERY_UNITS = {"step_time": "s", "throughput": "samples/s", "throughput_tokens": "tokens/s",
-               "cost": "USD/1e6 samples", "speedup": "x"}
+QUERY_UNITS = {
+    "step_time": "s",
+    "throughput": "samples/s",
+    "throughput_tokens": "tokens/s",
+    "cost": "USD/1e6 samples",
+    "speedup": "x",
+}
 """Units of the numeric columns of a result row."""
 
 
@@ -190,14 +221,15 @@ def result_columns(rows: list[dict], cube: Cube, where: dict[str, list[int]], co
     table for people), a dimension fixed by a filter or by the cube, the model where it equals
     the job name, and tokens/s where it equals samples/s are left out; otherwise every column."""
     fixed = {d for d, idx in where.items() if len(idx) == 1} | {
-        d for d in ("gpu", "n_gpu", "precision") if len(cube.labels[d]) == 1}
+        d for d in ("gpu", "n_gpu", "precision") if len(cube.labels[d]) == 1
+    }
     if cube.labels["n_gpu"] == [0]:  # "current": every job has its own GPU count
         fixed.discard("n_gpu")
     named_by_model = all(r["job"] == r["model"] for r in rows)
     columns = ["job"] + ([] if named_by_model and compact else ["model"]) + ["arch", "intra", "network"]
     columns += [d for d in ("gpu", "n_gpu", "precision") if d not in fixed or not compact]
     columns += ["step_time", "throughput", "cost", "bottleneck", "speedup"]
-    if not compact or any(r.get("ties", 0) > 0 for r in rows):   # NaN compares False: shown only with ties
+    if not compact or any(r.get("ties", 0) > 0 for r in rows):  # NaN compares False: shown only with ties
         columns += ["band", "ties"]
     per_token = any(r["throughput_tokens"] != r["throughput"] for r in rows if r["throughput"] == r["throughput"])
     if not compact or per_token:
@@ -221,13 +253,13 @@ def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per-job variables the rows need, read once (whole 1-D variables, then the selected jobs)."""
     f = cube.file
     meta = {name: f[name][:][job_rows] for name in ("samples_per_step", "tokens_per_sample")}
-    meta["gpus_per_node"] = (f["gpus_per_node"][:][job_rows] if "gpus_per_node" in f
-                             else np.full(len(job_rows), 8.0))
+    meta["gpus_per_node"] = f["gpus_per_node"][:][job_rows] if "gpus_per_node" in f else np.full(len(job_rows), 8.0)
     meta["model"] = np.array(decode_strings(f["model"][:]), dtype=object)[job_rows]
-    if "prediction_band" in f:   # (job, n_gpu): read once, not per result row
+    if "prediction_band" in f:  # (job, n_gpu): read once, not per result row
         meta["prediction_band"] = f["prediction_band"][:][job_rows]
-    meta["current_throughput"] = (f["current_throughput"][:][job_rows] if "current_throughput" in f
-                                  else np.full(len(job_rows), np.nan))
+    meta["current_throughput"] = (
+        f["current_throughput"][:][job_rows] if "current_throughput" in f else np.full(len(job_rows), np.nan)
+    )
     return meta
 
 
@@ -267,8 +299,10 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
     gg, nn, pp = (x.reshape(-1) for x in np.meshgrid(g, n, p, indexing="ij"))
     n_i, n_w = len(cube.labels["intra"]), len(cube.labels["network"])
     for j in job_rows:
-        step, flat, code = ((a[j] if every else f[name][j])[np.ix_(g, n, p)].reshape(-1)
-                            for a, name in zip(arrays, ("best_step_time", "best_index", "best_bottleneck")))
+        step, flat, code = (
+            (a[j] if every else f[name][j])[np.ix_(g, n, p)].reshape(-1)
+            for a, name in zip(arrays, ("best_step_time", "best_index", "best_bottleneck"))
+        )
         a, i, w = decode_best(flat, n_i, n_w)
         yield step, code, {"g": gg, "n": nn, "p": pp, "a": a, "i": i, "w": w}
 
@@ -281,8 +315,17 @@ parallel threads, their checksums checked with numpy, ``codecs.fletcher32_numpy`
 loads no numba)."""
 
 
-def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples: np.ndarray,
-          n_values: np.ndarray, price: np.ndarray, by: str, top: int, pareto: bool):
+def _scan(
+    cube: Cube,
+    job_rows: np.ndarray,
+    sel: dict[str, np.ndarray],
+    samples: np.ndarray,
+    n_values: np.ndarray,
+    price: np.ndarray,
+    by: str,
+    top: int,
+    pareto: bool,
+):
     """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
     each job (step [s], bottleneck code, configuration indices, and the job's step_time [s] over
     the selected coordinates with each coordinate's position in it).
@@ -305,15 +348,16 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
     # only the chunks the filters touch, cut to the selected coordinates ("local" indices)
     reader = _ChunkReader(cube, ("step_time", "bottleneck"), sel)
     local = reader.local
-    fits_all = np.ascontiguousarray(cube.file["fits_memory"][:][:, sel["gpu"]][:, :, sel["precision"]],
-                                    dtype=np.uint8)   # (job, selected gpu, selected precision): kB
+    fits_all = np.ascontiguousarray(
+        cube.file["fits_memory"][:][:, sel["gpu"]][:, :, sel["precision"]], dtype=np.uint8
+    )  # (job, selected gpu, selected precision): kB
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
     full = {d: np.array_equal(local[d], np.arange(reader.shape[k])) for k, d in enumerate(LABEL_DIMS)}
     a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
     la, lg, ln, li, lw, lp = (np.ascontiguousarray(local[d], dtype=np.int64) for d in LABEL_DIMS)
 
     kernel = None
-    if compiled and not pareto and top <= 256:   # one pass, the k best kept in order (small k)
+    if compiled and not pareto and top <= 256:  # one pass, the k best kept in order (small k)
         from paigrid.kernels.scan import top_configurations as kernel
 
         ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
@@ -328,8 +372,23 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
         else:
             factor = np.broadcast_to((price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None], (len(g_s), len(n_s)))
         cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
-        count = kernel(raw_step, fits, la, lg, ln, li, lw, lp, ignores_intra, ignores_network,
-                       np.ascontiguousarray(factor, dtype=np.float64), by == "time", k, cand, step)
+        count = kernel(
+            raw_step,
+            fits,
+            la,
+            lg,
+            ln,
+            li,
+            lw,
+            lp,
+            ignores_intra,
+            ignores_network,
+            np.ascontiguousarray(factor, dtype=np.float64),
+            by == "time",
+            k,
+            cand,
+            step,
+        )
         gi, ni, pi, ai, ii, wi = np.unravel_index(cand[:count], shape)
         cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
         code = raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
@@ -369,15 +428,16 @@ def _scan(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray], samples:
         step_chunk, code_chunk = reader.decode(start, stored)
         return [select(step_chunk[j - start], code_chunk[j - start], fits_all[j], pos) for pos, j in members]
 
-    tasks: list[tuple[int, list]] = []   # runs of consecutive jobs in one chunk
+    tasks: list[tuple[int, list]] = []  # runs of consecutive jobs in one chunk
     for pos, j in enumerate(int(j) for j in job_rows):
         start = j - j % reader.rows
         if tasks and tasks[-1][0] == start:
             tasks[-1][1].append((pos, j))
         else:
             tasks.append((start, [(pos, j)]))
-    threads = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
-                         len(tasks)))
+    threads = max(
+        1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, len(tasks))
+    )
     with ThreadPoolExecutor(threads) as pool:
         pending: deque = deque()
         queued = iter(tasks)
@@ -408,8 +468,12 @@ class _ChunkReader:
     that fails to decode are read through h5py (or xarray) instead, the same chunks, so a damaged
     chunk fails as HDF5 reports it; so is every chunk without ``parallel``."""
 
-    FILTERS = {"lz4": {"32001", "fletcher32"}, "zstd": {"32001", "fletcher32"},
-               "gzip": {"gzip", "shuffle", "fletcher32"}, "none": {"fletcher32"}}
+    FILTERS = {
+        "lz4": {"32001", "fletcher32"},
+        "zstd": {"32001", "fletcher32"},
+        "gzip": {"gzip", "shuffle", "fletcher32"},
+        "none": {"fletcher32"},
+    }
 
     def __init__(self, cube: Cube, names, sel: dict[str, np.ndarray] | None = None, parallel: bool = True):
         import itertools
@@ -420,7 +484,7 @@ class _ChunkReader:
         first = self.datasets[0]
         shape = tuple(len(cube.labels[dim]) for dim in ("job", *LABEL_DIMS))
         stored = getattr(first, "chunks", None)
-        self.chunks = tuple(stored) if stored else (1, *shape[1:])   # no stored chunks: read per job
+        self.chunks = tuple(stored) if stored else (1, *shape[1:])  # no stored chunks: read per job
         self.rows = self.chunks[0]
         self.jobs = shape[0]
         sel = sel or {}
@@ -429,28 +493,45 @@ class _ChunkReader:
             wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
             self.coords[dim], self.local[dim] = wanted, np.arange(len(wanted))
             self.position[dim] = np.full(n, -1, np.intp)
-            self.position[dim][wanted[::-1]] = np.arange(len(wanted))[::-1]   # the first place of each
-            runs.append([(s0, *_cut(np.flatnonzero((wanted >= s0) & (wanted < s0 + c)), wanted, s0))
-                         for s0 in sorted({int(k) // c * c for k in wanted})])
+            self.position[dim][wanted[::-1]] = np.arange(len(wanted))[::-1]  # the first place of each
+            runs.append(
+                [
+                    (s0, *_cut(np.flatnonzero((wanted >= s0) & (wanted < s0 + c)), wanted, s0))
+                    for s0 in sorted({int(k) // c * c for k in wanted})
+                ]
+            )
         self.shape = tuple(len(self.coords[dim]) for dim in LABEL_DIMS)
         # each chunk to read: its corner (after the job), where its cells go and which they are
-        self.pieces = [(tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
-                       for combo in itertools.product(*runs)]
+        self.pieces = [
+            (tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
+            for combo in itertools.product(*runs)
+        ]
         # the selection as one box, when each dimension's coordinates run in steps of one (the box
         # then holds exactly the chunks that hold them)
         stepwise = all(len(v) and np.all(np.diff(v) == 1) for v in self.coords.values())
         self.box = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in self.coords.values()) if stepwise else None
-        self.whole = (len(self.pieces) == 1 and self.shape == tuple(self.chunks[1:])
-                      and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2]))
+        self.whole = (
+            len(self.pieces) == 1
+            and self.shape == tuple(self.chunks[1:])
+            and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2])
+        )
         compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
         chunks = [getattr(d, "chunks", None) for d in self.datasets]
         self.decoders = None
         try:
             # a row of several chunks: h5py reads them in one call (in C), faster than decoding
             # them one by one here (measured on chunks of 2 GPUs: a --top 3 scan 10% slower)
-            if parallel and len(self.pieces) == 1 and all(c is not None and tuple(c) == self.chunks
-                                and set(d._filters) == self.FILTERS.get(compression) and hasattr(d, "id")
-                                for c, d in zip(chunks, self.datasets)):
+            if (
+                parallel
+                and len(self.pieces) == 1
+                and all(
+                    c is not None
+                    and tuple(c) == self.chunks
+                    and set(d._filters) == self.FILTERS.get(compression)
+                    and hasattr(d, "id")
+                    for c, d in zip(chunks, self.datasets)
+                )
+            ):
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
         except (AttributeError, TypeError, ValueError, PaigridError):
             self.decoders = None
@@ -480,15 +561,20 @@ class _ChunkReader:
         stop = min(start + self.rows, self.jobs)
         if stored is not None and self.decoders is not None:
             try:
-                return [self._assemble(stop - start, [decode(piece) for piece in (data if isinstance(data, list)
-                                                                                  else [data])])
-                        for decode, data in zip(self.decoders, stored)]
+                return [
+                    self._assemble(
+                        stop - start, [decode(piece) for piece in (data if isinstance(data, list) else [data])]
+                    )
+                    for decode, data in zip(self.decoders, stored)
+                ]
             except (OSError, RuntimeError, ValueError):
-                pass   # h5py reads it again below, and fails as HDF5 does if it is damaged
-        if self.box is not None:   # runs of coordinates: one read, of exactly the chunks needed
+                pass  # h5py reads it again below, and fails as HDF5 does if it is damaged
+        if self.box is not None:  # runs of coordinates: one read, of exactly the chunks needed
             return [np.asarray(d[(slice(start, stop), *self.box)]) for d in self.datasets]
-        regions = [(slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
-                   for corner, _, _ in self.pieces]
+        regions = [
+            (slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
+            for corner, _, _ in self.pieces
+        ]
         return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions]) for d in self.datasets]
 
     def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
@@ -534,9 +620,12 @@ def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:
     for dim in ARCH_IGNORES.get(row["arch"], ()):
         row[dim] = ANY
     row["n_gpu"] = int(n[k]) if feasible else None
-    row.update(step_time=float(step[k]), throughput=float(throughput),
-               throughput_tokens=float(throughput * meta["tokens_per_sample"][pos]),
-               cost=float(price[cfg["g"][k]] / 3600.0 * 1e6 / samples * step[k]),
-               bottleneck=L.BOTTLENECK_NAMES[code[k]] if feasible and code[k] < len(L.BOTTLENECK_NAMES) else None,
-               speedup=float(throughput / meta["current_throughput"][pos]) if feasible else float("nan"))
+    row.update(
+        step_time=float(step[k]),
+        throughput=float(throughput),
+        throughput_tokens=float(throughput * meta["tokens_per_sample"][pos]),
+        cost=float(price[cfg["g"][k]] / 3600.0 * 1e6 / samples * step[k]),
+        bottleneck=L.BOTTLENECK_NAMES[code[k]] if feasible and code[k] < len(L.BOTTLENECK_NAMES) else None,
+        speedup=float(throughput / meta["current_throughput"][pos]) if feasible else float("nan"),
+    )
     return row

@@ -64,10 +64,14 @@ FORMAT_VERSION = 5
 
 #: the relative uncertainty of the predictions, per job and GPU count (format 3 on): name ->
 #: (dtype, units, long name)
-BAND_VARIABLE = ("prediction_band", np.float32, "1",
-                 "relative uncertainty of step time and throughput: the cross-validated |predicted / measured - 1| "
-                 "(68th percentile) of the configuration's group (one GPU, one server, several servers); NaN: "
-                 "no held-out measurement of the group")
+BAND_VARIABLE = (
+    "prediction_band",
+    np.float32,
+    "1",
+    "relative uncertainty of step time and throughput: the cross-validated |predicted / measured - 1| "
+    "(68th percentile) of the configuration's group (one GPU, one server, several servers); NaN: "
+    "no held-out measurement of the group",
+)
 
 #: the seven dimensions of the cube, in storage order
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
@@ -86,15 +90,27 @@ CUBE_VARIABLES = {
 #: the factors that make the derived variables from step_time (format 4 on), over fewer
 #: dimensions: name -> (dims, dtype, units, long name)
 FACTOR_VARIABLES = {
-    "samples_per_job_step": (("job", "n_gpu"), np.float64, "samples",
-                             "samples of the whole job per optimizer step (n_gpu x per-GPU samples per step); "
-                             "throughput = samples_per_job_step / step_time"),
-    "cost_per_step_second": (("job", "gpu"), np.float64, "USD/1e6 samples/s",
-                             "GPU rental cost per million samples per second of step time (USD/GPU-hour / 3600 x "
-                             "1e6 / per-GPU samples per step); cost = cost_per_step_second x step_time"),
-    "energy_per_step_second": (("job", "gpu"), np.float64, "J/sample/s",
-                               "GPU energy per sample per second of step time (board power / per-GPU samples per "
-                               "step); energy = energy_per_step_second x step_time"),
+    "samples_per_job_step": (
+        ("job", "n_gpu"),
+        np.float64,
+        "samples",
+        "samples of the whole job per optimizer step (n_gpu x per-GPU samples per step); "
+        "throughput = samples_per_job_step / step_time",
+    ),
+    "cost_per_step_second": (
+        ("job", "gpu"),
+        np.float64,
+        "USD/1e6 samples/s",
+        "GPU rental cost per million samples per second of step time (USD/GPU-hour / 3600 x "
+        "1e6 / per-GPU samples per step); cost = cost_per_step_second x step_time",
+    ),
+    "energy_per_step_second": (
+        ("job", "gpu"),
+        np.float64,
+        "J/sample/s",
+        "GPU energy per sample per second of step time (board power / per-GPU samples per "
+        "step); energy = energy_per_step_second x step_time",
+    ),
 }
 #: the variables over the seven dimensions that format 4 derives instead of storing: name ->
 #: (factor in ``FACTOR_VARIABLES``, "divide" (factor / step_time) or "multiply" (factor x
@@ -110,14 +126,20 @@ JOB_GPU_VARIABLES = {
     "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
     "t_flop": (np.float32, "s", "compute-bound ops per step"),
     "t_mem": (np.float32, "s", "memory-bound ops per step"),
-    "fits_memory": (np.uint8, "1",
-                    "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory"),
+    "fits_memory": (
+        np.uint8,
+        "1",
+        "1 where weights, gradients, optimizer state, activations and workspace fit in GPU memory",
+    ),
 }
 #: per-job reductions over (job, gpu, n_gpu, precision)
 BEST_VARIABLES = {
     "best_step_time": (np.float64, "s", "smallest step time over arch x intra x network (float32-rounded)"),
-    "best_index": (np.int32, "1",
-                   "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none"),
+    "best_index": (
+        np.int32,
+        "1",
+        "flat index (arch * n_intra + intra) * n_network + network of the best configuration, -1 if none",
+    ),
     "best_bottleneck": (np.uint8, "1", "bottleneck of the best configuration"),
 }
 
@@ -125,16 +147,22 @@ BEST_VARIABLES = {
 CRITERIA = ("time", "cost")
 OVERALL_DIMS = LABEL_DIMS
 OVERALL_VARIABLES = {
-    "overall_best": (np.int32, "1", "index into each of arch, gpu, n_gpu, intra, network, precision of the best "
-                                    "feasible configuration over everything, per criterion; -1 if none"),
+    "overall_best": (
+        np.int32,
+        "1",
+        "index into each of arch, gpu, n_gpu, intra, network, precision of the best "
+        "feasible configuration over everything, per criterion; -1 if none",
+    ),
     "overall_step_time": (np.float64, "s", "step time of that configuration (float32-rounded)"),
 }
 
 #: CF flag_values / flag_meanings of the flag variables
 FLAG_ATTRS = {
     "bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL), (*L.BOTTLENECK_NAMES, "invalid_configuration")),
-    "best_bottleneck": ((*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL),
-                        (*L.BOTTLENECK_NAMES, "no_feasible_configuration")),
+    "best_bottleneck": (
+        (*range(len(L.BOTTLENECK_NAMES)), L.FLAG_FILL),
+        (*L.BOTTLENECK_NAMES, "no_feasible_configuration"),
+    ),
     "invalid_reason": (tuple(range(len(L.INVALID_REASONS))), L.INVALID_REASONS),
     "fits_memory": ((0, 1, L.FLAG_FILL), ("does_not_fit", "fits", "precision_unsupported")),
 }
@@ -146,14 +174,14 @@ REASON_SENTENCES = {
     L.REASON_VALID: "",
     L.REASON_SINGLE_GPU_ARCH: "{arch} with {n_gpu} GPU(s) is invalid: 1w1g runs exactly one GPU.",
     L.REASON_LOCAL_ARCH_EXCEEDS_SERVER: "{arch} with {n_gpu} GPU(s) is invalid: {arch} keeps every GPU in one "
-                                        "server, which has {gpus_per_node} (gpus_per_node).",
+    "server, which has {gpus_per_node} (gpus_per_node).",
     L.REASON_CLUSTER_ARCH_NEEDS_NETWORK: "{arch} with {n_gpu} GPU(s) is invalid: {arch} needs a network between "
-                                         "servers, and the network is {network!r} (single server only).",
+    "servers, and the network is {network!r} (single server only).",
     L.REASON_INTRA_LINK_NOT_ON_GPU: "the {intra} link cannot connect {gpu} GPUs.",
     L.REASON_PRECISION_NOT_ON_GPU: "the {gpu} has no {precision} support ({lacks}).",
     L.REASON_MISSING_INPUT: "{job} on {arch} with {n_gpu} {gpu} GPU(s), {intra}, {network}, {precision} has no "
-                            "prediction: a number the model needs is missing (NaN) in the catalogues or the "
-                            "job's options.",
+    "prediction: a number the model needs is missing (NaN) in the catalogues or the "
+    "job's options.",
 }
 
 
@@ -162,8 +190,12 @@ REASON_SENTENCES = {
 #: one worker with n GPUs exchange nothing over the intra link or the network (1wng goes through
 #: the host's PCIe), a single-server all-reduce uses no network, and a parameter server talks to
 #: its workers over the network and PCIe only.  Queries show such a dimension once, as ``ANY``.
-ARCH_IGNORES = {"1w1g": ("intra", "network"), "1wng": ("intra", "network"), "allreduce-local": ("network",),
-                "ps-worker": ("intra",)}
+ARCH_IGNORES = {
+    "1w1g": ("intra", "network"),
+    "1wng": ("intra", "network"),
+    "allreduce-local": ("network",),
+    "ps-worker": ("intra",),
+}
 #: the label a query shows for a dimension the configuration's architecture does not depend on
 ANY = "any"
 
@@ -238,7 +270,7 @@ def factor_for_cube(name: str, values, dims=DIMS) -> np.ndarray:
     dimensions, or those of a selection that keeps some of them, in cube order)."""
     own = FACTOR_VARIABLES[name][0]
     values = np.asarray(values)
-    kept = [d for d in own if d in dims]   # a dimension selected away is already indexed in ``values``
+    kept = [d for d in own if d in dims]  # a dimension selected away is already indexed in ``values``
     if [d for d in dims if d in own] != kept:
         raise ValueError(f"{name}'s dimensions {own} are not in the order of {dims}")
     shape = [values.shape[kept.index(d)] if d in kept else 1 for d in dims]

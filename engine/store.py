@@ -82,7 +82,7 @@ def cube_chunk_shape(grid: Grid, jobs_per_block: int) -> tuple[int, ...]:
     the sweep's compression several times slower in the measurements behind this choice (see
     docs/cube.md)."""
     j, a, g, n, i, w, p = grid.shape
-    per_gpu = a * n * i * w * p * 4                            # float32 bytes of one (job, gpu)
+    per_gpu = a * n * i * w * p * 4  # float32 bytes of one (job, gpu)
     gpus = _divisor_at_least(g, round(CUBE_CHUNK_BYTES / per_gpu))
     jobs = max(1, min(jobs_per_block, j, round(CUBE_CHUNK_BYTES / (per_gpu * gpus))))
     return (jobs, a, gpus, n, i, w, p)
@@ -91,6 +91,8 @@ def cube_chunk_shape(grid: Grid, jobs_per_block: int) -> tuple[int, ...]:
 def _divisor_at_least(size: int, at_least: int) -> int:
     """The smallest divisor of ``size`` that is at least ``at_least`` (``size`` when none is)."""
     return next((d for d in range(max(1, at_least), size + 1) if size % d == 0), size)
+
+
 def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
     """Uncompressed size of the cube variables [bytes]: what a full sweep could need on disk
     (the variables over seven dimensions and the factors of the derived ones only in a full
@@ -105,8 +107,9 @@ def estimated_bytes(grid: Grid, reduce_only: bool) -> int:
 def factor_bytes(grid: Grid) -> int:
     """Size of the factors of throughput, cost and energy (``FACTOR_VARIABLES``) [bytes]."""
     size = dict(zip(DIMS, grid.shape))
-    return sum(np.dtype(dtype).itemsize * math.prod(size[d] for d in dims)
-               for dims, dtype, _, _ in FACTOR_VARIABLES.values())
+    return sum(
+        np.dtype(dtype).itemsize * math.prod(size[d] for d in dims) for dims, dtype, _, _ in FACTOR_VARIABLES.values()
+    )
 
 
 def grid_model(grid: Grid) -> str:
@@ -128,10 +131,11 @@ def prediction_bands(grid: Grid) -> np.ndarray:
         counts = grid.current_counts[:, None]
     else:
         counts = np.broadcast_to(np.asarray(grid.n_gpu, dtype=np.float64), (len(grid.jobs), len(grid.n_gpu)))
-    pairs, inverse = np.unique(np.stack(np.broadcast_arrays(counts, per_node[:, None]), axis=-1).reshape(-1, 2),
-                               axis=0, return_inverse=True)
+    pairs, inverse = np.unique(
+        np.stack(np.broadcast_arrays(counts, per_node[:, None]), axis=-1).reshape(-1, 2), axis=0, return_inverse=True
+    )
     bands = np.array([prediction_band(model, calibrated, band_group(n, k)) for n, k in pairs], np.float32)
-    return bands[inverse.reshape(-1)].reshape(counts.shape)   # one lookup per distinct (count, gpus_per_node)
+    return bands[inverse.reshape(-1)].reshape(counts.shape)  # one lookup per distinct (count, gpus_per_node)
 
 
 def llm_estimated_bytes(llm: LlmGrid | None, reduce_only: bool) -> int:
@@ -162,10 +166,21 @@ def _strings(values) -> np.ndarray:
 class CubeWriter:
     """Creates (or reopens, to resume) a cube file and writes blocks into it."""
 
-    def __init__(self, path: str | Path, grid: Grid | None, provenance: dict, blocks: list[tuple[int, int]],
-                 reduce_only: bool = False, compression: str = "lz4", resume: bool = False,
-                 chunks: int | tuple[int, ...] = 1, current: dict[str, np.ndarray] | None = None, device: str = "cpu",
-                 flush_seconds: float = 0.0, llm: LlmGrid | None = None):
+    def __init__(
+        self,
+        path: str | Path,
+        grid: Grid | None,
+        provenance: dict,
+        blocks: list[tuple[int, int]],
+        reduce_only: bool = False,
+        compression: str = "lz4",
+        resume: bool = False,
+        chunks: int | tuple[int, ...] = 1,
+        current: dict[str, np.ndarray] | None = None,
+        device: str = "cpu",
+        flush_seconds: float = 0.0,
+        llm: LlmGrid | None = None,
+    ):
         import h5netcdf
         import h5py
 
@@ -178,13 +193,13 @@ class CubeWriter:
         self.grid = grid
         self.reduce_only = reduce_only
         self.blocks = blocks
-        self.chunks = cube_chunks(grid.shape, chunks) if grid is not None else None   # the cube variables'
-        self.llm = llm                        # the LLM family's grid (None: no LLM jobs)
+        self.chunks = cube_chunks(grid.shape, chunks) if grid is not None else None  # the cube variables'
+        self.llm = llm  # the LLM family's grid (None: no LLM jobs)
         self.llm_blocks = llm.blocks() if llm is not None else []
         self.unflushed_llm: list[int] = []
         self.compression = compression
         self.flush_seconds = flush_seconds
-        self.unflushed: list[int] = []        # blocks written but not yet flushed and marked done
+        self.unflushed: list[int] = []  # blocks written but not yet flushed and marked done
         self.last_flush = time.monotonic()
         # The HDF5 file is opened here and handed to h5netcdf (which then leaves closing it to us), so
         # that this writer holds it: it flushes it itself and writes blocks straight to its datasets.
@@ -211,16 +226,21 @@ class CubeWriter:
                 if current is not None:
                     self.write_current(current)
                 self._publish()
-            self.done = (np.asarray(self.file.variables["block_done"][:], dtype=bool) if grid is not None
-                         else np.zeros(0, dtype=bool))
-            self.llm_done = (np.asarray(self.h5["llm/block_done"][:], dtype=bool) if llm is not None
-                             else np.zeros(0, dtype=bool))
+            self.done = (
+                np.asarray(self.file.variables["block_done"][:], dtype=bool)
+                if grid is not None
+                else np.zeros(0, dtype=bool)
+            )
+            self.llm_done = (
+                np.asarray(self.h5["llm/block_done"][:], dtype=bool) if llm is not None else np.zeros(0, dtype=bool)
+            )
             if resume:
                 self._check_blocks()
             # blocks go straight to the h5py datasets: h5netcdf's __setitem__ adds ~1 ms per call
             self.datasets = {name: self.h5[name] for name in self.file.variables}
-            self.llm_sets = ({name: self.h5["llm"][name] for name in self.file.groups["llm"].variables}
-                             if llm is not None else {})
+            self.llm_sets = (
+                {name: self.h5["llm"][name] for name in self.file.groups["llm"].variables} if llm is not None else {}
+            )
         except BaseException:
             self.close()  # no caller holds this writer to close it
             raise
@@ -230,11 +250,18 @@ class CubeWriter:
         f, grid = self.file, self.grid
         if grid is not None:
             self._create_dp(filters)
-        f.attrs.update(Conventions="CF-1.8", title="paigrid design-space cube", paigrid_version=__version__,
-                       format_version=FORMAT_VERSION, families=" ".join(self.families()),
-                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       mode="reduce-only" if self.reduce_only else "full", compression=compression,
-                       complete=0, **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()})
+        f.attrs.update(
+            Conventions="CF-1.8",
+            title="paigrid design-space cube",
+            paigrid_version=__version__,
+            format_version=FORMAT_VERSION,
+            families=" ".join(self.families()),
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            mode="reduce-only" if self.reduce_only else "full",
+            compression=compression,
+            complete=0,
+            **{k: json.dumps(v) if not isinstance(v, str) else v for k, v in provenance.items()},
+        )
         if grid is not None:
             f.attrs["model"] = grid_model(grid)
         if self.llm is not None:
@@ -249,12 +276,23 @@ class CubeWriter:
 
         f, grid = self.file, self.grid
         names = DIMS
-        f.dimensions = {**dict(zip(names, grid.shape)), "block": len(self.blocks), "criterion": len(CRITERIA),
-                        "dimension": len(OVERALL_DIMS)}
+        f.dimensions = {
+            **dict(zip(names, grid.shape)),
+            "block": len(self.blocks),
+            "criterion": len(CRITERIA),
+            "dimension": len(OVERALL_DIMS),
+        }
         text = h5py.string_dtype()
-        labels = {"job": [j.name for j in grid.jobs], "arch": grid.arch, "gpu": grid.gpu,
-                  "intra": grid.intra, "network": grid.network, "precision": grid.precision,
-                  "criterion": CRITERIA, "dimension": OVERALL_DIMS}
+        labels = {
+            "job": [j.name for j in grid.jobs],
+            "arch": grid.arch,
+            "gpu": grid.gpu,
+            "intra": grid.intra,
+            "network": grid.network,
+            "precision": grid.precision,
+            "criterion": CRITERIA,
+            "dimension": OVERALL_DIMS,
+        }
         for dim, values in labels.items():
             f.create_variable(dim, (dim,), dtype=text, data=_strings(values)).attrs["units"] = "1"
         n_gpu = f.create_variable("n_gpu", ("n_gpu",), dtype=np.int32, data=np.asarray(grid.n_gpu, np.int32))
@@ -264,17 +302,29 @@ class CubeWriter:
         per_job = 8 * grid.shape[2] * grid.shape[3] * grid.shape[6]
         jobs_per_chunk = max(1, min(self.blocks[0][1] - self.blocks[0][0], CHUNK_TARGET_BYTES // per_job))
         cube_chunk = self.chunks
-        groups = [(JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
-                  (BEST_VARIABLES, ("job", "gpu", "n_gpu", "precision"),
-                   (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6])),
-                  ({"overall_best": OVERALL_VARIABLES["overall_best"]}, ("job", "criterion", "dimension"),
-                   (jobs_per_chunk, len(CRITERIA), len(OVERALL_DIMS))),
-                  ({"overall_step_time": OVERALL_VARIABLES["overall_step_time"]}, ("job", "criterion"),
-                   (jobs_per_chunk, len(CRITERIA)))]
-        if not self.reduce_only:   # the factors of the derived variables, chunked as the small variables
+        groups = [
+            (JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
+            (
+                BEST_VARIABLES,
+                ("job", "gpu", "n_gpu", "precision"),
+                (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6]),
+            ),
+            (
+                {"overall_best": OVERALL_VARIABLES["overall_best"]},
+                ("job", "criterion", "dimension"),
+                (jobs_per_chunk, len(CRITERIA), len(OVERALL_DIMS)),
+            ),
+            (
+                {"overall_step_time": OVERALL_VARIABLES["overall_step_time"]},
+                ("job", "criterion"),
+                (jobs_per_chunk, len(CRITERIA)),
+            ),
+        ]
+        if not self.reduce_only:  # the factors of the derived variables, chunked as the small variables
             groups[:0] = [(CUBE_VARIABLES, names, cube_chunk)] + [
                 ({name: (dtype, units, long_name)}, dims, (jobs_per_chunk, grid.shape[DIMS.index(dims[1])]))
-                for name, (dims, dtype, units, long_name) in FACTOR_VARIABLES.items()]
+                for name, (dims, dtype, units, long_name) in FACTOR_VARIABLES.items()
+            ]
         for variables, dims, chunks in groups:
             for name, (dtype, units, long_name) in variables.items():
                 fill = np.nan if np.dtype(dtype).kind == "f" else None
@@ -286,8 +336,9 @@ class CubeWriter:
         f.variables["best_index"].attrs["flat_index"] = "(arch * n_intra + intra) * n_network + network"
         done = f.create_variable("block_done", ("block",), dtype=np.uint8, data=np.zeros(len(self.blocks), np.uint8))
         done.attrs.update(units="1", long_name="1 once the block is written and flushed")
-        start = f.create_variable("block_start", ("block",), dtype=np.int64,
-                                  data=np.array([b[0] for b in self.blocks], np.int64))
+        start = f.create_variable(
+            "block_start", ("block",), dtype=np.int64, data=np.array([b[0] for b in self.blocks], np.int64)
+        )
         start.attrs.update(units="1", long_name="index of the block's first job")
 
     def _create_llm(self, filters: dict) -> None:
@@ -301,79 +352,128 @@ class CubeWriter:
         llm = self.llm
         g = self.file.create_group("llm")
         text = h5py.string_dtype()
-        g.dimensions = {**dict(zip(LLM_DIMS, llm.shape)), "reason": len(CUBE_REASON_NAMES),
-                        "block": len(self.llm_blocks)}
-        labels = {"job": [j.name for j in llm.jobs],
-                  "layout": [layout_label(lay, with_dp=False) for lay in llm.layouts],
-                  "gpu": llm.gpu, "network": llm.network, "precision": llm.precision, "reason": CUBE_REASON_NAMES}
+        g.dimensions = {
+            **dict(zip(LLM_DIMS, llm.shape)),
+            "reason": len(CUBE_REASON_NAMES),
+            "block": len(self.llm_blocks),
+        }
+        labels = {
+            "job": [j.name for j in llm.jobs],
+            "layout": [layout_label(lay, with_dp=False) for lay in llm.layouts],
+            "gpu": llm.gpu,
+            "network": llm.network,
+            "precision": llm.precision,
+            "reason": CUBE_REASON_NAMES,
+        }
         for dim, values in labels.items():
             g.create_variable(dim, (dim,), dtype=text, data=_strings(values)).attrs["units"] = "1"
         for dim, long_name in (("n_gpu", "GPUs in the job"), ("domain", "GPUs per NVLink domain")):
             var = g.create_variable(dim, (dim,), dtype=np.int32, data=np.asarray(getattr(llm, dim), np.int32))
             var.attrs.update(units="GPUs", long_name=long_name)
-        degree_units = {"tp": "GPUs", "pp": "stages", "cp": "GPUs", "ep": "GPUs", "vpp": "stages per GPU",
-                        "micro_batch": "sequences", "zero": "stage", "sp": "1"}
+        degree_units = {
+            "tp": "GPUs",
+            "pp": "stages",
+            "cp": "GPUs",
+            "ep": "GPUs",
+            "vpp": "stages per GPU",
+            "micro_batch": "sequences",
+            "zero": "stage",
+            "sp": "1",
+        }
         degrees = [d for d in DEGREES if d not in ("dp", "recompute")]
         for name in degrees:
             values = [int(bool(lay.sp and lay.tp > 1)) if name == "sp" else getattr(lay, name) for lay in llm.layouts]
             var = g.create_variable(name, ("layout",), dtype=np.int32, data=np.asarray(values, np.int32))
             var.attrs.update(units=degree_units[name], long_name=f"the layout's {name} (dp = n_gpu / (tp x pp x cp))")
-        var = g.create_variable("recompute", ("layout",), dtype=text,
-                                data=_strings(lay.recompute for lay in llm.layouts))
+        var = g.create_variable(
+            "recompute", ("layout",), dtype=text, data=_strings(lay.recompute for lay in llm.layouts)
+        )
         var.attrs.update(units="1", long_name="activation recomputation: none, selective or full")
         coordinates = " ".join([*degrees, "recompute"])
-        per_job = {"model": (text, _strings(j.model.name for j in llm.jobs), "1", "LLM catalogue model"),
-                   "global_batch": (np.float64, [j.model.global_batch for j in llm.jobs], "sequences",
-                                    "sequences per optimizer step (one sequence is one sample)"),
-                   "seq_len": (np.float64, [j.model.seq_len for j in llm.jobs], "tokens/sample",
-                               "tokens per sequence")}
+        per_job = {
+            "model": (text, _strings(j.model.name for j in llm.jobs), "1", "LLM catalogue model"),
+            "global_batch": (
+                np.float64,
+                [j.model.global_batch for j in llm.jobs],
+                "sequences",
+                "sequences per optimizer step (one sequence is one sample)",
+            ),
+            "seq_len": (np.float64, [j.model.seq_len for j in llm.jobs], "tokens/sample", "tokens per sequence"),
+        }
         for name, (dtype, data, units, long_name) in per_job.items():
             var = g.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
             var.attrs.update(units=units, long_name=long_name)
         cats = llm.cats
-        per_gpu = {"intra": (text, _strings(llm.intra), "1", "the GPU's intra-domain link (links.csv)"),
-                   "gpus_per_node": (np.int32, llm.gpus_per_node, "GPUs", "GPUs per server"),
-                   "price": (np.float64, [cats.gpus.number(x, "price_USD_per_gpu_hour") for x in llm.gpu],
-                             "USD/GPU-hour", "gpus catalogue column price_USD_per_gpu_hour"),
-                   "power": (np.float64, [cats.gpus.number(x, "tdp_W") for x in llm.gpu], "W",
-                             "gpus catalogue column tdp_W")}
+        per_gpu = {
+            "intra": (text, _strings(llm.intra), "1", "the GPU's intra-domain link (links.csv)"),
+            "gpus_per_node": (np.int32, llm.gpus_per_node, "GPUs", "GPUs per server"),
+            "price": (
+                np.float64,
+                [cats.gpus.number(x, "price_USD_per_gpu_hour") for x in llm.gpu],
+                "USD/GPU-hour",
+                "gpus catalogue column price_USD_per_gpu_hour",
+            ),
+            "power": (np.float64, [cats.gpus.number(x, "tdp_W") for x in llm.gpu], "W", "gpus catalogue column tdp_W"),
+        }
         for name, (dtype, data, units, long_name) in per_gpu.items():
             var = g.create_variable(name, ("gpu",), dtype=dtype, data=np.asarray(data, dtype=dtype))
             var.attrs.update(units=units, long_name=long_name)
-        flags = dict(flag_values=np.arange(len(CUBE_REASON_NAMES), dtype=np.uint8),
-                     flag_meanings=" ".join(n.replace("-", "_") for n in CUBE_REASON_NAMES))
+        flags = dict(
+            flag_values=np.arange(len(CUBE_REASON_NAMES), dtype=np.uint8),
+            flag_meanings=" ".join(n.replace("-", "_") for n in CUBE_REASON_NAMES),
+        )
         fields = result_fields()
         if not self.reduce_only:
             chunks = llm_chunk_shape(llm)
             for name, (_, units) in fields.items():
                 var = g.create_variable(name, LLM_DIMS, dtype=np.float32, chunks=chunks, fillvalue=np.nan, **filters)
-                var.attrs.update(units=units, long_name=f"{name} of the layout on the design (NaN: invalid)",
-                                 coordinates=coordinates)
+                var.attrs.update(
+                    units=units, long_name=f"{name} of the layout on the design (NaN: invalid)", coordinates=coordinates
+                )
             var = g.create_variable("invalid_reason", LLM_DIMS, dtype=np.uint8, chunks=chunks, **filters)
-            var.attrs.update(units="1", long_name="why the layout cannot run on the design; 0 where it can",
-                             coordinates=coordinates, **flags)
+            var.attrs.update(
+                units="1",
+                long_name="why the layout cannot run on the design; 0 where it can",
+                coordinates=coordinates,
+                **flags,
+            )
         best_chunks = (1, *llm.shape[2:])
         var = g.create_variable("best_layout", LLM_BEST_DIMS, dtype=np.int32, chunks=best_chunks, **filters)
         var.attrs.update(units="1", long_name="index on the layout axis of the fastest valid layout, -1 if none")
         for name, (_, units) in fields.items():
-            var = g.create_variable(f"best_{name}", LLM_BEST_DIMS, dtype=np.float64, chunks=best_chunks,
-                                    fillvalue=np.nan, **filters)
+            var = g.create_variable(
+                f"best_{name}", LLM_BEST_DIMS, dtype=np.float64, chunks=best_chunks, fillvalue=np.nan, **filters
+            )
             var.attrs.update(units=units, long_name=f"{name} of the fastest valid layout (NaN: none)")
-        var = g.create_variable("layouts_by_reason", (*LLM_BEST_DIMS, "reason"), dtype=np.int32,
-                                chunks=(*best_chunks, len(CUBE_REASON_NAMES)), **filters)
+        var = g.create_variable(
+            "layouts_by_reason",
+            (*LLM_BEST_DIMS, "reason"),
+            dtype=np.int32,
+            chunks=(*best_chunks, len(CUBE_REASON_NAMES)),
+            **filters,
+        )
         var.attrs.update(units="layouts", long_name="layouts of the axis per reason code (reason 0: valid)")
-        done = g.create_variable("block_done", ("block",), dtype=np.uint8,
-                                 data=np.zeros(len(self.llm_blocks), np.uint8))
+        done = g.create_variable(
+            "block_done", ("block",), dtype=np.uint8, data=np.zeros(len(self.llm_blocks), np.uint8)
+        )
         done.attrs.update(units="1", long_name="1 once the block (one job at one GPU count) is written and flushed")
         for k, name in enumerate(("block_job", "block_n_gpu")):
-            var = g.create_variable(name, ("block",), dtype=np.int32,
-                                    data=np.array([b[k] for b in self.llm_blocks], np.int32))
+            var = g.create_variable(
+                name, ("block",), dtype=np.int32, data=np.array([b[k] for b in self.llm_blocks], np.int32)
+            )
             var.attrs.update(units="1", long_name=f"index of the block's {name[6:]}")
-        g.attrs.update(family="llm", title="paigrid LLM design space", layout_grammar=(
-            "tp{t}-pp{p}-v{v}-cp{c}-ep{e}-mb{m}-zero{z}-{none|selective|full}-{sp|nosp}; dp = n_gpu / (tp x pp x cp)"),
-            nics_per_gpu=llm.nics_per_gpu, space=json.dumps(space_to_table(llm.space)),
+        g.attrs.update(
+            family="llm",
+            title="paigrid LLM design space",
+            layout_grammar=(
+                "tp{t}-pp{p}-v{v}-cp{c}-ep{e}-mb{m}-zero{z}-{none|selective|full}-{sp|nosp}; "
+                "dp = n_gpu / (tp x pp x cp)"
+            ),
+            nics_per_gpu=llm.nics_per_gpu,
+            space=json.dumps(space_to_table(llm.space)),
             options=json.dumps({k: v for k, v in vars(llm.options).items()}),
-            reason_sentences="paigrid.llm.layouts.reason_text says each code in words")
+            reason_sentences="paigrid.llm.layouts.reason_text says each code in words",
+        )
 
     def _record_device(self, device: str) -> None:
         """A resumed cube's ``device`` attribute: where each part was computed, when that changed."""
@@ -388,21 +488,45 @@ class CubeWriter:
         per_job = {
             "model": (text, _strings(j.model for j in jobs), "1", "workload catalogue name"),
             "batch": (np.float64, [j.batch for j in jobs], "samples", "per-GPU batch of one micro-batch"),
-            "samples_per_step": (np.float64, [j.batch * j.options["grad_accum_steps"] for j in jobs],
-                                 "samples", "per-GPU samples of one optimizer step"),
-            "tokens_per_sample": (np.float64, _per_model(jobs, lambda m: _tokens(w, m)), "tokens/sample",
-                                  "tokens (or frames) per sample; throughput per token = throughput x this"),
-            "sample_unit": (text, _strings(_per_model(jobs, lambda m: w.row(m).get("sample_unit", "sample"))), "1",
-                            "what one sample is"),
+            "samples_per_step": (
+                np.float64,
+                [j.batch * j.options["grad_accum_steps"] for j in jobs],
+                "samples",
+                "per-GPU samples of one optimizer step",
+            ),
+            "tokens_per_sample": (
+                np.float64,
+                _per_model(jobs, lambda m: _tokens(w, m)),
+                "tokens/sample",
+                "tokens (or frames) per sample; throughput per token = throughput x this",
+            ),
+            "sample_unit": (
+                text,
+                _strings(_per_model(jobs, lambda m: w.row(m).get("sample_unit", "sample"))),
+                "1",
+                "what one sample is",
+            ),
         }
-        for option, units in (("gpus_per_node", "1"), ("nics_per_node", "1"), ("grad_accum_steps", "1"),
-                              ("overlap", "1")):
+        for option, units in (
+            ("gpus_per_node", "1"),
+            ("nics_per_node", "1"),
+            ("grad_accum_steps", "1"),
+            ("overlap", "1"),
+        ):
             per_job[option] = (np.float64, [j.options[option] for j in jobs], units, f"the job's {option} option")
         for dim in ("arch", "gpu", "intra", "network", "precision"):
-            per_job[f"current_{dim}"] = (text, _strings((j.current or {}).get(dim, "") for j in jobs), "1",
-                                         f"the job's current {dim} (empty: none given)")
-        per_job["current_n_gpu"] = (np.int32, [(j.current or {}).get("n_gpu", 0) for j in jobs], "1",
-                                    "the job's current GPU count (0: none given)")
+            per_job[f"current_{dim}"] = (
+                text,
+                _strings((j.current or {}).get(dim, "") for j in jobs),
+                "1",
+                f"the job's current {dim} (empty: none given)",
+            )
+        per_job["current_n_gpu"] = (
+            np.int32,
+            [(j.current or {}).get("n_gpu", 0) for j in jobs],
+            "1",
+            "the job's current GPU count (0: none given)",
+        )
         for name, (dtype, data, units, long_name) in per_job.items():
             var = f.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
             var.attrs.update(units=units, long_name=long_name)
@@ -410,8 +534,9 @@ class CubeWriter:
         var = f.create_variable(name, ("job", "n_gpu"), dtype=dtype, data=prediction_bands(grid))
         var.attrs.update(units=units, long_name=long_name, model=grid_model(grid))
         for name, column, units in (("price", "price_USD_per_gpu_hour", "USD/GPU-hour"), ("power", "tdp_W", "W")):
-            var = f.create_variable(name, ("gpu",), dtype=np.float64,
-                                    data=np.array([grid.cats.gpus.number(g, column) for g in grid.gpu]))
+            var = f.create_variable(
+                name, ("gpu",), dtype=np.float64, data=np.array([grid.cats.gpus.number(g, column) for g in grid.gpu])
+            )
             var.attrs.update(units=units, source=f"gpus catalogue column {column}")
 
     def write_current(self, values: dict[str, np.ndarray]) -> None:
@@ -446,20 +571,26 @@ class CubeWriter:
 
             stored = decode_strings(self.h5["llm/layout"][:]) if "llm/layout" in self.h5 else []
             if stored != [layout_label(lay, with_dp=False) for lay in self.llm.layouts]:
-                raise PaigridError(f"{self.tmp} was started with another LLM layout axis; resume it with the paigrid "
-                                   "that started it, or delete it to start over.")
+                raise PaigridError(
+                    f"{self.tmp} was started with another LLM layout axis; resume it with the paigrid "
+                    "that started it, or delete it to start over."
+                )
         if self.grid is None:
             return
         stored = np.asarray(self.file.variables["block_start"][:], dtype=np.int64)
         if not np.array_equal(stored, np.array([b[0] for b in self.blocks], np.int64)):
-            raise PaigridError(f"{self.tmp} was started with other blocks of jobs ({len(stored)} blocks, this "
-                               f"sweep makes {len(self.blocks)}); resume it with the paigrid that started it, or "
-                               "delete it to start over.")
+            raise PaigridError(
+                f"{self.tmp} was started with other blocks of jobs ({len(stored)} blocks, this "
+                f"sweep makes {len(self.blocks)}); resume it with the paigrid that started it, or "
+                "delete it to start over."
+            )
 
     def _check_resumable(self, provenance: dict, attrs) -> None:
         if format_version(attrs) != FORMAT_VERSION:
-            raise PaigridError(f"{self.tmp} was started in cube format {format_version(attrs)} and this paigrid "
-                               f"writes format {FORMAT_VERSION}; delete it to start over.")
+            raise PaigridError(
+                f"{self.tmp} was started in cube format {format_version(attrs)} and this paigrid "
+                f"writes format {FORMAT_VERSION}; delete it to start over."
+            )
         # every input file (workloads or population, catalogues, calibration; the spec last, after
         # its content) must be as it was
         changed = self._changed_inputs(provenance, attrs)
@@ -472,14 +603,18 @@ class CubeWriter:
             expected = json.dumps(value) if not isinstance(value, str) else value
             if stored != expected:
                 what = _difference(stored, value)
-                raise PaigridError(f"{self.tmp} was started with a different {key}{' (' + what + ')' if what else ''}; "
-                                   "resume it with the same spec, options and catalogues, or delete it to start over.")
+                raise PaigridError(
+                    f"{self.tmp} was started with a different {key}{' (' + what + ')' if what else ''}; "
+                    "resume it with the same spec, options and catalogues, or delete it to start over."
+                )
         if changed:
             self._refuse_changed(*changed[0])
         started = str_attr(attrs, "compression") if "compression" in attrs else None
         if started is not None and self.compression != started:
-            raise PaigridError(f"{self.tmp} was started with --compression {started}; resume it with --compression "
-                               f"{started} (its chunks are encoded so), or delete it to start over.")
+            raise PaigridError(
+                f"{self.tmp} was started with --compression {started}; resume it with --compression "
+                f"{started} (its chunks are encoded so), or delete it to start over."
+            )
         if str_attr(attrs, "mode") != ("reduce-only" if self.reduce_only else "full"):
             raise PaigridError(f"{self.tmp} was started in {str_attr(attrs, 'mode')} mode; resume it in the same mode.")
 
@@ -489,15 +624,20 @@ class CubeWriter:
         stored = _json_attr(attrs, "input_sha256")
         stored = stored if isinstance(stored, dict) else {}
         current = provenance.get("input_sha256", {})
-        changed = [(role, entry) for role, entry in current.items()
-                   if not isinstance(stored.get(role), dict) or stored[role].get("sha256") != entry["sha256"]]
+        changed = [
+            (role, entry)
+            for role, entry in current.items()
+            if not isinstance(stored.get(role), dict) or stored[role].get("sha256") != entry["sha256"]
+        ]
         changed += [(role, entry) for role, entry in stored.items() if role not in current and isinstance(entry, dict)]
         return sorted(changed, key=lambda item: item[0] == "spec")
 
     def _refuse_changed(self, role: str, entry: dict) -> None:
-        raise PaigridError(f"{entry.get('path', role)} (the {role} file) is not the file {self.tmp} was started "
-                           f"with (its sha256 differs); resume with the file as it was, or delete {self.tmp} to "
-                           "start over.")
+        raise PaigridError(
+            f"{entry.get('path', role)} (the {role} file) is not the file {self.tmp} was started "
+            f"with (its sha256 differs); resume with the file as it was, or delete {self.tmp} to "
+            "start over."
+        )
 
     # --- writing ----------------------------------------------------------------------------
     def pending_llm(self) -> list[int]:
@@ -530,8 +670,8 @@ class CubeWriter:
         far when ``flush_seconds`` have passed since the last flush.  Returns the blocks that
         this call marked done (empty when the flush is not due yet)."""
         for name, data in block.arrays.items():
-            self.datasets[name][block.start:block.stop] = data
-        if block.chunks:   # the chunks in the order encode_cube made them, from the block's first job
+            self.datasets[name][block.start : block.stop] = data
+        if block.chunks:  # the chunks in the order encode_cube made them, from the block's first job
             corners = chunk_corners((block.stop - block.start, *self.grid.shape[1:]), self.chunks)
         for name, chunks in block.chunks.items():
             dataset = self.datasets[name]
@@ -551,12 +691,14 @@ class CubeWriter:
         if not blocks and not llm_blocks:
             return []
         self.flush()
-        for written, marks_at in ((blocks, self.datasets.get("block_done")),
-                                  (llm_blocks, self.llm_sets.get("block_done"))):
+        for written, marks_at in (
+            (blocks, self.datasets.get("block_done")),
+            (llm_blocks, self.llm_sets.get("block_done")),
+        ):
             if not written:
                 continue
             lo, hi = min(written), max(written) + 1
-            marks = marks_at[lo:hi]   # one read and one write for the whole range
+            marks = marks_at[lo:hi]  # one read and one write for the whole range
             marks[np.asarray(written) - lo] = 1
             marks_at[lo:hi] = marks
         self.flush()
@@ -567,8 +709,8 @@ class CubeWriter:
 
     def flush(self) -> None:
         """Put everything written so far on disk, HDF5 metadata included."""
-        self.file.flush()           # h5netcdf's own bookkeeping (attributes, dimension scales)
-        self.h5.flush()             # h5netcdf's flush does not flush the HDF5 file itself
+        self.file.flush()  # h5netcdf's own bookkeeping (attributes, dimension scales)
+        self.h5.flush()  # h5netcdf's flush does not flush the HDF5 file itself
 
     def finish(self) -> Path:
         """Mark the file complete, close it and rename it to its final name."""

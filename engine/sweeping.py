@@ -62,8 +62,10 @@ def prepare(spec: SweepSpec, calibration: str | Path | None = None) -> tuple[Gri
     return grid, provenance
 
 
-def prepare_families(spec: SweepSpec, calibration: str | Path | None = None,
-                     ) -> tuple[Grid | None, LlmGrid | None, dict]:
+def prepare_families(
+    spec: SweepSpec,
+    calibration: str | Path | None = None,
+) -> tuple[Grid | None, LlmGrid | None, dict]:
     """The grids of both job families of a spec (None for a family without jobs) and the
     provenance attributes of their cube (``prepare``'s, with the LLM catalogues' sha256)."""
     import copy
@@ -79,20 +81,29 @@ def prepare_families(spec: SweepSpec, calibration: str | Path | None = None,
     grid = None
     if jobs:
         dp_spec = spec
-        if spec.network:   # fabrics are the LLM family's; the data-parallel one takes the network links
+        if spec.network:  # fabrics are the LLM family's; the data-parallel one takes the network links
             dp_spec = copy.copy(spec)
             dp_spec.network = [n for n in spec.network if not is_fabric(n)]
             if not dp_spec.network:
-                raise PaigridError(f"{spec.origin}: grid.network lists only fabrics of llm_fabrics.csv, which the "
-                                   "data-parallel jobs cannot use; add a network of links.csv.")
+                raise PaigridError(
+                    f"{spec.origin}: grid.network lists only fabrics of llm_fabrics.csv, which the "
+                    "data-parallel jobs cannot use; add a network of links.csv."
+                )
         grid = build_grid(dp_spec, jobs, cats, eff)
     llm = build_llm_grid(spec, llm_jobs, cats, eff) if llm_jobs else None
-    provenance = {"spec": spec.to_toml_dict(), "catalogue_sha256": cats.checksums(),
-                  "efficiency_source": eff.origin, "calibration_sha256": file_sha256(calibration),
-                  "paigrid_version_started": __version__, "input_sha256": input_files(spec, calibration)}
+    provenance = {
+        "spec": spec.to_toml_dict(),
+        "catalogue_sha256": cats.checksums(),
+        "efficiency_source": eff.origin,
+        "calibration_sha256": file_sha256(calibration),
+        "paigrid_version_started": __version__,
+        "input_sha256": input_files(spec, calibration),
+    }
     if llm is not None:
-        provenance["llm_catalogue_sha256"] = {"llm_models": load_catalogue().sha256, "llm_fabrics":
-                                              load_fabrics().sha256}
+        provenance["llm_catalogue_sha256"] = {
+            "llm_models": load_catalogue().sha256,
+            "llm_fabrics": load_fabrics().sha256,
+        }
     return grid, llm, provenance
 
 
@@ -139,8 +150,9 @@ def work_jobs_per_block(grid: Grid, reduce_only: bool) -> int:
     return max(1, min(MAX_JOBS_PER_BLOCK, len(grid.jobs), target // per_job))
 
 
-def sweep_blocks(grid: Grid, jobs_per_block: int | None,
-                 reduce_only: bool) -> tuple[list[tuple[int, int]], tuple[int, ...]]:
+def sweep_blocks(
+    grid: Grid, jobs_per_block: int | None, reduce_only: bool
+) -> tuple[list[tuple[int, int]], tuple[int, ...]]:
     """The blocks of a sweep ((start, stop) job ranges) and the chunk shape of its cube
     variables (``store.cube_chunk_shape``): ``jobs_per_block`` jobs per block as the spec fixes
     it, or sized by work (``work_jobs_per_block``) when it is None; a block holds whole chunks."""
@@ -165,10 +177,9 @@ def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, chunks
     n_jobs = len(grid.jobs)
     if reduce_only:
         return small
-    small += factor_bytes(grid)   # stored uncompressed-sized: (job, n_gpu) and (job, gpu) float64
+    small += factor_bytes(grid)  # stored uncompressed-sized: (job, n_gpu) and (job, gpu) float64
     jobs = chunks[0]
-    starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs * jobs
-                     for k in range(SIZE_SAMPLES)})
+    starts = sorted({int(k * (n_jobs - 1) / max(SIZE_SAMPLES - 1, 1)) // jobs * jobs for k in range(SIZE_SAMPLES)})
     sampled = stored = 0
     for start in starts:
         stop = min(start + jobs, n_jobs)
@@ -178,8 +189,14 @@ def estimated_cube_bytes(grid: Grid, reduce_only: bool, compression: str, chunks
     return int(stored / sampled * n_jobs * SIZE_MARGIN) + small
 
 
-def check_disk(path: Path, grid: Grid | None, reduce_only: bool, compression: str = "lz4",
-               chunks: int | tuple[int, ...] = 1, llm: LlmGrid | None = None) -> None:
+def check_disk(
+    path: Path,
+    grid: Grid | None,
+    reduce_only: bool,
+    compression: str = "lz4",
+    chunks: int | tuple[int, ...] = 1,
+    llm: LlmGrid | None = None,
+) -> None:
     """Refuse, before starting, a cube that would not fit in the free disk space (its compressed
     size estimated from a sample, ``estimated_cube_bytes``; the LLM group's uncompressed)."""
     folder = path.parent if str(path.parent) else Path(".")
@@ -190,8 +207,10 @@ def check_disk(path: Path, grid: Grid | None, reduce_only: bool, compression: st
     need = llm_bytes + (estimated_cube_bytes(grid, reduce_only, compression, chunks) if grid is not None else 0)
     if need > free:
         hint = "" if reduce_only else "; use --reduce-only to keep only the per-job bests, or sweep a smaller grid"
-        raise PaigridError(f"the cube needs about {megabytes(need)} (estimated from a sample of its jobs, compressed) "
-                           f"and {folder} has {megabytes(free)} free{hint}, or pass --no-space-check to try anyway.")
+        raise PaigridError(
+            f"the cube needs about {megabytes(need)} (estimated from a sample of its jobs, compressed) "
+            f"and {folder} has {megabytes(free)} free{hint}, or pass --no-space-check to try anyway."
+        )
 
 
 def check_output(path: Path, resume: bool) -> None:
@@ -205,8 +224,9 @@ def check_output(path: Path, resume: bool) -> None:
     if resume and not partial.exists():
         raise PaigridError(f"there is no interrupted sweep to resume at {partial}.")
     if not resume and partial.exists():
-        raise PaigridError(f"an interrupted sweep is waiting at {partial}: pass --resume to continue it, or delete "
-                           "it to start over.")
+        raise PaigridError(
+            f"an interrupted sweep is waiting at {partial}: pass --resume to continue it, or delete it to start over."
+        )
     if resume:
         _check_readable_partial(partial)
 
@@ -225,10 +245,13 @@ def _check_readable_partial(partial: Path) -> None:
         raise
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) and "lock" in str(exc):
-            raise PaigridError(f"another program has {partial} open (HDF5 file lock); close it and run the same "
-                               "command again.") from None
-        raise PaigridError(f"{partial} cannot be read as a cube (it is damaged, or was interrupted while being "
-                           "created by an older paigrid); delete it to start over.") from None
+            raise PaigridError(
+                f"another program has {partial} open (HDF5 file lock); close it and run the same command again."
+            ) from None
+        raise PaigridError(
+            f"{partial} cannot be read as a cube (it is damaged, or was interrupted while being "
+            "created by an older paigrid); delete it to start over."
+        ) from None
     except (RuntimeError, KeyError, ValueError):
         raise PaigridError(f"{partial} cannot be read as a cube (it is damaged); delete it to start over.") from None
 
@@ -238,16 +261,30 @@ def cube_output(out: str | Path) -> Path:
     link stays); a FIFO or a device is refused, since HDF5 needs a regular file."""
     target = output_target(out)
     if target.stream:
-        raise PaigridError(f"cannot write a cube to {out}: it is a {target.kind}, and an HDF5 cube needs a regular "
-                           "file; give the path of a file.")
+        raise PaigridError(
+            f"cannot write a cube to {out}: it is a {target.kind}, and an HDF5 cube needs a regular "
+            "file; give the path of a file."
+        )
     return target.path
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression: str = "lz4",
-              reduce_only: bool = False, resume: bool = False, scheduler: str | None = None,
-              workers: int | None = None, progress: bool = True, on_block=None,
-              space_check: bool = True, device: str | None = None, threads: int | None = None,
-              flush_seconds: float | None = None) -> SweepResult:
+def run_sweep(
+    spec: SweepSpec,
+    out: str | Path,
+    *,
+    calibration=None,
+    compression: str = "lz4",
+    reduce_only: bool = False,
+    resume: bool = False,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    on_block=None,
+    space_check: bool = True,
+    device: str | None = None,
+    threads: int | None = None,
+    flush_seconds: float | None = None,
+) -> SweepResult:
     """Sweep ``spec`` into the cube file ``out`` and return what was done.
 
     ``reduce_only`` stores only the per-job reductions; ``resume`` continues ``out.partial``;
@@ -271,25 +308,45 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, calibration=None, compression
     check_workers(workers, scheduler)
     threads = check_threads(threads, workers, scheduler)
     if device != "cpu" and (scheduler or workers):
-        raise PaigridError("--device cuda runs the kernels in this process; it cannot be combined with --scheduler "
-                           "or --workers.")
-    made_on = device_label(device)   # before any file: no GPU is one sentence, nothing written
+        raise PaigridError(
+            "--device cuda runs the kernels in this process; it cannot be combined with --scheduler or --workers."
+        )
+    made_on = device_label(device)  # before any file: no GPU is one sentence, nothing written
     grid, llm, provenance = prepare_families(spec, calibration)
     if grid is None and (scheduler or workers or device != "cpu"):
-        raise PaigridError("the LLM family's blocks run on this machine's CPU; --scheduler, --workers and --device "
-                           "cuda need data-parallel jobs.")
+        raise PaigridError(
+            "the LLM family's blocks run on this machine's CPU; --scheduler, --workers and --device "
+            "cuda need data-parallel jobs."
+        )
     with OutputLock(out).acquire(str(out)):
         fault_point("lock-taken")
         with contextlib.suppress(OSError):
-            os.unlink(creating_path(out))   # left by a writer killed while creating: never published
+            os.unlink(creating_path(out))  # left by a writer killed while creating: never published
         check_output(out, resume)
         blocks, chunks = sweep_blocks(grid, spec.jobs_per_block, reduce_only) if grid is not None else ([], None)
         if flush_seconds is None:
             flush_seconds = 0.0 if spec.jobs_per_block is not None else FLUSH_SECONDS
         if not resume and space_check:
             check_disk(out, grid, reduce_only, compression, chunks, llm)
-        return _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce_only, resume,
-                           scheduler, workers, progress, on_block, made_on, threads, flush_seconds, llm)
+        return _sweep_into(
+            out,
+            grid,
+            provenance,
+            blocks,
+            chunks,
+            spec,
+            compression,
+            reduce_only,
+            resume,
+            scheduler,
+            workers,
+            progress,
+            on_block,
+            made_on,
+            threads,
+            flush_seconds,
+            llm,
+        )
 
 
 def check_threads(threads: int | None, workers: int | None, scheduler: str | None) -> int | None:
@@ -305,8 +362,9 @@ def check_threads(threads: int | None, workers: int | None, scheduler: str | Non
     most = numba.config.NUMBA_NUM_THREADS
     if not scheduler and threads * (workers or 1) > most:
         per = f"{threads} threads x {workers} workers" if workers else f"{threads} threads"
-        raise PaigridError(f"{per} is more than the {most} cores numba may use here (NUMBA_NUM_THREADS); ask for "
-                           "fewer.")
+        raise PaigridError(
+            f"{per} is more than the {most} cores numba may use here (NUMBA_NUM_THREADS); ask for fewer."
+        )
     return threads
 
 
@@ -320,31 +378,66 @@ def device_label(device: str) -> str:
     return device_name(device)
 
 
-def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce_only, resume, scheduler,
-                workers, progress, on_block, made_on="cpu", threads=None, flush_seconds=0.0, llm=None) -> SweepResult:
+def _sweep_into(
+    out,
+    grid,
+    provenance,
+    blocks,
+    chunks,
+    spec,
+    compression,
+    reduce_only,
+    resume,
+    scheduler,
+    workers,
+    progress,
+    on_block,
+    made_on="cpu",
+    threads=None,
+    flush_seconds=0.0,
+    llm=None,
+) -> SweepResult:
     started = time.perf_counter()
-    current = None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency,
-                                                                       spec.options)
+    current = (
+        None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+    )
     with contextlib.ExitStack() as stack:
         client = None
         if scheduler or workers:
             from paigrid.distributed import dask_client
 
-            client = dask_client(stack, scheduler, workers, threads)   # before the file: a bad address leaves nothing
+            client = dask_client(stack, scheduler, workers, threads)  # before the file: a bad address leaves nothing
         try:
-            writer = CubeWriter(out, grid, provenance, blocks, reduce_only, compression, resume, chunks, current,
-                                device=made_on, flush_seconds=flush_seconds, llm=llm)
+            writer = CubeWriter(
+                out,
+                grid,
+                provenance,
+                blocks,
+                reduce_only,
+                compression,
+                resume,
+                chunks,
+                current,
+                device=made_on,
+                flush_seconds=flush_seconds,
+                llm=llm,
+            )
         except KeyboardInterrupt:
             if resume or partial_path(out).exists():
-                raise PaigridError(f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
-                                   "command with --resume to finish.") from None
+                raise PaigridError(
+                    f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
+                    "command with --resume to finish."
+                ) from None
             raise PaigridError("interrupted before the first block; nothing was saved.") from None
         except (OSError, RuntimeError) as exc:
             if isinstance(exc, RuntimeError) and not _hdf5_io_error(exc):
                 raise
             what = "opening" if resume else "creating"
-            raise _write_failure(f"{what} {partial_path(out)} failed ({os_reason(exc)}); "
-                                 f"{'nothing was written' if resume else 'nothing was saved'}.", exc) from None
+            raise _write_failure(
+                f"{what} {partial_path(out)} failed ({os_reason(exc)}); "
+                f"{'nothing was written' if resume else 'nothing was saved'}.",
+                exc,
+            ) from None
         compression = writer.compression  # on --resume: the file's own
         try:
             if grid is not None and resume and "current_step_time" not in writer.file.variables:
@@ -357,12 +450,22 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
             all_blocks = len(blocks) + len(writer.llm_blocks)
             with _Progress(progress, total) as bar:
                 if grid is None:
-                    source = (block for block in ())   # no data-parallel jobs: no blocks
+                    source = (block for block in ())  # no data-parallel jobs: no blocks
                 elif client is not None:
                     from paigrid.distributed import run_on_dask
 
-                    source = run_on_dask(grid, blocks, todo, not reduce_only, scheduler, workers, compression,
-                                         chunks, client=client, threads=threads)
+                    source = run_on_dask(
+                        grid,
+                        blocks,
+                        todo,
+                        not reduce_only,
+                        scheduler,
+                        workers,
+                        compression,
+                        chunks,
+                        client=client,
+                        threads=threads,
+                    )
                 elif made_on != "cpu":
                     from paigrid.gpu import run_cuda
 
@@ -391,9 +494,11 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
         except KeyboardInterrupt:
             _commit_quietly(writer)  # the blocks written whole before the interrupt
             writer.close()
-            raise PaigridError(f"interrupted: {_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are "
-                               f"saved in "
-                               f"{partial_path(out)}; run the same command with --resume to finish.") from None
+            raise PaigridError(
+                f"interrupted: {_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are "
+                f"saved in "
+                f"{partial_path(out)}; run the same command with --resume to finish."
+            ) from None
         except (OSError, RuntimeError) as exc:
             if isinstance(exc, RuntimeError) and not _hdf5_io_error(exc):
                 writer.close()
@@ -403,10 +508,13 @@ def _sweep_into(out, grid, provenance, blocks, chunks, spec, compression, reduce
             else:
                 _commit_quietly(writer)  # found before HDF5 tried: the blocks written so far are whole
                 writer.close()
-            raise _write_failure(f"writing {partial_path(out)} failed ({os_reason(exc)}); "
-                                 f"{_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are saved; "
-                                 "fix the cause and "
-                                 "run the same command with --resume.", exc) from None
+            raise _write_failure(
+                f"writing {partial_path(out)} failed ({os_reason(exc)}); "
+                f"{_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are saved; "
+                "fix the cause and "
+                "run the same command with --resume.",
+                exc,
+            ) from None
         except BaseException:
             writer.close()
             raise
@@ -419,8 +527,9 @@ def _saved(writer) -> int:
     return int(writer.done.sum()) + int(writer.llm_done.sum())
 
 
-def _sweep_llm(writer, llm: LlmGrid | None, todo: list[int], bar, per_block: int, all_blocks: int,
-               on_block=None) -> None:
+def _sweep_llm(
+    writer, llm: LlmGrid | None, todo: list[int], bar, per_block: int, all_blocks: int, on_block=None
+) -> None:
     """Evaluate and write the LLM blocks ``todo`` (one job at one GPU count each), committing
     as the data-parallel blocks are (``fault_point`` names: ``llm-block-written-K``,
     ``after-llm-block-K``)."""
@@ -554,24 +663,28 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, g
     from paigrid.dataset import open_dataset
     from paigrid.inputs.spec import load_spec, spec_from_dict
 
-    known = [name for name, p in inspect.signature(run_sweep).parameters.items()
-             if p.kind == p.KEYWORD_ONLY and name != "reduce_only"]
+    known = [
+        name
+        for name, p in inspect.signature(run_sweep).parameters.items()
+        if p.kind == p.KEYWORD_ONLY and name != "reduce_only"
+    ]
     unknown = sorted(set(kw) - set(known))
     if unknown:
-        raise PaigridError(f"sweep() takes {', '.join(known)} besides spec, out and reduce_only, "
-                           f"not {unknown[0]!r}.")
+        raise PaigridError(f"sweep() takes {', '.join(known)} besides spec, out and reduce_only, not {unknown[0]!r}.")
     if spec is None:
         spec = SweepSpec()
     elif isinstance(spec, SweepSpec):
-        spec = copy.deepcopy(spec)   # preparing a sweep fills in its options
+        spec = copy.deepcopy(spec)  # preparing a sweep fills in its options
     elif isinstance(spec, dict):
         spec = spec_from_dict(spec, "the spec dict", Path.cwd())
     elif isinstance(spec, (str, Path)):
         spec = load_spec(spec)
     else:
-        raise PaigridError(f"spec must be a SweepSpec, the path of a TOML spec, a dict or None, "
-                           f"not {type(spec).__name__}.")
+        raise PaigridError(
+            f"spec must be a SweepSpec, the path of a TOML spec, a dict or None, not {type(spec).__name__}."
+        )
     kw.setdefault("progress", False)
+
     def family(path):
         return group if group is not None or "dp" in families_of(path) else "llm"
 
@@ -588,18 +701,30 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, g
             if "--resume" not in str(exc):
                 raise
             # the partial file is in a temporary folder that is removed now: there is nothing to resume
-            what = ("was interrupted" if str(exc).startswith("interrupted") else
-                    f"failed ({str(exc).split(';')[0].replace(str(path), 'its temporary file')})")
-            raise PaigridError(f"the in-memory sweep (out=None) {what} and kept nothing; give out= a path to be "
-                               "able to resume a sweep.") from None
+            what = (
+                "was interrupted"
+                if str(exc).startswith("interrupted")
+                else f"failed ({str(exc).split(';')[0].replace(str(path), 'its temporary file')})"
+            )
+            raise PaigridError(
+                f"the in-memory sweep (out=None) {what} and kept nothing; give out= a path to be "
+                "able to resume a sweep."
+            ) from None
         with open_dataset(path, group=family(path)) as ds:
             ds.load()
-        ds.encoding.pop("source", None)   # the file is gone
+        ds.encoding.pop("source", None)  # the file is gone
         return ds
 
 
-def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compression: str, chunks: tuple[int, ...],
-               threads: int | None = None):
+def _run_local(
+    grid: Grid,
+    blocks,
+    todo: list[int],
+    write_cube: bool,
+    compression: str,
+    chunks: tuple[int, ...],
+    threads: int | None = None,
+):
     """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default): a pipeline
     of three stages, each in its own thread.  The kernel computes block k into one of two buffer
     sets while block k - 1 is handed over (a full cube's arrays compressed in parallel threads,
@@ -610,21 +735,22 @@ def _run_local(grid: Grid, blocks, todo: list[int], write_cube: bool, compressio
     largest = max(stop - start for start, stop in blocks)
 
     def encode(computed):
-        if threads is not None:   # numba's thread count is per thread: the compression's pool follows it
+        if threads is not None:  # numba's thread count is per thread: the compression's pool follows it
             import numba
 
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         return release_buffers(computed.result(), compression, chunks, True)
 
     slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
-    in_flight = []   # the encoded blocks' futures, oldest first: at most one per buffer set
+    in_flight = []  # the encoded blocks' futures, oldest first: at most one per buffer set
     kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
     try:
         for count, i in enumerate(todo):
-            if len(in_flight) == len(slots):   # the oldest block's buffers are needed again
+            if len(in_flight) == len(slots):  # the oldest block's buffers are needed again
                 yield in_flight.pop(0).result()
-            computed = kernels.submit(compute_block, grid, i, *blocks[i], write_cube, slots[count % len(slots)],
-                                      threads)
+            computed = kernels.submit(
+                compute_block, grid, i, *blocks[i], write_cube, slots[count % len(slots)], threads
+            )
             in_flight.append(encoders.submit(encode, computed))
         while in_flight:
             yield in_flight.pop(0).result()
@@ -650,9 +776,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-                                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
-                                console=Console(file=sys.stderr))
+            self.bar = Progress(
+                TextColumn("sweep"),
+                BarColumn(),
+                TextColumn("{task.percentage:>5.1f}%"),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=Console(file=sys.stderr),
+            )
             self.bar.start()
             self.task = self.bar.add_task("sweep", total=self.total, rate="")
         return self
@@ -668,8 +799,12 @@ class _Progress:
             self.bar.update(self.task, advance=configs, rate=rate)
         elif self.last_line is None or now - self.last_line >= 10.0 or blocks_done == blocks:
             self.last_line = now
-            print(f"sweep: block {blocks_done} of {blocks} written, {self.done:,} of {self.total:,} "
-                  f"configurations, {rate}", file=sys.stderr, flush=True)
+            print(
+                f"sweep: block {blocks_done} of {blocks} written, {self.done:,} of {self.total:,} "
+                f"configurations, {rate}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def __exit__(self, *exc):
         if self.bar is not None:

@@ -88,8 +88,9 @@ def read_text(path: str | Path, what: str) -> str:
                 if b"\0" in chunk:
                     raise PaigridError(f"{what} {path} is not a text file (it holds NUL bytes).")
                 if size > MAX_INPUT_BYTES:
-                    raise PaigridError(f"{what} {path} is larger than {MAX_INPUT_BYTES >> 30} GB; "
-                                       "that is not a paigrid input.")
+                    raise PaigridError(
+                        f"{what} {path} is larger than {MAX_INPUT_BYTES >> 30} GB; that is not a paigrid input."
+                    )
                 parts.append(decoder.decode(chunk, final=not chunk))
                 if not chunk:
                     break
@@ -105,8 +106,13 @@ def read_text(path: str | Path, what: str) -> str:
 def input_kind(mode: int) -> str | None:
     """What a file of ``mode`` (``st_mode``) is when it is not a regular file ("a folder", "a
     FIFO", ...), None for a regular file."""
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (a named pipe)"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return None if stat.S_ISREG(mode) else "not a regular file"
@@ -316,6 +322,7 @@ def megabytes(size: float) -> str:
 
 # --- one writer per output ---------------------------------------------------------------------
 
+
 def _start_time(pid: int) -> str:
     """When process ``pid`` started (clock ticks since boot, from /proc), "" where unknown: with
     the pid it tells a live writer from a new process that reuses a dead writer's pid."""
@@ -352,8 +359,12 @@ class OutputLock:
     def __init__(self, path: str | Path):
         self.path = Path(f"{path}.lock")
         self.held = False
-        self.owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": _start_time(os.getpid()),
-                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self.owner = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": _start_time(os.getpid()),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
 
     def acquire(self, what: str) -> OutputLock:
         """Take the lock, or raise one sentence naming the other writer (``what`` names the output)."""
@@ -363,15 +374,18 @@ class OutputLock:
                 self.held = True
                 return self
             other = self._read()
-            if other is None:      # vanished, or still being written by its creator: look again
+            if other is None:  # vanished, or still being written by its creator: look again
                 time.sleep(0.05)
                 continue
             if other.get("host") == self.owner["host"] and not _alive(other["pid"], str(other.get("started", ""))):
                 self._break(other)
                 continue
             pid, host = other.get("pid", "?"), other.get("host", "?")
-            hint = ("wait for it to finish" if host == self.owner["host"] else
-                    f"wait for it to finish, or delete {self.path} if that process is no longer running")
+            hint = (
+                "wait for it to finish"
+                if host == self.owner["host"]
+                else f"wait for it to finish, or delete {self.path} if that process is no longer running"
+            )
             raise PaigridError(f"another paigrid process (pid {pid} on {host}) is writing {what}; {hint}.")
         raise PaigridError(f"cannot claim {what}: its lock file {self.path} keeps changing; try again.")
 
@@ -464,6 +478,7 @@ class OutputLock:
 
 # --- a whole file replaced at once, under a lock ------------------------------------------------
 
+
 def new_file_mode(path: str | Path) -> int:
     """The permission bits a replacement of ``path`` gets: those of the existing file, else the
     usual ones of a new file (0o666 less the umask)."""
@@ -510,8 +525,10 @@ def check_free_space(folder: str | Path, need: float, what: str, hint: str = "")
     except OSError:
         return
     if need > free:
-        raise PaigridError(f"{what} needs about {megabytes(need)} and {folder} has {megabytes(free)} free"
-                           f"{'; ' + hint if hint else ''}.")
+        raise PaigridError(
+            f"{what} needs about {megabytes(need)} and {folder} has {megabytes(free)} free"
+            f"{'; ' + hint if hint else ''}."
+        )
 
 
 @contextlib.contextmanager

@@ -82,16 +82,18 @@ def shared_helpers() -> dict:
     """The scalar helpers that the GPU kernels share with the CPU kernel, name -> the module of
     ``SHARED_MODULES`` that defines it: every ``@jit`` function defined there except the block
     kernels (the names are unique across the modules: each imports the other's by name)."""
-    return {name: module for module in SHARED_MODULES for name, value in vars(module).items()
-            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__
-            and name not in CPU_ONLY}
+    return {
+        name: module
+        for module in SHARED_MODULES
+        for name, value in vars(module).items()
+        if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__ and name not in CPU_ONLY
+    }
 
 
 def _retarget(function, namespace: dict):
     """The same Python function (its code object) with ``namespace`` as its globals, so that the
     helpers it calls resolve to their CUDA compilations."""
-    twin = type(function)(function.__code__, namespace, function.__name__, function.__defaults__,
-                          function.__closure__)
+    twin = type(function)(function.__code__, namespace, function.__name__, function.__defaults__, function.__closure__)
     twin.__qualname__ = function.__qualname__
     twin.__doc__ = function.__doc__
     twin.__module__ = function.__module__
@@ -127,14 +129,19 @@ def load():
     # CUDA compilation, so that a helper calling another (model's calling ps's) stays on the GPU
     module_globals = {module.__name__: dict(vars(module)) for module in SHARED_MODULES}
     kernel_globals = dict(globals())
-    device = {name: numba_cuda.jit(device=True)(_retarget(getattr(module, name).py_func,
-                                                          module_globals[module.__name__]))
-              for name, module in shared_helpers().items()}
+    device = {
+        name: numba_cuda.jit(device=True)(_retarget(getattr(module, name).py_func, module_globals[module.__name__]))
+        for name, module in shared_helpers().items()
+    }
     for namespace in (*module_globals.values(), kernel_globals):
         namespace.update(device)
     kernel_globals["cuda"] = numba_cuda
-    ns = CudaKernels(numba_cuda, device, numba_cuda.jit(_retarget(_terms_kernel, kernel_globals)),
-                     numba_cuda.jit(_retarget(_configurations_kernel, kernel_globals)))
+    ns = CudaKernels(
+        numba_cuda,
+        device,
+        numba_cuda.jit(_retarget(_terms_kernel, kernel_globals)),
+        numba_cuda.jit(_retarget(_configurations_kernel, kernel_globals)),
+    )
     _LOADED["ns"] = ns
     return ns
 
@@ -200,16 +207,56 @@ def _terms_kernel(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t
     j = jg // n_gpus
     g = jg % n_gpus
     if options[O_MODEL] == MODEL_PAI_V2:
-        class_terms(jobs[j], gpus[g], peak[g], class_peak[g], prec, options[O_WORKSPACE],
-                    t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+        class_terms(
+            jobs[j],
+            gpus[g],
+            peak[g],
+            class_peak[g],
+            prec,
+            options[O_WORKSPACE],
+            t_data[j, g],
+            t_flop[j, g],
+            t_mem[j, g],
+            fits_memory[j, g],
+        )
     else:
-        job_gpu_terms(jobs[j], gpus[g], peak[g], prec, options[O_WORKSPACE],
-                      t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+        job_gpu_terms(
+            jobs[j],
+            gpus[g],
+            peak[g],
+            prec,
+            options[O_WORKSPACE],
+            t_data[j, g],
+            t_flop[j, g],
+            t_mem[j, g],
+            fits_memory[j, g],
+        )
 
 
-def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options, write_cube,
-                           step_time, t_comm, bottleneck, invalid_reason,
-                           t_data, t_flop, t_mem, fits_memory, best_step, best_index, best_bottleneck):
+def _configurations_kernel(
+    jobs,
+    n_gpu,
+    arch,
+    gpus,
+    peak,
+    prec,
+    intra,
+    intra_fits,
+    network,
+    options,
+    write_cube,
+    step_time,
+    t_comm,
+    bottleneck,
+    invalid_reason,
+    t_data,
+    t_flop,
+    t_mem,
+    fits_memory,
+    best_step,
+    best_index,
+    best_bottleneck,
+):
     """Every configuration of a block of jobs, one thread per (job, gpu, n_gpu, precision).
 
     Arguments and outputs as ``model.evaluate_block`` (the same layouts, units and meaning; the
@@ -262,14 +309,26 @@ def _configurations_kernel(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fit
             for w in range(n_net):
                 shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
                 if shape == REASON_VALID and not missing:
-                    per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
-                                                       intra[i, L_LATENCY], network[w, L_BW],
-                                                       network[w, L_LATENCY], unit, collective, options)
+                    per_byte, latency = exchange_terms(
+                        arch[a],
+                        n,
+                        k,
+                        job,
+                        gpu[G_PCIE_BW],
+                        intra_bw,
+                        intra[i, L_LATENCY],
+                        network[w, L_BW],
+                        network[w, L_LATENCY],
+                        unit,
+                        collective,
+                        options,
+                    )
                 else:  # NaN makes every output of the configuration NaN: invalid
                     per_byte = np.nan
                     latency = np.nan
-                step, tc, input_bound = configuration_step(base, nbytes, per_byte, hops, latency, update, share,
-                                                           backward, floor)
+                step, tc, input_bound = configuration_step(
+                    base, nbytes, per_byte, hops, latency, update, share, backward, floor
+                )
                 if write_cube:
                     bad = step != step  # NaN: invalid for one of the reasons 1-6
                     step_time[j, a, g, ni, i, w, p] = step

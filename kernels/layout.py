@@ -6,123 +6,130 @@ is never materialised as input arrays.
 """
 
 # --- architectures (values of the ``arch`` codes array) -------------------------------------
-ARCH_1W1G = 0             # one worker, one GPU
-ARCH_1WNG = 1             # one worker, n GPUs of one server, parameters on the host CPU
+ARCH_1W1G = 0  # one worker, one GPU
+ARCH_1WNG = 1  # one worker, n GPUs of one server, parameters on the host CPU
 ARCH_ALLREDUCE_LOCAL = 2  # ring all-reduce among the GPUs of one server
-ARCH_PS_WORKER = 3        # workers and parameter servers on several servers
+ARCH_PS_WORKER = 3  # workers and parameter servers on several servers
 ARCH_ALLREDUCE_CLUSTER = 4  # hierarchical all-reduce across servers
 ARCH_NAMES = ("1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster")
 
 # --- job table: one row per job, per-step quantities of ONE micro-batch on one GPU ----------
-J_FLOP = 0          # FLOPs of compute-bound ops per micro-batch (3 x forward x batch)
-J_MEMBOUND = 1      # bytes of memory-bound traffic per micro-batch at FP32
-J_INPUT = 2         # input bytes copied host -> GPU per micro-batch
-J_PARAMS = 3        # trainable parameters
-J_ACTIVATION = 4    # activation bytes per micro-batch at FP32
-J_OPT_STATE = 5     # optimizer state bytes per parameter
-J_BATCH = 6         # samples per micro-batch per GPU
-J_ACCUM = 7         # micro-batches per optimizer step (gradient accumulation), >= 1
+J_FLOP = 0  # FLOPs of compute-bound ops per micro-batch (3 x forward x batch)
+J_MEMBOUND = 1  # bytes of memory-bound traffic per micro-batch at FP32
+J_INPUT = 2  # input bytes copied host -> GPU per micro-batch
+J_PARAMS = 3  # trainable parameters
+J_ACTIVATION = 4  # activation bytes per micro-batch at FP32
+J_OPT_STATE = 5  # optimizer state bytes per parameter
+J_BATCH = 6  # samples per micro-batch per GPU
+J_ACCUM = 7  # micro-batches per optimizer step (gradient accumulation), >= 1
 J_GPUS_PER_NODE = 8  # k, GPUs per server
 J_NICS_PER_NODE = 9  # m, NICs per server
-J_PCIE_ROOTS = 10   # r, PCIe root links per server (1wng)
-J_PS_COUNT = 11     # p, parameter servers; 0 = one per worker server
-J_OVERLAP = 12      # fraction of communication that may hide behind the backward pass, [0, 1]
-J_INPUT_RATE = 13   # samples/s one server's input pipeline can deliver; inf = unbounded
+J_PCIE_ROOTS = 10  # r, PCIe root links per server (1wng)
+J_PS_COUNT = 11  # p, parameter servers; 0 = one per worker server
+J_OVERLAP = 12  # fraction of communication that may hide behind the backward pass, [0, 1]
+J_INPUT_RATE = 13  # samples/s one server's input pipeline can deliver; inf = unbounded
 # the operator classes of compute model pai-v2 (read only by ``model.compute_terms`` under
 # MODEL_PAI_V2).  Per micro-batch on one GPU, forward + backward:
-J_CLASS_FLOP = 14   # first of N_CLASSES fields: FLOPs of each class (CLASS_* order)
+J_CLASS_FLOP = 14  # first of N_CLASSES fields: FLOPs of each class (CLASS_* order)
 J_CLASS_BYTES = 21  # first of N_CLASSES fields: HBM bytes of each class at FP32
-J_LAUNCHES = 28     # kernel launches per micro-batch (forward + backward)
+J_LAUNCHES = 28  # kernel launches per micro-batch (forward + backward)
 J_UPDATE_BYTES = 29  # optimizer-update bytes per parameter that do not depend on the precision
 J_ACTIVATION_V2 = 30  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
-J_GRAPHS = 31       # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
+J_GRAPHS = 31  # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
 J_AMP_FP32_BYTES = 32  # part of the element-wise/norm class bytes whose tensors stay FP32 under mixed precision
 # sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
-J_EMB_PARAMS = 33   # parameters in embedding tables (part of J_PARAMS); 0 when none are declared
+J_EMB_PARAMS = 33  # parameters in embedding tables (part of J_PARAMS); 0 when none are declared
 J_EMB_TOUCHED = 34  # embedding parameters one micro-batch touches (rows x dim, at most batch x per sample)
 N_JOB_FIELDS = 35
 
 # --- GPU table ------------------------------------------------------------------------------
-G_MEM_BW = 0        # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
-G_PCIE_BW = 1       # achievable host PCIe bandwidth, bytes/s (eta_pcie x nominal)
-G_MEMORY = 2        # device memory, bytes
-G_PRICE = 3         # USD per GPU-hour
-G_POWER = 4         # W drawn while training (TDP)
+G_MEM_BW = 0  # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
+G_PCIE_BW = 1  # achievable host PCIe bandwidth, bytes/s (eta_pcie x nominal)
+G_MEMORY = 2  # device memory, bytes
+G_PRICE = 3  # USD per GPU-hour
+G_POWER = 4  # W drawn while training (TDP)
 G_CLASS_MEM_BW = 5  # pai-v2: achievable HBM bandwidth, bytes/s (eta_mem of the GPU's generation x HBM)
 G_LAUNCH_EAGER = 6  # pai-v2: seconds per kernel launch in eager execution
 G_LAUNCH_GRAPHS = 7  # pai-v2: seconds per kernel launch with CUDA graphs / compiled execution
 N_GPU_FIELDS = 8
 
 # --- operator classes (pai-v2): the last axis of the ``class_peak`` table (G, P, N_CLASSES) ----
-CLASS_GEMM_CONV = 0       # dense GEMMs and convolutions
-CLASS_SMALL_CONV = 1      # depthwise / small-reduction convolutions
-CLASS_RECURRENT = 2       # recurrent cells (cuDNN RNN GEMMs + pointwise)
+CLASS_GEMM_CONV = 0  # dense GEMMs and convolutions
+CLASS_SMALL_CONV = 1  # depthwise / small-reduction convolutions
+CLASS_RECURRENT = 2  # recurrent cells (cuDNN RNN GEMMs + pointwise)
 CLASS_ATTENTION_EAGER = 3  # attention score/context batched GEMMs, unfused (a job has this or the next)
 CLASS_ATTENTION_FUSED = 4  # one fused (flash) attention kernel
 # the memory-bound classes come last: ``model.class_terms`` times every class >= CLASS_ELEMENTWISE by bytes
-CLASS_ELEMENTWISE = 5     # norms and element-wise ops (memory-bound: class_peak unused)
-CLASS_EMBEDDING = 6       # embedding lookups (memory-bound: class_peak unused)
+CLASS_ELEMENTWISE = 5  # norms and element-wise ops (memory-bound: class_peak unused)
+CLASS_EMBEDDING = 6  # embedding lookups (memory-bound: class_peak unused)
 N_CLASSES = 7
-CLASS_NAMES = ("gemm_conv", "small_conv", "recurrent", "attention_eager", "attention_fused", "elementwise_norm",
-               "embedding")
+CLASS_NAMES = (
+    "gemm_conv",
+    "small_conv",
+    "recurrent",
+    "attention_eager",
+    "attention_fused",
+    "elementwise_norm",
+    "embedding",
+)
 
 # --- precision table ------------------------------------------------------------------------
-P_ACT_RATIO = 0     # activation / memory-bound bytes relative to FP32
+P_ACT_RATIO = 0  # activation / memory-bound bytes relative to FP32
 P_WEIGHT_BYTES = 1  # weight bytes kept per parameter (master copy included)
-P_GRAD_BYTES = 2    # gradient bytes kept per parameter
-P_COMM_BYTES = 3    # bytes per gradient element on the wire
+P_GRAD_BYTES = 2  # gradient bytes kept per parameter
+P_COMM_BYTES = 3  # bytes per gradient element on the wire
 N_PREC_FIELDS = 4
 
 # --- link tables (intra-server links and networks) ------------------------------------------
-L_BW = 0            # achievable bandwidth, bytes/s, one direction (per GPU / per NIC)
-L_LATENCY = 1       # per-message latency, s
-L_KIND = 2          # one of the LINK_* codes below
+L_BW = 0  # achievable bandwidth, bytes/s, one direction (per GPU / per NIC)
+L_LATENCY = 1  # per-message latency, s
+L_KIND = 2  # one of the LINK_* codes below
 N_LINK_FIELDS = 3
 
 LINK_PCIE = 0
 LINK_NVLINK_HCM = 1
 LINK_NVSWITCH = 2
-LINK_NONE = 3       # the "none" network: single server only
-LINK_NETWORK = 4    # any real network
+LINK_NONE = 3  # the "none" network: single server only
+LINK_NETWORK = 4  # any real network
 
 # --- model options (global) -----------------------------------------------------------------
-O_COLLECTIVE = 0    # COLLECTIVE_* code for the all-reduce algorithm
-O_TOPOLOGY = 1      # 0: every intra link gives full bandwidth (version 1); 1: topology-aware
-O_WORKSPACE = 2     # framework workspace per GPU, bytes (memory feasibility)
-O_MODEL = 3         # MODEL_* code of the compute model (``model.compute_terms``)
+O_COLLECTIVE = 0  # COLLECTIVE_* code for the all-reduce algorithm
+O_TOPOLOGY = 1  # 0: every intra link gives full bandwidth (version 1); 1: topology-aware
+O_WORKSPACE = 2  # framework workspace per GPU, bytes (memory feasibility)
+O_MODEL = 3  # MODEL_* code of the compute model (``model.compute_terms``)
 # communication v2 (each 0 in version 1): gradients travel in buckets of O_BUCKET_BYTES
 # (ceil(S / bucket) all-reduces per step, at least 1)
 O_SYNC_LATENCY = 4  # 1: the latency hops of the exchange are paid once per gradient bucket (0: once per step)
 O_BUCKET_BYTES = 5  # gradient bucket size, bytes (read only when O_SYNC_LATENCY or O_BUCKET_OVERLAP is 1)
 O_BUCKET_OVERLAP = 6  # 1: all but the last bucket may hide behind the backward pass (replaces J_OVERLAP)
 # parameter server done properly (``kernels.ps``; each 0 in version 1)
-O_PS_LOCAL_REDUCE = 7   # 1: each server all-reduces its GPUs' gradients before one push per server
+O_PS_LOCAL_REDUCE = 7  # 1: each server all-reduces its GPUs' gradients before one push per server
 O_PS_NIC_PER_WORKER = 8  # 1: every pushing worker and parameter server has a NIC share of its own (0: shared NIC)
-O_PS_COLOCATED = 9      # 1: parameter servers on the worker servers, one NIC carries both (sum, not max)
-O_PS_LATENCY = 10       # 1: per-message latency, 2 max(p, W) alpha_net per step
-O_PS_HOST_BW = 11       # parameter server host's achievable memory bandwidth, bytes/s; 0: no update time
-O_PS_SPARSE = 12        # 1: a PS moves (and a PS GPU holds) only the embedding rows a step touches
-O_PS_MEMORY = 13        # 1: a PS GPU holds no optimizer state (memory check per architecture)
-O_INTER_VOLUME = 14     # 1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross
+O_PS_COLOCATED = 9  # 1: parameter servers on the worker servers, one NIC carries both (sum, not max)
+O_PS_LATENCY = 10  # 1: per-message latency, 2 max(p, W) alpha_net per step
+O_PS_HOST_BW = 11  # parameter server host's achievable memory bandwidth, bytes/s; 0: no update time
+O_PS_SPARSE = 12  # 1: a PS moves (and a PS GPU holds) only the embedding rows a step touches
+O_PS_MEMORY = 13  # 1: a PS GPU holds no optimizer state (memory check per architecture)
+O_INTER_VOLUME = 14  # 1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross
 #                         every server), 0: 2(s-1)/s S (an ideal hierarchical all-reduce, version 1)
 # scaling losses of data-parallel all-reduce (communication v2; each 0 in version 1)
-O_OVERLAP_IDLE = 15        # fraction of the backward pass during which the exchange cannot proceed,
+O_OVERLAP_IDLE = 15  # fraction of the backward pass during which the exchange cannot proceed,
 #                            1 - option ``overlap_efficiency`` (0: it proceeds during all of it)
-O_COORDINATION = 16        # coordination seconds per all-reduce and participant step (0: none)
+O_COORDINATION = 16  # coordination seconds per all-reduce and participant step (0: none)
 O_COORDINATION_GROWTH = 17  # participant steps of n GPUs: 0 ceil(log2 n) (tree-like), 1 n - 1 (linear)
-O_SPARSE_ALLGATHER = 18    # 1: all-reduce architectures all-gather the touched embedding rows (dense: all-reduce)
+O_SPARSE_ALLGATHER = 18  # 1: all-reduce architectures all-gather the touched embedding rows (dense: all-reduce)
 N_OPTIONS = 19
 
 # --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
-MODEL_PAI_V1 = 0    # the PAI additive model: whole-step FLOPs and memory-bound bytes
-MODEL_PAI_V2 = 1    # operator-class roofline + launches + optimizer update
+MODEL_PAI_V1 = 0  # the PAI additive model: whole-step FLOPs and memory-bound bytes
+MODEL_PAI_V2 = 1  # operator-class roofline + launches + optimizer update
 MODEL_NAMES = ("pai-v1", "pai-v2")
 
-COLLECTIVE_DEFAULT = 0       # version 1: ring inside a server, hierarchical ring across servers
-COLLECTIVE_RING = 1          # one flat ring over all n GPUs
-COLLECTIVE_TREE = 2          # double binary tree: latency grows with log2 n
+COLLECTIVE_DEFAULT = 0  # version 1: ring inside a server, hierarchical ring across servers
+COLLECTIVE_RING = 1  # one flat ring over all n GPUs
+COLLECTIVE_TREE = 2  # double binary tree: latency grows with log2 n
 COLLECTIVE_HIERARCHICAL = 3  # same as the default across servers; ring inside one
-COLLECTIVE_PIPELINED = 4     # hierarchical with its intra- and inter-server phases pipelined (NCCL):
+COLLECTIVE_PIPELINED = 4  # hierarchical with its intra- and inter-server phases pipelined (NCCL):
 #                              the slower phase's volume time, not the sum; the default within one server
 COLLECTIVE_NAMES = ("default", "ring", "tree", "hierarchical", "pipelined")
 
@@ -132,19 +139,25 @@ BOTTLENECK_FLOP = 1
 BOTTLENECK_MEM = 2
 BOTTLENECK_COMM = 3
 BOTTLENECK_NAMES = ("input_io", "compute_flop", "memory_bound", "communication")
-FLAG_FILL = 255     # flag value of an invalid configuration
+FLAG_FILL = 255  # flag value of an invalid configuration
 
 # --- invalid-reason codes (the ``invalid_reason`` output) ------------------------------------
 # Why a configuration cannot exist.  The rules are checked in this order and the first one that
 # applies is the code, so each configuration has exactly one; 0 means it can exist.
 REASON_VALID = 0
-REASON_SINGLE_GPU_ARCH = 1            # 1w1g with n != 1
+REASON_SINGLE_GPU_ARCH = 1  # 1w1g with n != 1
 REASON_LOCAL_ARCH_EXCEEDS_SERVER = 2  # 1wng or allreduce-local with n > k (GPUs per server)
 REASON_CLUSTER_ARCH_NEEDS_NETWORK = 3  # ps-worker or allreduce-cluster on a LINK_NONE network
-REASON_INTRA_LINK_NOT_ON_GPU = 4      # intra_fits[gpu, intra] == 0
-REASON_PRECISION_NOT_ON_GPU = 5       # the GPU's achievable peak for the precision is NaN
-REASON_MISSING_INPUT = 6              # any other NaN in an output: an input number is missing
+REASON_INTRA_LINK_NOT_ON_GPU = 4  # intra_fits[gpu, intra] == 0
+REASON_PRECISION_NOT_ON_GPU = 5  # the GPU's achievable peak for the precision is NaN
+REASON_MISSING_INPUT = 6  # any other NaN in an output: an input number is missing
 #: names of the codes, by code (CF flag_meanings of ``invalid_reason``)
-INVALID_REASONS = ("valid", "single_gpu_arch_needs_one_gpu", "local_arch_exceeds_server",
-                   "cluster_arch_needs_network", "intra_link_not_on_gpu", "precision_not_on_gpu",
-                   "missing_input_number")
+INVALID_REASONS = (
+    "valid",
+    "single_gpu_arch_needs_one_gpu",
+    "local_arch_exceeds_server",
+    "cluster_arch_needs_network",
+    "intra_link_not_on_gpu",
+    "precision_not_on_gpu",
+    "missing_input_number",
+)

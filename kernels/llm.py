@@ -16,8 +16,6 @@ reduction (SHARP / NVLS, ``allreduce``).  ``(p - 1) / v x t_mb`` is the 1F1B / i
 et al., SC 2021, sections 2.2.1-2.2.2).  docs/llm.md gives every term.
 """
 
-
-
 import numpy as np
 from numba import prange
 
@@ -179,8 +177,7 @@ def memory_bytes(lay, model, options, m):
         weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
-    full_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t
-                           + model[K.M_ACT_CORE] / t)
+    full_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t + model[K.M_ACT_CORE] / t)
     if rc == 2.0:
         per_layer = tokens * 2.0 * model[K.M_HIDDEN] / split_repl
     elif rc == 1.0:
@@ -229,8 +226,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     tp = 0.0
     if t > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        tp = count * allreduce(tokens * h * act, t, intra_bw, intra_lat,
-                               innet * hw[K.HW_NVLS] * (1.0 - lay[K.LA_SP]))
+        tp = count * allreduce(tokens * h * act, t, intra_bw, intra_lat, innet * hw[K.HW_NVLS] * (1.0 - lay[K.LA_SP]))
     # context parallel: ring exchange of K and V chunks (c - 1 steps), forward + 2x backward
     # (+ forward again in a full recomputation), hidden behind the attention compute
     cp = 0.0
@@ -268,13 +264,16 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     # data parallel over the d x c ranks (stride t) of the stage with the most parameters (the
     # first): gradient reduce-scatter + parameter all-gather, or one all-reduce without ZeRO
     # (which SHARP / NVLS shorten)
-    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e)) \
+    params = (
+        most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e))
         + model[K.M_EMBED_PARAMS] / t
+    )
     group = d * c
     per_domain = np.floor(domain / t) if t <= domain else 1.0
     reduce = innet if zero == 0.0 else 0.0
-    dp = hierarchical_allreduce(params * options[K.OP_GRAD_COMM_BYTES], group, per_domain, hw,
-                                reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP])
+    dp = hierarchical_allreduce(
+        params * options[K.OP_GRAD_COMM_BYTES], group, per_domain, hw, reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP]
+    )
     window = compute
     if zero >= 3.0:
         # FSDP: every layer's parameters are gathered again for every micro-batch, forward and

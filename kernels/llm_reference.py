@@ -50,22 +50,26 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     et = np.where(np.mod(d * c, e) == 0, t, 1.0)
     params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) + M[K.M_EMBED_PARAMS] / t
     shards = d * c
-    states = params * (options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
-                       + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
-                       + options[K.OP_OPT_BYTES] / np.where(zero >= 1, shards, 1.0))
+    states = params * (
+        options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
+        + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
+        + options[K.OP_OPT_BYTES] / np.where(zero >= 1, shards, 1.0)
+    )
     gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
-        2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
+        2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES]
+    )
     states = states + np.where(zero >= 3, gathered, 0.0)
     keep_repl = M[K.M_ACT_REPLICATED] / split_repl
     keep_split = M[K.M_ACT_SPLIT] / t
     keep_core = M[K.M_ACT_CORE] / t
-    per_layer = tokens * np.select([rc == 2, rc == 1], [2.0 * h / split_repl, keep_repl + keep_split],
-                                   keep_repl + keep_split + keep_core)
+    per_layer = tokens * np.select(
+        [rc == 2, rc == 1], [2.0 * h / split_repl, keep_repl + keep_split], keep_repl + keep_split + keep_core
+    )
     factor = np.minimum(m, p) * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0)
-    acts = (most * per_layer * factor * (1.0 + options[K.OP_FRAGMENTATION])
-            + np.where(rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0))
-    acts = acts * options[K.OP_ACT_STORE] + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t,
-                                                      0.0)
+    acts = most * per_layer * factor * (1.0 + options[K.OP_FRAGMENTATION]) + np.where(
+        rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0
+    )
+    acts = acts * options[K.OP_ACT_STORE] + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t, 0.0)
     mem = states + acts + options[K.OP_WORKSPACE]
     # reasons, the first that applies
     kv_heads = M[K.M_KV_HEADS]
@@ -73,8 +77,12 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     experts = M[K.M_EXPERTS]
     checks = [
         (K.REASON_PRECISION, ~(ct[:, K.CT_LAYER] > 0)),
-        (K.REASON_TP_HEADS, (np.mod(M[K.M_HEADS], t) != 0) | ((t < kv_heads) & (np.mod(kv_heads, t) != 0))
-         | ((t > kv_heads) & (np.mod(t, kv_heads) != 0))),
+        (
+            K.REASON_TP_HEADS,
+            (np.mod(M[K.M_HEADS], t) != 0)
+            | ((t < kv_heads) & (np.mod(kv_heads, t) != 0))
+            | ((t > kv_heads) & (np.mod(t, kv_heads) != 0)),
+        ),
         (K.REASON_TP_FFN, (np.mod(M[K.M_FFN], t) != 0) | ((experts > 0) & (np.mod(M[K.M_MOE_FFN], t) != 0))),
         (K.REASON_TP_DOMAIN, t > H[K.HW_DOMAIN]),
         (K.REASON_CP_SEQ, np.mod(M[K.M_SEQ], c) != 0),
@@ -84,8 +92,11 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         (K.REASON_PP_LAYERS, (p > M[K.M_LAYERS]) | ((v > 1) & (p * v > M[K.M_LAYERS] + 2.0))),
         (K.REASON_INTERLEAVE, (v > 1) & (p == 1)),
         (K.REASON_NO_NETWORK, (n > H[K.HW_DOMAIN]) & ~(net > 0)),
-        (K.REASON_FABRIC, np.ceil(n / H[K.HW_DOMAIN]) > np.select([H[K.HW_TIERS] <= 1, H[K.HW_TIERS] <= 2],
-                                                                   [H[K.HW_TIER1], H[K.HW_TIER2]], np.inf)),
+        (
+            K.REASON_FABRIC,
+            np.ceil(n / H[K.HW_DOMAIN])
+            > np.select([H[K.HW_TIERS] <= 1, H[K.HW_TIERS] <= 2], [H[K.HW_TIER1], H[K.HW_TIER2]], np.inf),
+        ),
         (K.REASON_MEMORY, mem > H[K.HW_MEMORY] * (1.0 + options[K.OP_MEMORY_MARGIN])),
     ]
     reason = np.zeros(n_lay * n_hw)
@@ -97,8 +108,11 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     act = options[K.OP_ACT_BYTES]
     extra = np.where(rc == 2, 2.0, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tp1 = np.where(t > 1, (4.0 + extra) * _allreduce(tokens * h * act, t, intra_bw, intra_lat,
-                                                          innet * H[K.HW_NVLS] * (1 - sp)), 0.0)
+        tp1 = np.where(
+            t > 1,
+            (4.0 + extra) * _allreduce(tokens * h * act, t, intra_bw, intra_lat, innet * H[K.HW_NVLS] * (1 - sp)),
+            0.0,
+        )
         bw_n, lat_n = _path(np.ceil(t * c / dom), H)
         cp_inside = t * c <= dom
         bw_cp, lat_cp = np.where(cp_inside, intra_bw, bw_n), np.where(cp_inside, intra_lat, lat_n)
@@ -143,7 +157,7 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     out[:, K.R_STEP] = step
     out[:, K.R_TOKENS] = job_tokens / step
     out[:, K.R_MODEL_TFLOPS] = M[K.M_MODEL_FLOPS] * job_tokens / step / n / 1e12
-    hw_flops = np.asarray(M[K.M_HW_FLOPS:K.M_HW_FLOPS + 3])[rc.astype(int)]
+    hw_flops = np.asarray(M[K.M_HW_FLOPS : K.M_HW_FLOPS + 3])[rc.astype(int)]
     out[:, K.R_HW_TFLOPS] = hw_flops * job_tokens / step / n / 1e12
     out[:, K.R_MFU] = M[K.M_MODEL_FLOPS] * job_tokens / step / n / H[K.HW_PEAK]
     out[:, K.R_MEMORY] = mem

@@ -49,7 +49,6 @@ count for every architecture, 1w1g included).  An invalid configuration is NaN i
 the number of configurations.
 """
 
-
 import numpy as np
 from numba import prange
 
@@ -197,8 +196,9 @@ def ring_or_tree_seconds(nbytes, n, bandwidth, latency, collective):
 
 
 @jit
-def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
-                 intra_bw, intra_lat, net_bw, net_lat, collective):
+def comm_seconds(
+    arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective
+):
     """Gradient/weight exchange time [s] of one optimizer step, before any overlap.
 
     nbytes: gradient bytes S; bandwidths in bytes/s (achievable); latencies in s; n GPUs with
@@ -256,21 +256,42 @@ def ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw,
 
 
 @jit
-def exchange_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat,
-                     collective, options):
+def exchange_seconds(
+    arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective, options
+):
     """``comm_seconds`` with the parameter-server options of ``options`` (``layout.O_PS_*``,
     ``kernels.ps``) applied to ``ps-worker`` and the ring inter-server volume
     (``O_INTER_VOLUME``, ``ring_volume_cluster_seconds``) to ``allreduce-cluster``; exactly
     ``comm_seconds`` with them all off."""
-    if (arch == ARCH_ALLREDUCE_CLUSTER and options[O_INTER_VOLUME] != 0.0 and collective != COLLECTIVE_RING
-            and collective != COLLECTIVE_TREE):
+    if (
+        arch == ARCH_ALLREDUCE_CLUSTER
+        and options[O_INTER_VOLUME] != 0.0
+        and collective != COLLECTIVE_RING
+        and collective != COLLECTIVE_TREE
+    ):
         return ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective)
     if arch == ARCH_PS_WORKER:
-        return ps_seconds(n, k, nics, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective,
-                          options[O_PS_LOCAL_REDUCE], options[O_PS_NIC_PER_WORKER], options[O_PS_COLOCATED],
-                          options[O_PS_LATENCY], options[O_PS_HOST_BW])
-    return comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw,
-                        net_lat, collective)
+        return ps_seconds(
+            n,
+            k,
+            nics,
+            ps_count,
+            nbytes,
+            pcie_bw,
+            intra_bw,
+            intra_lat,
+            net_bw,
+            net_lat,
+            collective,
+            options[O_PS_LOCAL_REDUCE],
+            options[O_PS_NIC_PER_WORKER],
+            options[O_PS_COLOCATED],
+            options[O_PS_LATENCY],
+            options[O_PS_HOST_BW],
+        )
+    return comm_seconds(
+        arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective
+    )
 
 
 @jit
@@ -295,8 +316,12 @@ def allgather_wire_fraction(job, n, arch, sparse_allgather):
     bytes moves (n - 1) t per GPU, what an all-reduce of n t / 2 bytes moves, hence n/2 (row
     indices not counted).  1 when off, for a job without embeddings and for other architectures."""
     emb = job[J_EMB_PARAMS]
-    if (sparse_allgather == 0.0 or not emb > 0.0 or n <= 1.0
-            or (arch != ARCH_ALLREDUCE_LOCAL and arch != ARCH_ALLREDUCE_CLUSTER)):
+    if (
+        sparse_allgather == 0.0
+        or not emb > 0.0
+        or n <= 1.0
+        or (arch != ARCH_ALLREDUCE_LOCAL and arch != ARCH_ALLREDUCE_CLUSTER)
+    ):
         return 1.0
     touched = job[J_ACCUM] * job[J_EMB_TOUCHED]
     touched = touched if touched < emb else emb
@@ -319,10 +344,38 @@ def exchange_terms(arch, n, k, job, pcie_bw, intra_bw, intra_lat, net_bw, net_la
     term (``unit`` bytes moved per byte of S, latencies 0) and the latency term (no bytes) of
     ``exchange_seconds``, with the job's NICs, PCIe roots and parameter servers (``job``, a row
     of the job table); the latency term includes ``coordination_seconds``."""
-    per_byte = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], unit,
-                                pcie_bw, intra_bw, 0.0, net_bw, 0.0, collective, options)
-    latency = exchange_seconds(arch, n, k, job[J_NICS_PER_NODE], job[J_PCIE_ROOTS], job[J_PS_COUNT], 0.0,
-                               pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective, options)
+    per_byte = exchange_seconds(
+        arch,
+        n,
+        k,
+        job[J_NICS_PER_NODE],
+        job[J_PCIE_ROOTS],
+        job[J_PS_COUNT],
+        unit,
+        pcie_bw,
+        intra_bw,
+        0.0,
+        net_bw,
+        0.0,
+        collective,
+        options,
+    )
+    latency = exchange_seconds(
+        arch,
+        n,
+        k,
+        job[J_NICS_PER_NODE],
+        job[J_PCIE_ROOTS],
+        job[J_PS_COUNT],
+        0.0,
+        pcie_bw,
+        intra_bw,
+        intra_lat,
+        net_bw,
+        net_lat,
+        collective,
+        options,
+    )
     latency += coordination_seconds(arch, n, options[O_COORDINATION], options[O_COORDINATION_GROWTH])
     return per_byte, latency
 
@@ -483,11 +536,30 @@ def _compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, 
         j = jg // n_gpus
         g = jg % n_gpus
         if v2:
-            class_terms(jobs[j], gpus[g], peak[g], class_peak[g], prec, options[O_WORKSPACE],
-                        t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+            class_terms(
+                jobs[j],
+                gpus[g],
+                peak[g],
+                class_peak[g],
+                prec,
+                options[O_WORKSPACE],
+                t_data[j, g],
+                t_flop[j, g],
+                t_mem[j, g],
+                fits_memory[j, g],
+            )
         else:
-            job_gpu_terms(jobs[j], gpus[g], peak[g], prec, options[O_WORKSPACE],
-                          t_data[j, g], t_flop[j, g], t_mem[j, g], fits_memory[j, g])
+            job_gpu_terms(
+                jobs[j],
+                gpus[g],
+                peak[g],
+                prec,
+                options[O_WORKSPACE],
+                t_data[j, g],
+                t_flop[j, g],
+                t_mem[j, g],
+                fits_memory[j, g],
+            )
 
 
 #: the compute-terms kernel (serial: (job, gpu) pairs are few per block)
@@ -566,8 +638,12 @@ def ps_worker_fits(job, gpu, prec_row, fits_flag, options):
     if options[O_PS_MEMORY] == 0.0 or fits_flag == FLAG_FILL:
         return fits_flag == 1
     activation = job[J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else job[J_ACTIVATION]
-    return ps_fits_memory_flag(job, gpu, prec_row, activation * prec_row[P_ACT_RATIO], options[O_WORKSPACE],
-                               options[O_PS_SPARSE]) == 1
+    return (
+        ps_fits_memory_flag(
+            job, gpu, prec_row, activation * prec_row[P_ACT_RATIO], options[O_WORKSPACE], options[O_PS_SPARSE]
+        )
+        == 1
+    )
 
 
 @jit
@@ -603,8 +679,9 @@ def update_seconds(arch, n, k, job, ps_bytes, options):
     ``ps_bytes``, ``ps_host_update_bytes``) for ``ps-worker``; 0 for every other architecture."""
     if arch != ARCH_PS_WORKER:
         return 0.0
-    return ps_update_fixed_seconds(n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE], options[O_PS_NIC_PER_WORKER],
-                                   ps_bytes, options[O_PS_HOST_BW])
+    return ps_update_fixed_seconds(
+        n, k, job[J_PS_COUNT], options[O_PS_LOCAL_REDUCE], options[O_PS_NIC_PER_WORKER], ps_bytes, options[O_PS_HOST_BW]
+    )
 
 
 @jit
@@ -643,8 +720,28 @@ def close_bests(best_step):
 
 
 @jit
-def fold_exchange(best_step, best_index, best_bottleneck, ni, index, per_byte, latency, update, floor,
-                  kept, columns, n_columns, t_data, t_flop, t_mem, base, nbytes, hops, share, backward):
+def fold_exchange(
+    best_step,
+    best_index,
+    best_bottleneck,
+    ni,
+    index,
+    per_byte,
+    latency,
+    update,
+    floor,
+    kept,
+    columns,
+    n_columns,
+    t_data,
+    t_flop,
+    t_mem,
+    base,
+    nbytes,
+    hops,
+    share,
+    backward,
+):
     """Reduce-only: fold configuration ``index`` (one (arch, intra, network) with exchange terms
     ``per_byte``, ``latency``, ``update`` and input ``floor``) at every precision column of
     ``columns[:n_columns]`` into the bests of GPU count ``ni``; ``kept`` maps a column to its
@@ -652,8 +749,9 @@ def fold_exchange(best_step, best_index, best_bottleneck, ni, index, per_byte, l
     for f in range(n_columns):
         c = columns[f]
         p = kept[c]
-        step, t_comm, input_bound = configuration_step(base[c], nbytes[c], per_byte, hops[c], latency, update,
-                                                       share[c], backward[c], floor)
+        step, t_comm, input_bound = configuration_step(
+            base[c], nbytes[c], per_byte, hops[c], latency, update, share[c], backward[c], floor
+        )
         rounded = np.float32(step)  # the bests compare the stored (float32) step times
         if rounded < best_step[ni, p]:
             best_step[ni, p] = rounded
@@ -662,8 +760,21 @@ def fold_exchange(best_step, best_index, best_bottleneck, ni, index, per_byte, l
 
 
 @jit
-def fold_row(best_step, best_index, best_bottleneck, ni, first_index, steps, codes, offset, n_networks, n_kept,
-             kept, columns, n_columns):
+def fold_row(
+    best_step,
+    best_index,
+    best_bottleneck,
+    ni,
+    first_index,
+    steps,
+    codes,
+    offset,
+    n_networks,
+    n_kept,
+    kept,
+    columns,
+    n_columns,
+):
     """With the cube written: fold a computed row of (network, kept precision) float32 ``steps``
     (the bottleneck ``codes`` of the cube at ``offset`` + the same position) into the bests of GPU
     count ``ni``, for the first ``n_networks`` networks and the columns ``columns[:n_columns]``;
@@ -681,8 +792,9 @@ def fold_row(best_step, best_index, best_bottleneck, ni, first_index, steps, cod
 
 # --- the traversal -------------------------------------------------------------------------------
 @jit
-def select_precisions(job, gpu, prec, t_data, t_flop, t_mem, fits, missing, options, write_cube,
-                      kept, folded, folded_ps):
+def select_precisions(
+    job, gpu, prec, t_data, t_flop, t_mem, fits, missing, options, write_cube, kept, folded, folded_ps
+):
     """The precisions one (job, gpu) computes, and those it folds (the rows' columns).
 
     ``kept`` (column c holds precision kept[c]): all of them when the cube is written; in
@@ -708,11 +820,31 @@ def select_precisions(job, gpu, prec, t_data, t_flop, t_mem, fits, missing, opti
             n_kept += 1
     return n_kept, n_folded, n_folded_ps
 
-def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
-                    write_cube,
-                    step_time, t_comm, bottleneck, invalid_reason,
-                    t_data, t_flop, t_mem, fits_memory,
-                    best_step, best_index, best_bottleneck):
+
+def _evaluate_block(
+    jobs,
+    n_gpu,
+    arch,
+    gpus,
+    peak,
+    prec,
+    intra,
+    intra_fits,
+    network,
+    options,
+    write_cube,
+    step_time,
+    t_comm,
+    bottleneck,
+    invalid_reason,
+    t_data,
+    t_flop,
+    t_mem,
+    fits_memory,
+    best_step,
+    best_index,
+    best_bottleneck,
+):
     """Evaluate every configuration of a block of jobs and fold it into the per-job bests.
 
     Inputs (tables, SI units; layouts in ``layout``): ``jobs`` (J, N_JOB_FIELDS),
@@ -791,8 +923,9 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
         bsv, biv, bbv = best_step[j, g], best_index[j, g], best_bottleneck[j, g]
         reset_bests(bsv, biv, bbv)
         kept, folded, folded_ps = kept_of[jg], folded_of[jg], folded_ps_of[jg]
-        n_kept, n_folded, n_folded_ps = select_precisions(job, gpu, prec, tdv, tfv, tmv, fits_memory[j, g], missing,
-                                                          options, write_cube, kept, folded, folded_ps)
+        n_kept, n_folded, n_folded_ps = select_precisions(
+            job, gpu, prec, tdv, tfv, tmv, fits_memory[j, g], missing, options, write_cube, kept, folded, folded_ps
+        )
         if n_kept == 0:  # reduce-only, and nothing to fold
             close_bests(bsv)
             continue
@@ -806,8 +939,9 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                 q = w * n_kept + c
                 r_td[q], r_tf[q], r_tm[q] = tdv[p], tfv[p], tmv[p]
                 r_base[q] = tdv[p] + tfv[p] + tmv[p]
-                r_bytes[q], r_backward[q], r_hops[q], r_share[q] = precision_terms(job, tfv[p], tmv[p], prec[p],
-                                                                                   options)
+                r_bytes[q], r_backward[q], r_hops[q], r_share[q] = precision_terms(
+                    job, tfv[p], tmv[p], prec[p], options
+                )
                 r_precision_reason[q] = precision_reason(peak[g, p])
         for a in range(n_arch):
             n_w = 1 if ignores_network(arch[a]) else n_net  # networks computed (the rest copy the first)
@@ -833,8 +967,15 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                     if intra_fits[g, i] == 0:  # rule 4 (or 3, which comes first)
                         if write_cube:
                             for w in range(n_net):
-                                fill_invalid(st, tcm, bot, why, o + w * n_prec, o + (w + 1) * n_prec,
-                                             configuration_reason(arch[a], n, k, False, network[w, L_KIND]))
+                                fill_invalid(
+                                    st,
+                                    tcm,
+                                    bot,
+                                    why,
+                                    o + w * n_prec,
+                                    o + (w + 1) * n_prec,
+                                    configuration_reason(arch[a], n, k, False, network[w, L_KIND]),
+                                )
                         continue
                     if ignores_intra(arch[a]) and first_intra >= 0:  # the same numbers as the first fitting link
                         if write_cube:
@@ -846,20 +987,61 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                         for w in range(n_w):
                             if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
                                 continue
-                            per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
-                                                               intra[i, L_LATENCY], network[w, L_BW],
-                                                               network[w, L_LATENCY], unit, collective, options)
-                            fold_exchange(bsv, biv, bbv, ni, first_index + w, per_byte, latency, update, floor,
-                                          kept, fold_cols, n_fold, r_td, r_tf, r_tm, r_base, r_bytes, r_hops, r_share,
-                                          r_backward)
+                            per_byte, latency = exchange_terms(
+                                arch[a],
+                                n,
+                                k,
+                                job,
+                                gpu[G_PCIE_BW],
+                                intra_bw,
+                                intra[i, L_LATENCY],
+                                network[w, L_BW],
+                                network[w, L_LATENCY],
+                                unit,
+                                collective,
+                                options,
+                            )
+                            fold_exchange(
+                                bsv,
+                                biv,
+                                bbv,
+                                ni,
+                                first_index + w,
+                                per_byte,
+                                latency,
+                                update,
+                                floor,
+                                kept,
+                                fold_cols,
+                                n_fold,
+                                r_td,
+                                r_tf,
+                                r_tm,
+                                r_base,
+                                r_bytes,
+                                r_hops,
+                                r_share,
+                                r_backward,
+                            )
                         continue
                     # the cube is written (the kept precisions are all of them: a row is a row of the cube)
                     for w in range(n_w):
                         shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
                         if shape == REASON_VALID and not missing:
-                            per_byte, latency = exchange_terms(arch[a], n, k, job, gpu[G_PCIE_BW], intra_bw,
-                                                               intra[i, L_LATENCY], network[w, L_BW],
-                                                               network[w, L_LATENCY], unit, collective, options)
+                            per_byte, latency = exchange_terms(
+                                arch[a],
+                                n,
+                                k,
+                                job,
+                                gpu[G_PCIE_BW],
+                                intra_bw,
+                                intra[i, L_LATENCY],
+                                network[w, L_BW],
+                                network[w, L_LATENCY],
+                                unit,
+                                collective,
+                                options,
+                            )
                         else:  # NaN makes every output of the configuration NaN: invalid
                             per_byte = np.nan
                             latency = np.nan
@@ -869,9 +1051,17 @@ def _evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netw
                             r_latency[q] = latency
                             r_reason[q] = shape if shape != REASON_VALID else r_precision_reason[q]
                     for q in range(n_w * n_kept):  # branch-free: vectorised
-                        step, tc, input_bound = configuration_step(r_base[q], r_bytes[q], r_per_byte[q], r_hops[q],
-                                                                   r_latency[q], update, r_share[q], r_backward[q],
-                                                                   floor)
+                        step, tc, input_bound = configuration_step(
+                            r_base[q],
+                            r_bytes[q],
+                            r_per_byte[q],
+                            r_hops[q],
+                            r_latency[q],
+                            update,
+                            r_share[q],
+                            r_backward[q],
+                            floor,
+                        )
                         r_step[q] = step
                         bad = step != step  # NaN: invalid for one of the reasons 1-6
                         st[o + q] = step

@@ -71,8 +71,24 @@ def ps_ring_seconds(nbytes, n, bandwidth, latency, collective):
 
 
 @jit
-def ps_seconds(n, k, nics, ps_count, nbytes, pcie_bw, intra_bw, intra_lat, net_bw, net_lat, collective,
-               local_reduce, nic_per_worker, colocated, latency_on, host_bw):
+def ps_seconds(
+    n,
+    k,
+    nics,
+    ps_count,
+    nbytes,
+    pcie_bw,
+    intra_bw,
+    intra_lat,
+    net_bw,
+    net_lat,
+    collective,
+    local_reduce,
+    nic_per_worker,
+    colocated,
+    latency_on,
+    host_bw,
+):
     """Exchange time [s] of one ``ps-worker`` step before overlap, every PS option applied.
 
     ``nbytes``: bytes pushed (and pulled) per worker, S (the touched rows only under sparse

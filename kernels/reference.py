@@ -118,8 +118,22 @@ def intra_fraction(kind, n, k, pcie_roots, topology_aware):
     return np.where(n <= 1.0, 1.0, frac)
 
 
-def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
-                 intra_bw, intra_lat, net_bw, net_lat, collective, ring_volume=False):
+def comm_seconds(
+    arch,
+    n,
+    k,
+    nics,
+    pcie_roots,
+    ps_count,
+    nbytes,
+    pcie_bw,
+    intra_bw,
+    intra_lat,
+    net_bw,
+    net_lat,
+    collective,
+    ring_volume=False,
+):
     """t_comm [s] of one optimizer step before overlap, the README's table written out per
     architecture (every argument but ``collective`` broadcasts).
 
@@ -158,12 +172,13 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
         p = np.where(ps_count > 0.0, ps_count, s)
         ps_worker = np.maximum(2.0 * S * kk / (nics * net_bw), 2.0 * S * n / (p * net_bw)) + 2.0 * S / pcie_bw
         if collective == COLLECTIVE_RING or tree:
-            flat = (2.0 * (n - 1.0) / n * S / np.minimum(intra_bw, nics * net_bw)
-                    + hops_n * np.maximum(intra_lat, net_lat))
+            flat = 2.0 * (n - 1.0) / n * S / np.minimum(intra_bw, nics * net_bw) + hops_n * np.maximum(
+                intra_lat, net_lat
+            )
             cluster = np.where(s > 1.0, flat, local)
         else:
             inside = 2.0 * (kk - 1.0) / kk * S / intra_bw + hops_kk * intra_lat
-            share = (n - 1.0) / n if ring_volume else (s - 1.0) / s   # of S through a server's NICs, each way
+            share = (n - 1.0) / n if ring_volume else (s - 1.0) / s  # of S through a server's NICs, each way
             across = 2.0 * share * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
             cluster = np.where(s > 1.0, inside + across, inside)
             if collective == COLLECTIVE_PIPELINED:
@@ -173,7 +188,9 @@ def comm_seconds(arch, n, k, nics, pcie_roots, ps_count, nbytes, pcie_bw,
                 cluster = np.where(s > 1.0, overlapped, inside)
     return np.select(
         [arch == ARCH_1W1G, arch == ARCH_1WNG, arch == ARCH_ALLREDUCE_LOCAL, arch == ARCH_PS_WORKER],
-        [np.zeros(np.shape(S)), one_wng, local, ps_worker], cluster)
+        [np.zeros(np.shape(S)), one_wng, local, ps_worker],
+        cluster,
+    )
 
 
 def allgather_fraction(params, emb, touched_per_micro_batch, accum, n, all_reduce):
@@ -205,8 +222,22 @@ def ps_held_params(params, emb, touched_per_micro_batch, accum, sparse):
     return np.where(emb > 0.0, params - emb + np.minimum(emb, accum * touched_per_micro_batch), params)
 
 
-def ps_worker_seconds(n, k, nics, ps_count, S_ps, held_params, opt_state, pcie_bw, intra_bw, intra_lat, net_bw,
-                      net_lat, collective, options):
+def ps_worker_seconds(
+    n,
+    k,
+    nics,
+    ps_count,
+    S_ps,
+    held_params,
+    opt_state,
+    pcie_bw,
+    intra_bw,
+    intra_lat,
+    net_bw,
+    net_lat,
+    collective,
+    options,
+):
     """t_comm [s] of a ps-worker step with the parameter-server options of ``options`` (docs/model.md,
     "Parameter server"), the whole expression (broadcasting):
 
@@ -255,8 +286,14 @@ def configuration_reason(arch, n, k, intra_fits, network_kind):
     cluster = (arch != ARCH_1W1G) & ~local
     return np.select(
         [(arch == ARCH_1W1G) & (n != 1.0), local & ~(n <= k), cluster & (network_kind == LINK_NONE), ~intra_fits],
-        [REASON_SINGLE_GPU_ARCH, REASON_LOCAL_ARCH_EXCEEDS_SERVER, REASON_CLUSTER_ARCH_NEEDS_NETWORK,
-         REASON_INTRA_LINK_NOT_ON_GPU], REASON_VALID)
+        [
+            REASON_SINGLE_GPU_ARCH,
+            REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+            REASON_CLUSTER_ARCH_NEEDS_NETWORK,
+            REASON_INTRA_LINK_NOT_ON_GPU,
+        ],
+        REASON_VALID,
+    )
 
 
 def job_gpu_terms(jobs, gpus, peak, prec, workspace):
@@ -292,8 +329,8 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     fits`` over (J, G, P).
     """
     n_classes = len(CLASS_NAMES)
-    flops = jobs[:, J_CLASS_FLOP:J_CLASS_FLOP + n_classes][:, None, None, :]
-    nbytes = jobs[:, J_CLASS_BYTES:J_CLASS_BYTES + n_classes][:, None, None, :]
+    flops = jobs[:, J_CLASS_FLOP : J_CLASS_FLOP + n_classes][:, None, None, :]
+    nbytes = jobs[:, J_CLASS_BYTES : J_CLASS_BYTES + n_classes][:, None, None, :]
     ratio = prec[:, P_ACT_RATIO][None, None, :, None]
     bw = gpus[:, G_CLASS_MEM_BW][None, :, None, None]
     t_bytes = nbytes * ratio / bw
@@ -302,17 +339,23 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     memory_only = np.isin(np.arange(n_classes), [CLASS_ELEMENTWISE, CLASS_EMBEDDING])[None, None, None, :]
     compute_wins = ~memory_only & ((t_compute >= t_bytes) | np.isnan(t_compute))
     accum = jobs[:, J_ACCUM][:, None, None]
-    launch = np.where(jobs[:, J_GRAPHS][:, None] == 1.0, gpus[:, G_LAUNCH_GRAPHS][None, :],
-                      gpus[:, G_LAUNCH_EAGER][None, :])[:, :, None]
-    update_bytes = jobs[:, J_PARAMS][:, None, None] * (jobs[:, J_UPDATE_BYTES][:, None, None]
-                                                        + prec[:, P_GRAD_BYTES] + prec[:, P_WEIGHT_BYTES] - 4.0)
+    launch = np.where(
+        jobs[:, J_GRAPHS][:, None] == 1.0, gpus[:, G_LAUNCH_GRAPHS][None, :], gpus[:, G_LAUNCH_EAGER][None, :]
+    )[:, :, None]
+    update_bytes = jobs[:, J_PARAMS][:, None, None] * (
+        jobs[:, J_UPDATE_BYTES][:, None, None] + prec[:, P_GRAD_BYTES] + prec[:, P_WEIGHT_BYTES] - 4.0
+    )
     t_flop = accum * np.where(compute_wins, t_compute, 0.0).sum(axis=3)
     t_fp32 = jobs[:, J_AMP_FP32_BYTES][:, None, None] * (1.0 - ratio[..., 0]) / bw[..., 0]
-    t_mem = (accum * (np.where(compute_wins, 0.0, t_bytes).sum(axis=3) + jobs[:, J_LAUNCHES][:, None, None] * launch
-                      + t_fp32) + update_bytes / bw[..., 0])
+    t_mem = (
+        accum
+        * (np.where(compute_wins, 0.0, t_bytes).sum(axis=3) + jobs[:, J_LAUNCHES][:, None, None] * launch + t_fp32)
+        + update_bytes / bw[..., 0]
+    )
     t_data = accum * jobs[:, J_INPUT][:, None, None] / gpus[:, G_PCIE_BW][None, :, None] + 0.0 * ratio[..., 0]
-    state = jobs[:, J_PARAMS][:, None, None] * (prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES]
-                                                + jobs[:, J_OPT_STATE][:, None, None])
+    state = jobs[:, J_PARAMS][:, None, None] * (
+        prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES] + jobs[:, J_OPT_STATE][:, None, None]
+    )
     needed = state + jobs[:, J_ACTIVATION_V2][:, None, None] * ratio[..., 0] + workspace
     fits = np.where(needed <= gpus[:, G_MEMORY][None, :, None], 1, 0).astype(np.uint8)
     supported = ~np.isnan(peak)[None, :, :]
@@ -329,11 +372,30 @@ def compute_terms(jobs, gpus, peak, class_peak, prec, options, t_data, t_flop, t
     t_data[...], t_flop[...], t_mem[...], fits_memory[...] = terms
 
 
-def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, network, options,
-                   write_cube,
-                   step_time, t_comm, bottleneck, invalid_reason,
-                   t_data, t_flop, t_mem, fits_memory,
-                   best_step, best_index, best_bottleneck):
+def evaluate_block(
+    jobs,
+    n_gpu,
+    arch,
+    gpus,
+    peak,
+    prec,
+    intra,
+    intra_fits,
+    network,
+    options,
+    write_cube,
+    step_time,
+    t_comm,
+    bottleneck,
+    invalid_reason,
+    t_data,
+    t_flop,
+    t_mem,
+    fits_memory,
+    best_step,
+    best_index,
+    best_bottleneck,
+):
     """Numpy version of ``model.evaluate_block``: same arguments, same outputs (filled in place;
     ``t_data``, ``t_flop``, ``t_mem`` and ``fits_memory`` are inputs, from ``compute_terms``)."""
     n_jobs, n_arch, n_gpus = jobs.shape[0], arch.shape[0], gpus.shape[0]
@@ -352,7 +414,7 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     k = job_col(J_GPUS_PER_NODE)
     kind = _axis(intra[:, L_KIND], 4)
     intra_bw = _axis(intra[:, L_BW], 4) * intra_fraction(kind, n, k, job_col(J_PCIE_ROOTS), topology)
-    S = job_col(J_PARAMS) * _axis(prec[:, P_COMM_BYTES], 6)   # gradient bytes on the wire
+    S = job_col(J_PARAMS) * _axis(prec[:, P_COMM_BYTES], 6)  # gradient bytes on the wire
     # communication v2: b = max(1, ceil(S / bucket)) gradient buckets, each an all-reduce of its
     # own; every latency term is linear in a per-hop latency, so paying the hops once per bucket
     # is the version-1 formula with every alpha multiplied by b
@@ -362,14 +424,27 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     all_reduce = (a == ARCH_ALLREDUCE_LOCAL) | (a == ARCH_ALLREDUCE_CLUSTER)
     # sparse all-gather: the all-reduce architectures all-gather the touched embedding rows
     if options[O_SPARSE_ALLGATHER] == 1.0:
-        S_wire = S * allgather_fraction(job_col(J_PARAMS), job_col(J_EMB_PARAMS), job_col(J_EMB_TOUCHED),
-                                        job_col(J_ACCUM), n, all_reduce)
+        S_wire = S * allgather_fraction(
+            job_col(J_PARAMS), job_col(J_EMB_PARAMS), job_col(J_EMB_TOUCHED), job_col(J_ACCUM), n, all_reduce
+        )
     else:
         S_wire = S
-    raw = comm_seconds(a, n, k, job_col(J_NICS_PER_NODE), job_col(J_PCIE_ROOTS), job_col(J_PS_COUNT), S_wire,
-                       _axis(gpus[:, G_PCIE_BW], 2), intra_bw, _axis(intra[:, L_LATENCY], 4) * per_hop,
-                       _axis(network[:, L_BW], 5), _axis(network[:, L_LATENCY], 5) * per_hop, collective,
-                       options[O_INTER_VOLUME] == 1.0)
+    raw = comm_seconds(
+        a,
+        n,
+        k,
+        job_col(J_NICS_PER_NODE),
+        job_col(J_PCIE_ROOTS),
+        job_col(J_PS_COUNT),
+        S_wire,
+        _axis(gpus[:, G_PCIE_BW], 2),
+        intra_bw,
+        _axis(intra[:, L_LATENCY], 4) * per_hop,
+        _axis(network[:, L_BW], 5),
+        _axis(network[:, L_LATENCY], 5) * per_hop,
+        collective,
+        options[O_INTER_VOLUME] == 1.0,
+    )
     # coordination: per all-reduce (per bucket with sync_latency), per participant step
     raw = raw + per_hop * coordination(n, all_reduce, options[O_COORDINATION], options[O_COORDINATION_GROWTH])
     # the parameter server with its options (all off: the version-1 row of comm_seconds, the same
@@ -377,10 +452,22 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     sparse = options[O_PS_SPARSE] == 1.0
     held = ps_held_params(job_col(J_PARAMS), job_col(J_EMB_PARAMS), job_col(J_EMB_TOUCHED), job_col(J_ACCUM), sparse)
     S_ps = held * _axis(prec[:, P_COMM_BYTES], 6)
-    ps_raw = ps_worker_seconds(n, k, job_col(J_NICS_PER_NODE), job_col(J_PS_COUNT), S_ps, held,
-                               job_col(J_OPT_STATE), _axis(gpus[:, G_PCIE_BW], 2), intra_bw,
-                               _axis(intra[:, L_LATENCY], 4) * per_hop, _axis(network[:, L_BW], 5),
-                               _axis(network[:, L_LATENCY], 5) * per_hop, collective, options)
+    ps_raw = ps_worker_seconds(
+        n,
+        k,
+        job_col(J_NICS_PER_NODE),
+        job_col(J_PS_COUNT),
+        S_ps,
+        held,
+        job_col(J_OPT_STATE),
+        _axis(gpus[:, G_PCIE_BW], 2),
+        intra_bw,
+        _axis(intra[:, L_LATENCY], 4) * per_hop,
+        _axis(network[:, L_BW], 5),
+        _axis(network[:, L_LATENCY], 5) * per_hop,
+        collective,
+        options,
+    )
     raw = np.where(a == ARCH_PS_WORKER, ps_raw, raw)
 
     grid_td = td[:, None, :, None, None, None, :]
@@ -399,16 +486,21 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
         input_bound = floor > step
         step = np.where(input_bound, floor, step)
         # throughput, cost and energy (not outputs): a NaN one makes the configuration invalid
-        outputs = {"throughput": n * samples_per_step / step,
-                   "cost": _axis(gpus[:, G_PRICE], 2) / 3600.0 * 1e6 / samples_per_step * step,
-                   "energy": _axis(gpus[:, G_POWER], 2) / samples_per_step * step}
+        outputs = {
+            "throughput": n * samples_per_step / step,
+            "cost": _axis(gpus[:, G_PRICE], 2) / 3600.0 * 1e6 / samples_per_step * step,
+            "energy": _axis(gpus[:, G_POWER], 2) / samples_per_step * step,
+        }
 
     # validity: the rules in code order, the first that applies
     fits_intra = intra_fits.reshape(1, 1, n_gpus, 1, n_intra, 1, 1) != 0
     reason = configuration_reason(a, n, k, fits_intra, _axis(network[:, L_KIND], 5))
-    reason = np.where((reason == REASON_VALID) & np.isnan(peak)[None, None, :, None, None, None, :],
-                      REASON_PRECISION_NOT_ON_GPU, reason)
-    missing = np.isnan(step) | np.isnan(S)   # S counts for every architecture, 1w1g included
+    reason = np.where(
+        (reason == REASON_VALID) & np.isnan(peak)[None, None, :, None, None, None, :],
+        REASON_PRECISION_NOT_ON_GPU,
+        reason,
+    )
+    missing = np.isnan(step) | np.isnan(S)  # S counts for every architecture, 1w1g included
     for value in outputs.values():
         missing = missing | np.isnan(value)
     reason = np.broadcast_to(np.where((reason == REASON_VALID) & missing, REASON_MISSING_INPUT, reason), shape)
@@ -419,10 +511,14 @@ def evaluate_block(jobs, n_gpu, arch, gpus, peak, prec, intra, intra_fits, netwo
     fits_grid = np.broadcast_to(fits[:, None, :, None, None, None, :], shape)
     if options[O_PS_MEMORY] == 1.0:  # a PS GPU holds weights and gradients only (state on the PS hosts)
         activation = jobs[:, J_ACTIVATION_V2] if options[O_MODEL] == MODEL_PAI_V2 else jobs[:, J_ACTIVATION]
-        held_jp = ps_held_params(jobs[:, J_PARAMS], jobs[:, J_EMB_PARAMS], jobs[:, J_EMB_TOUCHED], jobs[:, J_ACCUM],
-                                 sparse)[:, None, None]
-        need = (held_jp * (prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES]) + activation[:, None, None]
-                * prec[:, P_ACT_RATIO] + options[O_WORKSPACE])
+        held_jp = ps_held_params(
+            jobs[:, J_PARAMS], jobs[:, J_EMB_PARAMS], jobs[:, J_EMB_TOUCHED], jobs[:, J_ACCUM], sparse
+        )[:, None, None]
+        need = (
+            held_jp * (prec[:, P_WEIGHT_BYTES] + prec[:, P_GRAD_BYTES])
+            + activation[:, None, None] * prec[:, P_ACT_RATIO]
+            + options[O_WORKSPACE]
+        )
         ps_fits = np.where(fits == FLAG_FILL, FLAG_FILL, (need <= gpus[:, G_MEMORY][None, :, None]).astype(np.uint8))
         fits_grid = np.where(a == ARCH_PS_WORKER, ps_fits[:, None, :, None, None, None, :], fits_grid)
     feasible = ok & (fits_grid == 1)

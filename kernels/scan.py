@@ -14,8 +14,9 @@ from .jit import jit
 
 
 @jit
-def top_configurations(step, fits, a_s, g_s, n_s, i_s, w_s, p_s, ignores_intra, ignores_network, factor,
-                       divide, k, out_index, out_step):
+def top_configurations(
+    step, fits, a_s, g_s, n_s, i_s, w_s, p_s, ignores_intra, ignores_network, factor, divide, k, out_index, out_step
+):
     """The ``k`` first configurations of one job by (metric, position), positions counted over
     the selected (gpu, n_gpu, precision, arch, intra, network) in that order.
 

@@ -21,8 +21,13 @@ from paigrid.kernels import cuda as gpu_kernels  # noqa: E402
 from paigrid.kernels import layout as L  # noqa: E402
 from paigrid.sweeping import prepare  # noqa: E402
 
-GRID = {"gpu": ["V100", "A100", "H100"], "n_gpu": [1, 4, 32], "intra": ["pcie3", "nvswitch-nvlink4"],
-        "network": ["none", "ib-hdr-200g"], "precision": ["fp32", "amp-fp16", "fp8"]}
+GRID = {
+    "gpu": ["V100", "A100", "H100"],
+    "n_gpu": [1, 4, 32],
+    "intra": ["pcie3", "nvswitch-nvlink4"],
+    "network": ["none", "ib-hdr-200g"],
+    "precision": ["fp32", "amp-fp16", "fp8"],
+}
 WORKLOADS = ["resnet50", "bert-large-seq384"]
 #: with sparse embedding tables (multi-interests: 774 M parameters, nearly all of them embeddings)
 SPARSE_WORKLOADS = ["multi-interests", "nmt", "resnet50"]
@@ -38,37 +43,105 @@ def small_v100(grid):
 
 
 #: every parameter-server option, and the ring inter-server volume
-ALL_PS = {"ps_local_reduce": True, "ps_nic": "per-worker", "ps_placement": "colocated", "ps_latency": True,
-          "ps_update": True, "ps_sparse": True, "ps_memory": True, "inter_volume": "ring"}
+ALL_PS = {
+    "ps_local_reduce": True,
+    "ps_nic": "per-worker",
+    "ps_placement": "colocated",
+    "ps_latency": True,
+    "ps_update": True,
+    "ps_sparse": True,
+    "ps_memory": True,
+    "inter_volume": "ring",
+}
 
 #: (name, options, workloads, adjust: None or a function of the grid): both compute models (pai-v2
 #: the default) and every option that changes a formula
 CASES = [
     ("pai-v1", {"model": "pai-v1"}, WORKLOADS, None),
     ("pai-v2", {"model": "pai-v2"}, WORKLOADS, None),
-    ("pai-v1 ring, topology, overlap, accumulation, input bound",
-     {"model": "pai-v1", "collective": "ring", "topology_aware": True, "overlap": 0.5, "grad_accum_steps": 2,
-      "input_rate_samples_per_s": 2000.0}, WORKLOADS, None),
-    ("pai-v2 tree, buckets, parameter servers, NICs",
-     {"model": "pai-v2", "collective": "tree", "sync_latency": True, "bucket_overlap": True, "bucket_mb": 4.0,
-      "ps_count": 2, "nics_per_node": 2, "pcie_roots": 1}, WORKLOADS, None),
+    (
+        "pai-v1 ring, topology, overlap, accumulation, input bound",
+        {
+            "model": "pai-v1",
+            "collective": "ring",
+            "topology_aware": True,
+            "overlap": 0.5,
+            "grad_accum_steps": 2,
+            "input_rate_samples_per_s": 2000.0,
+        },
+        WORKLOADS,
+        None,
+    ),
+    (
+        "pai-v2 tree, buckets, parameter servers, NICs",
+        {
+            "model": "pai-v2",
+            "collective": "tree",
+            "sync_latency": True,
+            "bucket_overlap": True,
+            "bucket_mb": 4.0,
+            "ps_count": 2,
+            "nics_per_node": 2,
+            "pcie_roots": 1,
+        },
+        WORKLOADS,
+        None,
+    ),
     ("pai-v1 pipelined", {"model": "pai-v1", "collective": "pipelined", "gpus_per_node": 4}, WORKLOADS, None),
-    ("pai-v2 hierarchical, fused attention, graphs",
-     {"model": "pai-v2", "collective": "hierarchical", "attention": "fused", "execution": "graphs"}, WORKLOADS, None),
+    (
+        "pai-v2 hierarchical, fused attention, graphs",
+        {"model": "pai-v2", "collective": "hierarchical", "attention": "fused", "execution": "graphs"},
+        WORKLOADS,
+        None,
+    ),
     ("default model, every ps option, ring inter-server volume, a 4 GB V100", ALL_PS, SPARSE_WORKLOADS, small_v100),
-    ("pai-v1 ps update, sparse, memory, 3 servers, accumulation; ring volume, pipelined",
-     {"model": "pai-v1", "ps_update": True, "ps_sparse": True, "ps_memory": True, "ps_count": 3,
-      "grad_accum_steps": 2, "inter_volume": "ring", "collective": "pipelined", "gpus_per_node": 4},
-     # transformer-xl-large: a ps-worker V100 at fp32 fits with pai-v2's activation bytes, not with pai-v1's
-     [*SPARSE_WORKLOADS, "transformer-xl-large"], None),
-    ("pai-v2 ps memory without sparse traffic, local reduce, latency, tree, buckets, overlap; ring volume "
-     "(which the tree ignores)",
-     {"model": "pai-v2", "ps_memory": True, "ps_local_reduce": True, "ps_latency": True, "collective": "tree",
-      "sync_latency": True, "bucket_overlap": True, "inter_volume": "ring", "overlap": 0.5},
-     ["gpt2-xl", "bert-large-seq384"], None),  # gpt2-xl fits an A100 at amp-fp16 only without optimizer state
-    ("pai-v2 scaling losses: overlap efficiency, linear coordination, sparse all-gather, bucketed overlap",
-     {"model": "pai-v2", "bucket_overlap": True, "overlap_efficiency": 0.3, "coordination_us": 20.0,
-      "coordination_growth": "linear", "sparse_allgather": True}, SPARSE_WORKLOADS, None),
+    (
+        "pai-v1 ps update, sparse, memory, 3 servers, accumulation; ring volume, pipelined",
+        {
+            "model": "pai-v1",
+            "ps_update": True,
+            "ps_sparse": True,
+            "ps_memory": True,
+            "ps_count": 3,
+            "grad_accum_steps": 2,
+            "inter_volume": "ring",
+            "collective": "pipelined",
+            "gpus_per_node": 4,
+        },
+        # transformer-xl-large: a ps-worker V100 at fp32 fits with pai-v2's activation bytes, not with pai-v1's
+        [*SPARSE_WORKLOADS, "transformer-xl-large"],
+        None,
+    ),
+    (
+        "pai-v2 ps memory without sparse traffic, local reduce, latency, tree, buckets, overlap; ring volume "
+        "(which the tree ignores)",
+        {
+            "model": "pai-v2",
+            "ps_memory": True,
+            "ps_local_reduce": True,
+            "ps_latency": True,
+            "collective": "tree",
+            "sync_latency": True,
+            "bucket_overlap": True,
+            "inter_volume": "ring",
+            "overlap": 0.5,
+        },
+        ["gpt2-xl", "bert-large-seq384"],
+        None,
+    ),  # gpt2-xl fits an A100 at amp-fp16 only without optimizer state
+    (
+        "pai-v2 scaling losses: overlap efficiency, linear coordination, sparse all-gather, bucketed overlap",
+        {
+            "model": "pai-v2",
+            "bucket_overlap": True,
+            "overlap_efficiency": 0.3,
+            "coordination_us": 20.0,
+            "coordination_growth": "linear",
+            "sparse_allgather": True,
+        },
+        SPARSE_WORKLOADS,
+        None,
+    ),
 ]
 
 #: the options of main's parameter-server work: a case that sets any of them must change the CPU's
@@ -117,8 +190,10 @@ def compare(name, grid, write_cube):
             sys.exit(f"{name}: {key} differs between the CPU and the CUDA kernels")
     valid = int(np.sum(cpu["invalid_reason"] == 0)) if write_cube else -1
     reasons = sorted(set(np.unique(cpu["invalid_reason"]).tolist())) if write_cube else []
-    print(f"ok {name} ({'full' if write_cube else 'reduce-only'}): {len(cpu)} outputs equal; "
-          f"valid {valid}, reasons {reasons}")
+    print(
+        f"ok {name} ({'full' if write_cube else 'reduce-only'}): {len(cpu)} outputs equal; "
+        f"valid {valid}, reasons {reasons}"
+    )
 
 
 def exercised(name, options, workloads, adjust):
@@ -150,10 +225,22 @@ def exercised(name, options, workloads, adjust):
 def main():
     ns = gpu_kernels.load()
     shared = gpu_kernels.shared_helpers()
-    for name in ("comm_seconds", "exchange_seconds", "configuration_reason", "class_terms", "job_gpu_terms",
-                 "bottleneck_code", "ps_seconds", "ps_update_fixed_seconds", "ps_wire_fraction",
-                 "ps_fits_memory_flag", "overlap_window", "coordination_seconds", "allgather_wire_fraction",
-                 "wire_fraction"):
+    for name in (
+        "comm_seconds",
+        "exchange_seconds",
+        "configuration_reason",
+        "class_terms",
+        "job_gpu_terms",
+        "bottleneck_code",
+        "ps_seconds",
+        "ps_update_fixed_seconds",
+        "ps_wire_fraction",
+        "ps_fits_memory_flag",
+        "overlap_window",
+        "coordination_seconds",
+        "allgather_wire_fraction",
+        "wire_fraction",
+    ):
         if name not in shared:
             sys.exit(f"{name} is not among the helpers shared with the GPU: {sorted(shared)}")
     for name, module in shared.items():  # the GPU compiles the CPU helper's own code object
@@ -168,8 +255,11 @@ def main():
         compare(name, grid, True)
         compare(name, grid, False)
     compare("missing input numbers", with_missing_numbers(grid_for({"model": "pai-v2"})), True)
-    compare("missing input numbers, every ps option",
-            with_missing_numbers(grid_for(ALL_PS, SPARSE_WORKLOADS, small_v100)), True)
+    compare(
+        "missing input numbers, every ps option",
+        with_missing_numbers(grid_for(ALL_PS, SPARSE_WORKLOADS, small_v100)),
+        True,
+    )
     pipelined_launches()
 
 

@@ -80,7 +80,7 @@ def edit_cell(text: str, column: str, value: str, row: int = 1) -> str:
 def drop_column(text: str, column: str) -> str:
     rows = csv_rows(text)
     k = rows[0].index(column)
-    return csv_text([r[:k] + r[k + 1:] for r in rows])
+    return csv_text([r[:k] + r[k + 1 :] for r in rows])
 
 
 def trace_text(table: str, rows: list[list[str]] | None = None) -> str:

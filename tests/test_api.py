@@ -44,15 +44,17 @@ def ds(cube_path):
 
 # --- open_dataset ------------------------------------------------------------------------------
 
+
 def test_open_dataset_is_lazy_and_reads_the_file_values(cube_path):
     with paigrid.open_dataset(cube_path) as data:
         assert isinstance(data, xr.Dataset)
-        assert not data.step_time.variable._in_memory      # nothing read until indexed
+        assert not data.step_time.variable._in_memory  # nothing read until indexed
         assert not data.valid.variable._in_memory
         with h5py.File(cube_path, "r") as f:
             np.testing.assert_array_equal(data.step_time.isel(job=2).values, f["step_time"][2])
-            np.testing.assert_array_equal(data.valid.values, f["valid"][()] if "valid" in f
-                                          else (f["invalid_reason"][()] == 0).astype(np.uint8))
+            np.testing.assert_array_equal(
+                data.valid.values, f["valid"][()] if "valid" in f else (f["invalid_reason"][()] == 0).astype(np.uint8)
+            )
         for name, var in data.variables.items():
             assert "units" in var.attrs, name
 
@@ -77,8 +79,12 @@ def test_open_dataset_refuses_with_the_sentences_of_open_cube(tmp_path):
     with pytest.raises(RuntimeError):
         run_sweep(load_spec(FORMAT1 / "spec.toml"), unfinished, progress=False, on_block=stop)
     assert partial_path(unfinished).exists()
-    expected = {tmp_path / "missing.h5": "there is no cube", text: "not a readable HDF5 cube",
-                foreign: "not a paigrid cube", unfinished: "unfinished"}
+    expected = {
+        tmp_path / "missing.h5": "there is no cube",
+        text: "not a readable HDF5 cube",
+        foreign: "not a paigrid cube",
+        unfinished: "unfinished",
+    }
     for path, fragment in expected.items():
         sentence = _refusal(paigrid.open_dataset, path)
         assert sentence == _refusal(open_cube, path)
@@ -101,8 +107,11 @@ def test_a_cube_written_now_reads_as_the_format1_fixture(cube_path):
             if name in DERIVED_VARIABLES:
                 assert_within_one_ulp(got.values, want.values, name)
                 factor = DERIVED_VARIABLES[name][0]
-                np.testing.assert_array_equal(got.values, derived_values(
-                    name, old.step_time.values, factor_for_cube(factor, new[factor].values)), err_msg=name)
+                np.testing.assert_array_equal(
+                    got.values,
+                    derived_values(name, old.step_time.values, factor_for_cube(factor, new[factor].values)),
+                    err_msg=name,
+                )
             elif want.dtype.kind == "f":
                 np.testing.assert_array_equal(got.values, want.values, err_msg=name)
             else:
@@ -120,7 +129,7 @@ def test_valid_is_derived_lazily_from_the_reason_code(tmp_path):
     for the indexed part only, with the attributes of format 1's valid."""
     with paigrid.open_dataset(FORMAT1 / "cube.h5") as old:
         reference = old.load()
-        codes = (np.arange(old.valid.size) % 5 + 1).reshape(old.valid.shape)   # every nonzero code is invalid
+        codes = (np.arange(old.valid.size) % 5 + 1).reshape(old.valid.shape)  # every nonzero code is invalid
         reason = xr.where(old.valid == 1, 0, codes).astype(np.uint8)
         reason.attrs.update(units="1", flag_values=np.arange(6, dtype=np.uint8), flag_meanings="valid a b c d e")
         layout2 = old.drop_vars("valid").assign(invalid_reason=reason)
@@ -136,8 +145,10 @@ def test_valid_is_derived_lazily_from_the_reason_code(tmp_path):
         np.testing.assert_array_equal(data.valid.values, reference.valid.values)
         assert (reference.valid == 0).any() and (reference.valid == 1).any()
         broken = data.paigrid.breakdown(job="gpt2-xl", gpu="H100", n_gpu=64, precision="amp-fp16")
-        np.testing.assert_array_equal(broken.step_time.values, reference.step_time.sel(
-            job="gpt2-xl", gpu="H100-SXM5-80GB", n_gpu=64, precision="amp-fp16").values)
+        np.testing.assert_array_equal(
+            broken.step_time.values,
+            reference.step_time.sel(job="gpt2-xl", gpu="H100-SXM5-80GB", n_gpu=64, precision="amp-fp16").values,
+        )
     pytest.importorskip("dask")
     with xr.open_dataset(tmp_path / "layout2.h5", engine="h5netcdf", chunks={}) as data:
         present(data)
@@ -147,14 +158,16 @@ def test_valid_is_derived_lazily_from_the_reason_code(tmp_path):
 
 # --- the accessor against paigrid.query ----------------------------------------------------------
 
+
 def _query(cube_path, by, fixed, pareto=False):
     """What paigrid.query answers for ``fixed`` (label -> value or list) on the file."""
     jobs = fixed.get("job")
     items = [f"{dim}={','.join(map(str, v)) if isinstance(v, list) else v}" for dim, v in fixed.items() if dim != "job"]
     cube = open_cube(cube_path)
     try:
-        return best_configurations(cube, by, parse_where(items, cube), [jobs] if isinstance(jobs, str) else jobs,
-                                   pareto=pareto)
+        return best_configurations(
+            cube, by, parse_where(items, cube), [jobs] if isinstance(jobs, str) else jobs, pareto=pareto
+        )
     finally:
         cube.close()
 
@@ -170,9 +183,15 @@ def _same(answer, rows):
             np.testing.assert_equal(float(answer[name].values[k]), row[name], err_msg=name)
 
 
-FILTERS = [{}, {"gpu": "V100"}, {"n_gpu": [8, 64]}, {"gpu": "v100-sxm2-16gb", "precision": "fp32"},
-           {"network": "eth-25g"}, {"arch": "ps-worker", "n_gpu": 64},
-           {"job": ["gpt2-xl", "resnet50"], "gpu": ["H100", "V100"], "intra": ["pcie3", "nvswitch-nvlink3"]}]
+FILTERS = [
+    {},
+    {"gpu": "V100"},
+    {"n_gpu": [8, 64]},
+    {"gpu": "v100-sxm2-16gb", "precision": "fp32"},
+    {"network": "eth-25g"},
+    {"arch": "ps-worker", "n_gpu": 64},
+    {"job": ["gpt2-xl", "resnet50"], "gpu": ["H100", "V100"], "intra": ["pcie3", "nvswitch-nvlink3"]},
+]
 
 
 @pytest.mark.parametrize("by", ["time", "cost"])
@@ -189,7 +208,7 @@ def test_best_equals_the_query(cube_path, ds, by, fixed):
 
 def test_best_marks_a_job_without_a_feasible_configuration(ds):
     answer = ds.paigrid.best(gpu="V100", n_gpu=1, precision="fp32")
-    none = answer.sel(job="gpt2-xl")               # 1.5 B parameters do not fit one 16 GB V100
+    none = answer.sel(job="gpt2-xl")  # 1.5 B parameters do not fit one 16 GB V100
     assert none.arch.item() == "" and none.n_gpu.item() == 0 and np.isnan(none.step_time.item())
     assert answer.sel(job="resnet50").arch.item() == "1w1g"
 
@@ -200,8 +219,9 @@ def test_best_works_on_a_dataset_in_memory(ds, cube_path):
         _same(loaded.paigrid.best(by, n_gpu=8), _query(cube_path, by, {"n_gpu": 8}))
 
 
-@pytest.mark.parametrize("fixed", [{}, {"network": "eth-25g"}, {"gpu": ["V100", "H100"], "precision": "fp32"}],
-                         ids=lambda f: json.dumps(f))
+@pytest.mark.parametrize(
+    "fixed", [{}, {"network": "eth-25g"}, {"gpu": ["V100", "H100"], "precision": "fp32"}], ids=lambda f: json.dumps(f)
+)
 def test_pareto_equals_the_query_fastest_first(cube_path, ds, fixed):
     sizes = []
     for job in ds.job.values:
@@ -239,19 +259,22 @@ def test_breakdown_broadcasts_the_components(ds):
     assert parts.bottleneck.attrs["flag_meanings"].split()[0] == "input_io"
 
 
-@pytest.mark.parametrize("call, fragment", [
-    (lambda a: a.best("speed"), "ranks by 'time' or 'cost'"),
-    (lambda a: a.best(colour="red"), "filters by job, arch"),
-    (lambda a: a.best(gpu="Z80"), "gpu=Z80 is not in the cube"),
-    (lambda a: a.best(n_gpu=8.5), "not a whole number"),
-    (lambda a: a.best(n_gpu=[]), "lists no values"),
-    (lambda a: a.best(job="resnet5"), "did you mean resnet50"),
-    (lambda a: a.pareto("resnet5"), "did you mean resnet50"),
-    (lambda a: a.pareto(["resnet50"]), "one job name"),
-    (lambda a: a.pareto("resnet50", colour="red"), "filters by arch, gpu"),
-    (lambda a: a.breakdown(colour="red"), "selects by job, arch"),
-    (lambda a: a.breakdown(network="eth-1g"), "network=eth-1g is not in the cube"),
-])
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda a: a.best("speed"), "ranks by 'time' or 'cost'"),
+        (lambda a: a.best(colour="red"), "filters by job, arch"),
+        (lambda a: a.best(gpu="Z80"), "gpu=Z80 is not in the cube"),
+        (lambda a: a.best(n_gpu=8.5), "not a whole number"),
+        (lambda a: a.best(n_gpu=[]), "lists no values"),
+        (lambda a: a.best(job="resnet5"), "did you mean resnet50"),
+        (lambda a: a.pareto("resnet5"), "did you mean resnet50"),
+        (lambda a: a.pareto(["resnet50"]), "one job name"),
+        (lambda a: a.pareto("resnet50", colour="red"), "filters by arch, gpu"),
+        (lambda a: a.breakdown(colour="red"), "selects by job, arch"),
+        (lambda a: a.breakdown(network="eth-1g"), "network=eth-1g is not in the cube"),
+    ],
+)
 def test_bad_arguments_are_one_sentence(ds, call, fragment):
     with pytest.raises(PaigridError, match=re.escape(fragment)):
         call(ds.paigrid)
@@ -262,9 +285,11 @@ def test_the_accessor_refuses_a_cut_its_reductions_cannot_answer(ds, cube_path):
         ds.isel(network=[0, 2]).paigrid.best()
     with pytest.raises(PaigridError, match="no precision dimension"):
         ds.sel(precision="fp32").paigrid.best()
-    cut = ds.sel(job=["gpt2-xl", "resnet50"], gpu=["H100-SXM5-80GB"], n_gpu=[8, 64])   # the reductions are cut alike
-    _same(cut.paigrid.best("cost"), _query(cube_path, "cost", {"job": ["gpt2-xl", "resnet50"], "gpu": "H100",
-                                                               "n_gpu": [8, 64]}))
+    cut = ds.sel(job=["gpt2-xl", "resnet50"], gpu=["H100-SXM5-80GB"], n_gpu=[8, 64])  # the reductions are cut alike
+    _same(
+        cut.paigrid.best("cost"),
+        _query(cube_path, "cost", {"job": ["gpt2-xl", "resnet50"], "gpu": "H100", "n_gpu": [8, 64]}),
+    )
 
 
 def test_the_accessor_refuses_a_dataset_that_is_no_finished_cube(ds):
@@ -278,8 +303,10 @@ def test_the_accessor_refuses_a_dataset_that_is_no_finished_cube(ds):
 
 # --- paigrid.sweep -------------------------------------------------------------------------------
 
-SMALL = {"workloads": ["resnet50", "transformer"],
-         "grid": {"gpu": ["V100", "H100"], "n_gpu": [1, 8], "network": ["none", "eth-25g"], "precision": ["fp32"]}}
+SMALL = {
+    "workloads": ["resnet50", "transformer"],
+    "grid": {"gpu": ["V100", "H100"], "n_gpu": [1, 8], "network": ["none", "eth-25g"], "precision": ["fp32"]},
+}
 
 
 def _same_values(a: xr.Dataset, b: xr.Dataset):
@@ -300,12 +327,13 @@ def test_sweep_in_memory_removes_its_file_and_equals_a_written_cube(tmp_path, mo
     assert "source" not in data.encoding
     (tmp_path / "small.toml").write_text(
         'workloads = ["resnet50", "transformer"]\n[grid]\ngpu = ["V100", "H100"]\nn_gpu = [1, 8]\n'
-        'network = ["none", "eth-25g"]\nprecision = ["fp32"]\n')
+        'network = ["none", "eth-25g"]\nprecision = ["fp32"]\n'
+    )
     written = paigrid.sweep(tmp_path / "small.toml", out=tmp_path / "small.h5")
     try:
         assert (tmp_path / "small.h5").exists() and not written.step_time.variable._in_memory
         _same_values(data, written)
-        for by in ("time", "cost"):   # answers from memory and from the file agree
+        for by in ("time", "cost"):  # answers from memory and from the file agree
             xr.testing.assert_identical(data.paigrid.best(by), written.paigrid.best(by))
     finally:
         written.close()
@@ -332,13 +360,16 @@ def test_reduce_only_sweep_answers_best_but_has_no_breakdown():
         data.paigrid.best(network="eth-25g")
 
 
-@pytest.mark.parametrize("call, fragment", [
-    (lambda: paigrid.sweep(42), "spec must be a SweepSpec"),
-    (lambda: paigrid.sweep(SMALL, workres=2), "not 'workres'"),
-    (lambda: paigrid.sweep(SMALL, resume=True), "resume needs the out file"),
-    (lambda: paigrid.sweep({"grid": {"gpu": ["Z80"]}}), "Z80"),
-    (lambda: paigrid.sweep({"colour": 1}), "unknown key"),
-])
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda: paigrid.sweep(42), "spec must be a SweepSpec"),
+        (lambda: paigrid.sweep(SMALL, workres=2), "not 'workres'"),
+        (lambda: paigrid.sweep(SMALL, resume=True), "resume needs the out file"),
+        (lambda: paigrid.sweep({"grid": {"gpu": ["Z80"]}}), "Z80"),
+        (lambda: paigrid.sweep({"colour": 1}), "unknown key"),
+    ],
+)
 def test_sweep_refuses_bad_input_in_one_sentence(call, fragment):
     with pytest.raises(PaigridError, match=re.escape(fragment)):
         call()
@@ -364,8 +395,13 @@ def test_importing_loads_neither_the_writer_nor_numba(modules):
     """In a fresh interpreter: importing the package or the reader loads no writer, driver,
     numba or xarray and sets no environment; reading a cube through the API loads xarray only."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    done = subprocess.run([sys.executable, "-c", IMPORTS.format(modules=modules), str(FORMAT1 / "cube.h5")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS.format(modules=modules), str(FORMAT1 / "cube.h5")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["before"] == [] and report["cache"] is None
@@ -401,14 +437,20 @@ def test_the_command_sets_a_default_numba_cache(monkeypatch, tmp_path):
 
 # --- docs/api.md ---------------------------------------------------------------------------------
 
+
 def test_the_api_documentation_runs(tmp_path, monkeypatch, capsys):
     """Every python block of docs/api.md, in order, in a fresh directory: the example cannot go
     stale."""
     text = (ROOT / "docs" / "api.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     code = "\n".join(blocks)
-    for call in ("paigrid.sweep(", "paigrid.open_dataset(", ".paigrid.best(", ".paigrid.pareto(",
-                 ".paigrid.breakdown("):
+    for call in (
+        "paigrid.sweep(",
+        "paigrid.open_dataset(",
+        ".paigrid.best(",
+        ".paigrid.pareto(",
+        ".paigrid.breakdown(",
+    ):
         assert call in code, call
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "docs_api"}

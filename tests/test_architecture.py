@@ -18,16 +18,47 @@ FOLDERS = {"paigrid": ROOT / "engine", "paigrid.kernels": ROOT / "kernels", "pai
 LAYERS = [
     ("kernels", ["paigrid.kernels", "paigrid.kernels.*", "paigrid.datasets"]),
     ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.output", "paigrid.llm"]),
-    ("inputs", ["paigrid.inputs", "paigrid.inputs.catalog", "paigrid.inputs.spec", "paigrid.inputs.efficiency",
-                "paigrid.inputs.zoo", "paigrid.llm.models", "paigrid.llm.shapes", "paigrid.llm.fabrics"]),
-    ("jobs and tables", ["paigrid.inputs.jobs", "paigrid.inputs.tables", "paigrid.llm.compute", "paigrid.llm.layouts",
-                         "paigrid.llm.grid",
-                         "paigrid.llm.evaluate", "paigrid.llm.rows"]),
+    (
+        "inputs",
+        [
+            "paigrid.inputs",
+            "paigrid.inputs.catalog",
+            "paigrid.inputs.spec",
+            "paigrid.inputs.efficiency",
+            "paigrid.inputs.zoo",
+            "paigrid.llm.models",
+            "paigrid.llm.shapes",
+            "paigrid.llm.fabrics",
+        ],
+    ),
+    (
+        "jobs and tables",
+        [
+            "paigrid.inputs.jobs",
+            "paigrid.inputs.tables",
+            "paigrid.llm.compute",
+            "paigrid.llm.layouts",
+            "paigrid.llm.grid",
+            "paigrid.llm.evaluate",
+            "paigrid.llm.rows",
+        ],
+    ),
     ("schema", ["paigrid.schema", "paigrid.codecs"]),
     ("driver", ["paigrid.evaluate", "paigrid.gpu"]),
     ("writer and reader", ["paigrid.store", "paigrid.cube"]),
-    ("operations", ["paigrid.sweeping", "paigrid.distributed", "paigrid.query", "paigrid.predict",
-                    "paigrid.info", "paigrid.dataset", "paigrid.llm.sweep", "paigrid.llm.query"]),
+    (
+        "operations",
+        [
+            "paigrid.sweeping",
+            "paigrid.distributed",
+            "paigrid.query",
+            "paigrid.predict",
+            "paigrid.info",
+            "paigrid.dataset",
+            "paigrid.llm.sweep",
+            "paigrid.llm.query",
+        ],
+    ),
     ("trust and study", ["paigrid.trust", "paigrid.trust.*", "paigrid.study", "paigrid.study.*"]),
     ("cli", ["paigrid.cli", "paigrid.cli.*"]),
 ]
@@ -91,9 +122,12 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_a_higher_layer():
-    upward = [f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
-              for name, targets in GRAPH.items() for target in targets
-              if layer_of(target) > layer_of(name) and name != "paigrid"]
+    upward = [
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if layer_of(target) > layer_of(name) and name != "paigrid"
+    ]
     assert not upward, "\n".join(upward)
 
 
@@ -101,8 +135,12 @@ def test_package_init_imports_nothing_eagerly():
     """``paigrid/__init__.py`` resolves its public names lazily (module ``__getattr__``): importing
     ``paigrid.cube`` must not pull in the writer through the package."""
     tree = ast.parse(MODULES["paigrid"].read_text())
-    eager = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
-             and any((getattr(node, "module", None) or a.name).startswith("paigrid") for a in node.names)]
+    eager = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and any((getattr(node, "module", None) or a.name).startswith("paigrid") for a in node.names)
+    ]
     assert not eager
 
 

@@ -21,8 +21,13 @@ from paigrid.study.population import synthetic_population
 from paigrid.study.trace import write_population
 from paigrid.sweeping import prepare, run_sweep, sweep_blocks, work_jobs_per_block
 
-GRID = dict(gpu=["V100", "A100"], n_gpu=[1, 8], intra=["pcie3", "nvlink2-hcm"], network=["none", "eth-25g"],
-            precision=["fp32", "amp-fp16"])
+GRID = dict(
+    gpu=["V100", "A100"],
+    n_gpu=[1, 8],
+    intra=["pcie3", "nvlink2-hcm"],
+    network=["none", "eth-25g"],
+    precision=["fp32", "amp-fp16"],
+)
 N_JOBS = 12
 #: configurations per block in the tests: 3 jobs of the grid above (5 x 2 x 2 x 2 x 2 x 2 = 160 each)
 SMALL_BLOCK = 3 * 160
@@ -44,16 +49,16 @@ def test_blocks_are_sized_by_work_unless_the_spec_fixes_them(population, monkeyp
 
     grid, _ = prepare(spec_of(population))
     per_job = grid.configs // N_JOBS
-    assert work_jobs_per_block(grid, False) == N_JOBS            # the whole small sweep is one unit of work
+    assert work_jobs_per_block(grid, False) == N_JOBS  # the whole small sweep is one unit of work
     monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
     monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_REDUCE", 2 * SMALL_BLOCK)
     assert work_jobs_per_block(grid, False) * per_job == SMALL_BLOCK
     assert work_jobs_per_block(grid, True) == 2 * work_jobs_per_block(grid, False)
     blocks, _ = sweep_blocks(grid, None, False)
     assert blocks == [(0, 3), (3, 6), (6, 9), (9, 12)]
-    assert sweep_blocks(grid, 5, False)[0] == [(0, 5), (5, 10), (10, 12)]   # fixed by the spec: as given
+    assert sweep_blocks(grid, 5, False)[0] == [(0, 5), (5, 10), (10, 12)]  # fixed by the spec: as given
     monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", 1)
-    assert work_jobs_per_block(grid, False) == 1                 # never less than one job
+    assert work_jobs_per_block(grid, False) == 1  # never less than one job
 
 
 @pytest.mark.slow
@@ -63,19 +68,20 @@ def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_pa
     run_sweep(spec_of(population, jobs_per_block=1), tmp_path / "fixed.h5", progress=False)
     monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
     calls = []
-    result = run_sweep(spec_of(population), tmp_path / "work.h5", progress=False, flush_seconds=3600.0,
-                       on_block=calls.append)
+    result = run_sweep(
+        spec_of(population), tmp_path / "work.h5", progress=False, flush_seconds=3600.0, on_block=calls.append
+    )
     assert result.blocks == 4
-    assert calls == [4]                      # one flush, at the end: the four blocks marked together
+    assert calls == [4]  # one flush, at the end: the four blocks marked together
     fixed, work = read_all(tmp_path / "fixed.h5"), read_all(tmp_path / "work.h5")
     assert fixed.keys() == work.keys()
     for name in fixed:
-        if not name.startswith("block"):   # the block axis and its variables
+        if not name.startswith("block"):  # the block axis and its variables
             np.testing.assert_array_equal(fixed[name], work[name], err_msg=name)
     assert work["block_done"].tolist() == [1, 1, 1, 1] and work["block_start"].tolist() == [0, 3, 6, 9]
     calls.clear()
     run_sweep(spec_of(population), tmp_path / "each.h5", progress=False, flush_seconds=0.0, on_block=calls.append)
-    assert calls == [1, 2, 3, 4]             # flushed after every block
+    assert calls == [1, 2, 3, 4]  # flushed after every block
 
 
 SCRIPT = """
@@ -89,14 +95,18 @@ sweeping.run_sweep(spec, {out!r}, progress=False, flush_seconds={flush}, resume=
 
 
 def sweep_process(population, out, flush, kill_at=None, resume=False):
-    code = SCRIPT.format(block=SMALL_BLOCK, population=str(population), grid=GRID, out=str(out), flush=flush,
-                         resume=resume)
-    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" /
-                                                                                  "paigrid-tests-numba"))}
+    code = SCRIPT.format(
+        block=SMALL_BLOCK, population=str(population), grid=GRID, out=str(out), flush=flush, resume=resume
+    )
+    env = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "paigrid-tests-numba")),
+    }
     if kill_at:
         env["PAIGRID_TEST_KILL_AT"] = kill_at
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +123,7 @@ def reference(population, tmp_path_factory):
 
 @pytest.mark.faults
 @pytest.mark.parametrize("flush, kill_at, done", [(3600.0, "block-written-3", 0), (0.0, "after-block-2", 2)])
-def test_a_block_is_marked_done_only_once_flushed(population, reference, tmp_path, monkeypatch, flush, kill_at,
-                                                  done):
+def test_a_block_is_marked_done_only_once_flushed(population, reference, tmp_path, monkeypatch, flush, kill_at, done):
     """Killed (SIGKILL) after its third block is written, with a flush due only later: no block
     is marked done on disk; flushed after each block and killed after the second: two are.
     Resumed, the cube is the one an uninterrupted sweep makes."""
@@ -136,4 +145,4 @@ def test_resume_refuses_a_file_with_other_blocks(population, tmp_path):
     killed = sweep_process(population, out, 0.0, "after-block-1")
     assert killed.returncode == -signal.SIGKILL
     with pytest.raises(PaigridError, match="other blocks of jobs"):
-        run_sweep(spec_of(population), out, progress=False, resume=True)   # one block of 12 jobs here
+        run_sweep(spec_of(population), out, progress=False, resume=True)  # one block of 12 jobs here

@@ -37,9 +37,26 @@ DECIDED = {
     "B200 (192GB)": "B200",
 }
 #: the GPUs of the default grid before the catalogue grew (the README's sweep size rests on them)
-DEFAULT_GRID = ["K80", "P100-PCIe-16GB", "P100-SXM2-16GB", "V100-PCIe-16GB", "V100-SXM2-16GB", "V100-SXM2-32GB",
-                "V100-SXM3-32GB", "T4", "A10", "A100-PCIe-40GB", "A100-PCIe-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB",
-                "L4", "H100-PCIe-80GB", "H100-SXM5-80GB", "H200", "B200"]
+DEFAULT_GRID = [
+    "K80",
+    "P100-PCIe-16GB",
+    "P100-SXM2-16GB",
+    "V100-PCIe-16GB",
+    "V100-SXM2-16GB",
+    "V100-SXM2-32GB",
+    "V100-SXM3-32GB",
+    "T4",
+    "A10",
+    "A100-PCIe-40GB",
+    "A100-PCIe-80GB",
+    "A100-SXM4-40GB",
+    "A100-SXM4-80GB",
+    "L4",
+    "H100-PCIe-80GB",
+    "H100-SXM5-80GB",
+    "H200",
+    "B200",
+]
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +85,10 @@ def test_every_spelling_of_the_measurement_files_names_exactly_one_row(cats):
         return {n.casefold() for n in [row["name"], *_split(row["aliases"])]}
 
     per_file = _spellings()
-    assert {name: len(names) for name, names in per_file.items()} == {"measured_public_v2.csv": 36,
-                                                                        "llm_public_v2.csv": 10}
+    assert {name: len(names) for name, names in per_file.items()} == {
+        "measured_public_v2.csv": 36,
+        "llm_public_v2.csv": 10,
+    }
     spellings = set().union(*per_file.values())
     for spelling in sorted(spellings):
         matches = [row["name"] for row in cats.gpus.rows if spelling.casefold() in names_of(row)]
@@ -83,8 +102,14 @@ def test_the_llm_files_precision_names_are_catalogue_precisions(cats):
     with DATASETS.joinpath("llm_public_v2.csv").open(encoding="utf-8", newline="") as handle:
         plain = {row["precision"] for row in csv.DictReader(handle) if " " not in row["precision"]}
     assert plain == {"amp-bf16", "fp8", "fp8-cs", "fp8-blockwise", "mxfp8", "nvfp4"}
-    assert {cats.precisions.resolve(p) for p in plain} == {"amp-bf16", "fp8", "fp8-current", "fp8-blockwise", "mxfp8",
-                                                           "nvfp4"}
+    assert {cats.precisions.resolve(p) for p in plain} == {
+        "amp-bf16",
+        "fp8",
+        "fp8-current",
+        "fp8-blockwise",
+        "mxfp8",
+        "nvfp4",
+    }
 
 
 def test_a_semicolon_inside_brackets_is_part_of_an_alias():
@@ -98,14 +123,17 @@ def test_fp16_holds_the_fp32_accumulate_rate(cats):
     """BF16 tensor math accumulates in FP32 only, so where a GPU has both, the fp16 peak (FP16 with
     FP32 accumulate, what mixed precision runs) equals it; on GeForce cards that is half the
     FP16-accumulate headline."""
-    both = [n for n in cats.gpus.names
-            if cats.gpus.number(n, "bf16_TFLOP_per_s") > 0 and cats.gpus.number(n, "fp16_TFLOP_per_s") > 0]
+    both = [
+        n
+        for n in cats.gpus.names
+        if cats.gpus.number(n, "bf16_TFLOP_per_s") > 0 and cats.gpus.number(n, "fp16_TFLOP_per_s") > 0
+    ]
     assert len(both) >= 30
     for name in both:
         assert cats.gpus.number(name, "fp16_TFLOP_per_s") == cats.gpus.number(name, "bf16_TFLOP_per_s"), name
-    assert cats.gpus.number("RTX-3090", "fp16_TFLOP_per_s") == 71.0          # 142 with FP16 accumulate
-    assert cats.gpus.number("RTX-4090", "fp8_TFLOP_per_s") == 330.3          # 660.6 with FP16 accumulate
-    assert cats.gpus.number("RTX-2080-Ti", "fp16_TFLOP_per_s") == 53.8       # 107.6 with FP16 accumulate
+    assert cats.gpus.number("RTX-3090", "fp16_TFLOP_per_s") == 71.0  # 142 with FP16 accumulate
+    assert cats.gpus.number("RTX-4090", "fp8_TFLOP_per_s") == 330.3  # 660.6 with FP16 accumulate
+    assert cats.gpus.number("RTX-2080-Ti", "fp16_TFLOP_per_s") == 53.8  # 107.6 with FP16 accumulate
 
 
 def test_every_row_is_complete_and_says_what_is_estimated(cats):
@@ -122,7 +150,7 @@ def test_every_row_is_complete_and_says_what_is_estimated(cats):
             assert row["price_source"].startswith("estimate: "), name
         peaks = [cats.gpus.number(name, f"{p}_TFLOP_per_s") for p in ("fp16", "fp8", "fp4")]
         present = [p for p in peaks if p > 0]
-        assert present == sorted(present), name    # each narrower format at least as fast
+        assert present == sorted(present), name  # each narrower format at least as fast
     assert server_shape(cats.gpus, "GB200") == (4, 72) and server_shape(cats.gpus, "B300") == (8, 8)
     assert server_shape(cats.gpus, "RTX-3090") == (8, 2) and server_shape(cats.gpus, "K80") == (8, 1)
     assert memory_bytes(cats.gpus, "A100-SXM4-80GB") == 80 * 2**30
@@ -138,11 +166,16 @@ def test_the_default_grid_keeps_its_gpus_and_precisions(cats):
     assert grid.gpu == DEFAULT_GRID and grid.precision == cats.precisions.default_names
     assert "pcie6" not in grid.intra and len(grid.intra) == 9 and len(grid.network) == 13
     links = {gpu: intra_link_for(cats, gpu) for gpu in ("H800-SXM5-80GB", "GB300", "B300", "H100-SXM5-96GB-HBM2e")}
-    assert links == {"H800-SXM5-80GB": "nvswitch-nvlink4-h800", "GB300": "nvlink5", "B300": "nvlink5",
-                     "H100-SXM5-96GB-HBM2e": "nvswitch-nvlink4"}
-    assert grid.configs == 5 * 18 * 11 * 9 * 13 * 5      # one job: the default sweep's size per workload
-    wider = build_grid(SweepSpec(gpu=["RTX-3090", "GB300"], precision=["mxfp8", "nvfp4", "fp8-cs"]), [job], cats,
-                       defaults())
+    assert links == {
+        "H800-SXM5-80GB": "nvswitch-nvlink4-h800",
+        "GB300": "nvlink5",
+        "B300": "nvlink5",
+        "H100-SXM5-96GB-HBM2e": "nvswitch-nvlink4",
+    }
+    assert grid.configs == 5 * 18 * 11 * 9 * 13 * 5  # one job: the default sweep's size per workload
+    wider = build_grid(
+        SweepSpec(gpu=["RTX-3090", "GB300"], precision=["mxfp8", "nvfp4", "fp8-cs"]), [job], cats, defaults()
+    )
     assert wider.gpu == ["RTX-3090", "GB300"] and wider.precision == ["mxfp8", "nvfp4", "fp8-current"]
 
 
@@ -157,8 +190,9 @@ def test_every_gpu_predicts_at_every_precision_it_has(cats, model):
     configs, expected = [], []
     for gpu in cats.gpus.names:
         for precision in cats.precisions.names:
-            configs.append({"arch": "1w1g", "gpu": gpu, "n_gpu": 1, "intra": "pcie3", "network": "none",
-                            "precision": precision})
+            configs.append(
+                {"arch": "1w1g", "gpu": gpu, "n_gpu": 1, "intra": "pcie3", "network": "none", "precision": precision}
+            )
             expected.append(not cats.lacks_precision(gpu, precision))
     results = _predict(cats, configs, model)
     for config, result, has in zip(configs, results, expected):
@@ -181,16 +215,38 @@ def test_precisions_need_their_hardware(cats):
     assert eff.class_for("gemm_conv", "Blackwell", "nvfp4") < eff.class_for("gemm_conv", "Blackwell", "fp8")
     # FlashAttention-2 needs Ampere or newer: the new Turing and Pascal cards fall back as Volta does
     for generation in ("Turing", "Pascal"):
-        assert eff.class_for("attention_fused", generation, "amp-fp16") == eff.class_for("attention_fused", "Volta",
-                                                                                          "amp-fp16")
-    assert eff.class_for("attention_fused", "Turing", "amp-fp16") < eff.class_for("attention_fused", "Ampere",
-                                                                                  "amp-fp16")
-    result = run("predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "H100", "--n-gpu", 1, "--intra",
-                 "pcie5", "--network", "none", "--precision", "mxfp8")
-    assert_clean_error(result, "the H100-SXM5-80GB has no mxfp8 support (mxfp8 needs hardware of the generation(s) "
-                               "Blackwell; the H100-SXM5-80GB is Hopper)")
-    configs = [{"arch": "1w1g", "gpu": gpu, "n_gpu": 1, "intra": "pcie5", "network": "none", "precision": p}
-               for gpu, p in (("B200", "amp-bf16"), ("B200", "mxfp8"), ("B200", "nvfp4"))]
+        assert eff.class_for("attention_fused", generation, "amp-fp16") == eff.class_for(
+            "attention_fused", "Volta", "amp-fp16"
+        )
+    assert eff.class_for("attention_fused", "Turing", "amp-fp16") < eff.class_for(
+        "attention_fused", "Ampere", "amp-fp16"
+    )
+    result = run(
+        "predict",
+        "--workload",
+        "resnet50",
+        "--arch",
+        "1w1g",
+        "--gpu",
+        "H100",
+        "--n-gpu",
+        1,
+        "--intra",
+        "pcie5",
+        "--network",
+        "none",
+        "--precision",
+        "mxfp8",
+    )
+    assert_clean_error(
+        result,
+        "the H100-SXM5-80GB has no mxfp8 support (mxfp8 needs hardware of the generation(s) "
+        "Blackwell; the H100-SXM5-80GB is Hopper)",
+    )
+    configs = [
+        {"arch": "1w1g", "gpu": gpu, "n_gpu": 1, "intra": "pcie5", "network": "none", "precision": p}
+        for gpu, p in (("B200", "amp-bf16"), ("B200", "mxfp8"), ("B200", "nvfp4"))
+    ]
     bf16, mx, fp4 = (r["t_flop"] for r in _predict(cats, configs))
     assert bf16 > mx > fp4 > 0
 
@@ -211,20 +267,28 @@ def test_a_catalogue_without_the_new_columns_still_predicts(tmp_path):
     assert cats.gpus.default_names == ["V100-SXM2-16GB", "B200"]
     assert server_shape(cats.gpus, "B200") == (8, 1) and memory_bytes(cats.gpus, "B200") == 180e9
     assert "fp4_TFLOP_per_s is empty" in cats.lacks_precision("B200", "nvfp4")
-    results = _predict(cats, [{"arch": "1w1g", "gpu": "B200", "n_gpu": 1, "intra": "pcie5", "network": "none",
-                               "precision": p} for p in ("amp-bf16", "nvfp4")])
+    results = _predict(
+        cats,
+        [
+            {"arch": "1w1g", "gpu": "B200", "n_gpu": 1, "intra": "pcie5", "network": "none", "precision": p}
+            for p in ("amp-bf16", "nvfp4")
+        ],
+    )
     assert results[0]["step_time"] > 0 and np.isnan(results[1]["step_time"])
 
 
-@pytest.mark.parametrize("column, value, message", [
-    ("memory_GiB", "81920", "memory_GiB 81920 is"),          # MiB in a GiB column
-    ("memory_GiB", "0", "memory_GiB"),
-    ("gpus_per_server", "4.5", "gpus_per_server"),
-    ("nvlink_domain_GPUs", "0", "nvlink_domain_GPUs"),
-    ("segment", "gaming", "segment"),
-    ("default_grid", "maybe", "default_grid"),
-    ("fp4_TFLOP_per_s", "-1", "fp4_TFLOP_per_s"),
-])
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        ("memory_GiB", "81920", "memory_GiB 81920 is"),  # MiB in a GiB column
+        ("memory_GiB", "0", "memory_GiB"),
+        ("gpus_per_server", "4.5", "gpus_per_server"),
+        ("nvlink_domain_GPUs", "0", "nvlink_domain_GPUs"),
+        ("segment", "gaming", "segment"),
+        ("default_grid", "maybe", "default_grid"),
+        ("fp4_TFLOP_per_s", "-1", "fp4_TFLOP_per_s"),
+    ],
+)
 def test_bad_cells_of_the_new_columns_are_one_sentence(column, value, message):
     rows = list(csv.DictReader(builtin_text("gpus").splitlines()))
     row = next(r for r in rows if r["name"] == "A100-SXM4-80GB")

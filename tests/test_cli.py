@@ -17,9 +17,6 @@ precision = ["fp32", "amp-fp16"]
 """
 
 
-
-
-
 @pytest.fixture(scope="module")
 def cube(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli")
@@ -53,8 +50,24 @@ def test_info_shows_dimensions_and_completeness(cube):
 
 
 def test_predict_json_gives_the_breakdown():
-    result = run("predict", "--workload", "ResNet-50", "--arch", "allreduce-local", "--gpu", "V100", "--n-gpu", 8,
-                 "--intra", "nvlink2-hcm", "--network", "none", "--precision", "amp-fp16", "--json")
+    result = run(
+        "predict",
+        "--workload",
+        "ResNet-50",
+        "--arch",
+        "allreduce-local",
+        "--gpu",
+        "V100",
+        "--n-gpu",
+        8,
+        "--intra",
+        "nvlink2-hcm",
+        "--network",
+        "none",
+        "--precision",
+        "amp-fp16",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     for key in ("step_time", "t_data", "t_flop", "t_mem", "t_comm", "throughput", "bottleneck", "cost", "energy"):
@@ -70,14 +83,44 @@ def test_datasets_lists_the_catalogues():
 
 
 def test_unknown_gpu_lists_close_matches():
-    result = run("predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "V10O", "--n-gpu", 1,
-                 "--intra", "pcie3", "--network", "none", "--precision", "fp32")
+    result = run(
+        "predict",
+        "--workload",
+        "resnet50",
+        "--arch",
+        "1w1g",
+        "--gpu",
+        "V10O",
+        "--n-gpu",
+        1,
+        "--intra",
+        "pcie3",
+        "--network",
+        "none",
+        "--precision",
+        "fp32",
+    )
     assert_clean_error(result, "unknown gpu 'V10O'", "V100")
 
 
 def test_invalid_configuration_says_why():
-    result = run("predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "V100", "--n-gpu", 4,
-                 "--intra", "pcie3", "--network", "none", "--precision", "fp32")
+    result = run(
+        "predict",
+        "--workload",
+        "resnet50",
+        "--arch",
+        "1w1g",
+        "--gpu",
+        "V100",
+        "--n-gpu",
+        4,
+        "--intra",
+        "pcie3",
+        "--network",
+        "none",
+        "--precision",
+        "fp32",
+    )
     assert_clean_error(result, "exactly one GPU")
 
 
@@ -91,9 +134,11 @@ def test_negative_values_are_refused(tmp_path):
     assert_clean_error(run("sweep", "--out", tmp_path / "c.h5", "--option", "overlap=-0.5"), "overlap")
     (tmp_path / "spec.toml").write_text("[grid]\nn_gpu = [-4]\n")
     assert_clean_error(run("sweep", tmp_path / "spec.toml", "--out", tmp_path / "c.h5"), "n_gpu")
-    header = ("name,aliases,suite,domain,params_M,fwd_GFLOP_per_sample,membound_MB_per_sample,input_MB_per_sample,"
-              "activation_MB_per_sample,default_batch,optimizer,sample_unit,tokens_per_sample,params_source,"
-              "flops_source,estimation_notes\n")
+    header = (
+        "name,aliases,suite,domain,params_M,fwd_GFLOP_per_sample,membound_MB_per_sample,input_MB_per_sample,"
+        "activation_MB_per_sample,default_batch,optimizer,sample_unit,tokens_per_sample,params_source,"
+        "flops_source,estimation_notes\n"
+    )
     (tmp_path / "w.csv").write_text(header + "mine,,other,vision,-25,4,100,0.15,100,32,momentum,image,1,x,x,x\n")
     assert_clean_error(run("sweep", "--workloads", tmp_path / "w.csv", "--out", tmp_path / "c.h5"), "params_M")
     assert not list(tmp_path.glob("c.h5*"))
@@ -117,13 +162,15 @@ def test_query_checks_the_calibration_of_the_cube(cube, tmp_path):
     calibration.write_text('[class_efficiency]\n"gemm_conv/*/amp" = 0.4\n')
     assert_clean_error(run("query", cube, "--best-arch", "--calibration", calibration), "default efficiencies")
     folder = cube.parent
-    result = run("sweep", folder / "spec.toml", "--out", tmp_path / "calibrated.h5", "--calibration", calibration,
-                 *SMALL)
+    result = run(
+        "sweep", folder / "spec.toml", "--out", tmp_path / "calibrated.h5", "--calibration", calibration, *SMALL
+    )
     assert result.exit_code == 0, result.output
     assert run("query", tmp_path / "calibrated.h5", "--best-arch", "--calibration", calibration).exit_code == 0
     default = json.loads(run("query", cube, "--best-arch", "--json", "--where", "precision=amp-fp16").output)
-    slower = json.loads(run("query", tmp_path / "calibrated.h5", "--best-arch", "--json",
-                            "--where", "precision=amp-fp16").output)
+    slower = json.loads(
+        run("query", tmp_path / "calibrated.h5", "--best-arch", "--json", "--where", "precision=amp-fp16").output
+    )
     assert all(s["throughput"] <= d["throughput"] for s, d in zip(slower, default))
     assert any(s["throughput"] < d["throughput"] for s, d in zip(slower, default))
 
@@ -132,11 +179,26 @@ def test_user_catalogue_replaces_the_built_in_one(tmp_path):
     from paigrid.inputs.catalog import builtin_text
 
     lines = builtin_text("gpus").splitlines()
-    mine = [lines[0]] + [line.replace("V100-SXM2-16GB,", "MyGPU,", 1) for line in lines[1:]
-                         if line.startswith("V100-SXM2-16GB,")]
+    mine = [lines[0]] + [
+        line.replace("V100-SXM2-16GB,", "MyGPU,", 1) for line in lines[1:] if line.startswith("V100-SXM2-16GB,")
+    ]
     (tmp_path / "gpus.csv").write_text("\n".join(mine) + "\n")
-    args = ["predict", "--workload", "resnet50", "--arch", "1w1g", "--n-gpu", 1, "--intra", "pcie3",
-            "--network", "none", "--precision", "fp32", "--json"]
+    args = [
+        "predict",
+        "--workload",
+        "resnet50",
+        "--arch",
+        "1w1g",
+        "--n-gpu",
+        1,
+        "--intra",
+        "pcie3",
+        "--network",
+        "none",
+        "--precision",
+        "fp32",
+        "--json",
+    ]
     mine_result = run(*args, "--gpu", "MyGPU", "--catalogue", f"gpus={tmp_path / 'gpus.csv'}")
     assert mine_result.exit_code == 0, mine_result.output
     builtin = json.loads(run(*args, "--gpu", "V100-SXM2-16GB").output)

@@ -58,8 +58,14 @@ def test_a_scaling_kind_in_a_throughput_file_is_refused(tmp_path, cats):
 
 
 def test_a_one_gpu_scaling_row_is_refused(tmp_path):
-    row = {**read_rows(SCALING)[0], "gpus_per_node": "1", "nodes": "1", "network": "none", "nics_per_node": "0",
-           "arch": "1w1g"}
+    row = {
+        **read_rows(SCALING)[0],
+        "gpus_per_node": "1",
+        "nodes": "1",
+        "network": "none",
+        "nics_per_node": "0",
+        "arch": "1w1g",
+    }
     assert_clean_error(run("validate", write_rows(tmp_path / "s.csv", [row])), "at least 2 GPUs")
 
 
@@ -68,8 +74,9 @@ def test_scaling_row_is_throughput_ratio_by_hand(cats):
     row = load_measurements(SCALING, cats)[0]
     eff, options = defaults(), Options()
     job = row.job(options)
-    many, one = predict_configs([job, job], [row.config(), {**row.config(), "arch": "1w1g", "n_gpu": 1,
-                                                            "network": "none"}], cats, eff, options)
+    many, one = predict_configs(
+        [job, job], [row.config(), {**row.config(), "arch": "1w1g", "n_gpu": 1, "network": "none"}], cats, eff, options
+    )
     want = many["throughput"] / (row.n_gpu * one["throughput"])
     assert predict_observed([row], cats, eff, options)[0] == pytest.approx(want, rel=1e-12)
     assert 0 < want < 1
@@ -134,8 +141,9 @@ def with_comm_v2(tables, sync=1, overlap=1, bucket=25 * MIB):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize(("sync", "overlap", "bucket"), [(1, 0, 25 * MIB), (0, 1, 25 * MIB), (1, 1, 1 * MIB),
-                                                         (1, 1, 1e12)])
+@pytest.mark.parametrize(
+    ("sync", "overlap", "bucket"), [(1, 0, 25 * MIB), (0, 1, 25 * MIB), (1, 1, 1 * MIB), (1, 1, 1e12)]
+)
 def test_kernel_matches_reference_with_comm_v2(seed, sync, overlap, bucket):
     tables = with_comm_v2(random_tables(seed, nan_job_field=L.J_PARAMS if seed == 3 else None), sync, overlap, bucket)
     expected = tables.run("reference")
@@ -174,8 +182,14 @@ def test_one_gpu_has_exactly_zero_communication_and_latency(arch):
 
 
 def test_one_gpu_prediction_has_zero_communication_under_both_models(cats):
-    config = {"arch": "1w1g", "gpu": "H100-SXM5-80GB", "n_gpu": 1, "intra": "pcie5", "network": "none",
-              "precision": "amp-bf16"}
+    config = {
+        "arch": "1w1g",
+        "gpu": "H100-SXM5-80GB",
+        "n_gpu": 1,
+        "intra": "pcie5",
+        "network": "none",
+        "precision": "amp-bf16",
+    }
     from paigrid.inputs.jobs import Job
     from paigrid.inputs.spec import JOB_OPTIONS
 
@@ -183,8 +197,8 @@ def test_one_gpu_prediction_has_zero_communication_under_both_models(cats):
         on = Options(model=model, sync_latency=True, bucket_overlap=True)
         off = Options(model=model)
         job_ = Job("b", "bert-large-seq128", 32.0, {key: getattr(off, key) for key in JOB_OPTIONS})
-        a, = predict_configs([job_], [config], cats, defaults(), on)
-        b, = predict_configs([job_], [config], cats, defaults(), off)
+        (a,) = predict_configs([job_], [config], cats, defaults(), on)
+        (b,) = predict_configs([job_], [config], cats, defaults(), off)
         assert a["t_comm"] == 0.0 and a["step_time"] == b["step_time"]
 
 
@@ -195,8 +209,10 @@ def test_more_participants_never_less_latency(collective, arch):
     counts = [2, 3, 4, 8, 16, 24, 64, 256, 1024] if arch == L.ARCH_ALLREDUCE_CLUSTER else [2, 3, 4, 5, 8]
     free = link(1e30, 5e-6, L.LINK_NVSWITCH)
     net = link(1e30, 20e-6, L.LINK_NETWORK)
-    latency = [one(arch, n, intra_row=free, net_row=net, sync_latency=1, collective=collective).run()["t_comm"].item()
-               for n in counts]
+    latency = [
+        one(arch, n, intra_row=free, net_row=net, sync_latency=1, collective=collective).run()["t_comm"].item()
+        for n in counts
+    ]
     assert all(b >= a for a, b in zip(latency, latency[1:])), latency
     assert latency[-1] > latency[0]
 
@@ -267,8 +283,7 @@ def test_ring_inter_volume_by_hand(collective):
     intra-server phase and the latency terms are unchanged; on one server nothing changes."""
     intra, net = link(100 * GB, 5e-6, L.LINK_NVSWITCH), link(3 * GB, 20e-6, L.LINK_NETWORK)
     plain = one(L.ARCH_ALLREDUCE_CLUSTER, 24, intra_row=intra, net_row=net, collective=collective).run()
-    ring = one(L.ARCH_ALLREDUCE_CLUSTER, 24, intra_row=intra, net_row=net, collective=collective,
-               inter_volume=1).run()
+    ring = one(L.ARCH_ALLREDUCE_CLUSTER, 24, intra_row=intra, net_row=net, collective=collective, inter_volume=1).run()
     S = 100e6
     gap = 2 * (23 / 24 - 2 / 3) * S / (3 * GB)
     # pipelined: the inter-server phase is the slower one with either volume, so the gap is the same

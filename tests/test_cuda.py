@@ -35,8 +35,13 @@ precision = ["fp32", "fp8"]
 
 def simulated(*args, **env):
     """Run ``paigrid ARGS`` in a subprocess with numba's CUDA simulator on."""
-    return subprocess.run([*PAIGRID, *map(str, args)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1", **env})
+    return subprocess.run(
+        [*PAIGRID, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1", **env},
+    )
 
 
 @pytest.mark.cuda_sim
@@ -44,8 +49,9 @@ def test_cuda_kernels_give_the_cpu_outputs_in_the_simulator():
     # both compute models, every option that changes a formula (the parameter-server options and the
     # ring inter-server volume on workloads with sparse embeddings included), NaN inputs; full cube
     # and reduce-only
-    done = subprocess.run([sys.executable, str(HERE / "cuda_sim_checks.py")], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "cuda_sim_checks.py")], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok missing input numbers (full)" in done.stdout, done.stdout
     assert "ok missing input numbers, every ps option (full)" in done.stdout, done.stdout
@@ -59,8 +65,8 @@ def test_launches_group_consecutive_blocks_up_to_a_size():
 
     blocks = [(0, 4), (4, 8), (8, 12), (12, 14)]
     assert launches(blocks, [0, 1, 2, 3], 8) == [[0, 1], [2, 3]]
-    assert launches(blocks, [0, 2, 3], 100) == [[0], [2, 3]]   # a gap (blocks already written): a new launch
-    assert launches(blocks, [0, 1], 3) == [[0], [1]]            # a block larger than the limit: on its own
+    assert launches(blocks, [0, 2, 3], 100) == [[0], [2, 3]]  # a gap (blocks already written): a new launch
+    assert launches(blocks, [0, 1], 3) == [[0], [1]]  # a block larger than the limit: on its own
 
 
 @pytest.mark.cuda_sim
@@ -73,8 +79,15 @@ def test_sweep_on_cuda_writes_the_cpu_cube(tmp_path):
         cpu, gpu = tmp_path / f"cpu{reduce_only}.h5", tmp_path / f"gpu{reduce_only}.h5"
         assert run("sweep", cpu_spec, "--out", cpu, "-q", *flag).exit_code == 0
         # full: --device on the command line; reduce-only: the spec's device key
-        done = simulated("sweep", cpu_spec if not reduce_only else gpu_spec, "--out", gpu, "-q", *flag,
-                         *(["--device", "cuda"] if not reduce_only else []))
+        done = simulated(
+            "sweep",
+            cpu_spec if not reduce_only else gpu_spec,
+            "--out",
+            gpu,
+            "-q",
+            *flag,
+            *(["--device", "cuda"] if not reduce_only else []),
+        )
         assert done.returncode == 0, done.stderr
         assert_same_cube(cpu, gpu)
         info = run("info", gpu)
@@ -82,7 +95,9 @@ def test_sweep_on_cuda_writes_the_cpu_cube(tmp_path):
     assert "device: cpu" in run("info", tmp_path / "cpuFalse.h5").output
 
 
-PS_SPEC = SPEC.replace('"bert-large-seq384"]', '"multi-interests"]') + """
+PS_SPEC = (
+    SPEC.replace('"bert-large-seq384"]', '"multi-interests"]')
+    + """
 [options]
 ps_local_reduce = true
 ps_latency = true
@@ -91,6 +106,7 @@ ps_sparse = true
 ps_memory = true
 inter_volume = "ring"
 """
+)
 
 
 @pytest.mark.cuda_sim
@@ -115,8 +131,13 @@ def test_no_gpu_is_one_sentence_and_writes_nothing(tmp_path):
     out = tmp_path / "cube.h5"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    done = subprocess.run([*PAIGRID, "sweep", str(spec), "--out", str(out), "--device", "cuda"], capture_output=True,
-                          text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [*PAIGRID, "sweep", str(spec), "--out", str(out), "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 2, done.stderr  # bad input: exit 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("paigrid: error: --device cuda needs an NVIDIA GPU"), lines
@@ -128,8 +149,10 @@ def test_device_names_are_checked(tmp_path):
     with pytest.raises(PaigridError, match="device must be one of cpu, cuda, not 'tpu'"):
         spec_from_dict({"device": "tpu"}, "spec.toml")
     assert_clean_error(run("sweep", "--out", tmp_path / "c.h5", "--device", "gpu"), "--device must be one of")
-    assert_clean_error(run("sweep", "--out", tmp_path / "c.h5", "--device", "cuda", "--workers", "2"),
-                       "cannot be combined with --scheduler or --workers")
+    assert_clean_error(
+        run("sweep", "--out", tmp_path / "c.h5", "--device", "cuda", "--workers", "2"),
+        "cannot be combined with --scheduler or --workers",
+    )
 
 
 def test_info_of_a_cube_without_the_device_attribute(tmp_path):
@@ -146,8 +169,12 @@ def test_info_of_a_cube_without_the_device_attribute(tmp_path):
 
 def _nvvm_found() -> str:
     """'' when numba-cuda and libNVVM are installed here (PTX can be made without a GPU), else why not."""
-    probe = subprocess.run([sys.executable, "-c", "from numba.cuda.cudadrv import nvvm; nvvm.NVVM()"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "from numba.cuda.cudadrv import nvvm; nvvm.NVVM()"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no libNVVM"])[-1]
 
 

@@ -24,7 +24,7 @@ REPO_FOLDERS = ("engine", "kernels", "datasets", "bench", "tools", "tests", "doc
 def nav_pages() -> list[str]:
     """The pages named in mkdocs.yml's nav (every `*.md` after `nav:`)."""
     text = MKDOCS.read_text(encoding="utf-8")
-    nav = text[text.index("\nnav:"):]
+    nav = text[text.index("\nnav:") :]
     return re.findall(r"[\w./-]+\.md\b", nav)
 
 
@@ -80,8 +80,7 @@ def test_repository_paths_named_exist(page: Path):
     """A `path` into the repository's folders names a file that is there, and nothing outside it is cited."""
     text = page.read_text(encoding="utf-8")
     outside = ("DESIGN" + ".md", "../" + "shared", "shared" + "/")  # spelled apart: this file cites none
-    assert not any(name in text for name in outside), \
-        f"{page.relative_to(ROOT)} cites a file outside the repository"
+    assert not any(name in text for name in outside), f"{page.relative_to(ROOT)} cites a file outside the repository"
     missing = []
     for span in re.findall(r"`([^`\s]+)`", text):
         path = span.rstrip("/").split("#")[0]
@@ -100,12 +99,14 @@ def _module(path: Path):
 
 def test_cli_reference_is_up_to_date():
     cli_reference = _module(ROOT / "tools" / "cli_reference.py")
-    assert cli_reference.render() == (DOCS / "cli.md").read_text(encoding="utf-8"), \
+    assert cli_reference.render() == (DOCS / "cli.md").read_text(encoding="utf-8"), (
         "docs/cli.md is not what the command-line app says: run python tools/cli_reference.py"
+    )
 
 
 @pytest.mark.slow
 def test_accuracy_page_is_up_to_date():
     accuracy = _module(ROOT / "bench" / "accuracy.py")
-    assert accuracy.render_page() == (DOCS / "accuracy.md").read_text(encoding="utf-8"), \
+    assert accuracy.render_page() == (DOCS / "accuracy.md").read_text(encoding="utf-8"), (
         "docs/accuracy.md is not what bench/accuracy.py measures now: run python bench/accuracy.py"
+    )

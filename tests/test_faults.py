@@ -55,8 +55,15 @@ jobs_per_block = 1
 """
 N_BIG_BLOCKS = 8
 N_BLOCKS = 6
-POINTS = ["lock-taken", "creating", "skeleton-written", "after-create", "after-block-1", "after-block-4",
-          "before-finish"]
+POINTS = [
+    "lock-taken",
+    "creating",
+    "skeleton-written",
+    "after-create",
+    "after-block-1",
+    "after-block-4",
+    "before-finish",
+]
 
 
 def _default_sigint() -> None:
@@ -69,12 +76,20 @@ def _default_sigint() -> None:
 def command(*args, env=None, **popen):
     """``paigrid ARGS`` as a process (kernels cached where the in-process tests cache them), with
     SIGINT at its default disposition (``_default_sigint``)."""
-    full = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" /
-                                                                                   "paigrid-tests-numba")),
-            **(env or {})}
-    return subprocess.Popen([sys.executable, "-c", "from paigrid.cli import main; main()", *map(str, args)],
-                            env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint, **popen)
+    full = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "paigrid-tests-numba")),
+        **(env or {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", "from paigrid.cli import main; main()", *map(str, args)],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+        **popen,
+    )
 
 
 def run_command(*args, env=None, timeout=120):
@@ -113,12 +128,12 @@ def test_sigkill_at_each_point_leaves_nothing_that_looks_whole(inputs, tmp_path,
     out = tmp_path / "cube.h5"
     code, _, _ = run_command(*sweep_args(inputs, out, "-q"), env={"PAIGRID_TEST_KILL_AT": point})
     assert code == -signal.SIGKILL
-    assert not out.exists()                       # the final name only ever holds a finished cube
+    assert not out.exists()  # the final name only ever holds a finished cube
     partial = partial_path(out)
     created = point in ("after-create", "before-finish") or point.startswith("after-block")
     assert partial.exists() == created
     if created:
-        with h5py.File(partial, "r") as f:       # a .partial file is always a readable cube ...
+        with h5py.File(partial, "r") as f:  # a .partial file is always a readable cube ...
             done = int(f["block_done"][:].sum())
             assert np.isfinite(f["current_throughput"][:]).all()  # ... with the current predictions
         assert done == {"after-create": 0, "after-block-1": 1, "after-block-4": 4}.get(point, N_BLOCKS)
@@ -129,7 +144,7 @@ def test_sigkill_at_each_point_leaves_nothing_that_looks_whole(inputs, tmp_path,
             finish(inputs, out, resume=False)
     else:
         assert_one_sentence(*invoke("info", out)[::2], "no cube")
-    finish(inputs, out, resume=created)            # the dead writer's lock is taken over
+    finish(inputs, out, resume=created)  # the dead writer's lock is taken over
     assert_same_cube(inputs / "reference.h5", out)
     assert leftovers(tmp_path, "cube.h5") == {"cube.h5"}  # no lock, no partial, no half-created file
 
@@ -137,10 +152,11 @@ def test_sigkill_at_each_point_leaves_nothing_that_looks_whole(inputs, tmp_path,
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_sigint_and_sigterm_stop_with_one_sentence_and_resume(inputs, tmp_path, name):
     out = tmp_path / "cube.h5"
-    code, stdout, stderr = run_command(*sweep_args(inputs, out, "-q"),
-                                       env={"PAIGRID_TEST_KILL_AT": "after-block-2", "PAIGRID_TEST_SIGNAL": name})
+    code, stdout, stderr = run_command(
+        *sweep_args(inputs, out, "-q"), env={"PAIGRID_TEST_KILL_AT": "after-block-2", "PAIGRID_TEST_SIGNAL": name}
+    )
     assert_one_sentence(code, stderr, "interrupted: 2 of 6 blocks are saved", "--resume")
-    assert leftovers(tmp_path, "cube.h5") == {"cube.h5.partial"}   # the lock is released
+    assert leftovers(tmp_path, "cube.h5") == {"cube.h5.partial"}  # the lock is released
     finish(inputs, out, resume=True)
     assert_same_cube(inputs / "reference.h5", out)
 
@@ -151,9 +167,15 @@ def test_ctrl_c_on_a_dask_sweep_prints_one_sentence(inputs, tmp_path):
     and the sweep stops with one sentence, no worker traceback."""
     pytest.importorskip("dask.distributed", reason="the dask extra is part of the test install")
     out = tmp_path / "cube.h5"
-    process = command(*sweep_args(inputs, out, "-q", "--workers", "2"), start_new_session=True,
-                      env={"PAIGRID_TEST_KILL_AT": "after-block-2", "PAIGRID_TEST_SIGNAL": "SIGINT",
-                           "PAIGRID_TEST_SIGNAL_GROUP": "1"})
+    process = command(
+        *sweep_args(inputs, out, "-q", "--workers", "2"),
+        start_new_session=True,
+        env={
+            "PAIGRID_TEST_KILL_AT": "after-block-2",
+            "PAIGRID_TEST_SIGNAL": "SIGINT",
+            "PAIGRID_TEST_SIGNAL_GROUP": "1",
+        },
+    )
     _, stderr = process.communicate(timeout=180)
     assert_one_sentence(process.returncode, stderr, "interrupted", "--resume")
     finish(inputs, out, resume=True)
@@ -175,12 +197,15 @@ def test_a_dask_worker_killed_while_the_client_is_paused_does_not_end_the_sweep(
     def pause(_written):
         if killed:
             return
-        workers = [p for p in psutil.Process().children(recursive=True)
-                   if any("multiprocessing-fork" in part for part in p.cmdline())]
+        workers = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if any("multiprocessing-fork" in part for part in p.cmdline())
+        ]
         assert workers, "no local Dask worker process found"
         workers[-1].send_signal(signal.SIGKILL)
         killed.append(workers[-1].pid)
-        time.sleep(3)   # the client does nothing meanwhile: the scheduler notices the dead worker
+        time.sleep(3)  # the client does nothing meanwhile: the scheduler notices the dead worker
 
     spec = load_spec(inputs / "spec.toml")
     spec.workloads = str(inputs / "pop.csv")
@@ -195,8 +220,11 @@ def test_a_second_writer_is_refused_naming_the_first(inputs, tmp_path, monkeypat
     --resume, is refused with A's pid and host, whether or not HDF5 locks files, and changes
     nothing; A then finishes a correct cube."""
     out = tmp_path / "cube.h5"
-    env = {"HDF5_USE_FILE_LOCKING": hdf5_locking, "PAIGRID_TEST_KILL_AT": "after-block-1",
-           "PAIGRID_TEST_SIGNAL": "SIGSTOP"}
+    env = {
+        "HDF5_USE_FILE_LOCKING": hdf5_locking,
+        "PAIGRID_TEST_KILL_AT": "after-block-1",
+        "PAIGRID_TEST_SIGNAL": "SIGSTOP",
+    }
     first = command(*sweep_args(inputs, out, "-q"), env=env)
     try:
         _, status = os.waitpid(first.pid, os.WUNTRACED)
@@ -218,8 +246,12 @@ def test_a_second_writer_is_refused_naming_the_first(inputs, tmp_path, monkeypat
 def test_resume_refuses_an_edited_input_file_naming_it(inputs, tmp_path, changed):
     """Every file a sweep reads is hashed into the partial cube; --resume with one of them edited
     is refused with its name, and the file as it was resumes."""
-    files = {"population": tmp_path / "pop.csv", "spec": tmp_path / "spec.toml",
-             "calibration": tmp_path / "calib.toml", "catalogue": tmp_path / "optimizers.csv"}
+    files = {
+        "population": tmp_path / "pop.csv",
+        "spec": tmp_path / "spec.toml",
+        "calibration": tmp_path / "calib.toml",
+        "catalogue": tmp_path / "optimizers.csv",
+    }
     shutil.copyfile(inputs / "pop.csv", files["population"])
     files["spec"].write_text(SPEC + '[catalogues]\noptimizers = "optimizers.csv"\n')
     files["calibration"].write_text("[link_efficiency]\nnvswitch = 0.5\n")
@@ -227,13 +259,26 @@ def test_resume_refuses_an_edited_input_file_naming_it(inputs, tmp_path, changed
 
     files["catalogue"].write_text(builtin("optimizers.csv"))
     out = tmp_path / "cube.h5"
-    args = ["sweep", files["spec"], "--workloads", files["population"], "--calibration", files["calibration"],
-            "--out", out, "-q"]
+    args = [
+        "sweep",
+        files["spec"],
+        "--workloads",
+        files["population"],
+        "--calibration",
+        files["calibration"],
+        "--out",
+        out,
+        "-q",
+    ]
     code, _, stderr = run_command(*args, env={"PAIGRID_TEST_KILL_AT": "after-block-2"})
     assert code == -signal.SIGKILL, stderr
     original = files[changed].read_bytes()
-    edited = {"population": original.replace(b",fp32,", b",amp-fp16,", 1), "spec": original + b"# a comment\n",
-              "calibration": original.replace(b"0.5", b"0.6"), "catalogue": original.replace(b",4,", b",8,", 1)}
+    edited = {
+        "population": original.replace(b",fp32,", b",amp-fp16,", 1),
+        "spec": original + b"# a comment\n",
+        "calibration": original.replace(b"0.5", b"0.6"),
+        "catalogue": original.replace(b",4,", b",8,", 1),
+    }
     files[changed].write_bytes(edited[changed])
     assert files[changed].read_bytes() != original
     partial = partial_path(out).read_bytes()
@@ -249,14 +294,16 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(inputs, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     out = tmp_path / "cube.h5"
-    Path(f"{out}.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "1",
-                                               "since": "then"}) + "\n")
+    Path(f"{out}.lock").write_text(
+        json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "1", "since": "then"}) + "\n"
+    )
     code, _, stderr = invoke(*sweep_args(inputs, out, "-q"))
     assert code == 0, stderr
     assert leftovers(tmp_path, "cube.h5") == {"cube.h5"}
 
 
 # --- a full disk ------------------------------------------------------------------------------------
+
 
 def _free_space(limit: int):
     real = shutil.disk_usage
@@ -325,8 +372,7 @@ def small_filesystem(folder: Path, size: str):
     folder.mkdir()
     if os.geteuid() != 0 or not shutil.which("mount"):
         pytest.skip("mounting a small file system needs root (the injected ENOSPC test covers the rest)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()})")
     try:
@@ -350,13 +396,21 @@ def test_a_real_full_disk_stops_cleanly_and_resumes(big, tmp_path, guard):
             code, _, stderr = run_command(*args)
         else:
             process = subprocess.Popen(
-                [sys.executable, "-c", "import paigrid.sweeping as s; s._check_room = lambda *a: None; "
-                 "from paigrid.cli import main; main()", *map(str, args)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                [
+                    sys.executable,
+                    "-c",
+                    "import paigrid.sweeping as s; s._check_room = lambda *a: None; "
+                    "from paigrid.cli import main; main()",
+                    *map(str, args),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             _, stderr = process.communicate(timeout=120)
             code = process.returncode
         assert_one_sentence(code, stderr, "No space left on device", "blocks are saved", "--resume")
-        assert code == 2                                       # not a crash on the way out
+        assert code == 2  # not a crash on the way out
         with h5py.File(partial_path(out), "r") as f:
             assert 0 <= int(f["block_done"][:].sum()) < N_BIG_BLOCKS
         subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
@@ -366,6 +420,7 @@ def test_a_real_full_disk_stops_cleanly_and_resumes(big, tmp_path, guard):
 
 
 # --- damage: chunk checksums -------------------------------------------------------------------------
+
 
 def flip(path: Path, variable: str, chunk: int) -> None:
     """Flip one bit in the middle of chunk ``chunk`` of ``variable``."""
@@ -378,11 +433,14 @@ def flip(path: Path, variable: str, chunk: int) -> None:
         handle.write(bytes([byte[0] ^ 0x40]))
 
 
-@pytest.mark.parametrize("variable,chunk,query", [
-    ("step_time", 3, ["--where", "arch=ps-worker"]),
-    ("bottleneck", 0, ["--top", "2"]),
-    ("best_step_time", 0, []),
-])
+@pytest.mark.parametrize(
+    "variable,chunk,query",
+    [
+        ("step_time", 3, ["--where", "arch=ps-worker"]),
+        ("bottleneck", 0, ["--top", "2"]),
+        ("best_step_time", 0, []),
+    ],
+)
 def test_a_flipped_bit_is_reported_by_every_reader(inputs, tmp_path, variable, chunk, query):
     import hdf5plugin  # noqa: F401
     import xarray as xr
@@ -397,14 +455,16 @@ def test_a_flipped_bit_is_reported_by_every_reader(inputs, tmp_path, variable, c
     expected = f"chunk of job {first_job} of {variable}" if variable == "step_time" else f"of {variable}"
     assert_one_sentence(code, stderr, f"{cube} is damaged", expected, "fails its checksum")
     with xr.open_dataset(cube, engine="h5netcdf") as ds, pytest.raises(OSError):
-        _ = ds[variable].values                              # xarray (HDF5) verifies the checksum too
+        _ = ds[variable].values  # xarray (HDF5) verifies the checksum too
     with h5py.File(inputs / "reference.h5", "r") as f, h5py.File(cube, "r") as g:
         np.testing.assert_array_equal(f["job"][:], g["job"][:])  # the rest of the file still reads
 
 
 def test_the_report_names_a_damaged_chunk(tmp_path):
-    (tmp_path / "study.toml").write_text('[grid]\nn_gpu = "current"\ngpu = ["V100", "P100"]\nintra = ["pcie3"]\n'
-                                         'network = ["eth-25g"]\nprecision = ["fp32"]\n')
+    (tmp_path / "study.toml").write_text(
+        '[grid]\nn_gpu = "current"\ngpu = ["V100", "P100"]\nintra = ["pcie3"]\n'
+        'network = ["eth-25g"]\nprecision = ["fp32"]\n'
+    )
     write_population(synthetic_population(12, 5), tmp_path / "pop.csv")
     spec = load_spec(tmp_path / "study.toml")
     spec.workloads = str(tmp_path / "pop.csv")
@@ -435,14 +495,18 @@ def test_fletcher32_matches_hdf5_on_odd_and_even_lengths(tmp_path, size):
     from paigrid.codecs import with_checksum
 
     for fill in ("random", 0xFF, 0):
-        data = (np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8) if fill == "random"
-                else np.full(size, fill, np.uint8))
+        data = (
+            np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+            if fill == "random"
+            else np.full(size, fill, np.uint8)
+        )
         with h5py.File(tmp_path / "x.h5", "w") as f:
             ds = f.create_dataset("x", data=data, chunks=(size,), fletcher32=True)
             assert ds.id.read_direct_chunk((0,))[1] == with_checksum(data.tobytes())
 
 
 # --- outputs that are links, FIFOs, devices; closed pipes; killed text writes -----------------------
+
 
 def test_a_linked_output_replaces_the_target_and_keeps_the_link(inputs, tmp_path):
     (tmp_path / "real.csv").write_text("old\n")
@@ -486,16 +550,18 @@ def test_a_device_receives_text_and_is_never_replaced(tmp_path):
 
 def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
     """``paigrid query ... | head -1``: the reader goes away; paigrid stops with no message."""
-    (tmp_path / "spec.toml").write_text('jobs_per_block = 1000\n[grid]\nn_gpu = "current"\ngpu = ["V100"]\n'
-                                        'arch = ["1w1g", "ps-worker"]\nintra = ["pcie3"]\nnetwork = ["eth-25g"]\n'
-                                        'precision = ["fp32"]\n')
+    (tmp_path / "spec.toml").write_text(
+        'jobs_per_block = 1000\n[grid]\nn_gpu = "current"\ngpu = ["V100"]\n'
+        'arch = ["1w1g", "ps-worker"]\nintra = ["pcie3"]\nnetwork = ["eth-25g"]\n'
+        'precision = ["fp32"]\n'
+    )
     write_population(synthetic_population(3000, 2), tmp_path / "pop.csv")
     spec = load_spec(tmp_path / "spec.toml")
     spec.workloads = str(tmp_path / "pop.csv")
     run_sweep(spec, tmp_path / "cube.h5", progress=False)
     process = command("query", tmp_path / "cube.h5", "--best-arch", "--csv")
     assert process.stdout.readline().startswith("job,")
-    process.stdout.close()                 # more than a pipe buffer of rows is still to come
+    process.stdout.close()  # more than a pipe buffer of rows is still to come
     stderr = process.stderr.read()
     process.stderr.close()
     process.wait(timeout=60)
@@ -505,7 +571,8 @@ def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
 def test_a_text_output_killed_before_its_rename_is_untouched(tmp_path):
     out = tmp_path / "pop.csv"
     out.write_text("precious\n")
-    code, _, _ = run_command("population", "--jobs", "5", "--out", out,
-                             env={"PAIGRID_TEST_KILL_AT": "text-before-rename"})
+    code, _, _ = run_command(
+        "population", "--jobs", "5", "--out", out, env={"PAIGRID_TEST_KILL_AT": "text-before-rename"}
+    )
     assert code == -signal.SIGKILL
     assert out.read_text() == "precious\n"

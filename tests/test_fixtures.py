@@ -40,8 +40,9 @@ def test_format3_and_format4_fixtures_answer_alike():
         finally:
             cube.close()
     old, new = answers
-    assert [(r["job"], r["arch"], r["gpu"], r["n_gpu"]) for r in old] == \
-        [(r["job"], r["arch"], r["gpu"], r["n_gpu"]) for r in new]
+    assert [(r["job"], r["arch"], r["gpu"], r["n_gpu"]) for r in old] == [
+        (r["job"], r["arch"], r["gpu"], r["n_gpu"]) for r in new
+    ]
     np.testing.assert_allclose([r["cost"] for r in old], [r["cost"] for r in new], rtol=1e-6)
 
 
@@ -52,7 +53,7 @@ def test_the_llm_file_of_llm_sweep_still_reads():
     import h5py
 
     with h5py.File(path, "r") as f:
-        stored = f["step_time"][1, 1]   # llama3-70b at 64 GPUs over (gpu, domain, network)
+        stored = f["step_time"][1, 1]  # llama3-70b at 64 GPUs over (gpu, domain, network)
     assert rows[1]["step_time"] == pytest.approx(float(np.nanmin(stored)))
     result = run("llm", "query", path, "--model", "llama3-8b", "--json")
     assert result.exit_code == 0, result.output

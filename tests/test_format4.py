@@ -73,8 +73,9 @@ def test_the_factors_are_what_the_old_formulas_multiply(cube4):
     with h5py.File(cube4, "r") as f:
         samples, n = f["samples_per_step"][()], f["n_gpu"][()].astype(np.float64)
         np.testing.assert_array_equal(f["samples_per_job_step"][()], n[None, :] * samples[:, None])
-        np.testing.assert_array_equal(f["cost_per_step_second"][()],
-                                      f["price"][()][None, :] / 3600.0 * 1e6 / samples[:, None])
+        np.testing.assert_array_equal(
+            f["cost_per_step_second"][()], f["price"][()][None, :] / 3600.0 * 1e6 / samples[:, None]
+        )
         np.testing.assert_array_equal(f["energy_per_step_second"][()], f["power"][()][None, :] / samples[:, None])
 
 
@@ -83,7 +84,7 @@ def test_derived_variables_agree_with_the_stored_ones_of_format3(cube4):
         np.testing.assert_array_equal(new.step_time.values, old.step_time.values)
         for name, (factor, _, dtype, units, long_name) in DERIVED_VARIABLES.items():
             got = new[name]
-            assert not got.variable._in_memory, name                 # derived lazily
+            assert not got.variable._in_memory, name  # derived lazily
             assert got.dims == DIMS and got.dtype == dtype == old[name].dtype, name
             assert got.attrs["units"] == units == old[name].attrs["units"], name
             assert got.attrs["long_name"] == long_name and factor in got.attrs["derived_from"], name
@@ -93,18 +94,25 @@ def test_derived_variables_agree_with_the_stored_ones_of_format3(cube4):
             # the derivation is the float64 formula of the old kernel, on the stored float32 step
             step = old.step_time.values.astype(np.float64)
             if name == "throughput":
-                want = new.n_gpu.values[None, None, None, :, None, None, None] * old.samples_per_step.values[
-                    :, None, None, None, None, None, None] / step
+                want = (
+                    new.n_gpu.values[None, None, None, :, None, None, None]
+                    * old.samples_per_step.values[:, None, None, None, None, None, None]
+                    / step
+                )
             else:
                 per_gpu = (old.price.values / 3600.0 * 1e6) if name == "cost" else old.power.values
-                want = per_gpu[None, None, :, None, None, None, None] / old.samples_per_step.values[
-                    :, None, None, None, None, None, None] * step
+                want = (
+                    per_gpu[None, None, :, None, None, None, None]
+                    / old.samples_per_step.values[:, None, None, None, None, None, None]
+                    * step
+                )
             np.testing.assert_array_equal(values, want.astype(np.float32), err_msg=name)
             # an indexed part reads and derives only that part, the same numbers
             part = dict(job=[2, 0], arch=[4, 1], gpu=slice(1, 3), n_gpu=1, network=[2, 0])
             np.testing.assert_array_equal(got.isel(part).values, new.isel(part)[name].values)
-            np.testing.assert_array_equal(got.isel(part).values, values[[2, 0]][:, [4, 1]][:, :, 1:3, 1][
-                :, :, :, :, [2, 0]], err_msg=name)
+            np.testing.assert_array_equal(
+                got.isel(part).values, values[[2, 0]][:, [4, 1]][:, :, 1:3, 1][:, :, :, :, [2, 0]], err_msg=name
+            )
             one = dict(job=3, arch=4, gpu=2, n_gpu=2, intra=1, network=2, precision=1)
             assert np.array_equal(got.isel(one).values, values[3, 4, 2, 2, 1, 2, 1], equal_nan=True)
             finite = np.argwhere(np.isfinite(values))[-1]
@@ -134,10 +142,16 @@ def test_a_format3_dataset_keeps_its_stored_variables():
 
 
 QUERIES = [
-    ("time", [], 1, False), ("cost", [], 1, False), ("time", [], 5, False), ("cost", [], 7, False),
-    ("time", ["gpu=V100", "n_gpu=8"], 1, False), ("time", ["network=eth-25g"], 3, False),
-    ("cost", ["arch=ps-worker,allreduce-cluster"], 1, False), ("time", [], 1, True),
-    ("time", ["precision=fp32"], 1, True), ("time", ["intra=pcie3"], 4, False),
+    ("time", [], 1, False),
+    ("cost", [], 1, False),
+    ("time", [], 5, False),
+    ("cost", [], 7, False),
+    ("time", ["gpu=V100", "n_gpu=8"], 1, False),
+    ("time", ["network=eth-25g"], 3, False),
+    ("cost", ["arch=ps-worker,allreduce-cluster"], 1, False),
+    ("time", [], 1, True),
+    ("time", ["precision=fp32"], 1, True),
+    ("time", ["intra=pcie3"], 4, False),
 ]
 
 
@@ -161,9 +175,11 @@ def test_queries_answer_the_same_from_format3_and_format4(cube4, by, where, top,
                 continue
             at = {d: row[d] for d in ("arch", "gpu", "n_gpu", "precision")}
             cell = ds.sel(job=row["job"], **at)
-            cell = cell.isel(intra=0 if row["intra"] == "any" else list(ds.intra.values).index(row["intra"]),
-                             network=0 if row["network"] == "any" else list(ds.network.values).index(row["network"]))
-            if np.isnan(cell.step_time.values):   # a representative of an "any" dimension that is invalid
+            cell = cell.isel(
+                intra=0 if row["intra"] == "any" else list(ds.intra.values).index(row["intra"]),
+                network=0 if row["network"] == "any" else list(ds.network.values).index(row["network"]),
+            )
+            if np.isnan(cell.step_time.values):  # a representative of an "any" dimension that is invalid
                 continue
             assert float(cell.throughput) == np.float32(row["throughput"])
             assert float(cell.cost) == np.float32(row["cost"])
@@ -190,8 +206,9 @@ def test_the_size_estimate_counts_10_bytes_a_configuration_and_the_factors():
 
 def test_derived_values_keep_nan_and_round_once():
     step = np.array([np.nan, 0.5, 3.0], dtype=np.float32)
-    np.testing.assert_array_equal(derived_values("throughput", step, 3.0),
-                                  np.array([np.nan, 6.0, 1.0], dtype=np.float32))
+    np.testing.assert_array_equal(
+        derived_values("throughput", step, 3.0), np.array([np.nan, 6.0, 1.0], dtype=np.float32)
+    )
     got = derived_values("cost", step, 1.0 / 3.0)
     assert got.dtype == np.float32 and np.isnan(got[0]) and got[2] == np.float32(1.0)
     assert factor_for_cube("samples_per_job_step", np.ones((4, 3))).shape == (4, 1, 1, 3, 1, 1, 1)

@@ -31,10 +31,38 @@ from hostile_helpers import TRACE, assert_one_sentence, invoke, make_world, snap
 from paigrid.errors import MAX_MESSAGE_CHARS, PaigridError, listing, printable, quoted, tidy
 
 W, T = "{w}", "{t}"
-PREDICT = ["predict", "--workload", "resnet50", "--arch", "1w1g", "--gpu", "V100", "--n-gpu", "1", "--intra",
-           "pcie3", "--network", "none", "--precision", "fp32"]
-LLM_SWEEP = ["llm", "sweep", "--models", "llama3-8b", "--gpu", "H100", "--domain", "8", "--network", "ib-ndr-400g",
-             "-q", "-o", f"{T}/l.h5"]
+PREDICT = [
+    "predict",
+    "--workload",
+    "resnet50",
+    "--arch",
+    "1w1g",
+    "--gpu",
+    "V100",
+    "--n-gpu",
+    "1",
+    "--intra",
+    "pcie3",
+    "--network",
+    "none",
+    "--precision",
+    "fp32",
+]
+LLM_SWEEP = [
+    "llm",
+    "sweep",
+    "--models",
+    "llama3-8b",
+    "--gpu",
+    "H100",
+    "--domain",
+    "8",
+    "--network",
+    "ib-ndr-400g",
+    "-q",
+    "-o",
+    f"{T}/l.h5",
+]
 LLM_PREDICT = ["llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8"]
 HUGE = "99999999999999999999"
 
@@ -62,12 +90,24 @@ case("llm-sweep-n-gpu-beyond-int64", [*LLM_SWEEP, "--n-gpu", HUGE], {}, "from 1 
 case("llm-sweep-n-gpu-zero", [*LLM_SWEEP, "--n-gpu", "0"], {}, "from 1 to")
 case("llm-sweep-seq-len-beyond-int64", [*LLM_SWEEP, "--n-gpu", "8", "--seq-len", HUGE], {}, "largest whole number")
 case("llm-sweep-max-tp-beyond-int64", [*LLM_SWEEP, "--n-gpu", "8", "--max-tp", HUGE], {}, "largest whole number")
-case("llm-sweep-network-empty", [*LLM_SWEEP[:-3], "--network", "", "-o", f"{T}/l.h5", "--n-gpu", "8"], {},
-     "--network is empty")
-case("llm-sweep-network-commas", [*LLM_SWEEP[:-3], "--network", ",,", "-o", f"{T}/l.h5", "--n-gpu", "8"], {},
-     "--network is empty")
-case("llm-sweep-network-twice", [*LLM_SWEEP[:-3], "--network", "ib-ndr-400g,IB-NDR-400G", "-o", f"{T}/l.h5",
-                                 "--n-gpu", "8"], {}, "twice")
+case(
+    "llm-sweep-network-empty",
+    [*LLM_SWEEP[:-3], "--network", "", "-o", f"{T}/l.h5", "--n-gpu", "8"],
+    {},
+    "--network is empty",
+)
+case(
+    "llm-sweep-network-commas",
+    [*LLM_SWEEP[:-3], "--network", ",,", "-o", f"{T}/l.h5", "--n-gpu", "8"],
+    {},
+    "--network is empty",
+)
+case(
+    "llm-sweep-network-twice",
+    [*LLM_SWEEP[:-3], "--network", "ib-ndr-400g,IB-NDR-400G", "-o", f"{T}/l.h5", "--n-gpu", "8"],
+    {},
+    "twice",
+)
 case("llm-sweep-gpu-empty", [*LLM_SWEEP, "--gpu", "", "--n-gpu", "8"], {}, "--gpu is empty")
 case("llm-sweep-gpu-alias-twice", [*LLM_SWEEP, "--gpu", "H100,H100-SXM5-80GB", "--n-gpu", "8"], {}, "twice")
 case("llm-sweep-models-empty", [*LLM_SWEEP, "--models", "", "--n-gpu", "8"], {}, "--models is empty")
@@ -76,8 +116,12 @@ case("llm-sweep-domain-twice", [*LLM_SWEEP, "--domain", "8,8", "--n-gpu", "8"], 
 case("llm-sweep-nics-inf", [*LLM_SWEEP, "--n-gpu", "8", "--nics-per-gpu", "inf"], {}, "not a finite number")
 case("llm-sweep-max-full-nan", [*LLM_SWEEP, "--n-gpu", "8", "--full", "--max-full-gb", "nan"], {}, "--max-full-gb")
 case("llm-sweep-max-full-inf", [*LLM_SWEEP, "--n-gpu", "8", "--full", "--max-full-gb", "inf"], {}, "not a finite")
-case("llm-sweep-option-newline", [*LLM_SWEEP, "--n-gpu", "8", "--option", "weight_bytes=2\nattention=flash"], {},
-     "line break")
+case(
+    "llm-sweep-option-newline",
+    [*LLM_SWEEP, "--n-gpu", "8", "--option", "weight_bytes=2\nattention=flash"],
+    {},
+    "line break",
+)
 case("llm-sweep-out-fifo", [*LLM_SWEEP[:-2], "-o", f"{T}/f", "--n-gpu", "8"], {"f": ("fifo",)}, "not a stream")
 case("llm-sweep-locked", [*LLM_SWEEP, "--n-gpu", "8"], {"l.h5.lock": ("lock-live",)}, "is writing")
 case("llm-query-folder", ["llm", "query", T, "--model", "llama3-8b"], {}, "folder")
@@ -99,20 +143,24 @@ UNIFIED = ["predict", "--workload", "llama3-8b", "--gpu", "H100", "--n-gpu", "8"
 case("unified-predict-tokens-inf", [*UNIFIED, "--tokens", "inf"], {}, "not a finite number")
 case("unified-predict-n-gpu-beyond-int64", [*UNIFIED[:-1], HUGE], {}, "--n-gpu")
 case("unified-predict-option-newline", [*UNIFIED, "--option", "weight_bytes=2\nx=1"], {}, "line break")
-case("unified-sweep-llm-n-gpu-twice", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
-     {"s.toml": 'workloads = ["llama3-8b"]\n[grid]\ngpu = ["H100"]\nn_gpu = [8, 8]\n'}, "twice")
+case(
+    "unified-sweep-llm-n-gpu-twice",
+    ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
+    {"s.toml": 'workloads = ["llama3-8b"]\n[grid]\ngpu = ["H100"]\nn_gpu = [8, 8]\n'},
+    "twice",
+)
 
 # --- inputs that never end: FIFOs, devices, sockets, folders ---------------------------------------
-for what, args in (("spec", ["sweep", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
-                   ("workloads", ["sweep", f"{W}/spec.toml", "--workloads", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
-                   ("calibration-predict", [*PREDICT, "--calibration", f"{T}/in"]),
-                   ("calibration-sweep", ["sweep", f"{W}/spec.toml", "--calibration", f"{T}/in", "--out", f"{T}/o.h5",
-                                          "-q"]),
-                   ("catalogue", [*PREDICT, "--catalogue", f"gpus={T}/in"]),
-                   ("measurements-validate", ["validate", f"{T}/in"]),
-                   ("measurements-calibrate", ["calibrate", f"{T}/in", "--out", f"{T}/c.toml"]),
-                   ("scheduler-file", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--scheduler",
-                                       f"{T}/in"])):
+for what, args in (
+    ("spec", ["sweep", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
+    ("workloads", ["sweep", f"{W}/spec.toml", "--workloads", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
+    ("calibration-predict", [*PREDICT, "--calibration", f"{T}/in"]),
+    ("calibration-sweep", ["sweep", f"{W}/spec.toml", "--calibration", f"{T}/in", "--out", f"{T}/o.h5", "-q"]),
+    ("catalogue", [*PREDICT, "--catalogue", f"gpus={T}/in"]),
+    ("measurements-validate", ["validate", f"{T}/in"]),
+    ("measurements-calibrate", ["calibrate", f"{T}/in", "--out", f"{T}/c.toml"]),
+    ("scheduler-file", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--scheduler", f"{T}/in"]),
+):
     case(f"fifo-{what}", args, {"in": ("fifo",)}, "FIFO")
     case(f"socket-{what}", args, {"in": ("socket",)}, "socket")
 case("device-spec", ["sweep", "/dev/zero", "--out", f"{T}/o.h5", "-q"], {}, "device")
@@ -120,27 +168,46 @@ case("device-calibration", [*PREDICT, "--calibration", "/dev/urandom"], {}, "dev
 case("device-measurements", ["validate", "/dev/null"], {}, "device")
 case("folder-calibration", [*PREDICT, "--calibration", T], {}, "folder")
 case("folder-measurements", ["validate", T], {}, "folder")
-case("fifo-trace-table", ["trace", "import", f"{T}/tr", "--out", f"{T}/p.csv"],
-     {**{f"tr/{name}": trace_text(name) for name in TRACE if name != "pai_task_table.csv"},
-      "tr/pai_task_table.csv": ("fifo",)}, "FIFO")
-case("scheduler-file-not-json", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--scheduler",
-                                 f"{W}/text.txt"], {}, "not a Dask scheduler file")
-case("scheduler-file-no-address", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--scheduler",
-                                   f"{T}/s.json"], {"s.json": '{"id": "Scheduler-1"}\n'}, "not a Dask scheduler file")
+case(
+    "fifo-trace-table",
+    ["trace", "import", f"{T}/tr", "--out", f"{T}/p.csv"],
+    {
+        **{f"tr/{name}": trace_text(name) for name in TRACE if name != "pai_task_table.csv"},
+        "tr/pai_task_table.csv": ("fifo",),
+    },
+    "FIFO",
+)
+case(
+    "scheduler-file-not-json",
+    ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--scheduler", f"{W}/text.txt"],
+    {},
+    "not a Dask scheduler file",
+)
+case(
+    "scheduler-file-no-address",
+    ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--scheduler", f"{T}/s.json"],
+    {"s.json": '{"id": "Scheduler-1"}\n'},
+    "not a Dask scheduler file",
+)
 
 # --- values out of their physical range -------------------------------------------------------------
-for command, args in (("predict", [*PREDICT, "--calibration", f"{T}/c.toml"]),
-                      ("sweep", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--calibration",
-                                 f"{T}/c.toml"]),
-                      ("validate", ["validate", f"{W}/measurements.csv", "--calibration", f"{T}/c.toml"])):
-    for id, text in (("launch-eager-1e9", '[class_efficiency]\n"launch_eager/*/*" = 1e9\n'),
-                     ("launch-eager-1e308", '[class_efficiency]\n"launch_eager/*/*" = 1e308\n')):
+for command, args in (
+    ("predict", [*PREDICT, "--calibration", f"{T}/c.toml"]),
+    ("sweep", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q", "--calibration", f"{T}/c.toml"]),
+    ("validate", ["validate", f"{W}/measurements.csv", "--calibration", f"{T}/c.toml"]),
+):
+    for id, text in (
+        ("launch-eager-1e9", '[class_efficiency]\n"launch_eager/*/*" = 1e9\n'),
+        ("launch-eager-1e308", '[class_efficiency]\n"launch_eager/*/*" = 1e308\n'),
+    ):
         case(f"bounds-{command}-{id}", args, {"c.toml": text}, ("launch_eager", "physical range 1 to 30 us"))
-for id, text, fragment in (("launch-graphs-tiny", '[class_efficiency]\n"launch_graphs/*/*" = 0.001\n', "launch_graphs"),
-                           ("hbm-above", '[class_efficiency]\n"hbm/*/*" = 0.99\n', "hbm"),
-                           ("flop-tiny", "[flop_efficiency]\nfp32 = 0.001\n", "flop_efficiency"),
-                           ("link-tiny", "[link_efficiency]\nnvswitch = 0.0001\n", "link_efficiency"),
-                           ("workload-tenfold", "[workload_efficiency]\nresnet50 = 10\n", "workload_efficiency")):
+for id, text, fragment in (
+    ("launch-graphs-tiny", '[class_efficiency]\n"launch_graphs/*/*" = 0.001\n', "launch_graphs"),
+    ("hbm-above", '[class_efficiency]\n"hbm/*/*" = 0.99\n', "hbm"),
+    ("flop-tiny", "[flop_efficiency]\nfp32 = 0.001\n", "flop_efficiency"),
+    ("link-tiny", "[link_efficiency]\nnvswitch = 0.0001\n", "link_efficiency"),
+    ("workload-tenfold", "[workload_efficiency]\nresnet50 = 10\n", "workload_efficiency"),
+):
     case(f"bounds-{id}", [*PREDICT, "--calibration", f"{T}/c.toml"], {"c.toml": text}, (fragment, "physical range"))
 
 # --- numbers beyond int64, inf and nan in options ------------------------------------------------------
@@ -148,35 +215,69 @@ case("predict-n-gpu-beyond-int64", [*PREDICT[:8], HUGE, *PREDICT[9:]], {}, "--n-
 case("population-jobs-beyond-int64", ["population", "--jobs", HUGE, "--out", f"{T}/p.csv"], {}, "largest whole")
 case("population-seed-beyond-int64", ["population", "--seed", HUGE, "--out", f"{T}/p.csv"], {}, "largest whole")
 case("query-top-beyond-int64", ["query", f"{W}/cube.h5", "--best-arch", "--top", HUGE], {}, "largest whole")
-case("sweep-workers-beyond-int64", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "--workers", HUGE], {},
-     "largest whole")
-case("sweep-threads-beyond-int64", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "--threads", HUGE], {},
-     "largest whole")
-case("report-block-jobs-beyond-int64", ["report", f"{W}/cube.h5", "--out", f"{T}/r", "--block-jobs", HUGE], {},
-     "largest whole")
-case("calibrate-max-jobs-nan", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml", "--option",
-                                "overlap=nan"], {}, "overlap")
+case(
+    "sweep-workers-beyond-int64",
+    ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "--workers", HUGE],
+    {},
+    "largest whole",
+)
+case(
+    "sweep-threads-beyond-int64",
+    ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "--threads", HUGE],
+    {},
+    "largest whole",
+)
+case(
+    "report-block-jobs-beyond-int64",
+    ["report", f"{W}/cube.h5", "--out", f"{T}/r", "--block-jobs", HUGE],
+    {},
+    "largest whole",
+)
+case(
+    "calibrate-max-jobs-nan",
+    ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml", "--option", "overlap=nan"],
+    {},
+    "overlap",
+)
 
-for id, item, fragment in (("coordination-huge", "coordination_us=1e308", "coordination_us"),
-                           ("gpus-per-node-beyond-int64", f"gpus_per_node={HUGE}", "gpus_per_node"),
-                           ("grad-accum-trillion", "grad_accum_steps=1000000000000", "at most 2147483647"),
-                           ("bucket-inf", "bucket_mb=inf", "bucket_mb")):
+for id, item, fragment in (
+    ("coordination-huge", "coordination_us=1e308", "coordination_us"),
+    ("gpus-per-node-beyond-int64", f"gpus_per_node={HUGE}", "gpus_per_node"),
+    ("grad-accum-trillion", "grad_accum_steps=1000000000000", "at most 2147483647"),
+    ("bucket-inf", "bucket_mb=inf", "bucket_mb"),
+):
     case(f"option-{id}", [*PREDICT, "--option", item], {}, fragment)
 
 # --- text: line breaks in --option, long values, escape codes --------------------------------------------
-for command, args in (("predict", PREDICT), ("sweep", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q"]),
-                      ("validate", ["validate", f"{W}/measurements.csv"]),
-                      ("calibrate", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml"])):
+for command, args in (
+    ("predict", PREDICT),
+    ("sweep", ["sweep", f"{W}/spec.toml", "--out", f"{T}/o.h5", "-q"]),
+    ("validate", ["validate", f"{W}/measurements.csv"]),
+    ("calibrate", ["calibrate", f"{W}/measurements.csv", "--out", f"{T}/c.toml"]),
+):
     case(f"option-newline-{command}", [*args, "--option", "overlap=0.5\ncollective=tree"], {}, "line break")
     case(f"option-carriage-return-{command}", [*args, "--option", "overlap=0.5\rx"], {}, "line break")
-case("spec-long-value", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
-     {"s.toml": 'workloads = ["' + "r" * 3_000_000 + '"]\n'}, "3,000,000 characters")
-case("spec-escape-codes", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
-     {"s.toml": 'workloads = ["\\u001b[2J\\u001b[31mresnet\\nfifty"]\n'}, "\\x1b[2J")
-case("spec-many-unknown-keys", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
-     {"s.toml": "".join(f"key{i} = 1\n" for i in range(500))}, "and 490 more")
-case("where-escape-codes", ["query", f"{W}/cube.h5", "--best-arch", "--where", "gpu=\x1b[31mV100\nA100"], {},
-     "\\x1b[31m")
+case(
+    "spec-long-value",
+    ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
+    {"s.toml": 'workloads = ["' + "r" * 3_000_000 + '"]\n'},
+    "3,000,000 characters",
+)
+case(
+    "spec-escape-codes",
+    ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
+    {"s.toml": 'workloads = ["\\u001b[2J\\u001b[31mresnet\\nfifty"]\n'},
+    "\\x1b[2J",
+)
+case(
+    "spec-many-unknown-keys",
+    ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"],
+    {"s.toml": "".join(f"key{i} = 1\n" for i in range(500))},
+    "and 490 more",
+)
+case(
+    "where-escape-codes", ["query", f"{W}/cube.h5", "--best-arch", "--where", "gpu=\x1b[31mV100\nA100"], {}, "\\x1b[31m"
+)
 case("predict-workload-long", ["predict", "--workload", "w" * 100_000, *PREDICT[3:]], {}, "100,000 characters")
 
 
@@ -233,8 +334,19 @@ def world(tmp_path_factory):
 
 def test_the_table_covers_every_llm_command_and_kind():
     commands = {" ".join(c.args[:2]) if c.args[0] == "llm" else c.args[0] for c in CASES}
-    assert {"llm sweep", "llm query", "llm predict", "sweep", "predict", "validate", "calibrate", "trace",
-            "query", "population", "report"} <= commands
+    assert {
+        "llm sweep",
+        "llm query",
+        "llm predict",
+        "sweep",
+        "predict",
+        "validate",
+        "calibrate",
+        "trace",
+        "query",
+        "population",
+        "report",
+    } <= commands
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
     assert len(CASES) >= 80, len(CASES)
 
@@ -258,7 +370,7 @@ def test_hostile_surface_gets_one_sentence_and_damages_nothing(hostile, world, t
 def test_messages_escape_control_characters_and_cut_long_values_and_lists():
     assert printable("a\nb\x1b[31m\tc\x85\u2028") == "a\\nb\\x1b[31m\\tc\\x85\\u2028"
     assert quoted("x" * 500) == "'" + "x" * 190 + "'... (500 characters)"
-    assert tidy(f"bad {quoted('x' * 500)}.") == f"bad {quoted('x' * 500)}."   # cut once, never twice
+    assert tidy(f"bad {quoted('x' * 500)}.") == f"bad {quoted('x' * 500)}."  # cut once, never twice
     assert tidy("w " + "y" * 300) == "w " + "y" * 190 + "... (300 characters)"
     assert listing(range(25)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 15 more"
     assert listing(["a", "b"]) == "a, b"
@@ -270,8 +382,14 @@ def test_messages_escape_control_characters_and_cut_long_values_and_lists():
 
 
 # --- text written back -----------------------------------------------------------------------------------
-FORMULAS = ["=cmd|' /C calc'!A0", "+HYPERLINK(\"http://x\",\"y\")", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)*cmd",
-            "\tTAB", "\rCR"]
+FORMULAS = [
+    "=cmd|' /C calc'!A0",
+    '+HYPERLINK("http://x","y")',
+    "-2+3+cmd|' /C calc'!A0",
+    "@SUM(1+1)*cmd",
+    "\tTAB",
+    "\rCR",
+]
 
 
 def test_csv_cells_that_a_spreadsheet_would_run_get_a_quote():
@@ -295,9 +413,22 @@ def test_a_population_with_hostile_job_names_is_written_back_neutralised(tmp_pat
     from paigrid.study.trace import write_population
 
     names = [*FORMULAS, "esc\x1b[2Jape", "two\nlines"]
-    rows = [{"job": n, "model": "resnet50", "batch": "", "gpus_per_node": 8, "current_arch": "1w1g",
-             "current_gpu": "V100", "current_n_gpu": 1, "current_intra": "pcie3", "current_network": "none",
-             "current_precision": "fp32", "source": "test"} for n in names]
+    rows = [
+        {
+            "job": n,
+            "model": "resnet50",
+            "batch": "",
+            "gpus_per_node": 8,
+            "current_arch": "1w1g",
+            "current_gpu": "V100",
+            "current_n_gpu": 1,
+            "current_intra": "pcie3",
+            "current_network": "none",
+            "current_precision": "fp32",
+            "source": "test",
+        }
+        for n in names
+    ]
     write_population(rows, tmp_path / "p.csv")
     with open(tmp_path / "p.csv", newline="") as handle:
         written = [r["job"] for r in csv.DictReader(handle)]
@@ -345,13 +476,19 @@ def test_a_trace_job_the_population_reader_would_refuse_is_not_written(tmp_path)
     from paigrid.inputs.jobs import load_jobs
     from paigrid.inputs.spec import spec_from_dict
 
-    jobs = [["j1", "i1", "u1", "Terminated", "100", "200"], ["big", "i1", "u1", "Terminated", "100", "200"],
-            [" ", "i1", "u1", "Terminated", "100", "200"]]
-    tasks = [TRACE["pai_task_table.csv"][0],
-             ["big", "worker", "2147483647", "Terminated", "100", "200", "600", "29.3", "200", "V100"],
-             [" ", "worker", "1", "Terminated", "100", "200", "600", "29.3", "100", "V100"]]
-    folder = _trace(tmp_path / "tr", {"pai_job_table.csv": trace_text("", jobs),
-                                      "pai_task_table.csv": trace_text("", tasks)})
+    jobs = [
+        ["j1", "i1", "u1", "Terminated", "100", "200"],
+        ["big", "i1", "u1", "Terminated", "100", "200"],
+        [" ", "i1", "u1", "Terminated", "100", "200"],
+    ]
+    tasks = [
+        TRACE["pai_task_table.csv"][0],
+        ["big", "worker", "2147483647", "Terminated", "100", "200", "600", "29.3", "200", "V100"],
+        [" ", "worker", "1", "Terminated", "100", "200", "600", "29.3", "100", "V100"],
+    ]
+    folder = _trace(
+        tmp_path / "tr", {"pai_job_table.csv": trace_text("", jobs), "pai_task_table.csv": trace_text("", tasks)}
+    )
     code, _, stderr = invoke("trace", "import", folder, "--out", tmp_path / "p.csv")
     assert code == 0, stderr
     assert "skipped_inconsistent: 2" in stderr
@@ -487,12 +624,15 @@ def interrupted(world, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("extra,fragment", [
-    (["--option", "overlap=0.3"], "options.overlap: 0.0 then, 0.3 now"),
-    (["--model", "pai-v1"], "options.model: 'pai-v2' then, 'pai-v1' now"),
-    (["--workloads", "resnet50"], "workloads: ['resnet50', 'bert-base'] then, ['resnet50'] now"),
-    (["--compression", "zstd"], "started with --compression lz4"),
-])
+@pytest.mark.parametrize(
+    "extra,fragment",
+    [
+        (["--option", "overlap=0.3"], "options.overlap: 0.0 then, 0.3 now"),
+        (["--model", "pai-v1"], "options.model: 'pai-v2' then, 'pai-v1' now"),
+        (["--workloads", "resnet50"], "workloads: ['resnet50', 'bert-base'] then, ['resnet50'] now"),
+        (["--compression", "zstd"], "started with --compression lz4"),
+    ],
+)
 def test_a_changed_resume_is_refused_saying_what_changed(world, interrupted, extra, fragment):
     before = snapshot(interrupted.parent)
     code, _, stderr = invoke("sweep", world / "spec.toml", "--out", interrupted, "-q", "--resume", *extra)
@@ -507,15 +647,25 @@ def _closed_stdout():
 
 @pytest.mark.parametrize("args", [["datasets"], ["llm", "models", "--csv"], ["study-spec"]])
 def test_a_closed_stdout_is_one_sentence(args):
-    result = subprocess.run([sys.executable, "-c", "from paigrid.cli import main; main()", *args],
-                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_closed_stdout,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", "from paigrid.cli import main; main()", *args],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_closed_stdout,
+        timeout=120,
+    )
     assert_one_sentence(result.returncode, result.stderr, "stdout is closed")
 
 
 def test_a_command_that_prints_nothing_runs_with_stdout_closed(tmp_path):
-    result = subprocess.run([sys.executable, "-c", "from paigrid.cli import main; main()", "study-spec", "--out",
-                             str(tmp_path / "s.toml")], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_closed_stdout, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", "from paigrid.cli import main; main()", "study-spec", "--out", str(tmp_path / "s.toml")],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_closed_stdout,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "s.toml").read_text().startswith(("#", "[", "jobs", "workloads"))

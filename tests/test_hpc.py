@@ -72,8 +72,16 @@ def run_recipe(text: str, folder: Path, replace: dict[str, str] | None = None) -
         for line in text.strip().splitlines():
             command = shlex.split(line.split("#")[0].strip().rstrip("&"))
             if line.rstrip().endswith("&"):
-                background.append(subprocess.Popen(command, cwd=folder, env=env, start_new_session=True,
-                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                background.append(
+                    subprocess.Popen(
+                        command,
+                        cwd=folder,
+                        env=env,
+                        start_new_session=True,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
                 continue
             _wait_for(folder / "sched.json", background) if "sched.json" in line else None
             done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
@@ -145,10 +153,14 @@ def test_threads_give_the_same_cube_and_too_many_are_refused(folder, tmp_path):
     import numba
 
     most = numba.config.NUMBA_NUM_THREADS
-    assert_clean_error(run("sweep", folder / "big.toml", "--out", tmp_path / "x.h5", "--threads", most + 1),
-                       f"more than the {most} cores")
-    assert_clean_error(run("sweep", folder / "big.toml", "--out", tmp_path / "x.h5", "--threads", most,
-                           "--workers", 2), f"{most} threads x 2 workers")
+    assert_clean_error(
+        run("sweep", folder / "big.toml", "--out", tmp_path / "x.h5", "--threads", most + 1),
+        f"more than the {most} cores",
+    )
+    assert_clean_error(
+        run("sweep", folder / "big.toml", "--out", tmp_path / "x.h5", "--threads", most, "--workers", 2),
+        f"{most} threads x 2 workers",
+    )
     assert not (tmp_path / "x.h5").exists()
 
 

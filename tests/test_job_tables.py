@@ -12,19 +12,24 @@ from paigrid.sweeping import prepare
 
 def population_grid(tmp_path, jobs=300, model="pai-v2"):
     write_population(synthetic_population(jobs, 11), tmp_path / "pop.csv")
-    spec = SweepSpec(workloads=str(tmp_path / "pop.csv"), gpu=["V100", "A100"], n_gpu=[1, 8],
-                     network=["eth-25g"], precision=["fp32", "amp-fp16"])
+    spec = SweepSpec(
+        workloads=str(tmp_path / "pop.csv"),
+        gpu=["V100", "A100"],
+        n_gpu=[1, 8],
+        network=["eth-25g"],
+        precision=["fp32", "amp-fp16"],
+    )
     spec.options = spec.options.with_overrides({"model": model}, "the test")
     return prepare(spec)[0]
 
 
 def test_job_rows_are_the_rows_built_job_by_job(tmp_path):
     grid = population_grid(tmp_path)
-    grid.jobs[3].variant = {"optimizer": "sgd"}           # a pai-v2 choice of one job: a row of its own
+    grid.jobs[3].variant = {"optimizer": "sgd"}  # a pai-v2 choice of one job: a row of its own
     grid.jobs[4].batch = grid.jobs[4].batch + 1.0
     by_job = np.stack([job_vector(job, grid.cats, grid.model_options, grid.efficiency) for job in grid.jobs])
     rows, index = job_table_index(grid.jobs, grid.cats, grid.model_options, grid.efficiency)
-    assert len(rows) < len(grid.jobs) / 3                    # the population repeats models, batches, options
+    assert len(rows) < len(grid.jobs) / 3  # the population repeats models, batches, options
     np.testing.assert_array_equal(rows[index], by_job)
     table, counts = grid.job_rows(100, 250)
     np.testing.assert_array_equal(table, by_job[100:250])
@@ -35,8 +40,9 @@ def test_current_predictions_are_the_single_predictions(tmp_path):
     grid = population_grid(tmp_path, 120, "pai-v1")
     jobs = grid.jobs
     found = current_predictions(jobs, grid.cats, grid.efficiency, grid.model_options)
-    one_by_one = [predict_configs([job], [job.current], grid.cats, grid.efficiency, grid.model_options)[0]
-                  for job in jobs]
+    one_by_one = [
+        predict_configs([job], [job.current], grid.cats, grid.efficiency, grid.model_options)[0] for job in jobs
+    ]
     assert all(job.current is not None for job in jobs)
     for name in ("step_time", "throughput", "cost"):
         expected = np.array([result[name] for result in one_by_one])

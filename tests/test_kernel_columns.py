@@ -19,8 +19,11 @@ CLASS_RUNS = {"J_CLASS_FLOP", "J_CLASS_BYTES"}
 
 @pytest.mark.parametrize("prefix", sorted(TABLES))
 def test_columns_tile_their_table(prefix):
-    fields = {name: value for name, value in vars(L).items()
-              if name.startswith(prefix) and name.isupper() and isinstance(value, int)}
+    fields = {
+        name: value
+        for name, value in vars(L).items()
+        if name.startswith(prefix) and name.isupper() and isinstance(value, int)
+    }
     assert fields, f"no {prefix} columns in kernels/layout.py"
     covered = []
     for name, first in fields.items():
@@ -28,7 +31,8 @@ def test_columns_tile_their_table(prefix):
         covered += [(column, name) for column in range(first, first + width)]
     columns = sorted(column for column, _ in covered)
     assert columns == list(range(getattr(L, TABLES[prefix]))), (
-        f"{prefix} columns are not each used once from 0 to {TABLES[prefix]} - 1: {sorted(covered)}")
+        f"{prefix} columns are not each used once from 0 to {TABLES[prefix]} - 1: {sorted(covered)}"
+    )
 
 
 def test_a_gpu_value_the_model_cannot_use_names_its_column():

@@ -16,10 +16,10 @@ ETH = link(3 * GB, 20e-6, L.LINK_NETWORK)
 NONE = link(0.0, 0.0, L.LINK_NONE)
 
 # the default job on the default GPU (kernel_tables): per step
-T_FLOP = 3e12 / 10e12          # 0.3 s: 3 TFLOP at 10 TFLOP/s
-T_MEM = 2e9 / 900e9            # 2 GB of element-wise traffic at 900 GB/s
-T_DATA = 1e7 / 10e9            # 10 MB of input over 10 GB/s PCIe
-S = 25e6 * 4                   # gradient bytes: 25 M fp32 parameters
+T_FLOP = 3e12 / 10e12  # 0.3 s: 3 TFLOP at 10 TFLOP/s
+T_MEM = 2e9 / 900e9  # 2 GB of element-wise traffic at 900 GB/s
+T_DATA = 1e7 / 10e9  # 10 MB of input over 10 GB/s PCIe
+S = 25e6 * 4  # gradient bytes: 25 M fp32 parameters
 
 
 def value(out, name):
@@ -29,32 +29,32 @@ def value(out, name):
 # --- known answers, one per architecture ---------------------------------------------------
 def test_1w1g_has_no_communication():
     out = one(L.ARCH_1W1G, 1).run()
-    step = T_DATA + T_FLOP + T_MEM                     # 0.001 + 0.3 + 0.0022222 = 0.3032222 s
+    step = T_DATA + T_FLOP + T_MEM  # 0.001 + 0.3 + 0.0022222 = 0.3032222 s
     assert value(out, "t_comm") == 0.0
     assert value(out, "step_time") == pytest.approx(step, rel=1e-6)
     assert value(out, "throughput") == pytest.approx(32 / step, rel=1e-6)
-    assert value(out, "cost") == pytest.approx(3.0 / 3600 * 1e6 / 32 * step, rel=1e-6)   # USD per 1e6 samples
-    assert value(out, "energy") == pytest.approx(300.0 / 32 * step, rel=1e-6)           # J per sample
+    assert value(out, "cost") == pytest.approx(3.0 / 3600 * 1e6 / 32 * step, rel=1e-6)  # USD per 1e6 samples
+    assert value(out, "energy") == pytest.approx(300.0 / 32 * step, rel=1e-6)  # J per sample
     assert value(out, "bottleneck") == L.BOTTLENECK_FLOP
 
 
 def test_1wng_sends_all_gradients_through_the_pcie_roots():
     out = one(L.ARCH_1WNG, 4).run()
-    comm = 2 * S * 4 / (2 * 10 * GB)                   # 2 S n / (r B_pcie) = 0.04 s
+    comm = 2 * S * 4 / (2 * 10 * GB)  # 2 S n / (r B_pcie) = 0.04 s
     assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
     assert value(out, "step_time") == pytest.approx(T_DATA + T_FLOP + T_MEM + comm, rel=1e-6)
 
 
 def test_allreduce_local_is_a_ring_inside_the_server():
     out = one(L.ARCH_ALLREDUCE_LOCAL, 8).run()
-    comm = 2 * 7 / 8 * S / (100 * GB) + 2 * 7 * 5e-6   # 1.75 ms + 70 us
+    comm = 2 * 7 / 8 * S / (100 * GB) + 2 * 7 * 5e-6  # 1.75 ms + 70 us
     assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
 
 
 def test_ps_worker_is_bound_by_the_busier_nic():
     out = one(L.ARCH_PS_WORKER, 16).run()
-    worker_nic = 2 * S * 8 / (1 * 3 * GB)              # 8 workers share one NIC: 0.5333 s
-    server_nic = 2 * S * 16 / (2 * 3 * GB)             # 2 servers (one per worker server): 0.5333 s
+    worker_nic = 2 * S * 8 / (1 * 3 * GB)  # 8 workers share one NIC: 0.5333 s
+    server_nic = 2 * S * 16 / (2 * 3 * GB)  # 2 servers (one per worker server): 0.5333 s
     comm = max(worker_nic, server_nic) + 2 * S / (10 * GB)
     assert value(out, "t_comm") == pytest.approx(comm, rel=1e-6)
     assert value(out, "bottleneck") == L.BOTTLENECK_COMM
@@ -116,17 +116,28 @@ def test_invalid_is_never_a_number_and_says_why(arch, n, kwargs, reason, impleme
 
 @pytest.mark.parametrize("implementation", ["kernel", "serial", "reference"])
 def test_a_valid_configuration_has_reason_zero(implementation):
-    for arch, n in ((L.ARCH_1W1G, 1), (L.ARCH_1WNG, 8), (L.ARCH_ALLREDUCE_LOCAL, 8), (L.ARCH_PS_WORKER, 16),
-                    (L.ARCH_ALLREDUCE_CLUSTER, 16)):
+    for arch, n in (
+        (L.ARCH_1W1G, 1),
+        (L.ARCH_1WNG, 8),
+        (L.ARCH_ALLREDUCE_LOCAL, 8),
+        (L.ARCH_PS_WORKER, 16),
+        (L.ARCH_ALLREDUCE_CLUSTER, 16),
+    ):
         out = one(arch, n).run(implementation)
         assert value(out, "invalid_reason") == L.REASON_VALID
         assert np.isfinite(value(out, "step_time"))
 
 
 def test_reason_codes_are_the_flag_names_in_order():
-    codes = [L.REASON_VALID, L.REASON_SINGLE_GPU_ARCH, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
-             L.REASON_CLUSTER_ARCH_NEEDS_NETWORK, L.REASON_INTRA_LINK_NOT_ON_GPU, L.REASON_PRECISION_NOT_ON_GPU,
-             L.REASON_MISSING_INPUT]
+    codes = [
+        L.REASON_VALID,
+        L.REASON_SINGLE_GPU_ARCH,
+        L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+        L.REASON_CLUSTER_ARCH_NEEDS_NETWORK,
+        L.REASON_INTRA_LINK_NOT_ON_GPU,
+        L.REASON_PRECISION_NOT_ON_GPU,
+        L.REASON_MISSING_INPUT,
+    ]
     assert codes == list(range(len(L.INVALID_REASONS))) and L.INVALID_REASONS[0] == "valid"
     assert all(name.replace("_", "").isalnum() and name.islower() for name in L.INVALID_REASONS)  # CF flag_meanings
     assert L.FLAG_FILL not in codes
@@ -143,9 +154,9 @@ def step_of(arch, n, **kwargs):
 
 def test_overlap_hides_communication_up_to_the_backward_pass():
     full = comm_of(L.ARCH_PS_WORKER, 16)
-    backward = 2 / 3 * (T_FLOP + T_MEM)                 # 0.2015 s of backward pass
+    backward = 2 / 3 * (T_FLOP + T_MEM)  # 0.2015 s of backward pass
     quarter = comm_of(L.ARCH_PS_WORKER, 16, job_row=job(overlap=0.25))
-    assert 0.25 * full < backward                       # a quarter of 0.5533 s fits behind it
+    assert 0.25 * full < backward  # a quarter of 0.5533 s fits behind it
     assert quarter == pytest.approx(full * 0.75, rel=1e-6)
     assert comm_of(L.ARCH_PS_WORKER, 16, job_row=job(overlap=1.0)) == pytest.approx(full - backward, rel=1e-6)
 
@@ -162,26 +173,27 @@ def test_tree_latency_grows_with_log2_n_and_ring_with_n():
     slow_net = link(3 * GB, 1e-3, L.LINK_NETWORK)
     ring = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 256, net_row=slow_net, collective=L.COLLECTIVE_RING)
     tree = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 256, net_row=slow_net, collective=L.COLLECTIVE_TREE)
-    bandwidth = 2 * 255 / 256 * S / (3 * GB)          # flat: the NIC is the slowest hop
+    bandwidth = 2 * 255 / 256 * S / (3 * GB)  # flat: the NIC is the slowest hop
     assert ring == pytest.approx(bandwidth + 2 * 255 * 1e-3, rel=1e-6)
     assert tree == pytest.approx(bandwidth + 2 * 8 * 1e-3, rel=1e-6)
 
 
 def test_pipelined_collective_by_hand():
     """32 GPUs, 8 per server, 4 servers: the slower phase's volume time plus every latency hop."""
-    intra_volume = 2 * 7 / 8 * S / (100 * GB)         # 0.00175 s inside a server (NVSwitch)
-    inter_volume = 2 * 3 / 4 * S / (1 * 3 * GB)        # 0.05 s across servers (one 3 GB/s NIC)
+    intra_volume = 2 * 7 / 8 * S / (100 * GB)  # 0.00175 s inside a server (NVSwitch)
+    inter_volume = 2 * 3 / 4 * S / (1 * 3 * GB)  # 0.05 s across servers (one 3 GB/s NIC)
     hops = 2 * 7 * 5e-6 + 2 * 3 * 20e-6
     pipelined = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32, collective=L.COLLECTIVE_PIPELINED)
     assert pipelined == pytest.approx(max(intra_volume, inter_volume) + hops, rel=1e-6)
     assert pipelined == pytest.approx(0.05 + hops, rel=1e-6)
     default = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32)
-    assert default - pipelined == pytest.approx(intra_volume, rel=1e-6)   # the sum less the hidden phase
+    assert default - pipelined == pytest.approx(intra_volume, rel=1e-6)  # the sum less the hidden phase
     # a slow intra link and a fast network: the intra-server phase is the slower one
     slow_intra, fast_net = link(10 * GB, 5e-6, L.LINK_PCIE), link(100 * GB, 20e-6, L.LINK_NETWORK)
-    pipelined = comm_of(L.ARCH_ALLREDUCE_CLUSTER, 32, intra_row=slow_intra, net_row=fast_net,
-                        collective=L.COLLECTIVE_PIPELINED)
-    assert pipelined == pytest.approx(2 * 7 / 8 * S / (10 * GB) + hops, rel=1e-6)   # 0.0175 s > 0.0015 s
+    pipelined = comm_of(
+        L.ARCH_ALLREDUCE_CLUSTER, 32, intra_row=slow_intra, net_row=fast_net, collective=L.COLLECTIVE_PIPELINED
+    )
+    assert pipelined == pytest.approx(2 * 7 / 8 * S / (10 * GB) + hops, rel=1e-6)  # 0.0175 s > 0.0015 s
     # within one server it is the default collective, value for value
     for arch, n in ((L.ARCH_ALLREDUCE_CLUSTER, 8), (L.ARCH_ALLREDUCE_CLUSTER, 3), (L.ARCH_ALLREDUCE_LOCAL, 8)):
         assert comm_of(arch, n, collective=L.COLLECTIVE_PIPELINED) == comm_of(arch, n)
@@ -202,6 +214,7 @@ def test_pipelined_is_never_slower_and_the_default_on_one_server(seed, sync_late
     """Pipelining the phases never makes the exchange slower than running them one after the
     other (default, hierarchical), and changes nothing where there is one server or no
     hierarchical all-reduce."""
+
     def run(collective):
         tables = random_tables(seed)
         tables.options[L.O_COLLECTIVE] = collective
@@ -239,9 +252,11 @@ def test_topology_aware_hybrid_cube_mesh_is_slower_for_pairs_not_for_eight():
 def test_pcie_ring_across_both_trees_is_slower():
     pcie = link(10 * GB, 5e-6, L.LINK_PCIE)
     assert comm_of(L.ARCH_ALLREDUCE_LOCAL, 4, intra_row=pcie, topology=1) == comm_of(
-        L.ARCH_ALLREDUCE_LOCAL, 4, intra_row=pcie)
+        L.ARCH_ALLREDUCE_LOCAL, 4, intra_row=pcie
+    )
     assert comm_of(L.ARCH_ALLREDUCE_LOCAL, 8, intra_row=pcie, topology=1) > comm_of(
-        L.ARCH_ALLREDUCE_LOCAL, 8, intra_row=pcie)
+        L.ARCH_ALLREDUCE_LOCAL, 8, intra_row=pcie
+    )
 
 
 def test_more_nics_per_node_speed_up_the_inter_server_part():
@@ -261,14 +276,33 @@ def test_input_pipeline_bound_floors_the_step_time():
 def random_tables(seed, nan_peak=True, nan_job_field=None):
     rng = np.random.default_rng(seed)
     n_jobs, n_gpus, n_intra, n_net, n_prec = 3, 4, 4, 4, 3
-    jobs = [job(flop=rng.uniform(1e11, 1e14), membound=rng.uniform(1e8, 1e11), input_bytes=rng.uniform(1e5, 1e8),
-                params=rng.uniform(1e6, 2e9), activation=rng.uniform(1e8, 4e10), batch=float(rng.integers(1, 256)),
-                accum=float(rng.integers(1, 4)), gpus_per_node=float(rng.choice([2, 4, 8])),
-                nics=float(rng.integers(1, 4)), ps_count=float(rng.integers(0, 3)),
-                overlap=float(rng.choice([0.0, rng.uniform()])),
-                input_rate=float(rng.choice([np.inf, rng.uniform(100, 1e5)]))) for _ in range(n_jobs)]
-    gpus = [gpu(mem_bw=rng.uniform(3e11, 5e12), pcie_bw=rng.uniform(5e9, 6e10), memory=rng.uniform(8e9, 2e11),
-                price=rng.uniform(0.2, 10), power=rng.uniform(70, 1000)) for _ in range(n_gpus)]
+    jobs = [
+        job(
+            flop=rng.uniform(1e11, 1e14),
+            membound=rng.uniform(1e8, 1e11),
+            input_bytes=rng.uniform(1e5, 1e8),
+            params=rng.uniform(1e6, 2e9),
+            activation=rng.uniform(1e8, 4e10),
+            batch=float(rng.integers(1, 256)),
+            accum=float(rng.integers(1, 4)),
+            gpus_per_node=float(rng.choice([2, 4, 8])),
+            nics=float(rng.integers(1, 4)),
+            ps_count=float(rng.integers(0, 3)),
+            overlap=float(rng.choice([0.0, rng.uniform()])),
+            input_rate=float(rng.choice([np.inf, rng.uniform(100, 1e5)])),
+        )
+        for _ in range(n_jobs)
+    ]
+    gpus = [
+        gpu(
+            mem_bw=rng.uniform(3e11, 5e12),
+            pcie_bw=rng.uniform(5e9, 6e10),
+            memory=rng.uniform(8e9, 2e11),
+            price=rng.uniform(0.2, 10),
+            power=rng.uniform(70, 1000),
+        )
+        for _ in range(n_gpus)
+    ]
     peak = rng.uniform(5e12, 2e15, (n_gpus, n_prec))
     if nan_peak:
         peak[rng.random((n_gpus, n_prec)) < 0.2] = np.nan
@@ -278,10 +312,21 @@ def random_tables(seed, nan_peak=True, nan_job_field=None):
     fits = (rng.random((n_gpus, n_intra)) < 0.7).astype(np.uint8)
     prec = [FP32, AMP, [0.25, 6.0, 2.0, 2.0]]
     n_gpu = [1, 2, 3, 8, 24, 1024]
-    if nan_job_field is not None:           # a missing input number in one job
+    if nan_job_field is not None:  # a missing input number in one job
         jobs[int(rng.integers(0, n_jobs))][nan_job_field] = np.nan
-    return Tables(jobs, [n_gpu], range(5), gpus, peak, prec, intra, fits, net,
-                  collective=int(rng.integers(0, len(L.COLLECTIVE_NAMES))), topology=int(rng.integers(0, 2)))
+    return Tables(
+        jobs,
+        [n_gpu],
+        range(5),
+        gpus,
+        peak,
+        prec,
+        intra,
+        fits,
+        net,
+        collective=int(rng.integers(0, len(L.COLLECTIVE_NAMES))),
+        topology=int(rng.integers(0, 2)),
+    )
 
 
 def assert_same(a, b):
@@ -301,8 +346,12 @@ def test_kernel_matches_reference_on_examples(seed):
     assert_same(tables.run("kernel"), expected)
     assert_same(tables.run("serial"), expected)
     reasons = np.unique(expected["invalid_reason"])
-    assert {L.REASON_VALID, L.REASON_SINGLE_GPU_ARCH, L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
-            L.REASON_CLUSTER_ARCH_NEEDS_NETWORK}.issubset(reasons)   # the examples exercise the rules
+    assert {
+        L.REASON_VALID,
+        L.REASON_SINGLE_GPU_ARCH,
+        L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+        L.REASON_CLUSTER_ARCH_NEEDS_NETWORK,
+    }.issubset(reasons)  # the examples exercise the rules
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -333,8 +382,11 @@ def test_kernel_matches_reference_with_every_reason():
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(seed=st.integers(0, 2**32 - 1), nan_peak=st.booleans(),
-       nan_job_field=st.sampled_from([None, L.J_FLOP, L.J_MEMBOUND, L.J_INPUT, L.J_PARAMS, L.J_BATCH]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nan_peak=st.booleans(),
+    nan_job_field=st.sampled_from([None, L.J_FLOP, L.J_MEMBOUND, L.J_INPUT, L.J_PARAMS, L.J_BATCH]),
+)
 def test_kernel_matches_reference_property(seed, nan_peak, nan_job_field):
     tables = random_tables(seed, nan_peak, nan_job_field)
     expected = tables.run("reference")
@@ -348,7 +400,7 @@ def test_reduce_only_gives_the_same_reductions(seed):
     full, reduced = tables.run("kernel", True), tables.run("kernel", False)
     for name in ("best_step", "best_index", "best_bottleneck", "t_data", "t_flop", "t_mem", "fits_memory"):
         np.testing.assert_array_equal(full[name], reduced[name], err_msg=name)
-    assert (reduced["step_time"] == -7).all()       # the cube outputs are left untouched
+    assert (reduced["step_time"] == -7).all()  # the cube outputs are left untouched
 
 
 def test_best_is_the_first_minimum_over_the_cube():
@@ -383,8 +435,12 @@ def finite_valid(out):
 def test_more_bandwidth_is_never_slower(seed):
     base = random_tables(seed)
     before = base.run()
-    for table, column in ((base.intra, L.L_BW), (base.network, L.L_BW), (base.gpus, L.G_PCIE_BW),
-                          (base.gpus, L.G_MEM_BW)):
+    for table, column in (
+        (base.intra, L.L_BW),
+        (base.network, L.L_BW),
+        (base.gpus, L.G_PCIE_BW),
+        (base.gpus, L.G_MEM_BW),
+    ):
         table[:, column] *= 1.7
         after = base.run()
         ok = finite_valid(before)
@@ -415,8 +471,7 @@ def test_jit_is_what_the_environment_says():
     from paigrid.kernels import model
 
     plain = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
-    for kernel in (model.evaluate_block, model.evaluate_block_serial, model.comm_seconds,
-                   model.configuration_reason):
+    for kernel in (model.evaluate_block, model.evaluate_block_serial, model.comm_seconds, model.configuration_reason):
         assert inspect.isfunction(kernel) == plain, kernel
 
 
@@ -515,7 +570,7 @@ def test_step_factors_agree_with_their_reference_incl_nan():
     want = reference.step_factors(tables.jobs, tables.n_gpu, tables.gpus)
     for name, x, y in zip(("samples", "cost", "energy"), got, want):
         assert x.dtype == y.dtype == np.float64, name
-        np.testing.assert_array_equal(x, y, err_msg=name)   # NaN == NaN here
+        np.testing.assert_array_equal(x, y, err_msg=name)  # NaN == NaN here
     samples, cost, energy = got
     assert np.isnan(samples[1]).all() and np.isfinite(samples[0]).all()
     assert np.isnan(cost[:, 0]).all() and np.isnan(energy[:, -1]).all() and np.isfinite(energy[0, 0])

@@ -39,8 +39,9 @@ def test_public_rows_convert_to_the_iteration_times_they_state():
         stated = float(re.search(r"iteration time (\d+) ms", cells["notes"]).group(1)) / 1000
         batch, seq = int(cells["global_batch"]), int(cells["seq_len"])
         assert batch * seq / row.measured == pytest.approx(stated, rel=0.005)
-        flops = megatron_flops_per_iteration(batch, seq, int(cells["layers"]), int(cells["hidden"]),
-                                             int(cells["vocab"]))
+        flops = megatron_flops_per_iteration(
+            batch, seq, int(cells["layers"]), int(cells["hidden"]), int(cells["vocab"])
+        )
         n = int(cells["gpus_per_node"]) * int(cells["nodes"])
         assert flops / stated / n / 1e12 == pytest.approx(float(cells["throughput"]), rel=0.005)
 
@@ -58,14 +59,17 @@ def test_validate_llm_rows():
     assert text.exit_code == 0 and "median |error|" in text.output
 
 
-@pytest.mark.parametrize("change, fragment", [
-    ({"throughput_unit": "TFLOPS"}, "throughput_unit must be one of"),
-    ({"data_parallel": "3"}, "is not the"),
-    ({"gpu": "Z900"}, "is not in the GPU catalogue"),
-    ({"recompute": "some"}, "recompute must be one of"),
-    ({"heads": "7"}, "not a multiple of heads"),
-    ({"sequence_parallel": "maybe"}, "true or false"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"throughput_unit": "TFLOPS"}, "throughput_unit must be one of"),
+        ({"data_parallel": "3"}, "is not the"),
+        ({"gpu": "Z900"}, "is not in the GPU catalogue"),
+        ({"recompute": "some"}, "recompute must be one of"),
+        ({"heads": "7"}, "not a multiple of heads"),
+        ({"sequence_parallel": "maybe"}, "true or false"),
+    ],
+)
 def test_a_bad_llm_row_is_refused_with_its_sentence_and_the_file_goes_on(tmp_path, change, fragment):
     """One bad row no longer aborts the file: it is listed as refused with its one sentence,
     counted in the summary and left out of the medians; the other rows are predicted."""
@@ -97,8 +101,23 @@ def test_a_missing_required_column_is_named(tmp_path):
 
 def test_sweep_query_and_their_file(tmp_path):
     out = tmp_path / "llm.h5"
-    result = run("llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "8,64", "--gpu", "H100",
-                 "--domain", "8", "--network", "ib-ndr-400g,rdma-100g", "-q")
+    result = run(
+        "llm",
+        "sweep",
+        "-o",
+        out,
+        "--models",
+        "llama3-8b",
+        "--n-gpu",
+        "8,64",
+        "--gpu",
+        "H100",
+        "--domain",
+        "8",
+        "--network",
+        "ib-ndr-400g,rdma-100g",
+        "-q",
+    )
     assert result.exit_code == 0, result.output
     with h5py.File(out) as f:
         for name, item in f.items():
@@ -107,8 +126,10 @@ def test_sweep_query_and_their_file(tmp_path):
     # the stored best is the brute-force minimum over every enumerated layout
     m = model("llama3-8b")
     layouts = enumerate_layouts(m, 64)
-    designs = [Hardware("H100-SXM5-80GB", "amp-bf16", 8, intra_link_for(CATS, "H100-SXM5-80GB"), n, 1.0)
-               for n in ("ib-ndr-400g", "rdma-100g")]
+    designs = [
+        Hardware("H100-SXM5-80GB", "amp-bf16", 8, intra_link_for(CATS, "H100-SXM5-80GB"), n, 1.0)
+        for n in ("ib-ndr-400g", "rdma-100g")
+    ]
     res = evaluate(m, layouts, designs, CATS, defaults(), LlmOptions.defaults())
     assert np.allclose(step, np.nanmin(res[:, :, K.R_STEP], axis=0), rtol=1e-12)
     query = run("llm", "query", out, "--model", "llama3-8b", "--tokens", "1e12", "--json")
@@ -126,23 +147,62 @@ def test_sweep_query_and_their_file(tmp_path):
 
 
 def test_predict_breakdown_and_invalid_layouts():
-    ok = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64", "--tp", "8", "--pp", "4",
-             "--vpp", "2", "--recompute", "full", "--tokens", "1e12", "--json")
+    ok = run(
+        "llm",
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "H100",
+        "--n-gpu",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--vpp",
+        "2",
+        "--recompute",
+        "full",
+        "--tokens",
+        "1e12",
+        "--json",
+    )
     assert ok.exit_code == 0, ok.output
     r = json.loads(ok.output)
     assert r["valid"] and r["bubble"] > 0 and r["tp_comm"] > 0 and r["pp_comm"] > 0
     parts = r["compute"] + r["tp_comm"] + r["cp_comm_exposed"] + r["ep_comm"]
     assert r["step_time"] == pytest.approx(parts + r["bubble"] + r["pp_comm"] + r["dp_comm_exposed"] + r["optimizer"])
-    table = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64", "--tp", "8", "--pp", "4",
-                "--recompute", "full")
+    table = run(
+        "llm",
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "H100",
+        "--n-gpu",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--recompute",
+        "full",
+    )
     assert table.exit_code == 0 and "bubble" in table.output
-    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"),
-                       "invalid layout tp1 pp1 dp8", "GB per GPU")
+    assert_clean_error(
+        run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"),
+        "invalid layout tp1 pp1 dp8",
+        "GB per GPU",
+    )
     assert_clean_error(run("llm", "predict", "--model", "llama9", "--gpu", "H100", "--n-gpu", "8"), "unknown")
-    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "12",
-                           "--tp", "8"), "not a multiple")
-    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8",
-                           "--option", "attention=magic"), "flash or eager")
+    assert_clean_error(
+        run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "12", "--tp", "8"), "not a multiple"
+    )
+    assert_clean_error(
+        run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8", "--option", "attention=magic"),
+        "flash or eager",
+    )
 
 
 def test_models_lists_the_catalogue():
@@ -160,14 +220,31 @@ def test_llm_page_is_current():
     spec = importlib.util.spec_from_file_location("llm_page_under_test", ROOT / "tools" / "llm_page.py")
     page = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(page)
-    assert page.render() == (ROOT / "docs" / "llm.md").read_text(encoding="utf-8"), \
+    assert page.render() == (ROOT / "docs" / "llm.md").read_text(encoding="utf-8"), (
         "docs/llm.md is not current: run python tools/llm_page.py"
+    )
 
 
 def test_full_sweep_states_its_size_refuses_above_the_limit_and_keeps_every_pair(tmp_path):
     out = tmp_path / "full.h5"
-    args = ["llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "8,64", "--gpu", "H100", "--domain", "8",
-            "--network", "ib-ndr-400g,tor-roce-3to1", "--full", "-q"]
+    args = [
+        "llm",
+        "sweep",
+        "-o",
+        out,
+        "--models",
+        "llama3-8b",
+        "--n-gpu",
+        "8,64",
+        "--gpu",
+        "H100",
+        "--domain",
+        "8",
+        "--network",
+        "ib-ndr-400g,tor-roce-3to1",
+        "--full",
+        "-q",
+    ]
     refused = run(*args, "--max-full-gb", "0.0001")
     # the size line first, then the one-sentence error (it states the size too)
     lines = refused.output.strip().splitlines()
@@ -180,8 +257,10 @@ def test_full_sweep_states_its_size_refuses_above_the_limit_and_keeps_every_pair
     assert "full LLM sweep: " in result.output
     m = model("llama3-8b")
     layouts = enumerate_layouts(m, 64)
-    designs = [Hardware("H100-SXM5-80GB", "amp-bf16", 8, intra_link_for(CATS, "H100-SXM5-80GB"), n, 1.0)
-               for n in ("ib-ndr-400g", "tor-roce-3to1")]
+    designs = [
+        Hardware("H100-SXM5-80GB", "amp-bf16", 8, intra_link_for(CATS, "H100-SXM5-80GB"), n, 1.0)
+        for n in ("ib-ndr-400g", "tor-roce-3to1")
+    ]
     res = evaluate(m, layouts, designs, CATS, defaults(), LlmOptions.defaults())
     with h5py.File(out) as f:
         group = f["full/0/64"]

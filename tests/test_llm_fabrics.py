@@ -56,8 +56,10 @@ def _run(m, layouts, designs, options=OPTIONS, edit=None):
 def test_kernel_agrees_with_the_reference_on_every_fabric(name):
     m, layouts = _layouts(name)
     if m.moe:
-        layouts += [Layout(tp=2, pp=4, dp=64, ep=8, zero=1, recompute="full"),
-                    Layout(tp=8, pp=2, dp=32, ep=8, cp=2, zero=0, recompute="full", sp=False)]
+        layouts += [
+            Layout(tp=2, pp=4, dp=64, ep=8, zero=1, recompute="full"),
+            Layout(tp=8, pp=2, dp=32, ep=8, cp=2, zero=0, recompute="full", sp=False),
+        ]
     designs = [dataclasses.replace(hw, network=f) for f in FABRICS for hw in (H100, B200)]
     designs += [H100, dataclasses.replace(H100, network="tor-roce-3to1", domain=4)]
     for options in (OPTIONS, dataclasses.replace(OPTIONS, in_network_reduction=False)):
@@ -81,6 +83,7 @@ def _steps(m, layouts, designs, edit=None, options=OPTIONS):
 def _column(field, value):
     def edit(hw):
         hw[:, field] = value
+
     return edit
 
 
@@ -93,9 +96,11 @@ def _never_faster(slow, fast):
     return slow[ok], fast[ok]
 
 
-DIRECTION_DESIGNS = [dataclasses.replace(H100, network="tor-roce-3to1"),
-                     dataclasses.replace(B200, network="meta-roce-24k"),
-                     dataclasses.replace(H100, network="dgx-h100-superpod")]
+DIRECTION_DESIGNS = [
+    dataclasses.replace(H100, network="tor-roce-3to1"),
+    dataclasses.replace(B200, network="meta-roce-24k"),
+    dataclasses.replace(H100, network="dgx-h100-superpod"),
+]
 
 
 def test_more_oversubscription_is_never_faster():
@@ -123,18 +128,22 @@ def test_more_hop_latency_and_smaller_switch_groups_are_never_faster():
     assert np.any(a > b)
     # a rail group of 32 servers against a top-of-rack switch of 2 (same oversubscription)
     oversub = _column(K.HW_OVERSUB1, 4.0)
-    rail, _ = _steps(m, layouts, DIRECTION_DESIGNS, lambda hw: (oversub(hw), hw.__setitem__((slice(None), K.HW_TIER1),
-                                                                                          32)))
-    tor, _ = _steps(m, layouts, DIRECTION_DESIGNS, lambda hw: (oversub(hw), hw.__setitem__((slice(None), K.HW_TIER1),
-                                                                                         2)))
+    rail, _ = _steps(
+        m, layouts, DIRECTION_DESIGNS, lambda hw: (oversub(hw), hw.__setitem__((slice(None), K.HW_TIER1), 32))
+    )
+    tor, _ = _steps(
+        m, layouts, DIRECTION_DESIGNS, lambda hw: (oversub(hw), hw.__setitem__((slice(None), K.HW_TIER1), 2))
+    )
     a, b = _never_faster(tor, rail)
     assert np.any(a > b)
 
 
 def test_in_network_reduction_is_never_slower():
     m, layouts = _layouts()
-    designs = [dataclasses.replace(H100, network="dgx-h100-superpod"),
-               dataclasses.replace(B200, network="gb200-nvl72-superpod")]
+    designs = [
+        dataclasses.replace(H100, network="dgx-h100-superpod"),
+        dataclasses.replace(B200, network="gb200-nvl72-superpod"),
+    ]
     on, _ = _steps(m, layouts, designs)
     off, _ = _steps(m, layouts, designs, options=dataclasses.replace(OPTIONS, in_network_reduction=False))
     a, b = _never_faster(off, on)
@@ -182,8 +191,9 @@ def test_sharp_halves_the_cross_domain_all_reduce():
     with_nvls, without = _dp(m, no_sp, hw)[3], _dp(m, no_sp, hw, edit=no_nvls)[3]
     act = m.seq_len * m.hidden * 2
     saved = 2 * 7 / 8 * act / ibw + 14 * ilat - (act / ibw + 2 * ilat)
-    assert without[K.R_TP] - with_nvls[K.R_TP] == pytest.approx(with_nvls[K.R_MICROBATCHES] * m.layers * 6 * saved,
-                                                                  rel=1e-9)
+    assert without[K.R_TP] - with_nvls[K.R_TP] == pytest.approx(
+        with_nvls[K.R_MICROBATCHES] * m.layers * 6 * saved, rel=1e-9
+    )
     assert _dp(m, lay, hw)[3][K.R_TP] == _dp(m, lay, hw, edit=no_nvls)[3][K.R_TP]
     # the distributed optimizer's reduce-scatter + all-gather is not shortened (each GPU still
     # sends its whole gradient into the switch): ZeRO-1 gains nothing
@@ -232,14 +242,48 @@ def test_the_fabric_catalogue_and_its_errors(tmp_path):
 
 
 def test_predict_and_sweep_take_fabrics(tmp_path):
-    ok = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "1024", "--tp", "8", "--pp", "4",
-             "--recompute", "full", "--network", "meta-roce-24k", "--json")
+    ok = run(
+        "llm",
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "H100",
+        "--n-gpu",
+        "1024",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--recompute",
+        "full",
+        "--network",
+        "meta-roce-24k",
+        "--json",
+    )
     assert ok.exit_code == 0, ok.output
-    assert_clean_error(run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64",
-                           "--network", "warp-drive"), "neither a fabric")
+    assert_clean_error(
+        run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "64", "--network", "warp-drive"),
+        "neither a fabric",
+    )
     out = tmp_path / "f.h5"
-    result = run("llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "64", "--gpu", "H100", "--domain", "8",
-                 "--network", "dgx-h100-superpod,tor-roce-3to1", "-q")
+    result = run(
+        "llm",
+        "sweep",
+        "-o",
+        out,
+        "--models",
+        "llama3-8b",
+        "--n-gpu",
+        "64",
+        "--gpu",
+        "H100",
+        "--domain",
+        "8",
+        "--network",
+        "dgx-h100-superpod,tor-roce-3to1",
+        "-q",
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -276,8 +320,23 @@ def test_query_per_network_and_the_fabric_reason(tmp_path):
     import json
 
     out = tmp_path / "n.h5"
-    result = run("llm", "sweep", "-o", out, "--models", "llama3-8b", "--n-gpu", "64,16384", "--gpu", "H100,B200",
-                 "--domain", "8", "--network", "fabrics,ib-ndr-400g", "-q")
+    result = run(
+        "llm",
+        "sweep",
+        "-o",
+        out,
+        "--models",
+        "llama3-8b",
+        "--n-gpu",
+        "64,16384",
+        "--gpu",
+        "H100,B200",
+        "--domain",
+        "8",
+        "--network",
+        "fabrics,ib-ndr-400g",
+        "-q",
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(run("llm", "query", out, "--model", "llama3-8b", "--per", "network", "--json").output)
     networks = [*FABRICS, "ib-ndr-400g"]
@@ -299,6 +358,22 @@ def test_a_job_beyond_the_fabric_says_why():
     assert r["reason_code"] == K.REASON_FABRIC and not r["valid"] and np.isnan(r["step_time"])
     assert r["reason"] == "the job's 2048 NVLink domains exceed what the fabric's tiers connect."
     assert predict(m, Layout(tp=8, pp=16, dp=64, recompute="full"), hw, CATS, EFF, OPTIONS)["valid"]
-    text = run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "16384", "--tp", "8", "--pp",
-               "16", "--recompute", "full", "--network", "rail-roce-400g")
+    text = run(
+        "llm",
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "H100",
+        "--n-gpu",
+        "16384",
+        "--tp",
+        "8",
+        "--pp",
+        "16",
+        "--recompute",
+        "full",
+        "--network",
+        "rail-roce-400g",
+    )
     assert_clean_error(text, "invalid layout", "exceed what the fabric's tiers connect")

@@ -24,17 +24,38 @@ import pytest
 
 from hostile_helpers import assert_one_sentence, invoke, snapshot
 
-ARGS = ["llm", "sweep", "--models", "llama3-8b", "--n-gpu", "8,16", "--gpu", "H100", "--domain", "8", "--network",
-        "ib-ndr-400g", "--full", "-q"]
+ARGS = [
+    "llm",
+    "sweep",
+    "--models",
+    "llama3-8b",
+    "--n-gpu",
+    "8,16",
+    "--gpu",
+    "H100",
+    "--domain",
+    "8",
+    "--network",
+    "ib-ndr-400g",
+    "--full",
+    "-q",
+]
 
 
 def command(out: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    full = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" /
-                                                                                   "paigrid-tests-numba")),
-            **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from paigrid.cli import main; main()", *ARGS, "-o", str(out)],
-                          env=full, capture_output=True, text=True, timeout=300,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    full = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "paigrid-tests-numba")),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from paigrid.cli import main; main()", *ARGS, "-o", str(out)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def error_line(stderr: str) -> str:
@@ -65,8 +86,7 @@ def reference(tmp_path_factory):
 
 
 @pytest.mark.parametrize("point", ["lock-taken", "before-finish"])
-def test_a_killed_full_sweep_leaves_nothing_that_looks_whole_and_the_next_one_cleans_up(reference, tmp_path,
-                                                                                       point):
+def test_a_killed_full_sweep_leaves_nothing_that_looks_whole_and_the_next_one_cleans_up(reference, tmp_path, point):
     out = tmp_path / "l.h5"
     killed = command(out, {"PAIGRID_TEST_KILL_AT": point})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -74,11 +94,11 @@ def test_a_killed_full_sweep_leaves_nothing_that_looks_whole_and_the_next_one_cl
     left = {p.name for p in tmp_path.iterdir()}
     assert left <= {"l.h5.lock", ".l.h5.writing"}, left
     if point == "before-finish":
-        assert ".l.h5.writing" in left   # the hidden, unfinished file: never at the output's name
-    (tmp_path / ".l.h5.x1y2z3.partial").write_bytes(b"left by an older paigrid")   # its temporary-file naming
+        assert ".l.h5.writing" in left  # the hidden, unfinished file: never at the output's name
+    (tmp_path / ".l.h5.x1y2z3.partial").write_bytes(b"left by an older paigrid")  # its temporary-file naming
     code, _, stderr = invoke(*ARGS, "-o", out)
     assert code == 0, stderr
-    assert {p.name for p in tmp_path.iterdir()} == {"l.h5"}   # the stale lock taken over, the partials removed
+    assert {p.name for p in tmp_path.iterdir()} == {"l.h5"}  # the stale lock taken over, the partials removed
     assert_same(contents(out), reference)
 
 
@@ -166,7 +186,7 @@ class _Future:
 
 class _Client:
     def __init__(self, script: dict[int, list[list[str]]]):
-        self.script = script     # block -> the state lists of its successive submissions
+        self.script = script  # block -> the state lists of its successive submissions
         self.submitted: list[int] = []
 
     def scatter(self, grid, broadcast=True):
@@ -182,7 +202,7 @@ class _Client:
 def no_wait(monkeypatch):
     import dask.distributed
 
-    def wait(futures, timeout=None, return_when=None):   # as distributed's: it raises for a cancelled future
+    def wait(futures, timeout=None, return_when=None):  # as distributed's: it raises for a cancelled future
         if any(f.status == "cancelled" for f in futures):
             raise CancelledError("1 Future cancelled for reason: already forgotten.")
 

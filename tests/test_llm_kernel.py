@@ -20,20 +20,33 @@ CATS = Catalogues.load()
 EFF = defaults()
 OPTIONS = LlmOptions.defaults()
 H100 = Hardware("H100-SXM5-80GB", "amp-bf16", 8, "nvswitch-nvlink4", "ib-ndr-400g", 1.0)
-DESIGNS = [H100, dataclasses.replace(H100, network="none"), dataclasses.replace(H100, domain=72, nics_per_gpu=0.5),
-           Hardware("V100-SXM2-16GB", "amp-bf16", 8, "nvlink2-hcm", "ib-edr-100g", 0.5),  # no bf16: invalid
-           Hardware("A100-SXM4-80GB", "amp-fp16", 8, "nvswitch-nvlink3", "roce-25g", 1.0)]
+DESIGNS = [
+    H100,
+    dataclasses.replace(H100, network="none"),
+    dataclasses.replace(H100, domain=72, nics_per_gpu=0.5),
+    Hardware("V100-SXM2-16GB", "amp-bf16", 8, "nvlink2-hcm", "ib-edr-100g", 0.5),  # no bf16: invalid
+    Hardware("A100-SXM4-80GB", "amp-fp16", 8, "nvswitch-nvlink3", "roce-25g", 1.0),
+]
 
 
 def _random_layouts(m, count, seed):
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):
-        out.append(Layout(int(rng.choice([1, 2, 4, 8, 16])), int(rng.choice([1, 2, 3, 4, 8])),
-                          int(rng.choice([1, 2, 4, 16, 64])), int(rng.choice([1, 2, 3, 4])),
-                          int(rng.choice([1, 2, 8])), int(rng.choice([1, 2])), int(rng.choice([1, 2, 4])),
-                          int(rng.integers(0, 4)), str(rng.choice(["none", "selective", "full"])),
-                          bool(rng.integers(0, 2))))
+        out.append(
+            Layout(
+                int(rng.choice([1, 2, 4, 8, 16])),
+                int(rng.choice([1, 2, 3, 4, 8])),
+                int(rng.choice([1, 2, 4, 16, 64])),
+                int(rng.choice([1, 2, 3, 4])),
+                int(rng.choice([1, 2, 8])),
+                int(rng.choice([1, 2])),
+                int(rng.choice([1, 2, 4])),
+                int(rng.integers(0, 4)),
+                str(rng.choice(["none", "selective", "full"])),
+                bool(rng.integers(0, 2)),
+            )
+        )
     return out
 
 
@@ -63,10 +76,13 @@ def test_kernel_agrees_with_the_reference_on_the_new_terms(name):
     margin: kernel and reference agree, NaN positions included."""
     m = model(name)
     rng = np.random.default_rng(11)
-    layouts = [dataclasses.replace(lay, vpp=int(rng.choice([1, 2, 3, 5])), pp=int(rng.choice([1, 3, 4, 16])))
-               for lay in _random_layouts(m, 300, seed=5)]
-    options = dataclasses.replace(OPTIONS, tp_overlap=True, tp_overlap_fraction=0.4, overlap_efficiency=0.6,
-                                  memory_margin=0.0, fragmentation=0.2)
+    layouts = [
+        dataclasses.replace(lay, vpp=int(rng.choice([1, 2, 3, 5])), pp=int(rng.choice([1, 3, 4, 16])))
+        for lay in _random_layouts(m, 300, seed=5)
+    ]
+    options = dataclasses.replace(
+        OPTIONS, tp_overlap=True, tp_overlap_fraction=0.4, overlap_efficiency=0.6, memory_margin=0.0, fragmentation=0.2
+    )
     for opts in (OPTIONS, options):
         arrays = tables(m, layouts, DESIGNS, CATS, EFF, opts)
         out = np.empty((len(layouts) * len(DESIGNS), K.N_RESULT_FIELDS))
@@ -88,10 +104,12 @@ def test_interleaved_uneven_stages_hold_v_chunks_of_the_ceiling():
     assert stage_layers(126.0, 16.0, 8.0) == (8.0, 0.0)  # 128 chunks: the embedding and the loss take two
     m = model("llama3-405b")
     hw = dataclasses.replace(H100, domain=72, gpu="B200", intra="nvlink5")
-    assert _one(m, Layout(tp=4, pp=16, vpp=8, dp=1, recompute="full"), hw, batch=64)["reason_code"] != \
-        K.REASON_PP_LAYERS
-    assert _one(m, Layout(tp=4, pp=16, vpp=9, dp=1, recompute="full"), hw, batch=64)["reason_code"] == \
-        K.REASON_PP_LAYERS
+    assert (
+        _one(m, Layout(tp=4, pp=16, vpp=8, dp=1, recompute="full"), hw, batch=64)["reason_code"] != K.REASON_PP_LAYERS
+    )
+    assert (
+        _one(m, Layout(tp=4, pp=16, vpp=9, dp=1, recompute="full"), hw, batch=64)["reason_code"] == K.REASON_PP_LAYERS
+    )
 
 
 def test_overlap_contends_instead_of_hiding_whole():
@@ -131,16 +149,26 @@ def test_zero_stages_shard_the_model_states_as_rajbhandari():
     (Rajbhandari et al. 2020, Figure 1, with Megatron's byte counts)."""
     m = model("llama2-7b")
     d = 16
-    mem = {z: _one(m, Layout(tp=1, pp=1, dp=d, micro_batch=1, zero=z, recompute="full"),
-                   dataclasses.replace(H100, gpu="B200", intra="nvlink5"))["memory_per_gpu"] for z in range(4)}
+    mem = {
+        z: _one(
+            m,
+            Layout(tp=1, pp=1, dp=d, micro_batch=1, zero=z, recompute="full"),
+            dataclasses.replace(H100, gpu="B200", intra="nvlink5"),
+        )["memory_per_gpu"]
+        for z in range(4)
+    }
     arrays = tables(m, [Layout(dp=d)], [H100], CATS, EFF, OPTIONS)
     vec = arrays[2]
     params = m.layers * vec[K.M_SHARED_PARAMS] + vec[K.M_EMBED_PARAMS]
     # stage 3 also holds FSDP's unsharded working copies: two layers' bf16 weights (this one and
     # the prefetched one) and one layer's 16-bit gradients before the reduce-scatter
     layer = vec[K.M_SHARED_PARAMS]
-    states = {0: 18 * params, 1: 6 * params + 12 * params / d, 2: 2 * params + 16 * params / d,
-              3: 18 * params / d + (2 * 2 + 2) * layer}
+    states = {
+        0: 18 * params,
+        1: 6 * params + 12 * params / d,
+        2: 2 * params + 16 * params / d,
+        3: 18 * params / d + (2 * 2 + 2) * layer,
+    }
     for z in range(1, 4):
         assert mem[0] - mem[z] == pytest.approx(states[0] - states[z], rel=1e-9)
 
@@ -259,8 +287,9 @@ def test_uneven_layers_are_costed_per_stage():
     t_mb = max(8 * layer, 7 * layer + out_layer)
     assert (r["compute"] + r["tp_comm"]) / mb == pytest.approx(t_mb, rel=1e-12)
     assert r["bubble"] == pytest.approx(15 * t_mb, rel=1e-12)
-    assert r["step_time"] == pytest.approx((mb + 15) * t_mb + r["pp_comm"] + r["dp_comm_exposed"] + r["optimizer"],
-                                           rel=1e-12)
+    assert r["step_time"] == pytest.approx(
+        (mb + 15) * t_mb + r["pp_comm"] + r["dp_comm_exposed"] + r["optimizer"], rel=1e-12
+    )
     # the even split of 128 layers puts 8 layers and the output layer on the last stage: slower;
     # 112 layers (7 each) are faster; 126 lies between
     step = {n: _one(dataclasses.replace(m, layers=n), lay, hw)["step_time"] for n in (112, 126, 128)}

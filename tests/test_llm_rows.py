@@ -93,13 +93,16 @@ def test_free_text_cells_and_units():
 def test_megatron_bridge_counts_causal_attention_and_nemo_the_full():
     """The twin rows of one run fix each source's FLOP convention: tokens/s x model FLOPs per
     token (causal half for Megatron-Bridge, full for NeMo) = the TFLOP/s row."""
-    for ident, causal in (("A-mbridge-26.02-b200-Qwen3_30B_a3B-8g-mxfp8-pre", True),
-                          ("A-nemo-24.07-h100-LLAMA3-70B-64g-pre", False)):
+    for ident, causal in (
+        ("A-mbridge-26.02-b200-Qwen3_30B_a3B-8g-mxfp8-pre", True),
+        ("A-nemo-24.07-h100-LLAMA3-70B-64g-pre", False),
+    ):
         tps, tflops = read_row(CELLS[ident + "-tps"], "a", CATS), read_row(CELLS[ident + "-tflops"], "b", CATS)
         assert tps.measured == pytest.approx(tflops.measured, rel=0.05)
         flops = S.model_flops_per_token(tps.model, causal)
-        assert tps.measured / tps.n_gpu * flops / 1e12 == pytest.approx(float(CELLS[ident + "-tflops"]["throughput"]),
-                                                                        rel=0.05)
+        assert tps.measured / tps.n_gpu * flops / 1e12 == pytest.approx(
+            float(CELLS[ident + "-tflops"]["throughput"]), rel=0.05
+        )
 
 
 def test_empty_or_zero_nodes_take_the_layout_and_a_wrong_count_refuses():
@@ -112,8 +115,11 @@ def test_empty_or_zero_nodes_take_the_layout_and_a_wrong_count_refuses():
 
 
 def test_twin_rows_count_once(tmp_path):
-    ids = ["A-nemo-24.07-h100-LLAMA3-70B-64g-pre-tps", "A-nemo-24.07-h100-LLAMA3-70B-64g-pre-tflops",
-           "A-nemo-24.07-h100-GPT3-5B-64g-pre-tps"]
+    ids = [
+        "A-nemo-24.07-h100-LLAMA3-70B-64g-pre-tps",
+        "A-nemo-24.07-h100-LLAMA3-70B-64g-pre-tflops",
+        "A-nemo-24.07-h100-GPT3-5B-64g-pre-tps",
+    ]
     result = run("validate", _write(tmp_path, [CELLS[i] for i in ids]), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -130,10 +136,20 @@ def test_llama3_405b_published_layout_is_admitted():
     lay = Layout(tp=8, pp=16, dp=128, cp=1, vpp=1, micro_batch=1, zero=1, recompute="full", sp=True)
     result = predict(m, lay, h100, CATS, EFF, LlmOptions.defaults(), 2048)
     assert result["valid"] and result["n_gpu"] == 16384 and result["memory_per_gpu"] < 80 * 2**30
-    cells = {**CELLS["A-mbridge-26.04.01-h100-LLAMA3.1_405B-1024g-fp8-pre-tps"], "tensor_parallel": "8",
-             "pipeline_parallel": "16", "virtual_stages": "", "context_parallel": "1", "data_parallel": "128",
-             "global_batch": "2048", "nodes": "2048", "gpus_per_node": "8", "precision": "amp-bf16",
-             "recompute": "", "micro_batch": "1"}
+    cells = {
+        **CELLS["A-mbridge-26.04.01-h100-LLAMA3.1_405B-1024g-fp8-pre-tps"],
+        "tensor_parallel": "8",
+        "pipeline_parallel": "16",
+        "virtual_stages": "",
+        "context_parallel": "1",
+        "data_parallel": "128",
+        "global_batch": "2048",
+        "nodes": "2048",
+        "gpus_per_node": "8",
+        "precision": "amp-bf16",
+        "recompute": "",
+        "micro_batch": "1",
+    }
     row, reason = read_measured(cells, "meta", CATS, EFF)
     assert reason == "" and row.layout.recompute in ("selective", "full") and row.n_gpu == 16384
 
@@ -167,8 +183,10 @@ def test_ridge_shrinks_to_the_defaults():
 
 
 def test_memory_fit_recovers_workspace_and_fragmentation():
-    points = [{"base": b, "activations": a, "reported": b + 3.0 + 0.2 * a, "run": str(i), "id": str(i),
-               "default": b} for i, (b, a) in enumerate([(20, 10), (30, 40), (10, 60), (50, 5)])]
+    points = [
+        {"base": b, "activations": a, "reported": b + 3.0 + 0.2 * a, "run": str(i), "id": str(i), "default": b}
+        for i, (b, a) in enumerate([(20, 10), (30, 40), (10, 60), (50, 5)])
+    ]
     w, f = llmfit.fit_memory(points)
     assert w == pytest.approx(3.0, abs=0.05) and f == pytest.approx(0.2, abs=0.01)
     held = llmfit.memory_crossval(points)
@@ -202,8 +220,9 @@ def test_kernel_activation_memory_is_korthikanti_with_sequence_parallelism():
     logits = m.seq_len * m.vocab * base.logit_bytes / 8
     activations = m.layers * m.seq_len * m.hidden * 34 / 8
     assert r["memory_per_gpu"] - states - logits == pytest.approx(activations, rel=2e-3)
-    scaled = predict(m, lay, a100, CATS, EFF, dataclasses.replace(base, stored_activation_bytes=1.5,
-                                                                   fragmentation=0.1), 8)
+    scaled = predict(
+        m, lay, a100, CATS, EFF, dataclasses.replace(base, stored_activation_bytes=1.5, fragmentation=0.1), 8
+    )
     assert scaled["memory_per_gpu"] - states - logits == pytest.approx(activations * 0.75 * 1.1, rel=2e-3)
 
 

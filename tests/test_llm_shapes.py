@@ -24,14 +24,14 @@ def test_parameters_match_the_published_count(name):
         return
     published = float(row["published_params_B"]) * 1e9
     digits = len(row["published_params_B"].partition(".")[2])
-    tolerance = 0.5 * 10.0 ** -digits * 1e9  # half a unit of the published count's last digit
+    tolerance = 0.5 * 10.0**-digits * 1e9  # half a unit of the published count's last digit
     if name == "gpt3-175b":
         tolerance = 0.5e9  # the paper rounds 174.6 B to "175B"
     assert abs(S.parameters(model(name, CATALOGUE)) - published) <= tolerance
     if row["published_active_params_B"]:
         active = float(row["published_active_params_B"]) * 1e9
         digits = len(row["published_active_params_B"].partition(".")[2])
-        assert abs(S.active_parameters(model(name, CATALOGUE)) - active) <= 0.5 * 10.0 ** -digits * 1e9
+        assert abs(S.active_parameters(model(name, CATALOGUE)) - active) <= 0.5 * 10.0**-digits * 1e9
 
 
 def test_exact_model_card_counts():
@@ -56,11 +56,13 @@ def test_hardware_flops_reproduce_megatron_eq3(name):
     batch = 16
     per_iteration = S.hardware_flops_per_token(m, "full") * batch * m.seq_len
     assert per_iteration == pytest.approx(
-        S.megatron_flops_per_iteration(batch, m.seq_len, m.layers, m.hidden, m.vocab), rel=1e-12)
+        S.megatron_flops_per_iteration(batch, m.seq_len, m.layers, m.hidden, m.vocab), rel=1e-12
+    )
     # without recomputation: 72 B s L h^2 (1 + s/6h + V/12 L h)
     n, h, s, v = m.layers, m.hidden, m.seq_len, m.vocab
-    assert S.model_flops_per_token(m) * s == pytest.approx(72 * s * n * h**2 * (1 + s / (6 * h) + v / (12 * n * h)),
-                                                            rel=1e-12)
+    assert S.model_flops_per_token(m) * s == pytest.approx(
+        72 * s * n * h**2 * (1 + s / (6 * h) + v / (12 * n * h)), rel=1e-12
+    )
 
 
 def test_model_flops_are_six_times_active_parameters_plus_attention():

@@ -38,12 +38,19 @@ def cats(catalogues):
     return catalogues
 
 
-def v2_job(flops=(1e12, 0, 0, 2e11, 0, 0, 0), nbytes=(1e9, 0, 0, 5e8, 0, 4e9, 1e8), launches=600.0, update=20.0,
-           activation=3e9, graphs=0.0, **kw):
+def v2_job(
+    flops=(1e12, 0, 0, 2e11, 0, 0, 0),
+    nbytes=(1e9, 0, 0, 5e8, 0, 4e9, 1e8),
+    launches=600.0,
+    update=20.0,
+    activation=3e9,
+    graphs=0.0,
+    **kw,
+):
     """A job-table row with pai-v2 class fields (per micro-batch, FP32 bytes)."""
     row = job(**kw)
-    row[L.J_CLASS_FLOP:L.J_CLASS_FLOP + L.N_CLASSES] = flops
-    row[L.J_CLASS_BYTES:L.J_CLASS_BYTES + L.N_CLASSES] = nbytes
+    row[L.J_CLASS_FLOP : L.J_CLASS_FLOP + L.N_CLASSES] = flops
+    row[L.J_CLASS_BYTES : L.J_CLASS_BYTES + L.N_CLASSES] = nbytes
     row[[L.J_LAUNCHES, L.J_UPDATE_BYTES, L.J_ACTIVATION_V2, L.J_GRAPHS]] = [launches, update, activation, graphs]
     return row
 
@@ -55,9 +62,19 @@ def v2_gpu(mem_bw=2e12, launch=6e-6, graphs=2e-6, **kw):
 
 
 def v2_tables(jobs, gpus, peak, class_peak, prec=(FP32, AMP)):
-    return Tables(jobs, [[1]], [L.ARCH_1W1G], gpus, peak, list(prec), [link(100 * GB, 5e-6, L.LINK_NVSWITCH)],
-                  np.ones((len(gpus), 1), np.uint8), [link(0.0, 0.0, L.LINK_NONE)],
-                  compute_model=L.MODEL_PAI_V2, class_peak=class_peak)
+    return Tables(
+        jobs,
+        [[1]],
+        [L.ARCH_1W1G],
+        gpus,
+        peak,
+        list(prec),
+        [link(100 * GB, 5e-6, L.LINK_NVSWITCH)],
+        np.ones((len(gpus), 1), np.uint8),
+        [link(0.0, 0.0, L.LINK_NONE)],
+        compute_model=L.MODEL_PAI_V2,
+        class_peak=class_peak,
+    )
 
 
 # --- the pai-v2 compute kernel, by hand and against its reference --------------------------------
@@ -65,8 +82,8 @@ def test_v2_terms_by_hand():
     """One class compute-bound, one memory-bound, element-wise bytes, launches and the update."""
     row = v2_job(params=1e8, accum=2)
     class_peak = np.full((1, 1, L.N_CLASSES), np.nan)
-    class_peak[0, 0, L.CLASS_GEMM_CONV] = 1e14          # 1e12 FLOPs -> 10 ms; 1e9 B / 2e12 -> 0.5 ms
-    class_peak[0, 0, L.CLASS_ATTENTION_EAGER] = 1e15    # 2e11 -> 0.2 ms < 5e8 B -> 0.25 ms: memory-bound
+    class_peak[0, 0, L.CLASS_GEMM_CONV] = 1e14  # 1e12 FLOPs -> 10 ms; 1e9 B / 2e12 -> 0.5 ms
+    class_peak[0, 0, L.CLASS_ATTENTION_EAGER] = 1e15  # 2e11 -> 0.2 ms < 5e8 B -> 0.25 ms: memory-bound
     out = v2_tables([row], [v2_gpu()], [[1e14]], class_peak, prec=(FP32,)).run()
     flop = 2 * 1e12 / 1e14
     mem = 2 * ((5e8 + 4e9 + 1e8) / 2e12 + 600 * 6e-6) + 1e8 * (20 + 4 + 4 - 4) / 2e12
@@ -124,15 +141,31 @@ def random_v2_tables(seed, nan_field=None):
     for _ in range(3):
         flops = rng.uniform(0, 1e13, L.N_CLASSES) * (rng.random(L.N_CLASSES) < 0.7)
         nbytes = rng.uniform(0, 1e10, L.N_CLASSES) * (rng.random(L.N_CLASSES) < 0.8)
-        jobs.append(v2_job(tuple(flops), tuple(nbytes), launches=float(rng.integers(0, 5000)),
-                           update=float(rng.choice([8.0, 16.0, 24.0])), activation=rng.uniform(1e8, 1e11),
-                           graphs=float(rng.integers(0, 2)), params=rng.uniform(1e6, 2e9),
-                           accum=float(rng.integers(1, 4)), batch=float(rng.integers(1, 256))))
+        jobs.append(
+            v2_job(
+                tuple(flops),
+                tuple(nbytes),
+                launches=float(rng.integers(0, 5000)),
+                update=float(rng.choice([8.0, 16.0, 24.0])),
+                activation=rng.uniform(1e8, 1e11),
+                graphs=float(rng.integers(0, 2)),
+                params=rng.uniform(1e6, 2e9),
+                accum=float(rng.integers(1, 4)),
+                batch=float(rng.integers(1, 256)),
+            )
+        )
         jobs[-1][L.J_AMP_FP32_BYTES] = rng.uniform(0, 1) * nbytes[L.CLASS_ELEMENTWISE]
     if nan_field is not None:
         jobs[int(rng.integers(0, 3))][nan_field] = np.nan
-    gpus = [v2_gpu(mem_bw=rng.uniform(3e11, 5e12), launch=rng.uniform(1e-6, 2e-5), graphs=rng.uniform(3e-7, 5e-6),
-                   memory=rng.uniform(8e9, 2e11)) for _ in range(4)]
+    gpus = [
+        v2_gpu(
+            mem_bw=rng.uniform(3e11, 5e12),
+            launch=rng.uniform(1e-6, 2e-5),
+            graphs=rng.uniform(3e-7, 5e-6),
+            memory=rng.uniform(8e9, 2e11),
+        )
+        for _ in range(4)
+    ]
     peak = rng.uniform(5e12, 2e15, (4, 3))
     peak[rng.random((4, 3)) < 0.2] = np.nan
     class_peak = peak[:, :, None] * rng.uniform(0.05, 1.0, (4, 3, L.N_CLASSES))
@@ -140,16 +173,25 @@ def random_v2_tables(seed, nan_field=None):
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("nan_field", [None, L.J_CLASS_FLOP + 1, L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE,
-                                       L.J_LAUNCHES, L.J_ACTIVATION_V2, L.J_AMP_FP32_BYTES])
+@pytest.mark.parametrize(
+    "nan_field",
+    [
+        None,
+        L.J_CLASS_FLOP + 1,
+        L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE,
+        L.J_LAUNCHES,
+        L.J_ACTIVATION_V2,
+        L.J_AMP_FP32_BYTES,
+    ],
+)
 def test_v2_kernel_matches_its_reference_nan_positions_included(seed, nan_field):
     tables = random_v2_tables(seed, nan_field)
     expected = tables.run("reference")
     assert_same(tables.run("kernel"), expected)
     assert_same(tables.run("serial"), expected)
-    if nan_field == L.J_ACTIVATION_V2:   # as in pai-v1: an unknown footprint never fits in memory
+    if nan_field == L.J_ACTIVATION_V2:  # as in pai-v1: an unknown footprint never fits in memory
         assert (expected["fits_memory"] == 0).any()
-    elif nan_field is not None:   # a missing class number is a missing input (rule 6), never a silent 0
+    elif nan_field is not None:  # a missing class number is a missing input (rule 6), never a silent 0
         assert np.isnan(expected["t_mem"]).any() or np.isnan(expected["t_flop"]).any()
         assert (expected["invalid_reason"] == L.REASON_MISSING_INPUT).any()
 
@@ -168,12 +210,28 @@ def test_model_is_an_option_a_spec_key_and_checked():
 
 
 def test_predict_under_each_model(tmp_path):
-    args = ("predict", "--workload", "bert-large-seq128", "--arch", "1w1g", "--gpu", "H200", "--n-gpu", "1",
-            "--intra", "pcie5", "--network", "none", "--precision", "amp-bf16", "--json")
+    args = (
+        "predict",
+        "--workload",
+        "bert-large-seq128",
+        "--arch",
+        "1w1g",
+        "--gpu",
+        "H200",
+        "--n-gpu",
+        "1",
+        "--intra",
+        "pcie5",
+        "--network",
+        "none",
+        "--precision",
+        "amp-bf16",
+        "--json",
+    )
     v1 = json.loads(run(*args, "--model", "pai-v1").stdout)
     default = json.loads(run(*args).stdout)
     v2 = json.loads(run(*args, "--model", "pai-v2").stdout)
-    assert v2 == default                                    # pai-v2 is the default
+    assert v2 == default  # pai-v2 is the default
     assert v2["step_time"] != v1["step_time"] and v2["valid"]
     assert v2["bottleneck"] in L.BOTTLENECK_NAMES
     assert_clean_error(run(*args, "--model", "pai-v9"), "model must be one of pai-v1, pai-v2")
@@ -187,13 +245,16 @@ def test_the_cube_records_its_model_and_pai_v1_is_the_format1_fixture(tmp_path, 
     spec = load_spec(fixture / "spec.toml")  # small_cube is this spec swept with pai-v1
     spec.options = spec.options.with_overrides({"model": "pai-v2"}, "test")
     run_sweep(spec, tmp_path / "v2.h5", progress=False)
-    with paigrid.open_dataset(fixture / "cube.h5") as old, paigrid.open_dataset(small_cube) as v1, \
-            paigrid.open_dataset(tmp_path / "v2.h5") as v2:
-        assert cube_model(old.attrs) == "pai-v1"           # written before the attribute existed
+    with (
+        paigrid.open_dataset(fixture / "cube.h5") as old,
+        paigrid.open_dataset(small_cube) as v1,
+        paigrid.open_dataset(tmp_path / "v2.h5") as v2,
+    ):
+        assert cube_model(old.attrs) == "pai-v1"  # written before the attribute existed
         assert v1.attrs["model"] == "pai-v1" and v2.attrs["model"] == "pai-v2"
         for name in ("step_time", "t_flop", "t_mem", "t_data", "best_step_time"):
             np.testing.assert_array_equal(v1[name].values, old[name].values, err_msg=name)
-        assert_within_one_ulp(v1["throughput"].values, old["throughput"].values, "throughput")   # derived (format 4)
+        assert_within_one_ulp(v1["throughput"].values, old["throughput"].values, "throughput")  # derived (format 4)
         assert not np.array_equal(v2["step_time"].values, v1["step_time"].values, equal_nan=True)
         # validity is the model-independent configuration rules: the same NaN positions
         np.testing.assert_array_equal(np.isnan(v2["step_time"].values), np.isnan(v1["step_time"].values))
@@ -231,8 +292,10 @@ def test_class_fields_follow_the_attention_and_execution_choices(cats):
         row = next(r for r in csv.DictReader(handle) if r["name"] == "gpt2-small")
     assert eager[L.J_CLASS_FLOP] == pytest.approx(3 * float(row["gemm_conv_GFLOP_per_sample"]) * 1e9 * 8)
     # pai-v1 rows are unchanged by the pai-v2 fields
-    assert np.array_equal(job_vector(Job("j", "gpt2-small", 8.0, options), cats)[:14],
-                          job_vector(Job("j", "gpt2-small", 8.0, options, variant={"attention": "fused"}), cats)[:14])
+    assert np.array_equal(
+        job_vector(Job("j", "gpt2-small", 8.0, options), cats)[:14],
+        job_vector(Job("j", "gpt2-small", 8.0, options, variant={"attention": "fused"}), cats)[:14],
+    )
 
 
 def test_measurement_columns_reach_pai_v2_only(cats):
@@ -255,7 +318,7 @@ def test_v2_fit_is_capped_shared_per_generation_and_reports_defaults(cats):
     assert 1 <= len(result.parameters) <= len(rows) // ROWS_PER_PARAMETER
     assert all(p.section == "class_efficiency" or p.section == "link_efficiency" for p in result.parameters)
     generations = {p.key.split("/")[1] for p in result.parameters if p.section == "class_efficiency"}
-    assert generations <= {"Volta", "Ampere", "Hopper", "*"}           # never one GPU model
+    assert generations <= {"Volta", "Ampere", "Hopper", "*"}  # never one GPU model
     assert result.notes["at_default"] and len(result.notes["at_default"]) == len(result.notes["default_values"])
     for p in result.parameters:
         assert p.lower <= p.value <= p.upper
@@ -270,8 +333,9 @@ def test_v2_fit_recovers_a_known_gemm_efficiency(tmp_path, cats):
 
     with open(PUBLIC, newline="", encoding="utf-8") as handle:
         lines = [line for line in csv.DictReader(handle) if line["gpu"] == "H200"]
-    truth = defaults().overridden(Efficiency({}, {}, {}, {}, "truth", {"gemm_conv/Hopper/amp": 0.31,
-                                                                         "gemm_conv/Hopper/tf32": 0.37}))
+    truth = defaults().overridden(
+        Efficiency({}, {}, {}, {}, "truth", {"gemm_conv/Hopper/amp": 0.31, "gemm_conv/Hopper/tf32": 0.37})
+    )
     path = tmp_path / "syn.csv"
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(lines[0]))
@@ -303,8 +367,9 @@ def test_a_workload_correction_is_fitted_and_applies_to_its_workload_only(tmp_pa
 
     with open(PUBLIC, newline="", encoding="utf-8") as handle:
         lines = [line for line in csv.DictReader(handle) if line["gpu"] == "H200"]
-    truth = defaults().overridden(Efficiency({}, {}, {}, {}, "truth", workloads={"gpt2-small": 0.7,
-                                                                                 "resnet50-v1.5": 1.3}))
+    truth = defaults().overridden(
+        Efficiency({}, {}, {}, {}, "truth", workloads={"gpt2-small": 0.7, "resnet50-v1.5": 1.3})
+    )
     options = Options(model="pai-v2")
     path = tmp_path / "syn.csv"
     for _ in range(2):  # write, then rewrite with the generated throughputs
@@ -345,8 +410,10 @@ def test_workload_corrections_are_pai_v2_and_checked(tmp_path):
     refused = run("calibrate", PUBLIC, "--model", "pai-v1", "--fit", "workload", "--out", tmp_path / "c.toml")
     assert_clean_error(refused, "parameters of compute model pai-v2")
     path = tmp_path / "c.toml"
-    for text, fragment in (("[workload_efficiency]\ngpt2-small = 0\n", "must be a positive number"),
-                           ("[workload_efficiency]\nalexnet-9000 = 0.5\n", "names nothing known")):
+    for text, fragment in (
+        ("[workload_efficiency]\ngpt2-small = 0\n", "must be a positive number"),
+        ("[workload_efficiency]\nalexnet-9000 = 0.5\n", "names nothing known"),
+    ):
         path.write_text(text)
         with pytest.raises(PaigridError, match=fragment):
             load_calibration(path)
@@ -365,9 +432,11 @@ def test_a_fit_on_a_bound_exits_non_zero_unless_allowed(tmp_path):
 
 def test_bad_class_calibration_keys_are_one_sentence(tmp_path):
     path = tmp_path / "c.toml"
-    for text, fragment in (('[class_efficiency]\n"gemm/Hopper/amp" = 0.5\n', "must be CLASS/GENERATION/PRECISION"),
-                           ('[class_efficiency]\n"gemm_conv/Hopper/amp" = 1.5\n', "a fraction in (0, 1]"),
-                           ('[class_efficiency]\n"launch_eager/*/*" = -3\n', "positive number of microseconds")):
+    for text, fragment in (
+        ('[class_efficiency]\n"gemm/Hopper/amp" = 0.5\n', "must be CLASS/GENERATION/PRECISION"),
+        ('[class_efficiency]\n"gemm_conv/Hopper/amp" = 1.5\n', "a fraction in (0, 1]"),
+        ('[class_efficiency]\n"launch_eager/*/*" = -3\n', "positive number of microseconds"),
+    ):
         path.write_text(text)
         with pytest.raises(PaigridError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
             load_calibration(path)
@@ -393,13 +462,16 @@ def test_row_kinds_are_a_registry(tmp_path, cats):
 def test_held_out_rows_are_never_in_their_folds_fit(cats):
     rows = [r for r in load_measurements(PUBLIC, cats) if r.gpu != "H200" or r.precision == "amp-bf16"]
     results, folds = held_out(rows, cats, Options(model="pai-v2"), "generation")
-    assert sorted(r["id"] for r in results) == sorted(r.id for r in rows)      # one prediction per row
+    assert sorted(r["id"] for r in results) == sorted(r.id for r in rows)  # one prediction per row
     by_id = {r.id: r for r in rows}
     for fold in folds:
         assert fold["train_rows"] + fold["test_rows"] == len(rows)
         # a generation held out is predicted only by parameters shared across generations
-        assert all(name.split(".", 1)[1].split("/")[1] == "*" for name in fold["parameters"]
-                   if name.startswith("class_efficiency."))
+        assert all(
+            name.split(".", 1)[1].split("/")[1] == "*"
+            for name in fold["parameters"]
+            if name.startswith("class_efficiency.")
+        )
     assert all(by_id[r["id"]].generation == r["fold"] for r in results)
     band = bands(results)
     assert set(band) == {"single_gpu", "multi_gpu_one_server", "multi_server"}
@@ -414,8 +486,20 @@ def _bands_file():
 
 def test_predict_shows_the_band_of_its_group(tmp_path):
     table = _bands_file()
-    args = ("predict", "--workload", "resnet50", "--gpu", "V100", "--intra", "nvlink2-hcm", "--precision", "fp32",
-            "--model", "pai-v2", "--json")
+    args = (
+        "predict",
+        "--workload",
+        "resnet50",
+        "--gpu",
+        "V100",
+        "--intra",
+        "nvlink2-hcm",
+        "--precision",
+        "fp32",
+        "--model",
+        "pai-v2",
+        "--json",
+    )
     one = json.loads(run(*args, "--arch", "1w1g", "--n-gpu", "1", "--network", "none").stdout)
     eight = json.loads(run(*args, "--arch", "allreduce-local", "--n-gpu", "8", "--network", "none").stdout)
     many = json.loads(run(*args, "--arch", "allreduce-cluster", "--n-gpu", "16", "--network", "eth-25g").stdout)
@@ -425,8 +509,9 @@ def test_predict_shows_the_band_of_its_group(tmp_path):
     assert many["band"] is None and table["pai-v2", "uncalibrated", "multi_server"]["band"] == ""
     calib = tmp_path / "c.toml"
     calib.write_text('[class_efficiency]\n"gemm_conv/Volta/fp32" = 0.7\n')
-    calibrated = json.loads(run(*args, "--arch", "1w1g", "--n-gpu", "1", "--network", "none",
-                                "--calibration", calib).stdout)
+    calibrated = json.loads(
+        run(*args, "--arch", "1w1g", "--n-gpu", "1", "--network", "none", "--calibration", calib).stdout
+    )
     assert calibrated["band"] == pytest.approx(float(table["pai-v2", "calibrated", "single_gpu"]["band"]))
     text = run(*args[:-1], "--arch", "allreduce-cluster", "--n-gpu", "16", "--network", "eth-25g").stdout
     assert "unknown (no held-out measurement of this group)" in text
@@ -439,8 +524,9 @@ def test_the_bands_file_is_what_the_protocol_gives():
     spec = importlib.util.spec_from_file_location("accuracy", Path(__file__).parent.parent / "bench" / "accuracy.py")
     accuracy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(accuracy)
-    assert accuracy.bands_text(accuracy._default_measurements()) == DATASETS.joinpath(
-        "prediction_bands.csv").read_text(encoding="utf-8"), "run python bench/accuracy.py"
+    assert accuracy.bands_text(accuracy._default_measurements()) == DATASETS.joinpath("prediction_bands.csv").read_text(
+        encoding="utf-8"
+    ), "run python bench/accuracy.py"
 
 
 def test_best_arch_counts_the_configurations_within_the_band_as_ties(tmp_path):
@@ -452,8 +538,11 @@ def test_best_arch_counts_the_configurations_within_the_band_as_ties(tmp_path):
     band = float(_bands_file()["pai-v2", "uncalibrated", "multi_gpu_one_server"]["band"])
     cube = open_cube(out)
     try:
-        where = {"gpu": label_indices(cube, "gpu", ["A100-SXM4-80GB"]), "n_gpu": label_indices(cube, "n_gpu", ["8"]),
-                 "precision": label_indices(cube, "precision", ["amp-fp16"])}
+        where = {
+            "gpu": label_indices(cube, "gpu", ["A100-SXM4-80GB"]),
+            "n_gpu": label_indices(cube, "n_gpu", ["8"]),
+            "precision": label_indices(cube, "precision", ["amp-fp16"]),
+        }
         row = best_configurations(cube, "time", where, ["resnet50"])[0]
         step = cube.file["step_time"][0][:, where["gpu"][0], where["n_gpu"][0], :, :, where["precision"][0]]
         labels = cube.labels
@@ -465,26 +554,42 @@ def test_best_arch_counts_the_configurations_within_the_band_as_ties(tmp_path):
     for a, i, w in zip(*np.nonzero(step.astype(np.float64) <= row["step_time"] * (1 + band))):
         arch = labels["arch"][a]
         ignored = ARCH_IGNORES.get(arch, ())
-        within.add((arch, "any" if "intra" in ignored else labels["intra"][i],
-                    "any" if "network" in ignored else labels["network"][w]))
+        within.add(
+            (
+                arch,
+                "any" if "intra" in ignored else labels["intra"][i],
+                "any" if "network" in ignored else labels["network"][w],
+            )
+        )
     by_hand = len(within) - 1
     assert row["ties"] == by_hand > 0
-    table = run("query", out, "--best-arch", "--where", "gpu=A100-SXM4-80GB", "--where", "n_gpu=8",
-                "--where", "precision=amp-fp16").stdout
+    table = run(
+        "query",
+        out,
+        "--best-arch",
+        "--where",
+        "gpu=A100-SXM4-80GB",
+        "--where",
+        "n_gpu=8",
+        "--where",
+        "precision=amp-fp16",
+    ).stdout
     assert "ties" in table.splitlines()[0]
 
 
 def test_the_cube_stores_the_band_per_job_and_gpu_count(tmp_path):
     out = tmp_path / "c.h5"
     spec = tmp_path / "s.toml"
-    spec.write_text('model = "pai-v2"\nworkloads = ["resnet50", "bert-large-seq128"]\n[grid]\ngpu = ["V100"]\n'
-                    'n_gpu = [1, 4, 16]\nprecision = ["fp32"]\n[options]\ngpus_per_node = 4\n')
+    spec.write_text(
+        'model = "pai-v2"\nworkloads = ["resnet50", "bert-large-seq128"]\n[grid]\ngpu = ["V100"]\n'
+        'n_gpu = [1, 4, 16]\nprecision = ["fp32"]\n[options]\ngpus_per_node = 4\n'
+    )
     assert run("sweep", spec, "--out", out, "-q").exit_code == 0
     table = _bands_file()
     with paigrid.open_dataset(out) as ds:
         band = ds["prediction_band"]
         assert band.dims == ("job", "n_gpu") and int(ds.attrs["format_version"]) >= 3
-        for k, group in enumerate(("single_gpu", "multi_gpu_one_server", "multi_server")):   # 1, 4 of 4, 16
+        for k, group in enumerate(("single_gpu", "multi_gpu_one_server", "multi_server")):  # 1, 4 of 4, 16
             want = table["pai-v2", "uncalibrated", group]["band"]
             values = band.values[:, k]
             assert np.all(np.isnan(values)) if not want else np.allclose(values, float(want)), group

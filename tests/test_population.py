@@ -114,8 +114,7 @@ def test_mixes_in_large_population(big):
 
 
 def test_summary_of_csv_rows_and_empty():
-    rows = [{"current_arch": "1w1g", "current_n_gpu": "1"},
-            {"current_arch": "ps-worker", "current_n_gpu": "3"}]
+    rows = [{"current_arch": "1w1g", "current_n_gpu": "1"}, {"current_arch": "ps-worker", "current_n_gpu": "3"}]
     s = pop.population_summary(rows)
     assert s["job_share"]["ps-worker"] == 0.5 and s["gpu_share"]["ps-worker"] == 0.75
     empty = pop.population_summary([])
@@ -151,7 +150,7 @@ def _llm_names():
 def test_llm_share_keeps_the_pai_part_and_adds_llm_jobs():
     rows = pop.synthetic_population(400, seed=5, llm_share=0.25, llm_pretrain_share=0.4)
     assert len(rows) == 400
-    assert rows[:300] == pop.synthetic_population(300, seed=5)       # the PAI-era part is unchanged
+    assert rows[:300] == pop.synthetic_population(300, seed=5)  # the PAI-era part is unchanged
     llm = rows[300:]
     assert rows == pop.synthetic_population(400, seed=5, llm_share=0.25, llm_pretrain_share=0.4)
     names = _llm_names()
@@ -165,7 +164,7 @@ def test_llm_share_keeps_the_pai_part_and_adds_llm_jobs():
         assert row["current_arch"] == ("1w1g" if n == 1 else "allreduce-local" if n <= 8 else "allreduce-cluster")
         assert row["source"] == "synthetic-llm-seed-5" and row["job"].startswith("llm-5-")
     pretrain = [r for r in llm if r["current_n_gpu"] >= 64]
-    assert len(pretrain) == 40                                         # exact quota: 0.4 x 100
+    assert len(pretrain) == 40  # exact quota: 0.4 x 100
     assert all(r["model"] in pop.LLM_PRETRAIN_MIX for r in pretrain)
     assert {r["model"] for r in llm} - set(pop.LLM_PRETRAIN_MIX) - set(pop.LLM_FINETUNE_MIX) == set()
     assert len({r["job"] for r in rows}) == 400

@@ -12,8 +12,9 @@ from paigrid.kernels import layout as L
 from test_kernels import assert_same, random_tables
 
 PS, AR = L.ARCH_PS_WORKER, L.ARCH_ALLREDUCE_CLUSTER
-ALL_ON = dict(ps_local_reduce=1, ps_nic_per_worker=0, ps_colocated=1, ps_latency=1, ps_host_bw=46e9, ps_sparse=1,
-              ps_memory=1)
+ALL_ON = dict(
+    ps_local_reduce=1, ps_nic_per_worker=0, ps_colocated=1, ps_latency=1, ps_host_bw=46e9, ps_sparse=1, ps_memory=1
+)
 
 
 def with_ps(tables, seed, **flags):
@@ -23,15 +24,27 @@ def with_ps(tables, seed, **flags):
         if rng.random() < 0.7:
             row[L.J_EMB_PARAMS] = row[L.J_PARAMS] * rng.uniform(0.1, 0.99)
             row[L.J_EMB_TOUCHED] = row[L.J_EMB_PARAMS] * rng.choice([1e-4, 0.05, 2.0])
-    names = ("ps_local_reduce", "ps_nic_per_worker", "ps_colocated", "ps_latency", "ps_host_bw", "ps_sparse",
-             "ps_memory")
+    names = (
+        "ps_local_reduce",
+        "ps_nic_per_worker",
+        "ps_colocated",
+        "ps_latency",
+        "ps_host_bw",
+        "ps_sparse",
+        "ps_memory",
+    )
     for name, value in flags.items():
         tables.options[L.O_PS_LOCAL_REDUCE + names.index(name)] = value
     return tables
 
 
-COMBOS = [ALL_ON, dict(ps_nic_per_worker=1, ps_latency=1), dict(ps_local_reduce=1, ps_nic_per_worker=1),
-          dict(ps_host_bw=30e9, ps_memory=1), dict(ps_sparse=1, ps_colocated=1, ps_local_reduce=1, ps_nic_per_worker=1)]
+COMBOS = [
+    ALL_ON,
+    dict(ps_nic_per_worker=1, ps_latency=1),
+    dict(ps_local_reduce=1, ps_nic_per_worker=1),
+    dict(ps_host_bw=30e9, ps_memory=1),
+    dict(ps_sparse=1, ps_colocated=1, ps_local_reduce=1, ps_nic_per_worker=1),
+]
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -48,7 +61,7 @@ def test_kernel_matches_reference_with_ps_options(seed, combo):
 
 def test_ps_options_off_with_embeddings_is_version_1_exactly():
     plain = random_tables(4).run()
-    declared = with_ps(random_tables(4), 4).run()   # tables declared, every option off
+    declared = with_ps(random_tables(4), 4).run()  # tables declared, every option off
     for name, values in plain.items():
         np.testing.assert_array_equal(declared[name], values, err_msg=name)
 
@@ -63,18 +76,20 @@ def ps_comm(n, **opts):
 
 def test_each_option_by_hand():
     """16 GPUs, 8 per server, 2 servers = 2 parameter servers, one NIC of 3 GB/s per server."""
-    v1 = 2 * S * 8 / NET + 2 * S / PCIE                                   # max(2S8/B, 2S16/(2B)) + PCIe
+    v1 = 2 * S * 8 / NET + 2 * S / PCIE  # max(2S8/B, 2S16/(2B)) + PCIe
     assert ps_comm(16) == pytest.approx(v1, rel=1e-6)
-    ring = 2 * 7 / 8 * S / (100 * GB) + 2 * 7 * 5e-6                        # the intra-server all-reduce first
-    assert ps_comm(16, ps_local_reduce=1) == pytest.approx(max(2 * S / NET, 2 * S * 2 / (2 * NET)) + 2 * S / PCIE
-                                                           + ring, rel=1e-6)
+    ring = 2 * 7 / 8 * S / (100 * GB) + 2 * 7 * 5e-6  # the intra-server all-reduce first
+    assert ps_comm(16, ps_local_reduce=1) == pytest.approx(
+        max(2 * S / NET, 2 * S * 2 / (2 * NET)) + 2 * S / PCIE + ring, rel=1e-6
+    )
     # a NIC per worker: 16 parameter servers, one per worker
     assert ps_comm(16, ps_nic_per_worker=1) == pytest.approx(2 * S / NET + 2 * S / PCIE, rel=1e-6)
-    assert ps_comm(16, ps_colocated=1) == pytest.approx(2 * S * 8 / NET + 2 * S * 16 / (2 * NET) + 2 * S / PCIE,
-                                                        rel=1e-6)
+    assert ps_comm(16, ps_colocated=1) == pytest.approx(
+        2 * S * 8 / NET + 2 * S * 16 / (2 * NET) + 2 * S / PCIE, rel=1e-6
+    )
     assert ps_comm(16, ps_latency=1) == pytest.approx(v1 + 2 * 16 * 20e-6, rel=1e-6)  # 2 max(p=2, W=16) alpha
     host = 40e9
-    update = (16 * S / 2 + 25e6 * (8 + 2 * 4.0) / 2) / host                # W S / p + params (8 + 2 state) / p
+    update = (16 * S / 2 + 25e6 * (8 + 2 * 4.0) / 2) / host  # W S / p + params (8 + 2 state) / p
     assert ps_comm(16, ps_host_bw=host) == pytest.approx(v1 + update, rel=1e-6)
 
 
@@ -86,8 +101,9 @@ def test_sparse_traffic_moves_touched_rows_only():
     sparse = one(PS, 16, job_row=emb, ps_sparse=1).run()["t_comm"].item()
     assert sparse == pytest.approx(dense * (1e6 + 2e4) / 25e6, rel=1e-6)
     # all-reduce moves dense gradients whatever the option says
-    assert one(AR, 16, job_row=emb, ps_sparse=1).run()["t_comm"].item() == one(AR, 16, job_row=emb).run()[
-        "t_comm"].item()
+    assert (
+        one(AR, 16, job_row=emb, ps_sparse=1).run()["t_comm"].item() == one(AR, 16, job_row=emb).run()["t_comm"].item()
+    )
 
 
 def two_archs(job_row, intra, net, gpu_row=None, **opts):
@@ -100,13 +116,14 @@ def test_ps_wins_for_a_sparse_embedding_model_and_loses_without_its_mechanisms()
     """A recommendation model: 775M parameters, nearly all in embedding tables, 10k touched per
     sample x 1024 samples.  All-reduce moves 3.1 GB per step; a parameter server with sparse
     traffic 41 MB, so it wins; moving dense gradients, it loses."""
-    rec = job(flop=1e10, membound=1e9, params=775e6, emb_params=774.4e6, emb_touched=9984 * 1024, batch=1024,
-              activation=1e8)
+    rec = job(
+        flop=1e10, membound=1e9, params=775e6, emb_params=774.4e6, emb_touched=9984 * 1024, batch=1024, activation=1e8
+    )
     big = gpu(memory=80 * GB)
     pcie, eth = link(10 * GB, 5e-6, L.LINK_PCIE), link(3.125 * GB * 0.5, 30e-6, L.LINK_NETWORK)
     on = two_archs(rec, pcie, eth, gpu_row=big, ps_sparse=1, ps_local_reduce=1, ps_latency=1, ps_host_bw=46e9)
     assert on["step_time"][0, 0].item() < on["step_time"][0, 1].item()
-    assert on["best_index"].item() == 0                            # PS is the best configuration
+    assert on["best_index"].item() == 0  # PS is the best configuration
     off = two_archs(rec, pcie, eth, gpu_row=big)
     assert off["step_time"][0, 0].item() > off["step_time"][0, 1].item()
     assert off["best_index"].item() == 1
@@ -122,7 +139,7 @@ def test_ps_fits_where_all_reduce_cannot_hold_the_optimizer_state():
     assert off["fits_memory"].item() == 0 and np.isnan(off["best_step"].item())
     on = two_archs(huge, intra, net, gpu_row=a100, ps_memory=1, ps_local_reduce=1)
     assert on["best_index"].item() == 0 and on["best_step"].item() == pytest.approx(on["step_time"][0, 0].item())
-    assert on["fits_memory"].item() == 0   # the cube's flag stays the all-reduce one
+    assert on["fits_memory"].item() == 0  # the cube's flag stays the all-reduce one
 
 
 def test_ps_loses_for_a_dense_model_on_nvlink_and_fast_network():
@@ -152,8 +169,16 @@ def test_one_gpu_job_has_zero_communication_latency_with_every_option_on(arch):
     """No exchange on one GPU: t_comm is exactly 0 with communication v2 and every PS option on,
     whatever the link latencies."""
     slow = link(1 * GB, 1e-3, L.LINK_NETWORK)
-    out = one(arch, 1, net_row=slow, intra_row=link(1 * GB, 1e-3, L.LINK_PCIE), sync_latency=1, bucket_overlap=1,
-              bucket_bytes=2.0**20, **ALL_ON).run()
+    out = one(
+        arch,
+        1,
+        net_row=slow,
+        intra_row=link(1 * GB, 1e-3, L.LINK_PCIE),
+        sync_latency=1,
+        bucket_overlap=1,
+        bucket_bytes=2.0**20,
+        **ALL_ON,
+    ).run()
     assert out["invalid_reason"].item() == L.REASON_VALID
     assert out["t_comm"].item() == 0.0
 
@@ -164,9 +189,12 @@ def test_options_and_their_kernel_values():
     from paigrid.inputs.spec import Options
     from paigrid.inputs.tables import option_vector
 
-    assert (option_vector(Options())[L.O_PS_LOCAL_REDUCE:] == 0).all()
-    vec = option_vector(Options().with_overrides({"ps_nic": "per-worker", "ps_placement": "colocated",
-                                                  "ps_update": True, "ps_sparse": True}, "--option"))
+    assert (option_vector(Options())[L.O_PS_LOCAL_REDUCE :] == 0).all()
+    vec = option_vector(
+        Options().with_overrides(
+            {"ps_nic": "per-worker", "ps_placement": "colocated", "ps_update": True, "ps_sparse": True}, "--option"
+        )
+    )
     assert vec[L.O_PS_NIC_PER_WORKER] == 1 and vec[L.O_PS_COLOCATED] == 1 and vec[L.O_PS_SPARSE] == 1
     assert vec[L.O_PS_HOST_BW] == ps_host_bandwidth() == pytest.approx(76.8e9 * 0.6)
     with pytest.raises(PaigridError, match="ps_nic must be one of shared, per-worker"):
@@ -204,10 +232,15 @@ def test_sparse_prediction_of_multi_interests():
     out = {}
     for sparse in (False, True):
         options = Options(ps_sparse=sparse)
-        ps, ar = predict_configs([job_, job_], [{**base, "arch": "ps-worker"}, {**base, "arch": "allreduce-cluster"}],
-                                 cats, defaults(), options)
+        ps, ar = predict_configs(
+            [job_, job_],
+            [{**base, "arch": "ps-worker"}, {**base, "arch": "allreduce-cluster"}],
+            cats,
+            defaults(),
+            options,
+        )
         out[sparse] = ps["t_comm"], ar["t_comm"]
-    moved = (0.2e6 + 9984 * 1024) / 774.6e6        # dense part + touched rows, of all parameters
+    moved = (0.2e6 + 9984 * 1024) / 774.6e6  # dense part + touched rows, of all parameters
     assert out[True][0] == pytest.approx(out[False][0] * moved, rel=1e-5)
     assert out[True][1] == out[False][1]
     assert out[True][0] < out[True][1] < out[False][0]
@@ -231,4 +264,4 @@ def test_predict_fits_memory_follows_the_architecture():
     on = predict_configs([job_, job_], configs, cats, defaults(), Options(ps_memory=True))
     assert [r["fits_memory"] for r in off] == [False, False]
     assert [r["fits_memory"] for r in on] == [True, False]
-    assert on[0]["step_time"] == off[0]["step_time"]   # the memory check changes no time
+    assert on[0]["step_time"] == off[0]["step_time"]  # the memory check changes no time

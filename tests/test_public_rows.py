@@ -22,15 +22,50 @@ from paigrid.trust.shrinkage import choose_strength, inner_folds, shrunk_least_s
 
 V2 = str(resources.files("paigrid.datasets").joinpath("measured_public_v2.csv"))
 OLD = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
-COLUMNS = ["id", "model", "model_config", "framework", "gpu", "gpus_per_node", "nodes", "arch", "intra_link",
-           "network", "precision", "batch_per_gpu", "grad_accum_steps", "seq_len_or_image_size", "throughput",
-           "throughput_unit", "data_pipeline", "optimizer", "source", "notes"]
-BASE = {"id": "X-0001", "model": "GNMT v2 (LSTM seq2seq)", "model_config": "GNMT v2",
-        "framework": "PyTorch (NGC PyTorch 21.04-py3)", "gpu": "A100-SXM4-80GB", "gpus_per_node": "1", "nodes": "1",
-        "arch": "1w1g", "intra_link": "n/a (1 GPU)", "network": "", "precision": "amp-fp16", "batch_per_gpu": "128",
-        "grad_accum_steps": "1", "seq_len_or_image_size": "", "throughput": "30000", "throughput_unit": "tokens/s",
-        "data_pipeline": "real data (WMT16 en-de)", "optimizer": "Adam (lr=0)", "source": "test",
-        "notes": "throughput is total for all GPUs"}
+COLUMNS = [
+    "id",
+    "model",
+    "model_config",
+    "framework",
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "arch",
+    "intra_link",
+    "network",
+    "precision",
+    "batch_per_gpu",
+    "grad_accum_steps",
+    "seq_len_or_image_size",
+    "throughput",
+    "throughput_unit",
+    "data_pipeline",
+    "optimizer",
+    "source",
+    "notes",
+]
+BASE = {
+    "id": "X-0001",
+    "model": "GNMT v2 (LSTM seq2seq)",
+    "model_config": "GNMT v2",
+    "framework": "PyTorch (NGC PyTorch 21.04-py3)",
+    "gpu": "A100-SXM4-80GB",
+    "gpus_per_node": "1",
+    "nodes": "1",
+    "arch": "1w1g",
+    "intra_link": "n/a (1 GPU)",
+    "network": "",
+    "precision": "amp-fp16",
+    "batch_per_gpu": "128",
+    "grad_accum_steps": "1",
+    "seq_len_or_image_size": "",
+    "throughput": "30000",
+    "throughput_unit": "tokens/s",
+    "data_pipeline": "real data (WMT16 en-de)",
+    "optimizer": "Adam (lr=0)",
+    "source": "test",
+    "notes": "throughput is total for all GPUs",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +99,10 @@ def test_every_row_of_the_shipped_file_is_accounted_for(reading):
         ids = [r["id"] for r in csv.DictReader(handle)]
     assert reading.total_rows == len(ids) == 2183
     accounted = [r.id for r in reading.rows + reading.doubtful] + [r.id for r in reading.refused]
-    assert sorted(accounted) == sorted(ids)                  # each row once: modelled, DOUBTFUL or listed
+    assert sorted(accounted) == sorted(ids)  # each row once: modelled, DOUBTFUL or listed
     assert all(r.reason for r in reading.refused)
     assert sum(reading.counts().values()) == len(reading.refused)
-    assert reading.rows                                       # some rows are modelled today
+    assert reading.rows  # some rows are modelled today
     mpt = [r for r in reading.refused if r.id.startswith("MPT-")]
     assert len(mpt) == 174 and all(r.reason.startswith("LLM-family") for r in mpt)
 
@@ -100,13 +135,23 @@ def test_links_as_published(tmp_path, cats):
     assert row.intra == "nvswitch-nvlink2"
     _, row = one(tmp_path, cats, **{**multi, "gpu": "V100-SXM2-16GB"}, intra_link="nvlink (implied by DGX-1)")
     assert row.intra == "nvlink2-hcm"
-    reading, row = one(tmp_path, cats, **{**multi, "gpu": "V100-PCIe-16GB"},
-                       intra_link="nvlink (bridge, per folder name; bridge topology not stated)")
+    reading, row = one(
+        tmp_path,
+        cats,
+        **{**multi, "gpu": "V100-PCIe-16GB"},
+        intra_link="nvlink (bridge, per folder name; bridge topology not stated)",
+    )
     if not any(r["kind"] == "nvlink-bridge" for r in cats.links.rows):
         assert row.intra == "pcie3" and any("NVLink bridge" in a for a in reading.assumptions[row.id])
-    reading, row = one(tmp_path, cats, gpus_per_node="8", nodes="2", arch="allreduce-cluster",
-                       intra_link="nvswitch (implied by DGX A100)",
-                       network="1600 Gbps node-node interconnect (RoCE) (section title)")
+    reading, row = one(
+        tmp_path,
+        cats,
+        gpus_per_node="8",
+        nodes="2",
+        arch="allreduce-cluster",
+        intra_link="nvswitch (implied by DGX A100)",
+        network="1600 Gbps node-node interconnect (RoCE) (section title)",
+    )
     assert (row.network, row.job_options["nics_per_node"]) == ("ib-hdr-200g", 8)
     assert any("RoCE" in a for a in reading.assumptions[row.id])
 
@@ -125,16 +170,26 @@ def test_gpus_cells_and_units_as_published(tmp_path, cats):
     assert row.measured == pytest.approx(2e6)
     _, row = one(tmp_path, cats, throughput="3", throughput_unit="molecules/ms")
     assert row.measured == pytest.approx(3000)
-    _, row = one(tmp_path, cats, throughput="80000", throughput_unit="audio samples/s (DLE)",
-                 seq_len_or_image_size="segment 8000 samples")
+    _, row = one(
+        tmp_path,
+        cats,
+        throughput="80000",
+        throughput_unit="audio samples/s (DLE)",
+        seq_len_or_image_size="segment 8000 samples",
+    )
     assert row.measured == pytest.approx(10)
     reading, row = one(tmp_path, cats, throughput_unit="audio samples/s (DLE)")
     assert reading.refused[0].reason.startswith("audio samples/s not convertible")
-    reading, _ = one(tmp_path, cats, model="VGG-16 (tf_cnn_benchmarks)", seq_len_or_image_size="224x224",
-                     throughput_unit="mel frames/s (DLE)")                # an image model has no mel frames
+    reading, _ = one(
+        tmp_path,
+        cats,
+        model="VGG-16 (tf_cnn_benchmarks)",
+        seq_len_or_image_size="224x224",
+        throughput_unit="mel frames/s (DLE)",
+    )  # an image model has no mel frames
     assert reading.refused[0].reason.startswith("mel frames/s not convertible")
     _, row = one(tmp_path, cats, throughput="30000", throughput_unit="mel frames/s (DLE)")
-    assert row.measured == pytest.approx(30000 / tokens)                 # frames per sample: tokens_per_sample
+    assert row.measured == pytest.approx(30000 / tokens)  # frames per sample: tokens_per_sample
     reading, _ = one(tmp_path, cats, throughput_unit="furlongs/fortnight")
     assert reading.refused[0].reason == "throughput unit not convertible: furlongs/fortnight"
 
@@ -144,7 +199,7 @@ def test_batch_accumulation_precision_and_doubtful(tmp_path, cats):
     assert row is None and reading.refused[0].reason == "batch per GPU not stated"
     reading, row = one(tmp_path, cats, grad_accum_steps="")
     assert row.grad_accum_steps == 1 and "grad_accum_steps empty: 1" in reading.assumptions[row.id]
-    _, row = one(tmp_path, cats, precision="fp32")                       # NGC PyTorch on an A100: TF32 math
+    _, row = one(tmp_path, cats, precision="fp32")  # NGC PyTorch on an A100: TF32 math
     assert row.precision == "tf32"
     _, row = one(tmp_path, cats, precision="fp32", gpu="V100-SXM2-16GB")  # Volta has no TF32
     assert row.precision == "fp32"
@@ -162,17 +217,28 @@ def test_batch_accumulation_precision_and_doubtful(tmp_path, cats):
 
 # --- how it was run --------------------------------------------------------------------------------
 def test_run_settings_from_the_cells():
-    tf = row_settings({"framework": "TensorFlow 1.15 (tf_cnn_benchmarks)", "notes": "XLA in folder name",
-                       "data_pipeline": "synthetic (tf_cnn_benchmarks, no --data_dir)"})
+    tf = row_settings(
+        {
+            "framework": "TensorFlow 1.15 (tf_cnn_benchmarks)",
+            "notes": "XLA in folder name",
+            "data_pipeline": "synthetic (tf_cnn_benchmarks, no --data_dir)",
+        }
+    )
     assert (tf.framework, tf.execution, tf.pipeline, tf.xla) == ("tf1", "graphs", "synthetic", True)
     plain = row_settings({"framework": "TensorFlow 2.4", "notes": "no XLA in folder name", "data_pipeline": ""})
     assert (plain.framework, plain.execution, plain.pipeline) == ("tf2", "eager", "not stated")
     assert "input pipeline not stated: no input-pipeline bound" in plain.defaults_used
-    torch = row_settings({"framework": "PyTorch 1.12", "notes": "NHWC",
-                          "data_pipeline": "real data (COCO 2017, PyTorch dataloader)"})
+    torch = row_settings(
+        {"framework": "PyTorch 1.12", "notes": "NHWC", "data_pipeline": "real data (COCO 2017, PyTorch dataloader)"}
+    )
     assert (torch.execution, torch.pipeline, torch.channels_last) == ("eager", "cpu-decode", True)
-    compiled = row_settings({"framework": "PyTorch 2.3 with torch.compile", "notes": "",
-                             "data_pipeline": "real data (MovieLens-20M, on GPU)"})
+    compiled = row_settings(
+        {
+            "framework": "PyTorch 2.3 with torch.compile",
+            "notes": "",
+            "data_pipeline": "real data (MovieLens-20M, on GPU)",
+        }
+    )
     assert (compiled.execution, compiled.pipeline) == ("graphs", "gpu-cached")
     silent = row_settings({"framework": "", "notes": "", "data_pipeline": "DALI"})
     assert silent.framework == "pytorch" and "framework not stated: PyTorch" in silent.defaults_used
@@ -186,7 +252,7 @@ def test_the_execution_setting_reaches_the_model(tmp_path, cats):
     assert (eager.variant["execution"], graphs.variant["execution"]) == ("eager", "graphs")
     options = Options(model="pai-v2")
     fast, slow = (p["throughput"] for p in predict_rows([graphs, eager], cats, defaults(), options))
-    assert fast > slow                     # compiled launches cost less than eager ones
+    assert fast > slow  # compiled launches cost less than eager ones
 
 
 # --- shrinkage -------------------------------------------------------------------------------------
@@ -208,7 +274,7 @@ def test_shrunk_least_squares_limits():
     assert shrunk_least_squares(res, jac, x0, lo, hi, 0.0).x == pytest.approx(plain, abs=1e-5)
     assert np.array_equal(shrunk_least_squares(res, jac, x0, lo, hi, math.inf).x, x0)
     distances = [np.linalg.norm(shrunk_least_squares(res, jac, x0, lo, hi, s).x - x0) for s in (0.01, 0.1, 1, 10)]
-    assert all(d1 > d2 for d1, d2 in zip(distances, distances[1:]))     # stronger shrinkage, closer to x0
+    assert all(d1 > d2 for d1, d2 in zip(distances, distances[1:]))  # stronger shrinkage, closer to x0
 
 
 def test_choose_strength_keeps_the_defaults_when_fitting_learns_noise():
@@ -216,14 +282,20 @@ def test_choose_strength_keeps_the_defaults_when_fitting_learns_noise():
         a, b = _toy(truth, noise, seed=3)
 
         def held_out(train, test, strength):
-            x = shrunk_least_squares(lambda x: a[train] @ x - b[train], lambda x: a[train], np.zeros(2),
-                                     np.full(2, -3.0), np.full(2, 3.0), strength).x
+            x = shrunk_least_squares(
+                lambda x: a[train] @ x - b[train],
+                lambda x: a[train],
+                np.zeros(2),
+                np.full(2, -3.0),
+                np.full(2, 3.0),
+                strength,
+            ).x
             return a[test] @ x - b[test]
 
         return choose_strength(12, [str(i % 4) for i in range(12)], held_out)
 
-    assert chooser(np.array([0.4, -0.3]), 0.0).strength == 0.0       # clean data far from x0: fit freely
-    noisy = chooser(np.zeros(2), 0.2)                                 # x0 is right: the fit only learns noise
+    assert chooser(np.array([0.4, -0.3]), 0.0).strength == 0.0  # clean data far from x0: fit freely
+    noisy = chooser(np.zeros(2), 0.2)  # x0 is right: the fit only learns noise
     assert noisy.strength > 0 and noisy.scores[noisy.strength] <= noisy.scores[0.0]
     assert [sorted(f) for f in inner_folds(["a", "b", "a", "c"], 3)] == [[0, 2], [1], [3]]
 
@@ -272,17 +344,27 @@ def test_parameter_server_twins_are_read_and_paired(cats):
     for the pairing, not a claim about the model)."""
     from paigrid.trust.measurements import load_aliases
 
-    stand_in = {"measured_model": "Inception-v3 (tf_cnn_benchmarks)", "seq_len_or_image_size": "",
-                "workload": "inception-v3", "note": "test stand-in"}
+    stand_in = {
+        "measured_model": "Inception-v3 (tf_cnn_benchmarks)",
+        "seq_len_or_image_size": "",
+        "workload": "inception-v3",
+        "note": "test stand-in",
+    }
     reading = read_public(V2, cats, load_aliases() + [stand_in])
     twins = [r for r in reading.rows if r.arch == "1wng"]
     assert twins and all(r.intra.startswith("pcie") for r in twins)
     assert all(any("NVLink bridge" in a for a in reading.assumptions[r.id]) for r in twins)
-    entries = [{"row": r, "predicted": 1.0 + (r.arch == "1wng"), "measured": 1.0 + (r.arch == "1wng")}
-               for r in reading.rows]
+    entries = [
+        {"row": r, "predicted": 1.0 + (r.arch == "1wng"), "measured": 1.0 + (r.arch == "1wng")} for r in reading.rows
+    ]
     pairs = relative.ps_allreduce_order(entries)
     by_id = {r.id: r for r in reading.rows}
-    assert pairs and all(by_id[a].arch == "1wng" and by_id[b].arch == "allreduce-local"
-                         and by_id[a].n_gpu == by_id[b].n_gpu and by_id[a].workload == by_id[b].workload
-                         and by_id[a].gpu == by_id[b].gpu for a, b in (p["ids"] for p in pairs))
+    assert pairs and all(
+        by_id[a].arch == "1wng"
+        and by_id[b].arch == "allreduce-local"
+        and by_id[a].n_gpu == by_id[b].n_gpu
+        and by_id[a].workload == by_id[b].workload
+        and by_id[a].gpu == by_id[b].gpu
+        for a, b in (p["ids"] for p in pairs)
+    )
     assert all(p["order_right"] and p["error"] == pytest.approx(0.0) for p in pairs)

@@ -44,8 +44,9 @@ class Snippet:
 def setup_lines(text: str) -> list[str]:
     """The two set-up commands: the lines of the first fenced block, which must follow the title."""
     lines = text.splitlines()
-    assert lines[0].startswith("# ") and lines[1] == "" and lines[2] == "```sh", \
+    assert lines[0].startswith("# ") and lines[1] == "" and lines[2] == "```sh", (
         "the README must open with its title and then the ```sh block of the two set-up commands"
+    )
     end = lines.index("```", 3)
     return lines[3:end]
 
@@ -139,8 +140,9 @@ def runs(tmp_path_factory) -> dict[int, subprocess.CompletedProcess]:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     results = {}
     for snippet in SNIPPETS:
-        results[snippet.line] = subprocess.run(["bash", "-c", snippet.command], cwd=folder, env=env,
-                                               capture_output=True, text=True, timeout=600)
+        results[snippet.line] = subprocess.run(
+            ["bash", "-c", snippet.command], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+        )
     return results
 
 
@@ -152,13 +154,15 @@ def test_readme_has_commands():
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[f"line{s.line}-{shlex.split(s.command)[1]}" for s in SNIPPETS])
 def test_readme_command(snippet: Snippet, runs):
     result = runs[snippet.line]
-    assert result.returncode == 0, (f"README line {snippet.line}: `{snippet.command}` exited {result.returncode}:\n"
-                                    f"{result.stderr}")
+    assert result.returncode == 0, (
+        f"README line {snippet.line}: `{snippet.command}` exited {result.returncode}:\n{result.stderr}"
+    )
     shown = [line.rstrip() for line in snippet.output]
     printed = [line.rstrip() for line in result.stdout.splitlines()]
-    assert printed == shown, (f"README line {snippet.line}: `{snippet.command}` prints something else than the "
-                              "README shows (- README, + now):\n"
-                              + "\n".join(difflib.unified_diff(shown, printed, lineterm="")))
+    assert printed == shown, (
+        f"README line {snippet.line}: `{snippet.command}` prints something else than the "
+        "README shows (- README, + now):\n" + "\n".join(difflib.unified_diff(shown, printed, lineterm=""))
+    )
 
 
 def update_readme() -> None:
@@ -170,10 +174,14 @@ def update_readme() -> None:
     found = snippets(text)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     with tempfile.TemporaryDirectory() as folder:
-        printed = [subprocess.run(["bash", "-c", s.command], cwd=folder, env=env, capture_output=True, text=True,
-                                  check=True).stdout.splitlines() for s in found]
+        printed = [
+            subprocess.run(
+                ["bash", "-c", s.command], cwd=folder, env=env, capture_output=True, text=True, check=True
+            ).stdout.splitlines()
+            for s in found
+        ]
     for snippet, output in reversed(list(zip(found, printed))):
-        lines[snippet.after:snippet.after + len(snippet.output)] = [line.rstrip() for line in output]
+        lines[snippet.after : snippet.after + len(snippet.output)] = [line.rstrip() for line in output]
     README.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"updated the output of {len(found)} commands in {README}")
 

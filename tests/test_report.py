@@ -26,23 +26,33 @@ COMPONENTS = ("t_data", "t_flop", "t_mem", "t_comm")
 
 
 def _row(job, model, arch, gpu, n, intra="pcie3", network="eth-25g", precision="fp32", batch=""):
-    return {"job": job, "model": model, "batch": batch, "gpus_per_node": 8, "current_arch": arch,
-            "current_gpu": gpu, "current_n_gpu": n, "current_intra": intra, "current_network": network,
-            "current_precision": precision, "source": "test"}
+    return {
+        "job": job,
+        "model": model,
+        "batch": batch,
+        "gpus_per_node": 8,
+        "current_arch": arch,
+        "current_gpu": gpu,
+        "current_n_gpu": n,
+        "current_intra": intra,
+        "current_network": network,
+        "current_precision": precision,
+        "source": "test",
+    }
 
 
 # hand-made jobs that reach every scope and exclusion rule of the report
 EXTRA = [
-    _row("x-ps-t4", "resnet50", "ps-worker", "T4", 4),                       # no NVLink server for a T4
-    _row("x-ps-k80", "bert", "ps-worker", "K80", 8),                         # no NVLink server, no FP16
+    _row("x-ps-t4", "resnet50", "ps-worker", "T4", 4),  # no NVLink server for a T4
+    _row("x-ps-k80", "bert", "ps-worker", "K80", 8),  # no NVLink server, no FP16
     _row("x-ps-v100sxm", "transformer", "ps-worker", "V100-SXM2-16GB", 2, intra="nvlink2-hcm"),
     _row("x-ps-p100", "nmt", "ps-worker", "P100-PCIe-16GB", 8),
-    _row("x-ps-big", "resnet50", "ps-worker", "V100-PCIe-16GB", 64),          # beyond one server
+    _row("x-ps-big", "resnet50", "ps-worker", "V100-PCIe-16GB", 64),  # beyond one server
     _row("x-cluster", "bert", "allreduce-cluster", "V100-SXM2-32GB", 16, intra="nvlink2-hcm"),
     _row("x-eth100", "resnet50", "ps-worker", "P100-PCIe-16GB", 16, network="eth-100g"),  # not on 25 GbE
     _row("x-amp", "resnet50", "1w1g", "V100-SXM2-16GB", 1, intra="nvlink2-hcm", precision="amp-fp16"),
     _row("x-gpt2xl", "gpt2-xl", "allreduce-local", "V100-SXM2-32GB", 8, intra="nvlink2-hcm"),  # memory
-    _row("x-a10", "resnet50", "1w1g", "A10", 1),                             # current GPU not in the cube
+    _row("x-a10", "resnet50", "1w1g", "A10", 1),  # current GPU not in the cube
 ]
 
 
@@ -79,27 +89,39 @@ def direct(cube):
         if any(str(v) not in labels[d] for d, v in coords.items()):
             return None
         point = ds.isel(job=j).sel(n_gpu=0, **coords)
-        return {"step_time": float(point.step_time), "valid": int(point.invalid_reason) == 0,
-                "fits": int(point.fits_memory), "bottleneck": int(point.bottleneck),
-                **{c: float(point[c]) for c in COMPONENTS}}
+        return {
+            "step_time": float(point.step_time),
+            "valid": int(point.invalid_reason) == 0,
+            "fits": int(point.fits_memory),
+            "bottleneck": int(point.bottleneck),
+            **{c: float(point[c]) for c in COMPONENTS},
+        }
 
     jobs = []
     for j in range(ds.sizes["job"]):
         cur = {d: str(ds[f"current_{d}"].values[j]) for d in common.COORDS}
-        job = {"cur": cur, "current": at(j, **cur),
-               "one_server": at(j, **{**cur, "arch": "allreduce-local"}),
-               "eth100": at(j, **{**cur, "network": "eth-100g"}),
-               "amp": at(j, **{**cur, "precision": "amp-fp16"})}
+        job = {
+            "cur": cur,
+            "current": at(j, **cur),
+            "one_server": at(j, **{**cur, "arch": "allreduce-local"}),
+            "eth100": at(j, **{**cur, "network": "eth-100g"}),
+            "amp": at(j, **{**cur, "precision": "amp-fp16"}),
+        }
         sibling = common.NVLINK_SERVER.get(cur["gpu"])
-        job["nvlink"] = at(j, **{**cur, "arch": "allreduce-local", "gpu": sibling[0], "intra": sibling[1]}) \
-            if sibling else None
+        job["nvlink"] = (
+            at(j, **{**cur, "arch": "allreduce-local", "gpu": sibling[0], "intra": sibling[1]}) if sibling else None
+        )
         ladder = "pcie" if cur["intra"].startswith("pcie") else "nvlink"
         for gen, (gpu, intra) in zip(common.GENERATIONS, common.GPU_LADDERS[ladder]):
             job[gen] = at(j, **{**cur, "gpu": gpu, "intra": intra})
         job["n_gpu"] = int(ds.current_n_gpu.values[j])
         job["archs"] = {a: at(j, **{**cur, "arch": a}) for a in labels["arch"]}
-        job["designs"] = {(g, i, w): at(j, **{**cur, "gpu": g, "intra": i, "network": w})
-                          for g in labels["gpu"] for i in labels["intra"] for w in labels["network"]}
+        job["designs"] = {
+            (g, i, w): at(j, **{**cur, "gpu": g, "intra": i, "network": w})
+            for g in labels["gpu"]
+            for i in labels["intra"]
+            for w in labels["network"]
+        }
         jobs.append(job)
     return jobs
 
@@ -138,8 +160,11 @@ def test_step_time_is_the_sum_of_the_components(direct):
 
 def test_comm_share_distribution(numbers, direct):
     for arch in (*numbers["archs"], "all"):
-        expected = sorted(j["current"]["t_comm"] / sum(j["current"][c] for c in COMPONENTS)
-                          for j in analysed(direct) if arch in ("all", j["cur"]["arch"]))
+        expected = sorted(
+            j["current"]["t_comm"] / sum(j["current"][c] for c in COMPONENTS)
+            for j in analysed(direct)
+            if arch in ("all", j["cur"]["arch"])
+        )
         np.testing.assert_allclose(numbers["comm_share"][arch], expected, rtol=1e-6, atol=1e-12)
 
 
@@ -281,7 +306,6 @@ def test_a_failed_report_writes_nothing(tmp_path):
 # --- the command line ------------------------------------------------------------------------
 
 
-
 def test_cli_population(tmp_path):
     result = run("population", "--jobs", 40, "--seed", 3, "--out", tmp_path / "pop.csv")
     assert result.exit_code == 0, result.output
@@ -361,12 +385,14 @@ def test_cli_report_bad_input(study, tmp_path):
     assert_clean_error(run("report", tmp_path / "junk.h5", "--out", tmp_path / "rep"), "not a readable HDF5")
     assert_clean_error(run("report", study / "study.h5", "--out", study / "pop.csv"), "is a file")
     # a cube swept over explicit GPU counts has no "current" n_gpu: the report says what to do
-    spec = spec_from_dict({"grid": {"gpu": ["V100"], "n_gpu": [1, 8], "network": ["eth-25g"],
-                                    "precision": ["fp32"]}}, "test")
+    spec = spec_from_dict(
+        {"grid": {"gpu": ["V100"], "n_gpu": [1, 8], "network": ["eth-25g"], "precision": ["fp32"]}}, "test"
+    )
     spec.workloads = str(study / "pop.csv")
     run_sweep(spec, tmp_path / "counts.h5", progress=False)
-    assert_clean_error(run("report", tmp_path / "counts.h5", "--out", tmp_path / "rep"),
-                       'n_gpu = "current"', "study-spec")
+    assert_clean_error(
+        run("report", tmp_path / "counts.h5", "--out", tmp_path / "rep"), 'n_gpu = "current"', "study-spec"
+    )
     # a reduce-only cube has no cube variables
     spec = load_spec(STUDY_SPEC)
     spec.workloads = str(study / "pop.csv")
@@ -419,7 +445,7 @@ def test_the_study_page_is_the_report(cube, numbers, tmp_path):
     from paigrid.study.paper import render_paper
 
     paper = render_paper(numbers["paper"]).split("\n", 1)[1].strip()
-    assert bench.report_section(paper) in page          # the paper section, headings one level down
+    assert bench.report_section(paper) in page  # the paper section, headings one level down
     top = numbers["designs"]["designs"][0]
     assert " / ".join(top["design"].values()) in page and f"{top['current']['cost']:,.0f}" in page
     assert "### 4. The paper's figures, one mechanism at a time" in page and "placement bracket" in page
@@ -437,7 +463,7 @@ def test_best_architecture_and_its_ties(numbers, direct):
         if not times:
             continue
         jobs += 1
-        changes += j["current"]["step_time"] > times[0]    # another architecture is faster than its own
+        changes += j["current"]["step_time"] > times[0]  # another architecture is faster than its own
         ties += len(times) > 1 and times[1] <= times[0] * (1 + band[k])
     assert (best["jobs"], best["not_current"], best["tied"]) == (jobs, changes, ties)
     assert 0 < ties < jobs
@@ -473,8 +499,10 @@ def test_design_totals_by_hand(cube, numbers, direct):
     keys = [(r["cannot_run"], r["current"]["cost"]) for r in d["designs"]]
     assert keys == sorted(keys)
     # only designs some job can run: no NVLink intra link on a PCIe card
-    assert all(not (r["design"]["gpu"].endswith("PCIe-16GB") and r["design"]["intra"].startswith("nvswitch"))
-               for r in d["designs"])
+    assert all(
+        not (r["design"]["gpu"].endswith("PCIe-16GB") and r["design"]["intra"].startswith("nvswitch"))
+        for r in d["designs"]
+    )
 
 
 def test_cheapest_count_of_one_job_by_hand(study, numbers):
@@ -486,28 +514,33 @@ def test_cheapest_count_of_one_job_by_hand(study, numbers):
     top = numbers["designs"]["designs"][0]["design"]
     k = next(i for i, j in enumerate(pop.jobs) if j.current["arch"] == "ps-worker" and j.current["n_gpu"] == 8)
     job = pop.jobs[k]
-    today, = predict_configs([job], [job.current], pop.cats, pop.eff, pop.options)
+    (today,) = predict_configs([job], [job.current], pop.cats, pop.eff, pop.options)
     candidates = {}
     for n in (1, 2, 4, 8):
         config = {**job.current, **top, "n_gpu": n, **({"arch": "1w1g"} if n == 1 else {})}
-        r, = predict_configs([job], [config], pop.cats, pop.eff, pop.options)
+        (r,) = predict_configs([job], [config], pop.cats, pop.eff, pop.options)
         if r["valid"] and r["fits_memory"] == 1:
             candidates[n] = 8 * r["step_time"] / today["step_time"]
     from paigrid.study.designs import cheapest_counts
 
-    got = cheapest_counts(P.Population(jobs=[job], cats=pop.cats, options=pop.options), [top],
-                          np.array([today["step_time"]]))
+    got = cheapest_counts(
+        P.Population(jobs=[job], cats=pop.cats, options=pop.options), [top], np.array([today["step_time"]])
+    )
     at_eight = candidates.pop(8)
     best = min(candidates, key=candidates.get)
     assert got["n_gpu"][0, 0] == best and got["gpu_hours"][0, 0] == pytest.approx(candidates[best], rel=1e-6)
-    assert at_eight >= candidates[best]       # more GPUs never cost fewer GPU-hours in version 1
+    assert at_eight >= candidates[best]  # more GPUs never cost fewer GPU-hours in version 1
 
 
 def test_pareto_front_is_not_dominated(numbers):
     d = numbers["designs"]
     fewest = min(r["cannot_run"] for r in d["designs"])
-    points = [(r[kind]["cost"], r[kind]["job_hours"]) for r in d["designs"] if r["cannot_run"] == fewest
-              for kind in ("current", "cheapest")]
+    points = [
+        (r[kind]["cost"], r[kind]["job_hours"])
+        for r in d["designs"]
+        if r["cannot_run"] == fewest
+        for kind in ("current", "cheapest")
+    ]
     front = [(d["designs"][k][kind]["cost"], d["designs"][k][kind]["job_hours"]) for k, kind in d["pareto"]]
     assert front
     for c, h in front:
@@ -525,8 +558,11 @@ def test_design_ties_by_hand(numbers, direct):
     for k, j in enumerate(direct):
         if not (j["current"] is not None and j["current"]["valid"]):
             continue
-        costs = sorted(j["n_gpu"] * v["step_time"] / j["current"]["step_time"] * price[key[0]]
-                       for key, v in j["designs"].items() if v is not None and v["valid"] and v["fits"] == 1)
+        costs = sorted(
+            j["n_gpu"] * v["step_time"] / j["current"]["step_time"] * price[key[0]]
+            for key, v in j["designs"].items()
+            if v is not None and v["valid"] and v["fits"] == 1
+        )
         if costs:
             jobs += 1
             ties += len(costs) > 1 and costs[1] <= costs[0] * (1 + band[k])
@@ -559,7 +595,7 @@ def test_headline_bands_and_the_fallback(numbers):
             low, high = row[key]
             assert low <= row["paigrid"] + 1e-12 and row["paigrid"] <= high + 1e-12, (row["what"], key)
     eth = next(r for r in numbers["headline"] if "Ethernet" in r["what"])
-    assert eth["band_correlated"] == pytest.approx((eth["paigrid"], eth["paigrid"]))   # same GPU: cancels
+    assert eth["band_correlated"] == pytest.approx((eth["paigrid"], eth["paigrid"]))  # same GPU: cancels
     assert eth["band_independent"][1] > eth["band_independent"][0]
 
 
@@ -578,8 +614,10 @@ def test_cli_default_family_is_counted_in_the_report(tmp_path):
     assert "model_default: 2" in result.stderr
     text = (tmp_path / "pop.csv").read_text()
     assert text.count(",gcn,") == 2 and text.count("(default family)") == 2
-    assert_clean_error(run("trace", "import", folder, "--out", tmp_path / "p2.csv", "--default-family", "nope"),
-                       "unknown default family")
+    assert_clean_error(
+        run("trace", "import", folder, "--out", tmp_path / "p2.csv", "--default-family", "nope"),
+        "unknown default family",
+    )
     assert run("study-spec", "--out", tmp_path / "study.toml").exit_code == 0
     swept = run("sweep", tmp_path / "study.toml", "--workloads", tmp_path / "pop.csv", "--out", tmp_path / "c.h5", "-q")
     assert swept.exit_code == 0, swept.output
@@ -593,12 +631,23 @@ def test_cli_default_family_is_counted_in_the_report(tmp_path):
 
 
 def test_cli_population_with_llm_jobs(tmp_path):
-    result = run("population", "--jobs", 40, "--seed", 3, "--llm-share", 0.25, "--llm-pretrain-share", 0.5,
-                 "--out", tmp_path / "pop.csv")
+    result = run(
+        "population",
+        "--jobs",
+        40,
+        "--seed",
+        3,
+        "--llm-share",
+        0.25,
+        "--llm-pretrain-share",
+        0.5,
+        "--out",
+        tmp_path / "pop.csv",
+    )
     assert result.exit_code == 0, result.output
     lines = (tmp_path / "pop.csv").read_text().splitlines()
     llm = [line for line in lines if line.startswith("llm-3-")]
     assert len(lines) == 41 and len(llm) == 10
-    assert sum(",allreduce-cluster," in line for line in llm) >= 5      # the pre-training half runs 64+ GPUs
+    assert sum(",allreduce-cluster," in line for line in llm) >= 5  # the pre-training half runs 64+ GPUs
     assert run("population", "--jobs", 5, "--llm-share", 2, "--out", tmp_path / "bad.csv").exit_code != 0
     assert not (tmp_path / "bad.csv").exists()

@@ -47,8 +47,9 @@ def reference_cube(spec_file):
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("dask.distributed", reason="the dask extra is part of the test install")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  host="127.0.0.1") as local:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", host="127.0.0.1"
+    ) as local:
         yield local
 
 
@@ -75,8 +76,7 @@ def test_worker_killed_mid_sweep_loses_nothing(spec_file, reference_cube, cluste
             killed.append(pid)
 
     path = tmp_path / "killed.h5"
-    run_sweep(load_spec(spec_file), path, scheduler=cluster.scheduler_address, progress=False,
-              on_block=kill_a_worker)
+    run_sweep(load_spec(spec_file), path, scheduler=cluster.scheduler_address, progress=False, on_block=kill_a_worker)
     assert killed, "the worker was never killed"
     assert_same_cube(reference_cube, path)
 
@@ -91,10 +91,17 @@ def test_local_workers_option_starts_a_cluster(spec_file, reference_cube, tmp_pa
 @pytest.mark.faults
 def test_sigkill_then_resume_gives_the_same_cube(spec_file, reference_cube, tmp_path):
     path = tmp_path / "resumed.h5"
-    command = [sys.executable, "-c", "from paigrid.cli import main; main()", "sweep", str(spec_file),
-               "--out", str(path)]
+    command = [
+        sys.executable,
+        "-c",
+        "from paigrid.cli import main; main()",
+        "sweep",
+        str(spec_file),
+        "--out",
+        str(path),
+    ]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:  # closes the pipe
-        line = process.stderr.readline()      # "sweep: block 1 of 8 written, ..." after the first block
+        line = process.stderr.readline()  # "sweep: block 1 of 8 written, ..." after the first block
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert "block 1 of 8" in line, line
@@ -136,7 +143,7 @@ def test_resume_refuses_a_partial_of_another_cube_format(spec_file, tmp_path):
         run_sweep(load_spec(spec_file), path, progress=False, on_block=stop)
     with h5py.File(partial_path(path), "r+") as f:
         assert int_attr(f.attrs, "format_version") == FORMAT_VERSION
-        del f.attrs["format_version"]          # as paigrid 0.1.0 wrote it: format 1, variable valid
+        del f.attrs["format_version"]  # as paigrid 0.1.0 wrote it: format 1, variable valid
     with pytest.raises(PaigridError, match=f"started in cube format 1 .* writes format {FORMAT_VERSION}"):
         run_sweep(load_spec(spec_file), path, resume=True, progress=False)
 

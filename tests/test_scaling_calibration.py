@@ -48,7 +48,7 @@ def test_a_fit_on_five_rows_predicts_the_sixth_as_the_cross_validation_does(tmp_
     assert [r["id"] for r in held["rows"]] == ["hvd-01"]
     assert held["rows"][0]["error"] == pytest.approx(leave_one_row_out["hvd-01"]["error"], abs=1e-12)
     plain = json.loads(run("validate", SCALING, "--rows-where", "id=hvd-01", "--json").stdout)
-    assert abs(plain["rows"][0]["error"] - held["rows"][0]["error"]) > 0.01   # the calibration moved it
+    assert abs(plain["rows"][0]["error"] - held["rows"][0]["error"]) > 0.01  # the calibration moved it
 
 
 def test_the_written_calibration_loads(tmp_path):
@@ -64,8 +64,11 @@ def test_the_written_calibration_loads(tmp_path):
 
 def test_the_default_fit_of_a_scaling_file_is_the_overlap_efficiency(tmp_path):
     texts = {}
-    for name, flags in (("default", []), ("scaling", ["--fit", "scaling"]),
-                        ("option name", ["--fit", "overlap_efficiency"])):
+    for name, flags in (
+        ("default", []),
+        ("scaling", ["--fit", "scaling"]),
+        ("option name", ["--fit", "overlap_efficiency"]),
+    ):
         result = run("calibrate", SCALING, "--out", tmp_path / "c.toml", *flags)
         assert result.exit_code == 0, result.output
         texts[name] = tomllib.loads((tmp_path / "c.toml").read_text(encoding="utf-8"))
@@ -82,21 +85,32 @@ def test_the_default_fit_of_a_scaling_file_is_the_overlap_efficiency(tmp_path):
 
 def test_scaling_fits_refuse_in_one_sentence(tmp_path):
     out = tmp_path / "c.toml"
-    assert_clean_error(run("calibrate", SCALING, "--out", out, "--rows-where", "id=hvd-01"),
-                       "needs at least 2 scaling rows, not 1")
-    assert_clean_error(run("calibrate", SCALING, "--out", out, "--rows-where", "id=hvd-01,hvd-02",
-                           "--fit", "scaling,coordination"), "needs at least 3 scaling rows, not 2")
-    assert_clean_error(run("calibrate", SCALING, "--out", out, "--fit", "link"),
-                       "--fit link does not apply to scaling-efficiency rows")
-    assert_clean_error(run("calibrate", SCALING, "--out", out, "--allow-bounds"),
-                       "--allow-bounds applies to fits of efficiency parameters")
+    assert_clean_error(
+        run("calibrate", SCALING, "--out", out, "--rows-where", "id=hvd-01"), "needs at least 2 scaling rows, not 1"
+    )
+    assert_clean_error(
+        run("calibrate", SCALING, "--out", out, "--rows-where", "id=hvd-01,hvd-02", "--fit", "scaling,coordination"),
+        "needs at least 3 scaling rows, not 2",
+    )
+    assert_clean_error(
+        run("calibrate", SCALING, "--out", out, "--fit", "link"), "--fit link does not apply to scaling-efficiency rows"
+    )
+    assert_clean_error(
+        run("calibrate", SCALING, "--out", out, "--allow-bounds"),
+        "--allow-bounds applies to fits of efficiency parameters",
+    )
     for path, kind in ((PUBLIC, "throughput"), (COLLECTIVES, "collective")):
-        assert_clean_error(run("calibrate", path, "--out", out, "--fit", "scaling"),
-                           "--fit scaling applies to scaling-efficiency rows", f"not to {kind} rows")
+        assert_clean_error(
+            run("calibrate", path, "--out", out, "--fit", "scaling"),
+            "--fit scaling applies to scaling-efficiency rows",
+            f"not to {kind} rows",
+        )
     # rows whose exchange has no all-reduce do not depend on the coordination time
     lines = read_rows(SCALING)
     for line in lines:
         line["arch"] = "ps-worker"
-    assert_clean_error(run("calibrate", write_rows(tmp_path / "ps.csv", lines), "--out", out, "--fit", "coordination"),
-                       "cannot determine coordination_us")
+    assert_clean_error(
+        run("calibrate", write_rows(tmp_path / "ps.csv", lines), "--out", out, "--fit", "coordination"),
+        "cannot determine coordination_us",
+    )
     assert not out.exists()

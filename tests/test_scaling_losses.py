@@ -27,7 +27,11 @@ def with_scaling_options(tables, seed, idle, coordination, growth, allgather):
             row[L.J_EMB_PARAMS] = row[L.J_PARAMS] * rng.uniform(0.1, 0.99)
             row[L.J_EMB_TOUCHED] = row[L.J_EMB_PARAMS] * rng.choice([1e-4, 0.05, 2.0])
     tables.options[[L.O_OVERLAP_IDLE, L.O_COORDINATION, L.O_COORDINATION_GROWTH, L.O_SPARSE_ALLGATHER]] = [
-        idle, coordination, growth, allgather]
+        idle,
+        coordination,
+        growth,
+        allgather,
+    ]
     return tables
 
 
@@ -37,16 +41,17 @@ CASES = [(0.7, 0.0, 0, 0), (0.0, 20e-6, 0, 0), (0.0, 20e-6, 1, 0), (0.0, 0.0, 0,
 @pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_kernel_matches_reference_with_scaling_options(seed, case):
-    tables = with_scaling_options(random_tables(seed, nan_job_field=L.J_PARAMS if seed else None), seed,
-                                  *CASES[case])
+    tables = with_scaling_options(random_tables(seed, nan_job_field=L.J_PARAMS if seed else None), seed, *CASES[case])
     tables.options[L.O_SYNC_LATENCY], tables.options[L.O_BUCKET_OVERLAP] = float(seed), 1.0
     tables.options[L.O_BUCKET_BYTES] = 4 * 2.0**20
     expected = tables.run("reference")
     assert_same(tables.run("kernel"), expected)
     assert_same(tables.run("serial"), expected)
     reduced = tables.run("kernel", write_cube=False)
-    assert_same({k: reduced[k] for k in ("best_step", "best_index", "best_bottleneck")},
-                {k: expected[k] for k in ("best_step", "best_index", "best_bottleneck")})
+    assert_same(
+        {k: reduced[k] for k in ("best_step", "best_index", "best_bottleneck")},
+        {k: expected[k] for k in ("best_step", "best_index", "best_bottleneck")},
+    )
 
 
 def test_the_defaults_are_version_1_exactly():
@@ -60,12 +65,12 @@ def test_the_defaults_are_version_1_exactly():
 def test_overlap_efficiency_shrinks_the_window_by_hand():
     """overlap 0.9 of a 0.1 s exchange may hide, but only during (1 - idle) of the 2/3 x 0.5 s
     backward pass: idle 0.8 leaves 0.0667 s, so 0.1 - 0.0667 s stays exposed."""
-    row = job(flop=5e12, membound=0.0, overlap=0.9)          # t_flop = 0.5 s on a 10 TFLOP/s GPU
+    row = job(flop=5e12, membound=0.0, overlap=0.9)  # t_flop = 0.5 s on a 10 TFLOP/s GPU
     net = link(1 * GB, 0.0, L.LINK_NETWORK)
     intra = link(1e15, 0.0, L.LINK_PCIE)
     full = one(AR, 16, job_row=row, intra_row=intra, net_row=net).run()
     idle = one(AR, 16, job_row=row, intra_row=intra, net_row=net, overlap_idle=0.8).run()
-    raw = 2 * (2 - 1) / 2 * 100e6 / GB                        # 2 servers: 0.1 s through one NIC
+    raw = 2 * (2 - 1) / 2 * 100e6 / GB  # 2 servers: 0.1 s through one NIC
     backward = 2 / 3 * 0.5
     assert full["t_comm"].item() == pytest.approx(raw - 0.9 * raw, rel=1e-5)  # the window is not the limit
     assert idle["t_comm"].item() == pytest.approx(raw - 0.2 * backward, rel=1e-5)
@@ -79,9 +84,21 @@ def test_coordination_per_bucket_and_participant_step_by_hand(growth, steps):
     net = link(3 * GB, 0.0, L.LINK_NETWORK)
     intra = link(100 * GB, 0.0, L.LINK_NVSWITCH)
     base = one(AR, 24, intra_row=intra, net_row=net, sync_latency=1, bucket_bytes=10e6).run()["t_comm"].item()
-    more = one(AR, 24, intra_row=intra, net_row=net, sync_latency=1, bucket_bytes=10e6, coordination=1e-5,
-               coordination_growth=growth).run()["t_comm"].item()
-    assert more - base == pytest.approx(10 * steps * 1e-5, rel=1e-4)   # 100 MB in 10 MB buckets
+    more = (
+        one(
+            AR,
+            24,
+            intra_row=intra,
+            net_row=net,
+            sync_latency=1,
+            bucket_bytes=10e6,
+            coordination=1e-5,
+            coordination_growth=growth,
+        )
+        .run()["t_comm"]
+        .item()
+    )
+    assert more - base == pytest.approx(10 * steps * 1e-5, rel=1e-4)  # 100 MB in 10 MB buckets
     # one GPU, and the architectures that do not all-reduce, have none
     for arch, n in ((L.ARCH_1W1G, 1), (AR, 1), (PS, 24), (L.ARCH_1WNG, 8)):
         a = one(arch, n, net_row=net, coordination=1e-3).run()["t_comm"].item()
@@ -92,8 +109,10 @@ def test_linear_coordination_grows_faster_than_log2():
     net = link(3 * GB, 0.0, L.LINK_NETWORK)
     growth = {}
     for kind in (0, 1):
-        t = [one(AR, n, net_row=net, coordination=1e-5, coordination_growth=kind).run()["t_comm"].item()
-             for n in (128, 512)]
+        t = [
+            one(AR, n, net_row=net, coordination=1e-5, coordination_growth=kind).run()["t_comm"].item()
+            for n in (128, 512)
+        ]
         growth[kind] = t[1] - t[0]
     assert 0 < growth[0] < growth[1]
 
@@ -113,11 +132,15 @@ def test_sparse_allgather_bytes_by_hand():
     sparse = one(AR, 16, job_row=row, intra_row=intra, net_row=net, sparse_allgather=1).run()["t_comm"].item()
     assert sparse == pytest.approx(dense * (1e6 + 8 * 64e3) / 25e6, rel=1e-6)
     # a parameter server and a job without embeddings are unchanged
-    assert one(PS, 16, job_row=row, net_row=net, sparse_allgather=1).run()["t_comm"].item() == \
-        one(PS, 16, job_row=row, net_row=net).run()["t_comm"].item()
+    assert (
+        one(PS, 16, job_row=row, net_row=net, sparse_allgather=1).run()["t_comm"].item()
+        == one(PS, 16, job_row=row, net_row=net).run()["t_comm"].item()
+    )
     plain = job()
-    assert one(AR, 16, job_row=plain, net_row=net, sparse_allgather=1).run()["t_comm"].item() == \
-        one(AR, 16, job_row=plain, net_row=net).run()["t_comm"].item()
+    assert (
+        one(AR, 16, job_row=plain, net_row=net, sparse_allgather=1).run()["t_comm"].item()
+        == one(AR, 16, job_row=plain, net_row=net).run()["t_comm"].item()
+    )
 
 
 @pytest.mark.parametrize("arch", [AR, LOCAL])
@@ -132,18 +155,26 @@ def test_sparse_allgather_loses_for_many_gpus_or_dense_touches():
     """An all-gather moves (n - 1) x touched rows per GPU: at 1024 GPUs, or when a step touches a
     large part of the tables, that is more than the dense all-reduce's 2 (n - 1)/n x E."""
     net = link(3 * GB, 0.0, L.LINK_NETWORK)
-    few = rec_job(10)                                    # 320 rows of 24M per GPU
-    assert one(AR, 8, job_row=few, net_row=net, sparse_allgather=1).run()["step_time"].item() < \
-        one(AR, 8, job_row=few, net_row=net).run()["step_time"].item()
-    dense_touch = rec_job(24e6 / 32 / 2)                 # each GPU touches half of the tables
+    few = rec_job(10)  # 320 rows of 24M per GPU
+    assert (
+        one(AR, 8, job_row=few, net_row=net, sparse_allgather=1).run()["step_time"].item()
+        < one(AR, 8, job_row=few, net_row=net).run()["step_time"].item()
+    )
+    dense_touch = rec_job(24e6 / 32 / 2)  # each GPU touches half of the tables
     for n in (8, 1024):
-        assert one(AR, n, job_row=dense_touch, net_row=net, sparse_allgather=1).run()["step_time"].item() > \
-            one(AR, n, job_row=dense_touch, net_row=net).run()["step_time"].item()
-    mid = rec_job(24e6 / 32 / 100)                       # 1% of the tables: wins on 8 GPUs, loses on 1024
-    assert one(AR, 8, job_row=mid, net_row=net, sparse_allgather=1).run()["step_time"].item() < \
-        one(AR, 8, job_row=mid, net_row=net).run()["step_time"].item()
-    assert one(AR, 1024, job_row=mid, net_row=net, sparse_allgather=1).run()["step_time"].item() > \
-        one(AR, 1024, job_row=mid, net_row=net).run()["step_time"].item()
+        assert (
+            one(AR, n, job_row=dense_touch, net_row=net, sparse_allgather=1).run()["step_time"].item()
+            > one(AR, n, job_row=dense_touch, net_row=net).run()["step_time"].item()
+        )
+    mid = rec_job(24e6 / 32 / 100)  # 1% of the tables: wins on 8 GPUs, loses on 1024
+    assert (
+        one(AR, 8, job_row=mid, net_row=net, sparse_allgather=1).run()["step_time"].item()
+        < one(AR, 8, job_row=mid, net_row=net).run()["step_time"].item()
+    )
+    assert (
+        one(AR, 1024, job_row=mid, net_row=net, sparse_allgather=1).run()["step_time"].item()
+        > one(AR, 1024, job_row=mid, net_row=net).run()["step_time"].item()
+    )
 
 
 # --- options -----------------------------------------------------------------------------------------
@@ -152,18 +183,27 @@ def test_options_and_their_kernel_values():
 
     vec = option_vector(Options())
     assert vec[L.O_OVERLAP_IDLE] == vec[L.O_COORDINATION] == vec[L.O_SPARSE_ALLGATHER] == 0.0
-    vec = option_vector(Options().with_overrides({"overlap_efficiency": 0.25, "coordination_us": 40.0,
-                                                  "coordination_growth": "linear", "sparse_allgather": True},
-                                                 "--option"))
+    vec = option_vector(
+        Options().with_overrides(
+            {
+                "overlap_efficiency": 0.25,
+                "coordination_us": 40.0,
+                "coordination_growth": "linear",
+                "sparse_allgather": True,
+            },
+            "--option",
+        )
+    )
     assert vec[L.O_OVERLAP_IDLE] == 0.75 and vec[L.O_COORDINATION] == pytest.approx(40e-6)
     assert vec[L.O_COORDINATION_GROWTH] == 1.0 and vec[L.O_SPARSE_ALLGATHER] == 1.0
-    for values, message in (({"overlap_efficiency": 1.5}, "overlap_efficiency must be a fraction"),
-                            ({"coordination_us": -1.0}, "coordination_us must be a finite number"),
-                            ({"coordination_growth": "cubic"}, "coordination_growth must be one of log2, linear"),
-                            ({"sparse_allgather": 1}, "sparse_allgather must be true or false")):
+    for values, message in (
+        ({"overlap_efficiency": 1.5}, "overlap_efficiency must be a fraction"),
+        ({"coordination_us": -1.0}, "coordination_us must be a finite number"),
+        ({"coordination_growth": "cubic"}, "coordination_growth must be one of log2, linear"),
+        ({"sparse_allgather": 1}, "sparse_allgather must be true or false"),
+    ):
         with pytest.raises(PaigridError, match=message):
             Options().with_overrides(values, "--option")
-
 
 
 # --- the leave-out fit of the scaling rows -----------------------------------------------------------
@@ -214,11 +254,16 @@ def test_sparse_allgather_prediction_of_multi_interests():
     out = {}
     for on in (False, True):
         options = Options(model="pai-v1", sparse_allgather=on)
-        ar, ps = predict_configs([job_, job_], [{**base, "arch": "allreduce-cluster"}, {**base, "arch": "ps-worker"}],
-                                 cats, defaults(), options)
+        ar, ps = predict_configs(
+            [job_, job_],
+            [{**base, "arch": "allreduce-cluster"}, {**base, "arch": "ps-worker"}],
+            cats,
+            defaults(),
+            options,
+        )
         out[on] = ar["t_comm"], ps["t_comm"]
     moved = (0.2e6 + 16 / 2 * 9984 * 1024) / 774.6e6
-    assert out[True][0] == pytest.approx(out[False][0] * moved, rel=1e-3)   # latency terms: a little off
+    assert out[True][0] == pytest.approx(out[False][0] * moved, rel=1e-3)  # latency terms: a little off
     assert out[True][1] == out[False][1]
 
 

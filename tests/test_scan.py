@@ -33,8 +33,11 @@ FORMAT1 = ROOT / "tests" / "data" / "format1"
 CHUNKINGS = {"job": (2, 5, 3, 3, 3, 3, 2), "gpu": (1, 5, 1, 3, 3, 3, 2), "uneven": (1, 5, 2, 2, 3, 1, 2)}
 
 
-@pytest.fixture(scope="module", params=[("lz4", "job"), ("gzip", "job"), ("none", "job"), ("lz4", "gpu"),
-                                        ("lz4", "uneven"), ("gzip", "uneven")], ids="-".join)
+@pytest.fixture(
+    scope="module",
+    params=[("lz4", "job"), ("gzip", "job"), ("none", "job"), ("lz4", "gpu"), ("lz4", "uneven"), ("gzip", "uneven")],
+    ids="-".join,
+)
 def hostile_cube(request, tmp_path_factory):
     """A small cube (4 jobs, chunked as ``CHUNKINGS`` says) whose step times are rounded to two
     digits (many ties) and of which about 60% of the cells, and some (gpu, precision) memory
@@ -87,8 +90,9 @@ def _brute(cube, by, where, jobs, top):
                 if np.isfinite(value):
                     seen.add(group)
                 n_value = float(labels["n_gpu"][n])
-                metric = (value / (n_value * samples[j]) if by == "time"
-                          else price[g] / 3600.0 * 1e6 / samples[j] * value)
+                metric = (
+                    value / (n_value * samples[j]) if by == "time" else price[g] / 3600.0 * 1e6 / samples[j] * value
+                )
                 found.append((np.inf if np.isnan(metric) else metric, len(found), value, a, g, n, i, w, p))
         found.sort(key=lambda c: (c[0], c[1]))
         chosen = [c for rank, c in enumerate(found[:top]) if rank == 0 or not np.isnan(c[2])]
@@ -97,9 +101,19 @@ def _brute(cube, by, where, jobs, top):
                 rows.append((labels["job"][j],) + (None,) * 6 + (None,))
                 continue
             ignored = ARCH_IGNORES.get(labels["arch"][a], ())
-            rows.append((labels["job"][j], labels["arch"][a], "any" if "intra" in ignored else labels["intra"][i],
-                         "any" if "network" in ignored else labels["network"][w], labels["gpu"][g],
-                         int(labels["n_gpu"][n]), labels["precision"][p], float(value), int(code[a, g, n, i, w, p])))
+            rows.append(
+                (
+                    labels["job"][j],
+                    labels["arch"][a],
+                    "any" if "intra" in ignored else labels["intra"][i],
+                    "any" if "network" in ignored else labels["network"][w],
+                    labels["gpu"][g],
+                    int(labels["n_gpu"][n]),
+                    labels["precision"][p],
+                    float(value),
+                    int(code[a, g, n, i, w, p]),
+                )
+            )
     return rows
 
 
@@ -111,14 +125,35 @@ def _seen(rows):
         if r["arch"] is None:
             out.append((r["job"],) + (None,) * 7)
             continue
-        out.append((r["job"], r["arch"], r["intra"], r["network"], r["gpu"], r["n_gpu"], r["precision"],
-                    r["step_time"], L.BOTTLENECK_NAMES.index(r["bottleneck"])))
+        out.append(
+            (
+                r["job"],
+                r["arch"],
+                r["intra"],
+                r["network"],
+                r["gpu"],
+                r["n_gpu"],
+                r["precision"],
+                r["step_time"],
+                L.BOTTLENECK_NAMES.index(r["bottleneck"]),
+            )
+        )
     return out
 
 
-WHERES = [{"network": [1]}, {"arch": [0, 2], "intra": [0, 2]}, {"gpu": [1, 2], "network": [0, 2], "precision": [1]},
-          {"intra": [1], "n_gpu": [0, 2]}, {}, {"gpu": [2]}, {"gpu": [0], "network": [2]}, {"precision": [0]},
-          {"n_gpu": [1]}, {"arch": [1]}, {"network": [2, 0]}]
+WHERES = [
+    {"network": [1]},
+    {"arch": [0, 2], "intra": [0, 2]},
+    {"gpu": [1, 2], "network": [0, 2], "precision": [1]},
+    {"intra": [1], "n_gpu": [0, 2]},
+    {},
+    {"gpu": [2]},
+    {"gpu": [0], "network": [2]},
+    {"precision": [0]},
+    {"n_gpu": [1]},
+    {"arch": [1]},
+    {"network": [2, 0]},
+]
 
 
 @pytest.mark.parametrize("compiled", [True, False])
@@ -133,7 +168,7 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
         # the parallel decoder where a row of jobs is one chunk, with the file's own chunk shape
         assert (reader.decoders is not None) == (len(reader.pieces) == 1)
         assert reader.chunks == cube.file["step_time"].chunks and reader.rows == reader.chunks[0]
-        jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]   # out of order, one twice
+        jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]  # out of order, one twice
         ties = 0
         for where in WHERES:
             if top == 1 and not any(d in where for d in ("arch", "intra", "network")):
@@ -143,7 +178,7 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
             ties += sum(r["ties"] > 0 for r in rows if r["ties"] == r["ties"])
             steps = [r["step_time"] for r in rows if r["arch"] is not None]
             ties += len(steps) - len(set(steps))
-        assert ties > 0   # the cube has equal step times among the rows, so the order of ties is tested
+        assert ties > 0  # the cube has equal step times among the rows, so the order of ties is tested
     finally:
         cube.close()
 
@@ -159,7 +194,7 @@ def test_the_scan_of_a_dataset_and_of_damaged_decoding_equal_the_file(hostile_cu
         pareto = best_configurations(cube, "time", {"intra": [0, 1]}, None, 1, pareto=True)
     finally:
         cube.close()
-    with paigrid.open_dataset(hostile_cube) as ds:   # no stored chunks to decode: read through xarray
+    with paigrid.open_dataset(hostile_cube) as ds:  # no stored chunks to decode: read through xarray
         cube = cube_from_dataset(ds)
         assert _seen(best_configurations(cube, "time", {"network": [0, 1]}, None, 5)) == _seen(expected)
     # a chunk the decoder rejects is read again by h5py, which gives the same values
@@ -193,7 +228,7 @@ def test_the_reader_falls_back_where_the_filters_are_not_the_cube_s(tmp_path):
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
         start = 0
         values = reader.decode(start, reader.raw(start))
-        assert np.array_equal(values[0], cube.file["step_time"][0:reader.rows], equal_nan=True)
+        assert np.array_equal(values[0], cube.file["step_time"][0 : reader.rows], equal_nan=True)
     finally:
         cube.close()
 
@@ -207,12 +242,14 @@ def test_a_filtered_scan_reads_only_the_chunks_it_needs(hostile_cube):
             sel = {d: np.asarray(where.get(d, labels[d])) for d in LABEL_DIMS}
             reader = _ChunkReader(cube, ("step_time", "bottleneck"), sel)
             read = {corner for corner, _, _ in reader.pieces}
-            needed = {tuple(int(k) // c * c for k, c in zip(cell, chunks[1:]))
-                      for cell in itertools.product(*(sel[d] for d in LABEL_DIMS))}
-            assert read == needed, where   # every chunk that holds a selected cell, and no other
+            needed = {
+                tuple(int(k) // c * c for k, c in zip(cell, chunks[1:]))
+                for cell in itertools.product(*(sel[d] for d in LABEL_DIMS))
+            }
+            assert read == needed, where  # every chunk that holds a selected cell, and no other
             start = 0
             values, _ = reader.decode(start, reader.raw(start))
-            whole = cube.file["step_time"][start:start + reader.rows]
+            whole = cube.file["step_time"][start : start + reader.rows]
             local = np.ix_(*(reader.local[d] for d in LABEL_DIMS))
             chosen = np.ix_(*(sel[d] for d in LABEL_DIMS))
             assert np.array_equal(values[(slice(None), *local)], whole[(slice(None), *chosen)], equal_nan=True)
@@ -220,7 +257,7 @@ def test_a_filtered_scan_reads_only_the_chunks_it_needs(hostile_cube):
             by_h5py = _ChunkReader(cube, ("step_time", "bottleneck"), sel, parallel=False)
             again, _ = by_h5py.decode(start, by_h5py.raw(start))
             assert by_h5py.decoders is None and np.array_equal(again, values, equal_nan=True)
-        if chunks[2] == 1:   # one GPU per chunk: a filter on one gpu reads a third of the chunks
+        if chunks[2] == 1:  # one GPU per chunk: a filter on one gpu reads a third of the chunks
             reader = _ChunkReader(cube, ("step_time",), {"gpu": np.array([1])})
             assert reader.shape[1] == 1 and len(reader.pieces) * 3 == len(_ChunkReader(cube, ("step_time",)).pieces)
     finally:
@@ -263,9 +300,9 @@ def test_the_chunk_shape_splits_the_gpus_and_never_spans_two_blocks():
     from paigrid.inputs.spec import SweepSpec
     from paigrid.sweeping import prepare, sweep_blocks
 
-    grid, _ = prepare(SweepSpec())   # the default grid: 18 GPUs, 13 networks, 0.58 M configurations a job
+    grid, _ = prepare(SweepSpec())  # the default grid: 18 GPUs, 13 networks, 0.58 M configurations a job
     chunks = store.cube_chunk_shape(grid, 7)
-    assert chunks == (1, 5, 2, 11, 9, 13, 5)             # one job, 2 GPUs, everything else: 0.25 MiB of float32
+    assert chunks == (1, 5, 2, 11, 9, 13, 5)  # one job, 2 GPUs, everything else: 0.25 MiB of float32
     assert 2**17 < np.prod(chunks) * 4 <= 2**19
     small, _ = prepare(load_spec(FORMAT1 / "spec.toml"))  # 1,620 configurations a job: several jobs a chunk
     for per_block in (1, 2, 3, 4):

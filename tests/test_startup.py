@@ -77,11 +77,23 @@ def mixed_cube(tmp_path_factory):
 def probe(tmp_path, commands):
     """Run the ``commands`` (lists of arguments) in one fresh interpreter: one result each."""
     report = tmp_path / "report.json"
-    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" /
-                                                                                    "paigrid-tests-numba"))}
-    done = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), str(report),
-                           json.dumps([[str(a) for a in args] for args in commands])],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "paigrid-tests-numba")),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE.format(heavy=HEAVY),
+            str(report),
+            json.dumps([[str(a) for a in args] for args in commands]),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     results = json.loads(report.read_text())
     assert [r["args"] for r in results] == [[str(a) for a in args] for args in commands]
@@ -108,7 +120,27 @@ def test_reading_commands_import_no_compiler(mixed_cube, tmp_path):
 
 def test_the_probe_sees_numba_where_a_command_needs_the_kernels(tmp_path):
     """The control: ``predict`` runs the kernel, and the probe reports numba and llvmlite."""
-    [result] = probe(tmp_path, [["predict", "--workload", "resnet50", "--arch", "ps-worker", "--gpu", "V100",
-                                 "--n-gpu", "16", "--intra", "pcie3", "--network", "eth-25g", "--precision", "fp32"]])
+    [result] = probe(
+        tmp_path,
+        [
+            [
+                "predict",
+                "--workload",
+                "resnet50",
+                "--arch",
+                "ps-worker",
+                "--gpu",
+                "V100",
+                "--n-gpu",
+                "16",
+                "--intra",
+                "pcie3",
+                "--network",
+                "eth-25g",
+                "--precision",
+                "fp32",
+            ]
+        ],
+    )
     assert result["code"] == 0 and "step_time" in result["out"], result
     assert "numba" in result["loaded"] and "llvmlite" in result["loaded"], result

@@ -57,7 +57,7 @@ def test_every_variable_has_units_and_flags_are_cf(ds):
     for name, var in {**ds.data_vars, **ds.coords}.items():
         assert "units" in var.attrs, name
     assert ds.step_time.attrs["units"] == "s"
-    assert "throughput" not in ds.variables     # format 4 stores its factor; paigrid.open_dataset derives it
+    assert "throughput" not in ds.variables  # format 4 stores its factor; paigrid.open_dataset derives it
     assert ds.samples_per_job_step.attrs["units"] == "samples" and ds.samples_per_job_step.dims == ("job", "n_gpu")
     assert ds.cost_per_step_second.attrs["units"] == "USD/1e6 samples/s"
     assert ds.energy_per_step_second.dims == ("job", "gpu")
@@ -67,7 +67,7 @@ def test_every_variable_has_units_and_flags_are_cf(ds):
     assert ds.invalid_reason.dtype == np.uint8 and ds.invalid_reason.dims == DIMS
     assert list(ds.invalid_reason.attrs["flag_values"]) == list(range(7))
     assert ds.invalid_reason.attrs["flag_meanings"].split() == list(L.INVALID_REASONS)
-    assert "valid" not in ds.variables      # format 2 stores the reason code instead
+    assert "valid" not in ds.variables  # format 2 stores the reason code instead
 
 
 def test_provenance_attributes(ds):
@@ -87,8 +87,10 @@ def test_invalid_configurations_are_nan_and_flagged(ds):
     assert (reason.sel(arch="ps-worker", network="none") == L.REASON_CLUSTER_ARCH_NEEDS_NETWORK).all()
     nvlink2_on_a100 = ds.step_time.sel(gpu="A100-SXM4-80GB", intra="nvlink2-hcm")
     assert np.isnan(nvlink2_on_a100).all()
-    assert (reason.sel(gpu="A100-SXM4-80GB", intra="nvlink2-hcm", arch="allreduce-cluster",
-                       network="eth-25g") == L.REASON_INTRA_LINK_NOT_ON_GPU).all()
+    assert (
+        reason.sel(gpu="A100-SXM4-80GB", intra="nvlink2-hcm", arch="allreduce-cluster", network="eth-25g")
+        == L.REASON_INTRA_LINK_NOT_ON_GPU
+    ).all()
     assert np.isnan(ds.step_time.where(reason != L.REASON_VALID)).all()
     assert int((~np.isnan(ds.step_time)).sum()) == int((reason == L.REASON_VALID).sum())
 
@@ -101,24 +103,75 @@ def test_components_add_up_to_the_step_time(ds):
 
 
 def test_cube_point_equals_predict(ds):
-    point = dict(job="gpt2-xl", arch="allreduce-cluster", gpu="A100-SXM4-80GB", n_gpu=64,
-                 intra="nvswitch-nvlink3", network="ib-hdr-200g", precision="amp-fp16")
+    point = dict(
+        job="gpt2-xl",
+        arch="allreduce-cluster",
+        gpu="A100-SXM4-80GB",
+        n_gpu=64,
+        intra="nvswitch-nvlink3",
+        network="ib-hdr-200g",
+        precision="amp-fp16",
+    )
     result = predict_one("gpt2-xl", point["arch"], point["gpu"], 64, point["intra"], point["network"], "amp-fp16")
     assert float(ds.step_time.sel(point)) == pytest.approx(result["step_time"], rel=1e-6)
     assert float(ds.t_comm.sel(point)) == pytest.approx(result["t_comm"], rel=1e-6)
 
 
-@pytest.mark.parametrize("arch, gpu, n, intra, network, precision, reason, fragments", [
-    ("1w1g", "V100", 4, "pcie3", "none", "fp32", L.REASON_SINGLE_GPU_ARCH, ["1w1g with 4 GPU(s)", "exactly one GPU"]),
-    ("1wng", "V100", 16, "pcie3", "none", "fp32", L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
-     ["1wng with 16 GPU(s)", "keeps every GPU in one server, which has 8 (gpus_per_node)"]),
-    ("ps-worker", "V100", 8, "pcie3", "none", "fp32", L.REASON_CLUSTER_ARCH_NEEDS_NETWORK,
-     ["ps-worker with 8 GPU(s)", "needs a network between servers", "'none'"]),
-    ("allreduce-local", "A100-SXM4-80GB", 8, "nvlink2-hcm", "none", "fp32", L.REASON_INTRA_LINK_NOT_ON_GPU,
-     ["the nvlink2-hcm link cannot connect A100-SXM4-80GB GPUs"]),
-    ("1w1g", "V100", 1, "pcie3", "none", "fp8", L.REASON_PRECISION_NOT_ON_GPU,
-     ["the V100-SXM2-16GB has no fp8 support (fp8_TFLOP_per_s is empty in the GPU catalogue)"]),
-])
+@pytest.mark.parametrize(
+    "arch, gpu, n, intra, network, precision, reason, fragments",
+    [
+        (
+            "1w1g",
+            "V100",
+            4,
+            "pcie3",
+            "none",
+            "fp32",
+            L.REASON_SINGLE_GPU_ARCH,
+            ["1w1g with 4 GPU(s)", "exactly one GPU"],
+        ),
+        (
+            "1wng",
+            "V100",
+            16,
+            "pcie3",
+            "none",
+            "fp32",
+            L.REASON_LOCAL_ARCH_EXCEEDS_SERVER,
+            ["1wng with 16 GPU(s)", "keeps every GPU in one server, which has 8 (gpus_per_node)"],
+        ),
+        (
+            "ps-worker",
+            "V100",
+            8,
+            "pcie3",
+            "none",
+            "fp32",
+            L.REASON_CLUSTER_ARCH_NEEDS_NETWORK,
+            ["ps-worker with 8 GPU(s)", "needs a network between servers", "'none'"],
+        ),
+        (
+            "allreduce-local",
+            "A100-SXM4-80GB",
+            8,
+            "nvlink2-hcm",
+            "none",
+            "fp32",
+            L.REASON_INTRA_LINK_NOT_ON_GPU,
+            ["the nvlink2-hcm link cannot connect A100-SXM4-80GB GPUs"],
+        ),
+        (
+            "1w1g",
+            "V100",
+            1,
+            "pcie3",
+            "none",
+            "fp8",
+            L.REASON_PRECISION_NOT_ON_GPU,
+            ["the V100-SXM2-16GB has no fp8 support (fp8_TFLOP_per_s is empty in the GPU catalogue)"],
+        ),
+    ],
+)
 def test_invalid_predictions_carry_the_kernels_reason(arch, gpu, n, intra, network, precision, reason, fragments):
     with pytest.raises(PaigridError) as caught:
         predict_one("resnet50", arch, gpu, n, intra, network, precision)
@@ -144,9 +197,17 @@ def test_every_reason_code_has_a_sentence():
     from paigrid.schema import REASON_SENTENCES, reason_sentence
 
     assert sorted(REASON_SENTENCES) == list(range(len(L.INVALID_REASONS)))
-    fields = {"arch": "ps-worker", "gpu": "V100-SXM2-16GB", "n_gpu": 16, "intra": "pcie3", "network": "eth-25g",
-              "precision": "fp32", "job": "resnet50", "gpus_per_node": 8,
-              "lacks": "fp32_TFLOP_per_s is empty in the GPU catalogue"}
+    fields = {
+        "arch": "ps-worker",
+        "gpu": "V100-SXM2-16GB",
+        "n_gpu": 16,
+        "intra": "pcie3",
+        "network": "eth-25g",
+        "precision": "fp32",
+        "job": "resnet50",
+        "gpus_per_node": 8,
+        "lacks": "fp32_TFLOP_per_s is empty in the GPU catalogue",
+    }
     assert reason_sentence(L.REASON_VALID, fields) == ""
     for code in range(1, len(L.INVALID_REASONS)):
         sentence = reason_sentence(code, fields)
@@ -170,7 +231,7 @@ def brute_force(ds, by, **where):
         flat = np.where(np.isnan(m.values), np.inf, m.values).reshape(-1)
         k = int(np.argmin(flat))
         index = np.unravel_index(k, m.shape)
-        if np.isinf(flat[k]):   # nothing feasible (e.g. does not fit in memory)
+        if np.isinf(flat[k]):  # nothing feasible (e.g. does not fit in memory)
             answers[job] = {d: None for d in order} | {"metric": np.nan}
             continue
         answers[job] = {d: m[d].values[i].item() for d, i in zip(m.dims, index)}
@@ -179,8 +240,16 @@ def brute_force(ds, by, **where):
 
 
 @pytest.mark.parametrize("by", ["time", "cost"])
-@pytest.mark.parametrize("where", [{}, {"n_gpu": 8}, {"gpu": "V100-SXM2-16GB", "precision": "fp32"},
-                                   {"network": "eth-25g"}, {"arch": "ps-worker", "n_gpu": 64}])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {},
+        {"n_gpu": 8},
+        {"gpu": "V100-SXM2-16GB", "precision": "fp32"},
+        {"network": "eth-25g"},
+        {"arch": "ps-worker", "n_gpu": 64},
+    ],
+)
 def test_best_arch_equals_brute_force_argmin(cube_path, ds, by, where):
     expected = brute_force(ds, by, **where)
     cube = open_cube(cube_path)
@@ -214,7 +283,7 @@ def test_top_k_is_sorted_and_starts_with_the_best(cube_path, ds):
         cube.close()
     assert len(top) == 5
     assert top[0].keys() == best[0].keys()
-    for key, value in best[0].items():   # NaN (speedup, band, ties without a band) equals NaN here
+    for key, value in best[0].items():  # NaN (speedup, band, ties without a band) equals NaN here
         assert top[0][key] == value or (value != value and top[0][key] != top[0][key]), key
     per_sample = [r["step_time"] / (r["n_gpu"] * samples) for r in top]
     assert per_sample == sorted(per_sample)
@@ -233,16 +302,30 @@ def test_top_k_lists_each_distinct_configuration_once(cube_path):
     assert any(r["arch"] == "allreduce-local" and r["network"] == ANY for r in top)
 
 
-@pytest.mark.parametrize("options", [{}, {"model": "pai-v2", "sync_latency": True, "bucket_overlap": True,
-                                          "topology_aware": True, "collective": "tree"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"model": "pai-v2", "sync_latency": True, "bucket_overlap": True, "topology_aware": True, "collective": "tree"},
+    ],
+)
 def test_architectures_do_not_depend_on_the_dimensions_they_ignore(tmp_path, options):
     """``schema.ARCH_IGNORES`` is true of the kernel: every valid value of an ignored dimension
     gives the same step time, whatever the options."""
-    spec = spec_from_dict({"workloads": ["resnet50", "bert-large-seq384"],
-                           "grid": {"gpu": ["V100", "A100-SXM4-80GB"], "n_gpu": [1, 4, 16],
-                                    "intra": ["pcie3", "nvlink2-hcm", "nvswitch-nvlink3"],
-                                    "network": ["none", "eth-25g", "ib-hdr-200g"], "precision": ["fp32"]},
-                           "options": options}, "test")
+    spec = spec_from_dict(
+        {
+            "workloads": ["resnet50", "bert-large-seq384"],
+            "grid": {
+                "gpu": ["V100", "A100-SXM4-80GB"],
+                "n_gpu": [1, 4, 16],
+                "intra": ["pcie3", "nvlink2-hcm", "nvswitch-nvlink3"],
+                "network": ["none", "eth-25g", "ib-hdr-200g"],
+                "precision": ["fp32"],
+            },
+            "options": options,
+        },
+        "test",
+    )
     run_sweep(spec, tmp_path / "c.h5", progress=False)
     with xr.open_dataset(tmp_path / "c.h5", engine="h5netcdf") as data:
         step = data.step_time.where(data.invalid_reason == L.REASON_VALID).load()
@@ -259,8 +342,10 @@ def test_unfinished_cube_is_refused(tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC)
     path = tmp_path / "cube.h5"
     with pytest.raises(RuntimeError):
+
         def stop(written):
             raise RuntimeError("stop after the first block")
+
         run_sweep(load_spec(tmp_path / "spec.toml"), path, progress=False, on_block=stop)
     assert not path.exists() and partial_path(path).exists()
     with pytest.raises(PaigridError, match="unfinished"):
@@ -283,7 +368,7 @@ def test_stored_overall_best_equals_the_query(cube_path, ds, by):
         if row["arch"] is None:
             assert (index == -1).all()
             continue
-        for dim, k in zip(ds.dimension.values, index):   # the stored index names one representative
+        for dim, k in zip(ds.dimension.values, index):  # the stored index names one representative
             label = ANY if dim in ARCH_IGNORES.get(row["arch"], ()) else ds[dim].values[k].item()
             assert label == row[dim], (row["job"], dim)
         assert float(ds.overall_step_time.sel(job=row["job"], criterion=by)) == row["step_time"]
@@ -314,15 +399,22 @@ def test_chunks_of_several_jobs_with_a_partial_last_chunk(tmp_path, compression)
     run_sweep(load_spec(tmp_path / "five.toml"), tmp_path / "five.h5", compression=compression, progress=False)
     run_sweep(load_spec(tmp_path / "single.toml"), tmp_path / "single.h5", compression=compression, progress=False)
     with h5py.File(tmp_path / "five.h5", "r") as a, h5py.File(tmp_path / "single.h5", "r") as b:
-        assert a["step_time"].chunks[0] == 4 and b["step_time"].chunks[0] == 1   # 5 jobs: chunks of 4 + 1
-        for name in ("step_time", "t_comm", "samples_per_job_step", "cost_per_step_second", "energy_per_step_second",
-                     "bottleneck", "invalid_reason"):
+        assert a["step_time"].chunks[0] == 4 and b["step_time"].chunks[0] == 1  # 5 jobs: chunks of 4 + 1
+        for name in (
+            "step_time",
+            "t_comm",
+            "samples_per_job_step",
+            "cost_per_step_second",
+            "energy_per_step_second",
+            "bottleneck",
+            "invalid_reason",
+        ):
             np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
 
 
 def brute_force_front(ds, job, **where):
     """Every feasible configuration of ``job`` not dominated in (time per sample, cost per sample)."""
-    sub = ds.sel(job=job).sel({k: [v] for k, v in where.items()})   # lists keep the dimensions
+    sub = ds.sel(job=job).sel({k: [v] for k, v in where.items()})  # lists keep the dimensions
     step = sub.step_time.where((sub.invalid_reason == L.REASON_VALID) & (sub.fits_memory == 1))
     order = ("gpu", "n_gpu", "precision", "arch", "intra", "network")
     time = (step / (sub.n_gpu * sub.samples_per_step)).transpose(*order)
@@ -343,14 +435,16 @@ def brute_force_front(ds, job, **where):
 def test_pareto_front_equals_brute_force(cube_path, ds, where):
     cube = open_cube(cube_path)
     try:
-        rows = best_configurations(cube, "time", parse_where([f"{k}={v}" for k, v in where.items()], cube),
-                                   pareto=True)
+        rows = best_configurations(cube, "time", parse_where([f"{k}={v}" for k, v in where.items()], cube), pareto=True)
     finally:
         cube.close()
     for job in ds.job.values:
-        got = [{d: r[d] for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network")}
-               for r in rows if r["job"] == job]
+        got = [
+            {d: r[d] for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network")}
+            for r in rows
+            if r["job"] == job
+        ]
         want = brute_force_front(ds, job, **where) or [dict.fromkeys(got[0])]
         assert got == want, job
     sizes = [sum(r["job"] == job for r in rows) for job in ds.job.values]
-    assert max(sizes) > 1     # a real trade-off exists in this grid
+    assert max(sizes) > 1  # a real trade-off exists in this grid

@@ -46,11 +46,9 @@ class Trace:
         inst_id = "inst-" + name
         self.jobs.append([name, inst_id, "user1", status, "100", "200"])
         for task_name, inst_num, plan_gpu, gpu_type in tasks:
-            self.tasks.append([name, task_name, inst_num, status, "100", "200", "600", "29.3",
-                               plan_gpu, gpu_type])
+            self.tasks.append([name, task_name, inst_num, status, "100", "200", "600", "29.3", plan_gpu, gpu_type])
         for i, (task_name, machine) in enumerate(instances):
-            self.instances.append([name, task_name, f"in{i}", f"w{i}", inst_id, status, "100",
-                                   "200", machine])
+            self.instances.append([name, task_name, f"in{i}", f"w{i}", inst_id, status, "100", "200", machine])
         if workload is not None:
             self.tags.append([inst_id, "user1", "", "group1", workload])
         return self
@@ -71,8 +69,7 @@ def fixture_trace(tmp_path):
     t.job("j1wng", [("tensorflow", "1", "400", "V100")])
     t.job("jlocal", [("HorovodWorker", "1", "800", "V100M32")], workload="nmt")
     t.job("jps", [("ps", "2", "", ""), ("worker", "4", "100", "MISC")], workload="ctr")
-    t.job("jcluster", [("worker", "3", "100", "T4"), ("chief", "1", "100", "T4")],
-          workload="graphlearn")
+    t.job("jcluster", [("worker", "3", "100", "T4"), ("chief", "1", "100", "T4")], workload="graphlearn")
     t.job("jfailed", [("worker", "1", "100", "V100")], status="Failed")
     t.job("jcpu", [("worker", "2", "", "")])
     t.job("jcputype", [("worker", "1", "100", "CPU")])
@@ -81,8 +78,7 @@ def fixture_trace(tmp_path):
     t.job("junknown", [("worker", "1", "100", "A800")])
     t.job("jnotasks", [])
     t.job("jbig", [("worker", "1", "400", "P100")])  # 4 GPUs on a 2-GPU machine type
-    t.job("jfallback", [("worker", "1", "200", "")],
-          instances=[("worker", _machine_of("V100"))])
+    t.job("jfallback", [("worker", "1", "200", "")], instances=[("worker", _machine_of("V100"))])
     t.tasks.append(["orphan", "worker", "1", "Terminated", "1", "2", "600", "29", "100", "T4"])
     return t.write()
 
@@ -108,16 +104,22 @@ def test_every_architecture_and_field(fixture_trace):
     for job, (arch, n, gpu, gpn, model) in expect.items():
         r = got[job]
         assert list(r) == list(POPULATION_COLUMNS)
-        assert (r["current_arch"], r["current_n_gpu"], r["current_gpu"], r["gpus_per_node"],
-                r["model"]) == (arch, n, gpu, gpn, model), job
+        assert (r["current_arch"], r["current_n_gpu"], r["current_gpu"], r["gpus_per_node"], r["model"]) == (
+            arch,
+            n,
+            gpu,
+            gpn,
+            model,
+        ), job
         assert r["current_precision"] == "fp32"
         assert r["current_intra"] == "pcie3"
         assert r["current_network"] == "eth-25g"
         assert r["batch"] == ""
-        defaulted = job in ("j1wng", "jfrac", "jfallback")   # no tag, or a tag of no family
+        defaulted = job in ("j1wng", "jfrac", "jfallback")  # no tag, or a tag of no family
         assert r["source"] == (trace.SOURCE_DEFAULTED if defaulted else "pai-trace-2020"), job
-    assert [r["job"] for r in rows] == [j for j in (
-        "j1w1g", "j1wng", "jlocal", "jps", "jcluster", "jfrac", "jrunning", "jfallback")]
+    assert [r["job"] for r in rows] == [
+        j for j in ("j1w1g", "j1wng", "jlocal", "jps", "jcluster", "jfrac", "jrunning", "jfallback")
+    ]
 
 
 def test_counts(fixture_trace):
@@ -210,8 +212,12 @@ def test_chosen_default_family(tmp_path):
     t.job("jother", [("worker", "1", "100", "V100")], workload="unheard-of")
     t.job("jnone", [("worker", "1", "100", "V100")])
     folder = t.write()
-    for family, model in (("bert", trace.zoo_families()["bert"][0]), ("transformer", "transformer"),
-                          ("gcn", "gcn"), ("vgg16", "vgg16")):
+    for family, model in (
+        ("bert", trace.zoo_families()["bert"][0]),
+        ("transformer", "transformer"),
+        ("gcn", "gcn"),
+        ("vgg16", "vgg16"),
+    ):
         rows, counts = trace.import_pai_trace(folder, default_family=family)
         assert [r["model"] for r in rows] == ["bert", model, model], family
         assert [r["source"] for r in rows] == ["pai-trace-2020", trace.SOURCE_DEFAULTED, trace.SOURCE_DEFAULTED]
@@ -238,17 +244,20 @@ def test_gpu_rounding_and_mixed_types(tmp_path):
     assert counts["fractional_gpu_rounded"] == 2
 
 
-@pytest.mark.parametrize("names,instances,n_gpu,arch", [
-    (["ps", "worker"], 4, 4, "ps-worker"),
-    (["PS", "worker", "evaluator"], 5, 5, "ps-worker"),
-    (["worker"], 1, 1, "1w1g"),
-    (["tensorflow"], 1, 4, "1wng"),
-    (["PyTorchWorker"], 1, 4, "1wng"),
-    (["OpenmpiTracker"], 1, 4, "allreduce-local"),
-    (["nccl_allreduce"], 1, 2, "allreduce-local"),
-    (["worker"], 2, 2, "allreduce-cluster"),
-    (["ps"], 1, 1, "1w1g"),
-])
+@pytest.mark.parametrize(
+    "names,instances,n_gpu,arch",
+    [
+        (["ps", "worker"], 4, 4, "ps-worker"),
+        (["PS", "worker", "evaluator"], 5, 5, "ps-worker"),
+        (["worker"], 1, 1, "1w1g"),
+        (["tensorflow"], 1, 4, "1wng"),
+        (["PyTorchWorker"], 1, 4, "1wng"),
+        (["OpenmpiTracker"], 1, 4, "allreduce-local"),
+        (["nccl_allreduce"], 1, 2, "allreduce-local"),
+        (["worker"], 2, 2, "allreduce-cluster"),
+        (["ps"], 1, 1, "1w1g"),
+    ],
+)
 def test_job_arch_rules(names, instances, n_gpu, arch):
     assert trace.job_arch(names, names, instances, n_gpu) == arch
 
@@ -259,8 +268,10 @@ def test_header_line_is_tolerated(tmp_path):
     t.jobs.insert(0, list(trace.TABLE_COLUMNS["pai_job_table.csv"]))
     t.tasks.insert(0, list(trace.TABLE_COLUMNS["pai_task_table.csv"]))
     t.write()
-    _write(tmp_path / "pai_machine_spec.csv", [["machine", "gpu_type", "cap_cpu", "cap_mem",
-                                                 "cap_gpu"]] + _sample_machines())
+    _write(
+        tmp_path / "pai_machine_spec.csv",
+        [["machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu"]] + _sample_machines(),
+    )
     rows, counts = trace.import_pai_trace(tmp_path)
     assert counts["jobs_read"] == 1 and rows[0]["gpus_per_node"] == 2
 

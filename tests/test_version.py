@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_metadata_reads_the_one_version():
-    assert version("paigrid") == paigrid.__version__, \
+    assert version("paigrid") == paigrid.__version__, (
         "the installed metadata is of another version: reinstall (pip install -e .) after changing __version__"
+    )
 
 
 def test_version_option_prints_it():

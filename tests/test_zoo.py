@@ -24,12 +24,16 @@ MODELS = {workload: model for model in zoo.builtin_models() for workload in mode
 #: so a corrected catalogue makes it fail until the entry is removed.
 KNOWN_DISAGREEMENTS = {
     ("mask-rcnn", "fwd_GFLOP_per_sample"): (
-        404.31, "the catalogue counts the mask head's 2x2/2 transposed conv over the 28x28 output "
-                "(256 x 256 x 4 x 784 MAC per RoI) where it runs over the 14x14 input (256 x 256 x 4 "
-                "x 196): 64 RoIs x 154 MMAC = 9.87 GMAC = 19.7 GFLOP too many"),
+        404.31,
+        "the catalogue counts the mask head's 2x2/2 transposed conv over the 28x28 output "
+        "(256 x 256 x 4 x 784 MAC per RoI) where it runs over the 14x14 input (256 x 256 x 4 "
+        "x 196): 64 RoIs x 154 MMAC = 9.87 GMAC = 19.7 GFLOP too many",
+    ),
     ("transformer-xl-large", "params_M"): (
-        285.17, "the catalogue keeps the paper's 257M while its own FLOP count (and its notes: "
-                "'about 283M') use run_wt103_large.sh, whose layers hold 285.2M parameters"),
+        285.17,
+        "the catalogue keeps the paper's 257M while its own FLOP count (and its notes: "
+        "'about 283M') use run_wt103_large.sh, whose layers hold 285.2M parameters",
+    ),
 }
 
 
@@ -64,18 +68,27 @@ def test_layer_counts_agree_with_the_catalogue(workload, column):
     if (workload, column) in KNOWN_DISAGREEMENTS:
         expected, why = KNOWN_DISAGREEMENTS[(workload, column)]
         assert value == pytest.approx(expected, rel=1e-4), why
-        assert abs(value / stored - 1) > tolerance(workload, column), \
+        assert abs(value / stored - 1) > tolerance(workload, column), (
             f"the catalogue now agrees: remove {workload} {column} from KNOWN_DISAGREEMENTS"
+        )
         return
     assert value == pytest.approx(stored, rel=tolerance(workload, column))
 
 
 def test_exact_published_parameter_counts():
     """Where a source states the exact count, the layers give it to the parameter."""
-    exact = {"resnet50-v1.5": 25_557_032, "resnet101": 44_549_160, "vgg16": 138_357_544,
-             "inception-v3": 27_161_264, "gnmt": 160_671_297, "bert-base": 110_106_428,
-             "gpt2-small": 124_439_808, "a3c": 677_943, "gcn": 164_905,
-             "mask-rcnn": 44_401_393 - 222_400}
+    exact = {
+        "resnet50-v1.5": 25_557_032,
+        "resnet101": 44_549_160,
+        "vgg16": 138_357_544,
+        "inception-v3": 27_161_264,
+        "gnmt": 160_671_297,
+        "bert-base": 110_106_428,
+        "gpt2-small": 124_439_808,
+        "a3c": 677_943,
+        "gcn": 164_905,
+        "mask-rcnn": 44_401_393 - 222_400,
+    }
     for workload, count in exact.items():
         assert MODELS[workload].params == count, workload
 
@@ -98,9 +111,12 @@ def test_the_table_names_its_sources_inside_the_repository():
         assert (ROOT / r["derived_from"]).is_file(), r["derived_from"]
         if r["name"] in WORKLOADS.names:
             assert r["optimizer"] == WORKLOADS.row(r["name"])["optimizer"]
-    assert all(c == "name" or c in ("optimizer", "source", "derived_from") or re.search(
-        r"_(M|GFLOP_per_sample|MB_per_sample|MB_per_step|per_step|B_per_param)$", c)
-        for c in zoo.columns())
+    assert all(
+        c == "name"
+        or c in ("optimizer", "source", "derived_from")
+        or re.search(r"_(M|GFLOP_per_sample|MB_per_sample|MB_per_step|per_step|B_per_param)$", c)
+        for c in zoo.columns()
+    )
 
 
 def test_fused_attention_keeps_and_moves_less():
@@ -150,21 +166,21 @@ def tiny():
 
 
 def test_tiny_model_parameters(tiny):
-    conv = 16 * 8 * 3 * 3                     # 1152, no bias by default
-    embedding = 100 * 32                      # 3200
-    linear = 32 * 64 + 64                     # 2112, bias by default
-    lstm = 4 * 16 * (32 + 16) + 2 * 4 * 16    # 3200: 4 gates, two biases (cuDNN)
-    pair = 64 * 64 + 64 + 2 * 64              # 4288: linear + layernorm scale and shift
+    conv = 16 * 8 * 3 * 3  # 1152, no bias by default
+    embedding = 100 * 32  # 3200
+    linear = 32 * 64 + 64  # 2112, bias by default
+    lstm = 4 * 16 * (32 + 16) + 2 * 4 * 16  # 3200: 4 gates, two biases (cuDNN)
+    pair = 64 * 64 + 64 + 2 * 64  # 4288: linear + layernorm scale and shift
     assert tiny.params == conv + embedding + linear + lstm + 3 * pair
     assert tiny.frozen_params == 0
 
 
 def test_tiny_model_flops(tiny):
-    conv = 2 * 16 * (8 * 9) * (4 * 4)         # 36864: 72-long reduction -> gemm_conv
+    conv = 2 * 16 * (8 * 9) * (4 * 4)  # 36864: 72-long reduction -> gemm_conv
     linear = 2 * 32 * 64 * 10 + 3 * 2 * 64 * 64 * 10
-    attention = 4 * 2 * 8 * 10 * 10           # QK^T and AV: 6400
-    attention_fused = 4 * 2 * 8 * (10 * 11 / 2)   # causal: 55 visible pairs
-    lstm = 2 * 10 * 4 * 16 * (32 + 16)        # 61440
+    attention = 4 * 2 * 8 * 10 * 10  # QK^T and AV: 6400
+    attention_fused = 4 * 2 * 8 * (10 * 11 / 2)  # causal: 55 visible pairs
+    lstm = 2 * 10 * 4 * 16 * (32 + 16)  # 61440
     assert tiny.flops("gemm_conv") == conv + linear
     assert tiny.flops("small_conv") == 0
     assert tiny.flops("attention", "eager") == attention
@@ -178,11 +194,11 @@ def test_tiny_model_flops(tiny):
 
 def test_tiny_model_traffic(tiny):
     B = 4  # bytes per FP32 element
-    conv = 8 * 8 * 8 + 16 * 4 * 4             # reads the 8x8 input (4x4 out x stride 2), writes 4x4
+    conv = 8 * 8 * 8 + 16 * 4 * 4  # reads the 8x8 input (4x4 out x stride 2), writes 4x4
     linear = 10 * (32 + 64) + 3 * 10 * (64 + 64)
     assert tiny.act_bytes("gemm_conv") == B * (conv + linear)
     assert tiny.act_bytes("gemm_conv", train=True) == 3 * B * (conv + linear)
-    X, S, L = 2 * 8 * (10 + 10 + 10 + 10), 2 * 10 * 10, 2 * 10    # Q+K+V+O, scores, row stats
+    X, S, L = 2 * 8 * (10 + 10 + 10 + 10), 2 * 10 * 10, 2 * 10  # Q+K+V+O, scores, row stats
     assert tiny.act_bytes("attention", "eager") == B * (3 * X + S * (6 + 2.25))
     assert tiny.act_bytes("attention", "eager", train=True) == B * (7 * X + S * (16 + 4.5))
     assert tiny.act_bytes("attention", "fused") == B * (X + L)
@@ -194,9 +210,14 @@ def test_tiny_model_traffic(tiny):
     bias, relu, norm = 640, 2 * 640, 3 * 640  # elements: each bias add, ReLU x 2 instances, 3 norms
     assert tiny.act_bytes("elementwise_norm") == B * (4 * 2 * bias + 2 * relu + 3 * norm)
     assert tiny.act_bytes("elementwise_norm", train=True) == B * (4 * 3 * bias + 5 * relu + 8 * norm)
-    weights = {"gemm_conv": 1152 + 2112 + 3 * (64 * 64 + 64),
-               "recurrent": 4 * 16 * 32 + 2 * 4 * 16 + 10 * 4 * 16 * 16,   # W_hh read every step
-               "elementwise_norm": 3 * 128, "embedding": 0, "attention": 0, "small_conv": 0}
+    weights = {
+        "gemm_conv": 1152 + 2112 + 3 * (64 * 64 + 64),
+        "recurrent": 4 * 16 * 32 + 2 * 4 * 16 + 10 * 4 * 16 * 16,  # W_hh read every step
+        "elementwise_norm": 3 * 128,
+        "embedding": 0,
+        "attention": 0,
+        "small_conv": 0,
+    }
     for cls, count in weights.items():
         assert tiny.weight_bytes(cls) == B * count, cls
 
@@ -233,7 +254,7 @@ GOOD_LAYER = '{ op = "linear", in = 4, out = 4 }'
 
 
 def zoo_file(layers: str = GOOD_LAYER, head: str = "", model: str = 'source = "s"\n') -> str:
-    return f'{head}\n[models.m]\n{model}layers = [\n  {layers},\n]\n'
+    return f"{head}\n[models.m]\n{model}layers = [\n  {layers},\n]\n"
 
 
 BAD = [
@@ -249,12 +270,14 @@ BAD = [
     (zoo_file('{ op = "linear", in = 4.5, out = 4 }'), ["whole number"]),
     (zoo_file('{ op = "conv", cin = 6, cout = 4, k = 3, out = 8, groups = 4 }'), ["groups = 4 must divide"]),
     (zoo_file('{ op = "conv", cin = 6, cout = 4, k = [3, 3, 3], out = [8, 8] }'), ["'k' has 3 sizes"]),
-    (zoo_file('{ use = "blok" }', head='[blocks.block]\nlayers = []'), ["no block 'blok'", "'block'"]),
+    (zoo_file('{ use = "blok" }', head="[blocks.block]\nlayers = []"), ["no block 'blok'", "'block'"]),
     (zoo_file('{ use = "a" }', head='[blocks.a]\nlayers = [ { use = "a" } ]'), ["uses itself"]),
     (zoo_file('{ use = "b" }', head='[blocks.b]\nargs = ["n"]\nlayers = []'), ["needs the argument(s) n"]),
     (zoo_file('{ use = "b", n = 1, m = 2 }', head='[blocks.b]\nargs = ["n"]\nlayers = []'), ["no argument 'm'"]),
-    (zoo_file('{ op = "attention", heads = 2, head_dim = 8, q_len = 10, kv_len = 5, causal = true }'),
-     ["kv_len >= q_len"]),
+    (
+        zoo_file('{ op = "attention", heads = 2, head_dim = 8, q_len = 10, kv_len = 5, causal = true }'),
+        ["kv_len >= q_len"],
+    ),
     (zoo_file('{ op = "eltwise", kind = "relux", elements = 4 }'), ["kind 'relux' is unknown", "'relu'"]),
     (zoo_file('{ op = "eltwise", kind = "maxpool", elements = 4 }'), ["needs 'in_elements'"]),
     (zoo_file('{ op = "rnn", cell = "rnn_tanh", input = 4, hidden = 4, steps = 2 }'), ["'lstm' or 'gru'"]),
@@ -269,7 +292,7 @@ BAD = [
     (zoo_file('{ op = "eltwise", elements = 4 }'), ["eltwise needs 'kind'"]),
     (zoo_file('{ op = "rnn", input = 4, hidden = 4 }'), ["rnn needs 'cell', 'steps'"]),
     (zoo_file('{ op = ["conv"] }'), ["'op' must be a name"]),
-    (zoo_file('{ use = 3 }'), ["'use' must name a block"]),
+    (zoo_file("{ use = 3 }"), ["'use' must name a block"]),
     (zoo_file('{ op = "linear", in = "2**1000", out = 4 }'), ["a power is limited"]),
     (zoo_file('{ op = "linear", in = "max()", out = 4 }'), ["max() cannot take 0 argument(s)"]),
     (zoo_file(head="blocks = 3"), ["'blocks' must hold [blocks.NAME] tables"]),
@@ -312,16 +335,20 @@ layers = [ { use = "grow", times = 3, index = "i", cin = "s + 10*i" } ]
     short, long = zoo.parse_zoo(text, "t.toml")
     assert (short.name, long.name, long.source) == ("m-seq2", "m-seq4", "at 4")
     assert short.params == 8 * (2 + 12 + 22) and long.params == 8 * (4 + 14 + 24)
-    assert [layer.path for layer in short.layers] == ["#1 (use grow) [i=0] > #1 (linear)",
-                                                       "#1 (use grow) [i=1] > #1 (linear)",
-                                                       "#1 (use grow) [i=2] > #1 (linear)"]
+    assert [layer.path for layer in short.layers] == [
+        "#1 (use grow) [i=0] > #1 (linear)",
+        "#1 (use grow) [i=1] > #1 (linear)",
+        "#1 (use grow) [i=2] > #1 (linear)",
+    ]
     assert short.aliases == [("M", "2")] and not short.v2["params"] and long.v2["params"]
     assert zoo.resolve_measured("m", "4", [short, long]) == "m-seq4"
 
 
 def test_nested_layer_paths_name_the_block(tmp_path):
-    text = zoo_file('{ use = "b", name = "stage2", times = 2 }',
-                    head='[blocks.b]\nlayers = [ { op = "linear", name = "fc", in = 4, out = 0 } ]')
+    text = zoo_file(
+        '{ use = "b", name = "stage2", times = 2 }',
+        head='[blocks.b]\nlayers = [ { op = "linear", name = "fc", in = 4, out = 0 } ]',
+    )
     with pytest.raises(PaigridError, match=r"model 'm', layer #1 \(stage2\) > #1 \(fc\): 'out' must be > 0"):
         zoo.parse_zoo(text, "bad.toml")
 
@@ -358,8 +385,8 @@ def test_docs_example_prints_what_the_page_shows(tmp_path, capsys):
     # layernorm 2h, head 10 h + 10
     h, s = 128, 16
     assert model.params == 3 * 256 * h + h + 2 * (12 * h * h + 13 * h) + 2 * h + 10 * h + 10
-    patches = 2 * (3 * 256) * h * s               # the conv: a 768-long reduction per output
-    layer = 2 * 12 * h * h * s + 4 * s * s * h     # projections and FFN, QK^T and AV
+    patches = 2 * (3 * 256) * h * s  # the conv: a 768-long reduction per output
+    layer = 2 * 12 * h * h * s + 4 * s * s * h  # projections and FFN, QK^T and AV
     assert math.isclose(model.flops(), patches + 2 * layer + 2 * h * 10)
 
 

@@ -26,13 +26,21 @@ MEASURED = list(csv.DictReader((DATASETS / "measured_public_v2.csv").read_text(e
 #: rows of models_v2.csv no zoo entry describes yet (the test fails when one is added, so that
 #: this list shrinks with the zoo)
 NOT_YET_DESCRIBED = {
-    "DCNv2", "GPUNet-0/1/2/D1", "MoFlow", "SE(3)-Transformer", "SIM (Search-based user Interest Model)",
-    "U-Net Industrial", "V-Net", "Wide & Deep", "nnU-Net 2D/3D U-Net",
+    "DCNv2",
+    "GPUNet-0/1/2/D1",
+    "MoFlow",
+    "SE(3)-Transformer",
+    "SIM (Search-based user Interest Model)",
+    "U-Net Industrial",
+    "V-Net",
+    "Wide & Deep",
+    "nnU-Net 2D/3D U-Net",
 }
 #: spellings of measured_public_v2.csv's ``model`` with no zoo entry yet (the models above):
 #: the test checks they still fail with a sentence, and fails once one resolves
 NOT_YET_RESOLVABLE = {
-    "MoFlow", "SE(3)-Transformer",
+    "MoFlow",
+    "SE(3)-Transformer",
 }
 
 
@@ -56,8 +64,10 @@ def test_every_v2_model_is_described_or_listed():
     names = described()
     assert not set(names) - set(V2_ROWS), "v2 tables name rows that models_v2.csv does not have"
     missing = set(V2_ROWS) - set(names)
-    assert missing == NOT_YET_DESCRIBED, (f"not described and not listed: {sorted(missing - NOT_YET_DESCRIBED)}; "
-                                          f"listed but now described: {sorted(NOT_YET_DESCRIBED - missing)}")
+    assert missing == NOT_YET_DESCRIBED, (
+        f"not described and not listed: {sorted(missing - NOT_YET_DESCRIBED)}; "
+        f"listed but now described: {sorted(NOT_YET_DESCRIBED - missing)}"
+    )
 
 
 def _figure(text: str) -> float:
@@ -183,7 +193,8 @@ def test_measurement_aliases_agree_with_the_zoo():
     for row in aliases:
         for name, size in spellings:
             if name.casefold() == row["measured_model"].casefold() and (
-                    not row["seq_len_or_image_size"] or zoo.same_size(row["seq_len_or_image_size"], size)):
+                not row["seq_len_or_image_size"] or zoo.same_size(row["seq_len_or_image_size"], size)
+            ):
                 assert zoo.resolve_measured(name, size, MODELS) == row["workload"], (name, size)
                 checked += 1
     catalogue = set(load("workloads").names)

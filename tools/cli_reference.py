@@ -128,8 +128,9 @@ def _command_section(path: list[str], command) -> list[str]:
     if arguments:
         lines += ["| argument | | description |", "|---|---|---|"]
         for p in arguments:
-            lines.append(f"| `{_cell(_argument_name(p))}` | {'required' if p.required else 'optional'} "
-                         f"| {_cell(p.help or '')} |")
+            lines.append(
+                f"| `{_cell(_argument_name(p))}` | {'required' if p.required else 'optional'} | {_cell(p.help or '')} |"
+            )
         lines.append("")
     if options:
         lines += ["| option | value | default | description |", "|---|---|---|---|"]

@@ -25,9 +25,10 @@ SUMMARY_N_GPU = (64, 256, 1024, 4096, 16384)
 CLUSTERS = (("H100-SXM5-80GB", 8), ("B200", 72))
 #: the networks of each cluster type in the summary (fabrics of datasets/llm_fabrics.csv, and
 #: ib-ndr-400g: the same NICs as an ideal non-blocking network without SHARP)
-CLUSTER_NETWORKS = {("H100-SXM5-80GB", 8): ("dgx-h100-superpod", "ib-ndr-400g", "rail-roce-400g", "meta-roce-24k",
-                                            "tor-roce-3to1"),
-                    ("B200", 72): ("gb200-nvl72-superpod",)}
+CLUSTER_NETWORKS = {
+    ("H100-SXM5-80GB", 8): ("dgx-h100-superpod", "ib-ndr-400g", "rail-roce-400g", "meta-roce-24k", "tor-roce-3to1"),
+    ("B200", 72): ("gb200-nvl72-superpod",),
+}
 TOKENS = 15e12
 
 
@@ -46,10 +47,15 @@ def catalogue_table() -> str:
     rows = []
     for name in cat.names:
         m, row = model(name, cat), cat.row(name)
-        rows.append({"model": name, "params from shape [B]": f"{S.parameters(m) / 1e9:.3f}",
-                     "published [B]": row["published_params_B"],
-                     "active [B]": f"{S.active_parameters(m) / 1e9:.2f}" if m.moe else "",
-                     "model GFLOP/token": f"{S.model_flops_per_token(m) / 1e9:.2f}"})
+        rows.append(
+            {
+                "model": name,
+                "params from shape [B]": f"{S.parameters(m) / 1e9:.3f}",
+                "published [B]": row["published_params_B"],
+                "active [B]": f"{S.active_parameters(m) / 1e9:.2f}" if m.moe else "",
+                "model GFLOP/token": f"{S.model_flops_per_token(m) / 1e9:.2f}",
+            }
+        )
     return _table(rows, list(rows[0]))
 
 
@@ -64,10 +70,19 @@ def validation_table() -> tuple[str, float]:
     cats = Catalogues.load()
     rows = load_measurements(ROOT / "datasets" / "llm_public.csv", cats)
     result = validate_observed(rows, defaults(), Options(), cats)
-    out = [{"id": r["id"], "model": r["model"].split(" (Megatron")[0], "gpu": r["gpu"], "GPUs": r["n_gpu"],
-            "layout": r["arch"], "measured tokens/s": f"{r['measured']:,.0f}",
-            "predicted tokens/s": f"{r['predicted']:,.0f}", "error": f"{100 * r['error']:+.1f}%"}
-           for r in result["rows"]]
+    out = [
+        {
+            "id": r["id"],
+            "model": r["model"].split(" (Megatron")[0],
+            "gpu": r["gpu"],
+            "GPUs": r["n_gpu"],
+            "layout": r["arch"],
+            "measured tokens/s": f"{r['measured']:,.0f}",
+            "predicted tokens/s": f"{r['predicted']:,.0f}",
+            "error": f"{100 * r['error']:+.1f}%",
+        }
+        for r in result["rows"]
+    ]
     median = statistics.median(abs(r["error"]) for r in result["rows"])
     return _table(out, list(out[0])), median
 
@@ -87,9 +102,13 @@ def summary_tables() -> str:
 
     cats = Catalogues.load()
     fabrics = load_fabrics().names
-    plan = Plan([model("llama3-70b"), model("llama3-405b")], n_gpu=list(SUMMARY_N_GPU),
-                gpus=[g for g, _ in CLUSTERS], domains=sorted({d for _, d in CLUSTERS}),
-                networks=[*fabrics, "ib-ndr-400g"])
+    plan = Plan(
+        [model("llama3-70b"), model("llama3-405b")],
+        n_gpu=list(SUMMARY_N_GPU),
+        gpus=[g for g, _ in CLUSTERS],
+        domains=sorted({d for _, d in CLUSTERS}),
+        networks=[*fabrics, "ib-ndr-400g"],
+    )
     parts = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "llm.h5"
@@ -97,17 +116,30 @@ def summary_tables() -> str:
         for m in plan.models:
             table = []
             for (gpu, domain), networks in CLUSTER_NETWORKS.items():
-                rows = query_best(path, m.name, None, {"gpu": [gpu], "domain": [domain], "network": list(networks)},
-                                  "time", "network", TOKENS)
+                rows = query_best(
+                    path,
+                    m.name,
+                    None,
+                    {"gpu": [gpu], "domain": [domain], "network": list(networks)},
+                    "time",
+                    "network",
+                    TOKENS,
+                )
                 for r in sorted(rows, key=lambda r: (r["n_gpu"], networks.index(r["network"]))):
                     ok = "mfu" in r
-                    table.append({"GPUs": f"{r['n_gpu']:,} {gpu.split('-')[0]}", "network": r["network"],
-                                  "layout": r["layout"], "MFU": f"{r['mfu']:.2f}" if ok else "-",
-                                  "step [s]": f"{r['step_time']:.2f}" if ok else "-",
-                                  "DP exposed [s]": f"{r['dp_comm_exposed']:.2f}" if ok else "-",
-                                  "GB/GPU": f"{r['memory_per_gpu_GB']:.0f}" if ok else "-",
-                                  "days for 15T tokens": f"{r['train_days']:.0f}" if ok else "-",
-                                  "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if ok else "-"})
+                    table.append(
+                        {
+                            "GPUs": f"{r['n_gpu']:,} {gpu.split('-')[0]}",
+                            "network": r["network"],
+                            "layout": r["layout"],
+                            "MFU": f"{r['mfu']:.2f}" if ok else "-",
+                            "step [s]": f"{r['step_time']:.2f}" if ok else "-",
+                            "DP exposed [s]": f"{r['dp_comm_exposed']:.2f}" if ok else "-",
+                            "GB/GPU": f"{r['memory_per_gpu_GB']:.0f}" if ok else "-",
+                            "days for 15T tokens": f"{r['train_days']:.0f}" if ok else "-",
+                            "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if ok else "-",
+                        }
+                    )
             parts.append(f"**{m.name}**\n\n{_table(table, list(table[0]))}")
     return "\n\n".join(parts)
 
@@ -117,10 +149,21 @@ def fabric_table() -> str:
     from paigrid.llm.fabrics import load_fabrics
 
     cat = load_fabrics()
-    rows = [{"fabric": r["name"], "topology": r["topology"], "NIC [GB/s]": r["nic_GB_per_s"], "tiers": r["tiers"],
-             "tier-1 group [GPUs]": r["tier1_GPUs"], "tier-2 group [GPUs]": r["tier2_GPUs"],
-             "oversubscription": f"{r['oversubscription_tier1_ratio']}:1, {r['oversubscription_tier2_ratio']}:1",
-             "hop [us]": r["hop_latency_us"], "SHARP": r["sharp"], "NVLS": r["nvls"]} for r in cat.rows]
+    rows = [
+        {
+            "fabric": r["name"],
+            "topology": r["topology"],
+            "NIC [GB/s]": r["nic_GB_per_s"],
+            "tiers": r["tiers"],
+            "tier-1 group [GPUs]": r["tier1_GPUs"],
+            "tier-2 group [GPUs]": r["tier2_GPUs"],
+            "oversubscription": f"{r['oversubscription_tier1_ratio']}:1, {r['oversubscription_tier2_ratio']}:1",
+            "hop [us]": r["hop_latency_us"],
+            "SHARP": r["sharp"],
+            "NVLS": r["nvls"],
+        }
+        for r in cat.rows
+    ]
     sources = "\n".join(f"- `{r['name']}`: {r['source']}" for r in cat.rows)
     return f"{_table(rows, list(rows[0]))}\n\n{sources}"
 
@@ -146,14 +189,22 @@ def network_table() -> str:
     rows = []
     for net in ["ib-ndr-400g", *[n for n in load_fabrics().names if n != "gb200-nvl72-superpod"]]:
         hw = Hardware(gpu, "amp-bf16", 8, intra_link_for(cats, gpu), net, 1.0)
-        r = {z: predict(m, Layout(tp=8, pp=4, dp=128, zero=z, recompute="selective"), hw, cats, eff, options)
-             for z in (0, 1)}
+        r = {
+            z: predict(m, Layout(tp=8, pp=4, dp=128, zero=z, recompute="selective"), hw, cats, eff, options)
+            for z in (0, 1)
+        }
         plain = predict(m, Layout(tp=8, pp=4, dp=128, zero=0, recompute="selective"), hw, cats, eff, rings)
-        rows.append({"network": net, "step, ZeRO-1 [s]": f"{r[1]['step_time']:.3f}",
-                     "DP comm, ZeRO-1 [s]": f"{r[1]['dp_comm']:.3f}", "step, ZeRO-0 [s]": f"{r[0]['step_time']:.3f}",
-                     "DP comm, ZeRO-0 [s]": f"{r[0]['dp_comm']:.3f}",
-                     "DP comm, ZeRO-0, rings only [s]": f"{plain['dp_comm']:.3f}",
-                     "PP comm [s]": f"{r[1]['pp_comm']:.3f}"})
+        rows.append(
+            {
+                "network": net,
+                "step, ZeRO-1 [s]": f"{r[1]['step_time']:.3f}",
+                "DP comm, ZeRO-1 [s]": f"{r[1]['dp_comm']:.3f}",
+                "step, ZeRO-0 [s]": f"{r[0]['step_time']:.3f}",
+                "DP comm, ZeRO-0 [s]": f"{r[0]['dp_comm']:.3f}",
+                "DP comm, ZeRO-0, rings only [s]": f"{plain['dp_comm']:.3f}",
+                "PP comm [s]": f"{r[1]['pp_comm']:.3f}",
+            }
+        )
     return _table(rows, list(rows[0]))
 
 
@@ -161,8 +212,13 @@ def render() -> str:
     """The page's text."""
     table, median = validation_table()
     return TEMPLATE_PATH.read_text(encoding="utf-8").format(
-        catalogue=catalogue_table(), validation=table, median=f"{100 * median:.1f}%", summary=summary_tables(),
-        fabrics=fabric_table(), networks=network_table())
+        catalogue=catalogue_table(),
+        validation=table,
+        median=f"{100 * median:.1f}%",
+        summary=summary_tables(),
+        fabrics=fabric_table(),
+        networks=network_table(),
+    )
 
 
 def main() -> int:
@@ -183,5 +239,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-

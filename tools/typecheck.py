@@ -40,9 +40,20 @@ def main(extra: list[str]) -> int:
     """Run mypy over the linked package; returns mypy's exit status."""
     with tempfile.TemporaryDirectory(prefix="paigrid-typecheck-") as tmp:
         link_tree(Path(tmp))
-        command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                   "--python-executable", sys.executable, "--cache-dir", str(Path(tmp) / ".mypy_cache"),
-                   "-p", "paigrid", *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--python-executable",
+            sys.executable,
+            "--cache-dir",
+            str(Path(tmp) / ".mypy_cache"),
+            "-p",
+            "paigrid",
+            *extra,
+        ]
         return subprocess.run(command, cwd=tmp).returncode
 
 

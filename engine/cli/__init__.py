@@ -14,8 +14,13 @@ import typer
 from paigrid.cli import cube, llm, study, trust
 from paigrid.cli.common import OneSentenceGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=OneSentenceGroup,
-                  help="Which training architecture and interconnect make each deep-learning job fastest or cheapest.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    cls=OneSentenceGroup,
+    help="Which training architecture and interconnect make each deep-learning job fastest or cheapest.",
+)
 for group in (cube, study, trust):
     app.add_typer(group.app)
 app.add_typer(llm.app)
@@ -31,8 +36,11 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                          help="Print paigrid's version and exit.")) -> None:
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print paigrid's version and exit."
+    ),
+) -> None:
     """The options of ``paigrid`` itself, before a command."""
 
 

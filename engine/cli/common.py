@@ -29,8 +29,9 @@ EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe
 
 #: help of every --model option
-MODEL_HELP = ("Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); "
-              f"default: {DEFAULT_MODEL}.")
+MODEL_HELP = (
+    f"Compute model: pai-v1 (the PAI additive model) or pai-v2 (operator-class roofline); default: {DEFAULT_MODEL}."
+)
 
 
 def fail(sentence: str, code: int = EXIT_ERROR):
@@ -78,8 +79,10 @@ class ClosedStream:
     def write(self, text: str) -> int:
         if not text or self.silent:
             return len(text)
-        raise PaigridError(f"{self.name} is closed, so the results cannot be printed; give the command "
-                           f"a {self.name} (or redirect it to a file).")
+        raise PaigridError(
+            f"{self.name} is closed, so the results cannot be printed; give the command "
+            f"a {self.name} (or redirect it to a file)."
+        )
 
     def flush(self) -> None:
         pass
@@ -158,8 +161,11 @@ def guarded(command):
         except Exception as exc:  # an unexpected failure still gets one sentence, not a traceback
             if os.environ.get("PAIGRID_DEBUG"):
                 raise
-            typer.echo(f"paigrid: unexpected error: {exc.__class__.__name__}: {tidy(str(exc))} "
-                       "(set PAIGRID_DEBUG=1 to see the traceback).", err=True)
+            typer.echo(
+                f"paigrid: unexpected error: {exc.__class__.__name__}: {tidy(str(exc))} "
+                "(set PAIGRID_DEBUG=1 to see the traceback).",
+                err=True,
+            )
             raise typer.Exit(EXIT_ERROR + 1) from None
 
     return wrapper
@@ -174,8 +180,9 @@ class OneSentenceGroup(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         bound_numbers(self)
         try:
-            code = super().main(args=args, prog_name=prog_name or "paigrid", complete_var=complete_var,
-                                standalone_mode=False, **extra)
+            code = super().main(
+                args=args, prog_name=prog_name or "paigrid", complete_var=complete_var, standalone_mode=False, **extra
+            )
         except _NO_ARGS_IS_HELP as exc:
             typer.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
             code = exc.exit_code
@@ -227,6 +234,7 @@ def _bounded(process):
         if problem:
             raise click_exceptions.BadParameter(problem, ctx=ctx)
         return result
+
     return process_value
 
 
@@ -330,8 +338,10 @@ def workloads_arg(text: str):
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-CATALOGUE_HELP = "Replace a built-in catalogue by a CSV of the same schema: KIND=PATH with KIND one of gpus, " \
-                 "links, workloads, optimizers, precisions (repeatable)."
+CATALOGUE_HELP = (
+    "Replace a built-in catalogue by a CSV of the same schema: KIND=PATH with KIND one of gpus, "
+    "links, workloads, optimizers, precisions (repeatable)."
+)
 
 
 def parse_catalogue_items(items: list[str] | None) -> dict[str, str]:
@@ -347,9 +357,9 @@ def parse_catalogue_items(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-OPTION_HELP = "Model option KEY=VALUE (repeatable): collective, topology_aware, grad_accum_steps, overlap, " \
-              "gpus_per_node, nics_per_node, pcie_roots, ps_count, input_rate_samples_per_s, sync_latency, " \
-              "bucket_mb, bucket_overlap, ps_local_reduce, ps_nic, ps_placement, ps_latency, ps_update, ps_sparse, " \
-              "ps_memory, inter_volume, overlap_efficiency, coordination_us, coordination_growth, sparse_allgather."
-
-
+OPTION_HELP = (
+    "Model option KEY=VALUE (repeatable): collective, topology_aware, grad_accum_steps, overlap, "
+    "gpus_per_node, nics_per_node, pcie_roots, ps_count, input_rate_samples_per_s, sync_latency, "
+    "bucket_mb, bucket_overlap, ps_local_reduce, ps_nic, ps_placement, ps_latency, ps_update, ps_sparse, "
+    "ps_memory, inter_volume, overlap_efficiency, coordination_us, coordination_growth, sparse_allgather."
+)

@@ -23,36 +23,44 @@ from paigrid.errors import PaigridError
 app = typer.Typer()
 
 
-
-
 @app.command()
 @guarded
 def sweep(
     spec_file: Path | None = typer.Argument(
-        None, metavar="[SPEC.toml]", help="Sweep spec; default: built-in workloads x the full catalogue."),
+        None, metavar="[SPEC.toml]", help="Sweep spec; default: built-in workloads x the full catalogue."
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Cube file to write (netCDF-4/HDF5)."),
     workloads: str | None = typer.Option(
-        None, help="Job names, comma-separated: workloads and LLM models (of datasets/llm_models.csv), or a "
-        "workloads, population or LLM models CSV."),
+        None,
+        help="Job names, comma-separated: workloads and LLM models (of datasets/llm_models.csv), or a "
+        "workloads, population or LLM models CSV.",
+    ),
     compression: Compression = typer.Option(
-        Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."),
+        Compression.lz4, help="Chunk compression (lz4 and zstd are blosc filters from hdf5plugin)."
+    ),
     reduce_only: bool = typer.Option(False, "--reduce-only", help="Keep only the per-job reductions, not the cube."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted sweep of the same spec."),
     scheduler: str | None = typer.Option(
-        None, help="Dask scheduler to run blocks on: tcp://HOST:PORT, or a scheduler file (dask-mpi, dask scheduler)."),
+        None, help="Dask scheduler to run blocks on: tcp://HOST:PORT, or a scheduler file (dask-mpi, dask scheduler)."
+    ),
     workers: int | None = typer.Option(None, min=1, help="Start a local Dask cluster of this many worker processes."),
     threads: int | None = typer.Option(
-        None, min=1, help="numba threads for the kernels and compression (per worker with --workers or --scheduler); "
-        "default: every core, shared out among --workers."),
+        None,
+        min=1,
+        help="numba threads for the kernels and compression (per worker with --workers or --scheduler); "
+        "default: every core, shared out among --workers.",
+    ),
     device: str | None = typer.Option(
-        None, help="Where the kernels run: cpu, or cuda (an NVIDIA GPU, numba.cuda); default: the spec's, else cpu."),
+        None, help="Where the kernels run: cpu, or cuda (an NVIDIA GPU, numba.cuda); default: the spec's, else cpu."
+    ),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     catalogue: list[str] | None = typer.Option(None, "--catalogue", help=CATALOGUE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    no_space_check: bool = typer.Option(False, "--no-space-check",
-                                        help="Start even if the cube's estimated size exceeds the free disk space."),
+    no_space_check: bool = typer.Option(
+        False, "--no-space-check", help="Start even if the cube's estimated size exceeds the free disk space."
+    ),
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
     from paigrid.inputs.spec import DEVICES, load_spec
@@ -70,12 +78,25 @@ def sweep(
         raise PaigridError("choose one of --scheduler and --workers.")
     if device is not None and device not in DEVICES:
         raise PaigridError(f"--device must be one of {', '.join(DEVICES)}, not {device!r}.")
-    result = run_sweep(spec, out, calibration=calibration, compression=compression.value,
-                       reduce_only=reduce_only, resume=resume, scheduler=scheduler, workers=workers,
-                       progress=not quiet, space_check=not no_space_check, device=device, threads=threads)
-    typer.echo(f"wrote {result.path}: {result.configs:,} configurations in {result.blocks} blocks, "
-               f"{result.seconds:.1f} s ({result.configs / max(result.seconds, 1e-9) / 1e6:,.1f} M configs/s)",
-               err=True)
+    result = run_sweep(
+        spec,
+        out,
+        calibration=calibration,
+        compression=compression.value,
+        reduce_only=reduce_only,
+        resume=resume,
+        scheduler=scheduler,
+        workers=workers,
+        progress=not quiet,
+        space_check=not no_space_check,
+        device=device,
+        threads=threads,
+    )
+    typer.echo(
+        f"wrote {result.path}: {result.configs:,} configurations in {result.blocks} blocks, "
+        f"{result.seconds:.1f} s ({result.configs / max(result.seconds, 1e-9) / 1e6:,.1f} M configs/s)",
+        err=True,
+    )
 
 
 @app.command()
@@ -86,14 +107,20 @@ def query(
     pareto: bool = typer.Option(False, "--pareto", help="Every configuration on each job's time/cost Pareto front."),
     by: By = typer.Option(By.time, help="Rank by time, cost or energy per sample."),
     where: list[str] | None = typer.Option(
-        None, help="Filter DIM=VALUE[,VALUE...] (repeatable); DIM of either family: arch, gpu, n_gpu, intra, network, "
-        "precision; LLM jobs also layout, domain, tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp."),
+        None,
+        help="Filter DIM=VALUE[,VALUE...] (repeatable); DIM of either family: arch, gpu, n_gpu, intra, network, "
+        "precision; LLM jobs also layout, domain, tp, pp, cp, ep, vpp, micro_batch, zero, recompute, sp.",
+    ),
     job: list[str] | None = typer.Option(None, help="Only this job (repeatable)."),
     top: int = typer.Option(1, help="Best K configurations per job."),
-    tokens: float | None = typer.Option(None, "--tokens", min=1.0,
-                                        help="Token budget: add the days, cost and energy to train it."),
-    per: str | None = typer.Option(None, "--per", help="Answer once per value of n_gpu, network, gpu or precision "
-                                                       "(each job's best at each GPU count, ...)."),
+    tokens: float | None = typer.Option(
+        None, "--tokens", min=1.0, help="Token budget: add the days, cost and energy to train it."
+    ),
+    per: str | None = typer.Option(
+        None,
+        "--per",
+        help="Answer once per value of n_gpu, network, gpu or precision (each job's best at each GPU count, ...).",
+    ),
     calibration: Path | None = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
@@ -109,7 +136,7 @@ def query(
         raise PaigridError("say what to query: --best-arch or --pareto.")
     from paigrid.cube import families_of
 
-    if tokens or per or "llm" in families_of(path):   # one row per job of every family, in the same columns
+    if tokens or per or "llm" in families_of(path):  # one row per job of every family, in the same columns
         from paigrid.llm.query import FAMILY_COLUMNS, FAMILY_UNITS, TRAIN_COLUMNS, query_every_family
 
         if top < 1:
@@ -148,21 +175,32 @@ def _note_empty(rows: list[dict]) -> None:
 @app.command()
 @guarded
 def predict(
-    workload: str = typer.Option(..., help="Job: a workload of the catalogue (or alias), or an LLM model of "
-                                           "datasets/llm_models.csv."),
-    arch: str | None = typer.Option(None, help="Data-parallel job: 1w1g, 1wng, allreduce-local, ps-worker or "
-                                               "allreduce-cluster."),
+    workload: str = typer.Option(
+        ..., help="Job: a workload of the catalogue (or alias), or an LLM model of datasets/llm_models.csv."
+    ),
+    arch: str | None = typer.Option(
+        None, help="Data-parallel job: 1w1g, 1wng, allreduce-local, ps-worker or allreduce-cluster."
+    ),
     gpu: str = typer.Option(..., help="GPU catalogue name or alias."),
     n_gpu: int = typer.Option(..., "--n-gpu", min=1, max=2**31 - 1, help="GPUs in the job."),
     intra: str | None = typer.Option(None, help="Data-parallel job: intra-server link (pcie3, nvlink2-hcm, ...)."),
-    network: str | None = typer.Option(None, help="Network (eth-25g, ib-hdr-200g, none, ...; an LLM job also takes "
-                                                  "fabrics of llm_fabrics.csv; default for it: ib-ndr-400g)."),
-    precision: str | None = typer.Option(None, help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, "
-                                                    "fp8, fp8-current, fp8-blockwise, mxfp8 or nvfp4 (LLM default: "
-                                                    "amp-bf16)."),
+    network: str | None = typer.Option(
+        None,
+        help="Network (eth-25g, ib-hdr-200g, none, ...; an LLM job also takes "
+        "fabrics of llm_fabrics.csv; default for it: ib-ndr-400g).",
+    ),
+    precision: str | None = typer.Option(
+        None,
+        help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, "
+        "fp8, fp8-current, fp8-blockwise, mxfp8 or nvfp4 (LLM default: "
+        "amp-bf16).",
+    ),
     batch: float | None = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
-    layout: str | None = typer.Option(None, help="LLM job: a layout label (tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-"
-                                                 "sp, dp from --n-gpu) instead of the degree flags."),
+    layout: str | None = typer.Option(
+        None,
+        help="LLM job: a layout label (tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-"
+        "sp, dp from --n-gpu) instead of the degree flags.",
+    ),
     tp: int = typer.Option(1, "--tp", min=1, help="LLM job: tensor-parallel degree."),
     pp: int = typer.Option(1, "--pp", min=1, help="LLM job: pipeline-parallel degree."),
     cp: int = typer.Option(1, "--cp", min=1, help="LLM job: context-parallel degree."),
@@ -172,8 +210,9 @@ def predict(
     zero: int = typer.Option(1, "--zero", min=0, max=3, help="LLM job: ZeRO stage (3 = FSDP)."),
     recompute: str = typer.Option("selective", help="LLM job: none, selective or full."),
     sp: bool = typer.Option(True, "--sp/--no-sp", help="LLM job: sequence parallelism in the tensor group."),
-    domain: int | None = typer.Option(None, "--domain", min=1, help="LLM job: NVLink domain [GPUs] (default: the "
-                                                                    "GPU's catalogue server, else 8)."),
+    domain: int | None = typer.Option(
+        None, "--domain", min=1, help="LLM job: NVLink domain [GPUs] (default: the GPU's catalogue server, else 8)."
+    ),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="LLM job: NICs per GPU."),
     tokens: float | None = typer.Option(None, "--tokens", min=1.0, help="LLM job: token budget to train."),
     calibration: Path | None = typer.Option(None, help="Calibration TOML from paigrid calibrate."),
@@ -195,31 +234,77 @@ def predict(
     if family == "llm":
         from paigrid.cli.llm import _option_items, emit_llm_prediction
 
-        for flag, value in (("--arch", arch), ("--intra", intra), ("--batch", batch), ("--calibration", calibration),
-                            ("--model", model)):
+        for flag, value in (
+            ("--arch", arch),
+            ("--intra", intra),
+            ("--batch", batch),
+            ("--calibration", calibration),
+            ("--model", model),
+        ):
             if value is not None:
                 raise PaigridError(f"{flag} is for data-parallel workloads; {name} is an LLM model (give its layout).")
-        degrees = {"label": layout} if layout else dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
-                                                        zero=zero, recompute=recompute, sp=sp)
-        emit_llm_prediction(name, n_gpu, precision or "amp-bf16", degrees, gpu, domain, network or "ib-ndr-400g",
-                            nics_per_gpu, _option_items(option), None, None, tokens, json_out)
+        degrees = (
+            {"label": layout}
+            if layout
+            else dict(
+                tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero, recompute=recompute, sp=sp
+            )
+        )
+        emit_llm_prediction(
+            name,
+            n_gpu,
+            precision or "amp-bf16",
+            degrees,
+            gpu,
+            domain,
+            network or "ib-ndr-400g",
+            nics_per_gpu,
+            _option_items(option),
+            None,
+            None,
+            tokens,
+            json_out,
+        )
         return
-    missing = [flag for flag, value in (("--arch", arch), ("--intra", intra), ("--network", network),
-                                        ("--precision", precision)) if value is None]
+    missing = [
+        flag
+        for flag, value in (("--arch", arch), ("--intra", intra), ("--network", network), ("--precision", precision))
+        if value is None
+    ]
     if missing:
         raise PaigridError(f"a data-parallel workload needs {', '.join(missing)}.")
 
-    result = predict_one(workload, arch, gpu, n_gpu, intra, network, precision, batch, calibration,
-                         {**parse_option_items(option), **({"model": model} if model is not None else {})},
-                         parse_catalogue_items(catalogue))
+    result = predict_one(
+        workload,
+        arch,
+        gpu,
+        n_gpu,
+        intra,
+        network,
+        precision,
+        batch,
+        calibration,
+        {**parse_option_items(option), **({"model": model} if model is not None else {})},
+        parse_catalogue_items(catalogue),
+    )
     if json_out:
         from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
-    units = {"step_time": "s", "t_data": "s", "t_flop": "s", "t_mem": "s", "t_comm": "s", "throughput": "samples/s",
-             "throughput_tokens": "tokens/s", "cost": "USD/1e6 samples", "energy": "J/sample", "batch": "samples",
-             "band": "+- fraction"}
+    units = {
+        "step_time": "s",
+        "t_data": "s",
+        "t_flop": "s",
+        "t_mem": "s",
+        "t_comm": "s",
+        "throughput": "samples/s",
+        "throughput_tokens": "tokens/s",
+        "cost": "USD/1e6 samples",
+        "energy": "J/sample",
+        "batch": "samples",
+        "band": "+- fraction",
+    }
     for key, value in result.items():
         label = f"{key} [{units[key]}]" if key in units else key
         if key == "band" and value != value:  # NaN: no measurement of this group was held out
@@ -244,7 +329,8 @@ def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH
 @guarded
 def datasets(
     name: str | None = typer.Argument(
-        None, help="gpus, links, workloads, optimizers or precisions: print that catalogue."),
+        None, help="gpus, links, workloads, optimizers or precisions: print that catalogue."
+    ),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
     """The built-in catalogues (with their sources)."""

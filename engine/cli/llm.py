@@ -10,12 +10,17 @@ import typer
 from paigrid.cli.common import guarded, output_format
 from paigrid.errors import PaigridError
 
-app = typer.Typer(name="llm", no_args_is_help=True,
-                  help="LLM-scale training: tensor, pipeline, data, context and expert parallel layouts.")
+app = typer.Typer(
+    name="llm",
+    no_args_is_help=True,
+    help="LLM-scale training: tensor, pipeline, data, context and expert parallel layouts.",
+)
 
-OPTION_HELP = ("LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_bytes, grad_bytes, optimizer_bytes, "
-               "logit_bytes, workspace_GB, grad_comm_bytes, activation_bytes, overlap_dp, update_bytes, attention). "
-               "Repeatable.")
+OPTION_HELP = (
+    "LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_bytes, grad_bytes, optimizer_bytes, "
+    "logit_bytes, workspace_GB, grad_comm_bytes, activation_bytes, overlap_dp, update_bytes, attention). "
+    "Repeatable."
+)
 
 
 #: the most GPUs an LLM sweep counts (layouts are enumerated over the divisors of the count)
@@ -70,7 +75,7 @@ def _option_items(items: list[str] | None) -> dict[str, str]:
 
     values = {}
     for item in items or []:
-        key, value = option_item(item)   # one sentence for a missing '=' or a line break
+        key, value = option_item(item)  # one sentence for a missing '=' or a line break
         values[key] = value
     return values
 
@@ -111,38 +116,57 @@ def models(json_out: bool = typer.Option(False, "--json"), csv_out: bool = typer
     rows = []
     for name in catalogue.names:
         m = model(name, catalogue)
-        rows.append({"model": name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
-                     "experts": m.experts, "seq_len": m.seq_len, "params_B": S.parameters(m) / 1e9,
-                     "active_params_B": S.active_parameters(m) / 1e9,
-                     "model_GFLOP_per_token": S.model_flops_per_token(m) / 1e9,
-                     "full_recompute_GFLOP_per_token": S.hardware_flops_per_token(m, "full") / 1e9})
+        rows.append(
+            {
+                "model": name,
+                "layers": m.layers,
+                "hidden": m.hidden,
+                "heads": m.heads,
+                "kv_heads": m.kv_heads,
+                "experts": m.experts,
+                "seq_len": m.seq_len,
+                "params_B": S.parameters(m) / 1e9,
+                "active_params_B": S.active_parameters(m) / 1e9,
+                "model_GFLOP_per_token": S.model_flops_per_token(m) / 1e9,
+                "full_recompute_GFLOP_per_token": S.hardware_flops_per_token(m, "full") / 1e9,
+            }
+        )
     _emit(rows, list(rows[0]), output_format(json_out, csv_out))
 
 
 @app.command("sweep")
 @guarded
 def sweep(
-    out: Path = typer.Option(..., "--out", "-o", help="HDF5 file to write (the best layout per model, GPU count "
-                                                      "and design)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="HDF5 file to write (the best layout per model, GPU count and design)."
+    ),
     models: str = typer.Option("llama3-70b,llama3-405b", help="Models of datasets/llm_models.csv, comma-separated."),
     n_gpu: str | None = typer.Option(None, "--n-gpu", help="GPU counts, comma-separated; default 8,16,...,16384."),
-    gpu: str | None = typer.Option(None, help="GPUs, comma-separated; default A100-SXM4-80GB,H100-SXM5-80GB,H200,"
-                                              "B200."),
+    gpu: str | None = typer.Option(
+        None, help="GPUs, comma-separated; default A100-SXM4-80GB,H100-SXM5-80GB,H200,B200."
+    ),
     domain: str | None = typer.Option(None, help="NVLink domain sizes [GPUs], comma-separated; default 8,72."),
-    network: str | None = typer.Option(None, help="Networks, comma-separated: fabrics of datasets/llm_fabrics.csv "
-                                                  "(rail-optimised or top-of-rack, tiers, oversubscription, "
-                                                  "SHARP/NVLS; 'fabrics' = all of them) or network links of "
-                                                  "links.csv (one ideal non-blocking tier); default rdma-100g,"
-                                                  "ib-hdr-200g,ib-ndr-400g,ib-xdr-800g."),
+    network: str | None = typer.Option(
+        None,
+        help="Networks, comma-separated: fabrics of datasets/llm_fabrics.csv "
+        "(rail-optimised or top-of-rack, tiers, oversubscription, "
+        "SHARP/NVLS; 'fabrics' = all of them) or network links of "
+        "links.csv (one ideal non-blocking tier); default rdma-100g,"
+        "ib-hdr-200g,ib-ndr-400g,ib-xdr-800g.",
+    ),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU (8 per HGX server: 1)."),
     precision: str = typer.Option("amp-bf16", help="Precision of every design."),
     seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Train at this sequence length [tokens]."),
     max_tp: int = typer.Option(8, "--max-tp", min=1, help="Largest tensor degree tried (powers of two)."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
-    full: bool = typer.Option(False, "--full", help="Also store every layout x design result (group full/ of the "
-                                                    "file); the size is stated first."),
-    max_full_gb: float = typer.Option(1.0, "--max-full-gb", min=0.0, help="Refuse a --full sweep whose results "
-                                                                         "exceed this many GB (1e9 bytes)."),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="Also store every layout x design result (group full/ of the file); the size is stated first.",
+    ),
+    max_full_gb: float = typer.Option(
+        1.0, "--max-full-gb", min=0.0, help="Refuse a --full sweep whose results exceed this many GB (1e9 bytes)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ):
     """Evaluate every valid layout of each model at each GPU count on every design and keep the
@@ -155,8 +179,12 @@ def sweep(
     from paigrid.llm.sweep import Plan, run_sweep
 
     cats = Catalogues.load()
-    plan = Plan([_model(name, seq_len) for name in _names(models, "--models") or []], space=Space(max_tp=max_tp),
-                nics_per_gpu=nics_per_gpu, precision=cats.precisions.resolve(precision))
+    plan = Plan(
+        [_model(name, seq_len) for name in _names(models, "--models") or []],
+        space=Space(max_tp=max_tp),
+        nics_per_gpu=nics_per_gpu,
+        precision=cats.precisions.resolve(precision),
+    )
     plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
     plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu, "--gpu") or plan.gpus)]
     plan.domains = _ints(domain, "--domain") or plan.domains
@@ -170,20 +198,42 @@ def sweep(
     plan.networks = [resolve_network(n, cats) for n in names]
     if len(set(plan.networks)) < len(plan.networks):
         raise PaigridError("--network names one network twice.")
+
     def progress(text: str) -> None:
         if not quiet or text.startswith("full LLM sweep"):
             typer.echo(text, err=True)
 
     done = run_sweep(plan, out, cats, defaults(), _options(option), progress, full, max_full_gb)
-    typer.echo(f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
-               f"({done['pairs'] / max(done['seconds'], 1e-9):.3g} configurations/s)", err=True)
+    typer.echo(
+        f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
+        f"({done['pairs'] / max(done['seconds'], 1e-9):.3g} configurations/s)",
+        err=True,
+    )
 
 
-QUERY_COLUMNS = ["n_gpu", "gpu", "domain", "network", "layout", "mfu", "step_time", "tokens_per_s",
-                 "memory_per_gpu_GB", "cost_per_hour"]
+QUERY_COLUMNS = [
+    "n_gpu",
+    "gpu",
+    "domain",
+    "network",
+    "layout",
+    "mfu",
+    "step_time",
+    "tokens_per_s",
+    "memory_per_gpu_GB",
+    "cost_per_hour",
+]
 TRAIN_COLUMNS = ["train_days", "train_cost", "train_energy_MWh"]
-UNITS = {"step_time": "s", "tokens_per_s": "tokens/s", "memory_per_gpu_GB": "GB", "cost_per_hour": "USD/h",
-         "train_days": "days", "train_cost": "USD", "train_energy_MWh": "MWh", "domain": "GPUs"}
+UNITS = {
+    "step_time": "s",
+    "tokens_per_s": "tokens/s",
+    "memory_per_gpu_GB": "GB",
+    "cost_per_hour": "USD/h",
+    "train_days": "days",
+    "train_cost": "USD",
+    "train_energy_MWh": "MWh",
+    "domain": "GPUs",
+}
 
 
 @app.command("query")
@@ -196,13 +246,19 @@ def query(
     network: str | None = typer.Option(None, help="Only these networks, comma-separated."),
     domain: str | None = typer.Option(None, help="Only these NVLink domain sizes, comma-separated."),
     by: str = typer.Option("time", help="Rank by time, cost or energy per step."),
-    every_design: bool = typer.Option(False, "--every-design", help="One row per design instead of the best "
-                                                                    "(--per design)."),
-    per: str = typer.Option("n_gpu", "--per", help="One row per n_gpu (the best design), per network (the best "
-                                                   "GPU, domain and layout on each network: the summary per "
-                                                   "cluster size and network) or per design."),
-    tokens: float | None = typer.Option(None, "--tokens", min=1.0,
-                                        help="Token budget: add time, cost and energy to train it."),
+    every_design: bool = typer.Option(
+        False, "--every-design", help="One row per design instead of the best (--per design)."
+    ),
+    per: str = typer.Option(
+        "n_gpu",
+        "--per",
+        help="One row per n_gpu (the best design), per network (the best "
+        "GPU, domain and layout on each network: the summary per "
+        "cluster size and network) or per design.",
+    ),
+    tokens: float | None = typer.Option(
+        None, "--tokens", min=1.0, help="Token budget: add time, cost and energy to train it."
+    ),
     json_out: bool = typer.Option(False, "--json"),
     csv_out: bool = typer.Option(False, "--csv"),
 ):
@@ -238,12 +294,15 @@ def predict(
     recompute: str = typer.Option("selective", help="none, selective or full."),
     sp: bool = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism in the tensor group."),
     domain: int = typer.Option(8, "--domain", min=1, help="NVLink domain [GPUs]."),
-    network: str = typer.Option("ib-ndr-400g", help="Network between domains: a fabric of datasets/llm_fabrics.csv "
-                                                    "or a network link of links.csv."),
+    network: str = typer.Option(
+        "ib-ndr-400g",
+        help="Network between domains: a fabric of datasets/llm_fabrics.csv or a network link of links.csv.",
+    ),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU."),
     precision: str = typer.Option("amp-bf16", help="Precision."),
-    global_batch: int | None = typer.Option(None, "--global-batch", min=1, help="Sequences per step (default: the "
-                                                                               "model's)."),
+    global_batch: int | None = typer.Option(
+        None, "--global-batch", min=1, help="Sequences per step (default: the model's)."
+    ),
     seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Sequence length [tokens]."),
     tokens: float | None = typer.Option(None, "--tokens", min=1.0, help="Token budget to train."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
@@ -251,14 +310,38 @@ def predict(
 ):
     """One layout's full breakdown: compute, bubble, each communication (exposed), memory per
     GPU, MFU, tokens/s, cost and energy; an invalid layout says why."""
-    emit_llm_prediction(model, n_gpu, precision, dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
-                                                      zero=zero, recompute=recompute, sp=sp), gpu, domain, network,
-                        nics_per_gpu, _option_items(option), global_batch, seq_len, tokens, json_out)
+    emit_llm_prediction(
+        model,
+        n_gpu,
+        precision,
+        dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero, recompute=recompute, sp=sp),
+        gpu,
+        domain,
+        network,
+        nics_per_gpu,
+        _option_items(option),
+        global_batch,
+        seq_len,
+        tokens,
+        json_out,
+    )
 
 
-def emit_llm_prediction(model: str, n_gpu: int, precision: str, layout: dict, gpu: str, domain: int | None,
-                        network: str, nics_per_gpu: float, items: dict, global_batch, seq_len, tokens,
-                        json_out: bool) -> None:
+def emit_llm_prediction(
+    model: str,
+    n_gpu: int,
+    precision: str,
+    layout: dict,
+    gpu: str,
+    domain: int | None,
+    network: str,
+    nics_per_gpu: float,
+    items: dict,
+    global_batch,
+    seq_len,
+    tokens,
+    json_out: bool,
+) -> None:
     """Print one LLM layout's breakdown (``predict.predict_llm``): JSON, or a table after a line
     naming the model, design and layout; an invalid layout is one sentence."""
     import json
@@ -266,8 +349,9 @@ def emit_llm_prediction(model: str, n_gpu: int, precision: str, layout: dict, gp
     from paigrid.llm.evaluate import RESULTS
     from paigrid.predict import predict_llm
 
-    result = predict_llm(model, gpu, n_gpu, layout, domain, network, precision, nics_per_gpu, items, global_batch,
-                         seq_len, tokens)
+    result = predict_llm(
+        model, gpu, n_gpu, layout, domain, network, precision, nics_per_gpu, items, global_batch, seq_len, tokens
+    )
     design = result.pop("design")
     if json_out:
         from paigrid.output import json_safe
@@ -276,9 +360,14 @@ def emit_llm_prediction(model: str, n_gpu: int, precision: str, layout: dict, gp
         return
     if not result["valid"]:
         raise PaigridError(f"invalid layout {result['layout_text']} ({result['layout']}): {result['reason']}")
-    typer.echo(f"{model} on {n_gpu} x {design.gpu} ({precision}, NVLink domain {design.domain}, {design.network}): "
-               f"{result['layout']}")
+    typer.echo(
+        f"{model} on {n_gpu} x {design.gpu} ({precision}, NVLink domain {design.domain}, {design.network}): "
+        f"{result['layout']}"
+    )
     rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
-    rows += [{"quantity": k, "value": result[k], "unit": u} for k, u in
-             (("train_days", "days"), ("train_cost", "USD"), ("train_energy_MWh", "MWh")) if k in result]
+    rows += [
+        {"quantity": k, "value": result[k], "unit": u}
+        for k, u in (("train_days", "days"), ("train_cost", "USD"), ("train_energy_MWh", "MWh"))
+        if k in result
+    ]
     _emit(rows, ["quantity", "value", "unit"], "table")

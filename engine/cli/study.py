@@ -26,8 +26,11 @@ STUDY_SPEC = "pai_study.toml"
 
 
 def _summary_text(summary: dict) -> str:
-    parts = [f"{a} {summary['job_share'][a]:.1%} of jobs / {summary['gpu_share'][a]:.1%} of GPUs"
-             for a in summary["job_share"] if summary["job_share"][a] or summary["gpu_share"][a]]
+    parts = [
+        f"{a} {summary['job_share'][a]:.1%} of jobs / {summary['gpu_share'][a]:.1%} of GPUs"
+        for a in summary["job_share"]
+        if summary["job_share"][a] or summary["gpu_share"][a]
+    ]
     return f"{summary['n_jobs']:,} jobs, {summary['n_gpus']:,} GPUs: " + "; ".join(parts)
 
 
@@ -37,11 +40,16 @@ def population(
     jobs: int = typer.Option(10000, "--jobs", min=1, help="Number of jobs to draw."),
     seed: int = typer.Option(1, "--seed", min=0, help="Random seed (the same seed gives the same jobs)."),
     out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
-    llm_share: float = typer.Option(0.0, "--llm-share", min=0.0, max=1.0,
-                                    help="Share of the jobs that are 2026 LLM training jobs (0 to 1; an assumption, "
-                                         "see docs/populations.md)."),
-    llm_pretrain_share: float = typer.Option(0.2, "--llm-pretrain-share", min=0.0, max=1.0,
-                                             help="Share of the LLM jobs that pre-train; the rest fine-tune."),
+    llm_share: float = typer.Option(
+        0.0,
+        "--llm-share",
+        min=0.0,
+        max=1.0,
+        help="Share of the jobs that are 2026 LLM training jobs (0 to 1; an assumption, see docs/populations.md).",
+    ),
+    llm_pretrain_share: float = typer.Option(
+        0.2, "--llm-pretrain-share", min=0.0, max=1.0, help="Share of the LLM jobs that pre-train; the rest fine-tune."
+    ),
 ):
     """Draw a synthetic PAI-like job population (a valid --workloads input of paigrid sweep), with LLM jobs beside
     the PAI-era ones when --llm-share is above 0."""
@@ -66,8 +74,10 @@ def check_population_size(jobs: int) -> None:
 
     need, have = jobs * BYTES_PER_JOB, available_memory()
     if have and need > have:
-        raise PaigridError(f"--jobs {jobs:,} would need about {megabytes(need)} of memory to build and this machine "
-                           f"has {megabytes(have)} available; draw fewer jobs.")
+        raise PaigridError(
+            f"--jobs {jobs:,} would need about {megabytes(need)} of memory to build and this machine "
+            f"has {megabytes(have)} available; draw fewer jobs."
+        )
 
 
 @trace_app.command("import")
@@ -75,9 +85,12 @@ def check_population_size(jobs: int) -> None:
 def trace_import(
     directory: Path = typer.Argument(..., help="Folder with the PAI GPU trace 2020 tables (pai_job_table.csv, ...)."),
     out: Path = typer.Option(..., "--out", "-o", help="Population CSV to write."),
-    default_family: str = typer.Option("resnet", "--default-family",
-                                       help="Zoo family (or catalogue workload) of the jobs whose workload tag maps "
-                                            "to none; their rows say so in the source column."),
+    default_family: str = typer.Option(
+        "resnet",
+        "--default-family",
+        help="Zoo family (or catalogue workload) of the jobs whose workload tag maps "
+        "to none; their rows say so in the source column.",
+    ),
 ):
     """Import the Alibaba PAI GPU trace 2020 (cluster-trace-gpu-v2020) as a job population."""
     from paigrid.study.trace import format_counts, import_pai_trace, write_population
@@ -90,8 +103,10 @@ def trace_import(
     except ValueError as exc:
         raise PaigridError(str(exc).rstrip(".") + ".") from None
     if not rows:
-        raise PaigridError(f"no job of {directory} could be imported ({counts['jobs_read']:,} read; "
-                           f"{_skips(counts)}), so nothing was written to {out}.")
+        raise PaigridError(
+            f"no job of {directory} could be imported ({counts['jobs_read']:,} read; "
+            f"{_skips(counts)}), so nothing was written to {out}."
+        )
     write_population(rows, out)
     typer.echo(format_counts(counts), err=True)
     typer.echo(f"wrote {out}: {len(rows):,} jobs", err=True)
@@ -99,8 +114,11 @@ def trace_import(
 
 def _skips(counts: dict) -> str:
     """The non-zero skip counts of a trace import as "failed 3, cpu_only 2" (or "the tables are empty")."""
-    skips = [f"{key.removeprefix('skipped_').replace('_', ' ')} {value:,}" for key, value in counts.items()
-             if key.startswith("skipped_") and value]
+    skips = [
+        f"{key.removeprefix('skipped_').replace('_', ' ')} {value:,}"
+        for key, value in counts.items()
+        if key.startswith("skipped_") and value
+    ]
     return "skipped: " + ", ".join(skips) if skips else "the tables hold no job"
 
 
@@ -126,10 +144,12 @@ def study_spec(
     typer.echo(f"wrote {out}", err=True)
 
 
-SWEEP_COMMAND = ("paigrid population --jobs 10000 --seed 1 --out pop.csv && "
-                 "paigrid study-spec --out study.toml && "
-                 "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
-                 "paigrid report study.h5 --out report/")
+SWEEP_COMMAND = (
+    "paigrid population --jobs 10000 --seed 1 --out pop.csv && "
+    "paigrid study-spec --out study.toml && "
+    "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
+    "paigrid report study.h5 --out report/"
+)
 """The study pipeline (the same text as ``paigrid.study.common.SWEEP_COMMAND``, kept here so that
 ``paigrid --help`` does not import numpy)."""
 

@@ -48,7 +48,8 @@ class Catalogue:
                 folded = key.casefold()
                 if folded in self._index and self._index[folded] != i:
                     raise PaigridError(
-                        f"{self.origin}: the name {key!r} is used by two rows of the {self.kind} catalogue.")
+                        f"{self.origin}: the name {key!r} is used by two rows of the {self.kind} catalogue."
+                    )
                 self._index[folded] = i
 
     @property
@@ -81,8 +82,9 @@ class Catalogue:
         if i is None:
             close = difflib.get_close_matches(str(name), self.names + list(self._aliases()), n=4, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names)}."
-            raise PaigridError(f"unknown {self.kind[:-1] if self.kind.endswith('s') else self.kind} "
-                               f"{name!r} in {self.origin}{hint}")
+            raise PaigridError(
+                f"unknown {self.kind[:-1] if self.kind.endswith('s') else self.kind} {name!r} in {self.origin}{hint}"
+            )
         if isinstance(name, str):
             self._seen[name] = i
         return i
@@ -153,8 +155,9 @@ def to_float(text: str, origin: str, column: str) -> float:
         raise PaigridError(f"{origin}: column {column!r} holds {text!r}, which is not a number.") from None
 
 
-def csv_table(text: str, origin: str, what: str,
-              required: tuple[str, ...] = ()) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+def csv_table(
+    text: str, origin: str, what: str, required: tuple[str, ...] = ()
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """Header and ``(line number, row)`` pairs of CSV text, cells stripped, blank lines skipped.
 
     One sentence (naming ``origin`` and, for a row, its line) for an empty text, a missing
@@ -167,8 +170,9 @@ def csv_table(text: str, origin: str, what: str,
         raise PaigridError(f"{origin} is empty; {what} needs a header row.")
     missing = [c for c in required if c not in header]
     if missing:
-        raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} of {what} "
-                           f"(required: {', '.join(required)}).")
+        raise PaigridError(
+            f"{origin} lacks the column(s) {', '.join(missing)} of {what} (required: {', '.join(required)})."
+        )
     rows = []
     for line_no, cells in enumerate(reader, start=2):
         if not cells or all(not c.strip() for c in cells):
@@ -231,8 +235,9 @@ class Rule:
         try:
             value = float(text)
         except ValueError:
-            raise PaigridError(f"{origin}: column {column} holds {text!r}, which is not a number; it must be "
-                               f"{self.describe()}.") from None
+            raise PaigridError(
+                f"{origin}: column {column} holds {text!r}, which is not a number; it must be {self.describe()}."
+            ) from None
         below = value <= self.low if self.low_open else value < self.low
         if not math.isfinite(value) or below or value > self.high or (self.whole and value != int(value)):
             raise PaigridError(f"{origin}: column {column} holds {text}; it must be {self.describe()}.")
@@ -243,9 +248,9 @@ _TEXT = Rule(number=False)
 _NOTE = Rule(number=False, required=False, empty=True)
 _POSITIVE = Rule(low=0.0, low_open=True)
 _NON_NEGATIVE = Rule(low=0.0)
-_PEAK = Rule(low=0.0, empty=True)                      # 0 or empty: the GPU lacks that math
-_FRACTION = Rule(low=0.0, low_open=True, high=1.0)     # an achievable fraction of a peak
-_BYTES = Rule(low=0.0, low_open=True, high=64.0)       # bytes per element or parameter
+_PEAK = Rule(low=0.0, empty=True)  # 0 or empty: the GPU lacks that math
+_FRACTION = Rule(low=0.0, low_open=True, high=1.0)  # an achievable fraction of a peak
+_BYTES = Rule(low=0.0, low_open=True, high=64.0)  # bytes per element or parameter
 INTRA_KINDS = ("pcie", "nvlink-hcm", "nvswitch", "nvlink")
 #: the market a GPU is sold into (``segment`` of gpus.csv): GeForce/TITAN, Quadro/RTX professional, data centre
 SEGMENTS = ("consumer", "workstation", "datacenter")
@@ -257,16 +262,22 @@ NETWORK_KINDS = ("none", "ethernet", "rdma", "infiniband")
 #: the rule of every column of each built-in catalogue kind (other columns are free text)
 COLUMN_RULES: dict[str, dict[str, Rule]] = {
     "gpus": {
-        "name": _TEXT, "aliases": _NOTE,
-        "fp32_TFLOP_per_s": _PEAK, "tf32_TFLOP_per_s": _PEAK, "fp16_TFLOP_per_s": _PEAK,
-        "bf16_TFLOP_per_s": _PEAK, "fp8_TFLOP_per_s": _PEAK,
+        "name": _TEXT,
+        "aliases": _NOTE,
+        "fp32_TFLOP_per_s": _PEAK,
+        "tf32_TFLOP_per_s": _PEAK,
+        "fp16_TFLOP_per_s": _PEAK,
+        "bf16_TFLOP_per_s": _PEAK,
+        "fp8_TFLOP_per_s": _PEAK,
         "fp4_TFLOP_per_s": Rule(low=0.0, empty=True, required=False),  # optional: absent = no FP4 anywhere
-        "hbm_GB_per_s": _POSITIVE, "memory_GB": _POSITIVE,
-        "memory_GiB": Rule(low=0.0, low_open=True, required=False),    # the capacity the GPU reports, 2**30 bytes
+        "hbm_GB_per_s": _POSITIVE,
+        "memory_GB": _POSITIVE,
+        "memory_GiB": Rule(low=0.0, low_open=True, required=False),  # the capacity the GPU reports, 2**30 bytes
         "nvlink_gen": Rule(low=0.0, whole=True, required=False, empty=True),
         "nvlink_GB_per_s": Rule(low=0.0, required=False, empty=True),
         "pcie_gen": Rule(low=1.0, high=99.0, whole=True),
-        "tdp_W": _POSITIVE, "price_USD_per_gpu_hour": _POSITIVE,
+        "tdp_W": _POSITIVE,
+        "price_USD_per_gpu_hour": _POSITIVE,
         "gpus_per_server": Rule(low=1.0, high=1024.0, whole=True, required=False),
         "nvlink_domain_GPUs": Rule(low=1.0, high=100000.0, whole=True, required=False),
         "segment": Rule(number=False, required=False, choices=SEGMENTS),
@@ -274,29 +285,42 @@ COLUMN_RULES: dict[str, dict[str, Rule]] = {
         "generation": _NOTE,
     },
     "links": {
-        "name": _TEXT, "aliases": _NOTE,
+        "name": _TEXT,
+        "aliases": _NOTE,
         "scope": Rule(number=False, choices=("intra", "network")),
         "kind": Rule(number=False, choices=INTRA_KINDS + NETWORK_KINDS),
-        "nominal_GB_per_s": _NON_NEGATIVE, "efficiency": _FRACTION, "latency_us": _NON_NEGATIVE,
+        "nominal_GB_per_s": _NON_NEGATIVE,
+        "efficiency": _FRACTION,
+        "latency_us": _NON_NEGATIVE,
         "pcie_gen": Rule(low=0.0, high=99.0, whole=True, required=False, empty=True),
         "fits_gpus": Rule(number=False, empty=True),
         "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
     },
     "workloads": {
-        "name": _TEXT, "aliases": _NOTE,
-        "params_M": _POSITIVE, "fwd_GFLOP_per_sample": _POSITIVE,
-        "membound_MB_per_sample": _NON_NEGATIVE, "input_MB_per_sample": _NON_NEGATIVE,
+        "name": _TEXT,
+        "aliases": _NOTE,
+        "params_M": _POSITIVE,
+        "fwd_GFLOP_per_sample": _POSITIVE,
+        "membound_MB_per_sample": _NON_NEGATIVE,
+        "input_MB_per_sample": _NON_NEGATIVE,
         "activation_MB_per_sample": _NON_NEGATIVE,
-        "default_batch": Rule(low=1.0), "optimizer": _TEXT,
+        "default_batch": Rule(low=1.0),
+        "optimizer": _TEXT,
         "tokens_per_sample": Rule(low=0.0, low_open=True, required=False, empty=True),
         "embedding_params_M": Rule(low=0.0, required=False, empty=True),
         "embedding_params_per_sample": Rule(low=0.0, required=False, empty=True),
     },
     "optimizers": {"name": _TEXT, "state_bytes_per_param": Rule(low=0.0, high=64.0)},
     "precisions": {
-        "name": _TEXT, "aliases": _NOTE, "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
-        "peak_column": _TEXT, "generations": _NOTE, "activation_bytes": _BYTES, "weight_bytes_per_param": _BYTES,
-        "grad_bytes_per_param": _BYTES, "comm_bytes_per_param": _BYTES,
+        "name": _TEXT,
+        "aliases": _NOTE,
+        "default_grid": Rule(number=False, required=False, choices=("yes", "no")),
+        "peak_column": _TEXT,
+        "generations": _NOTE,
+        "activation_bytes": _BYTES,
+        "weight_bytes_per_param": _BYTES,
+        "grad_bytes_per_param": _BYTES,
+        "comm_bytes_per_param": _BYTES,
     },
 }
 
@@ -331,13 +355,16 @@ def _check_gpu(row: dict[str, str], where: str) -> None:
     if gib and gb:
         ratio = float(gib) * 2**30 / (float(gb) * 1e9)
         if not 0.85 <= ratio <= 1.15:
-            raise PaigridError(f"{where}: memory_GiB {gib} is {float(gib) * 2**30 / 1e9:.4g}e9 bytes, not about "
-                               f"memory_GB {gb} x 1e9; memory_GiB is the capacity in GiB (2**30 bytes) the GPU "
-                               "reports.")
+            raise PaigridError(
+                f"{where}: memory_GiB {gib} is {float(gib) * 2**30 / 1e9:.4g}e9 bytes, not about "
+                f"memory_GB {gb} x 1e9; memory_GiB is the capacity in GiB (2**30 bytes) the GPU "
+                "reports."
+            )
     domain, nvlink = (row.get("nvlink_domain_GPUs") or "").strip(), (row.get("nvlink_gen") or "").strip()
     if domain and float(domain) > 1 and nvlink and float(nvlink) == 0:
-        raise PaigridError(f"{where}: nvlink_domain_GPUs is {domain} but nvlink_gen is 0; GPUs without NVLink form "
-                           "domains of 1.")
+        raise PaigridError(
+            f"{where}: nvlink_domain_GPUs is {domain} but nvlink_gen is 0; GPUs without NVLink form domains of 1."
+        )
 
 
 def _check_embedding(row: dict[str, str], where: str) -> None:
@@ -345,27 +372,35 @@ def _check_embedding(row: dict[str, str], where: str) -> None:
     emb = (row.get("embedding_params_M") or "").strip()
     touched = (row.get("embedding_params_per_sample") or "").strip()
     if emb and float(emb) > float(row["params_M"]):
-        raise PaigridError(f"{where}: embedding_params_M ({emb}) is more than params_M ({row['params_M']}); "
-                           "the embedding tables are part of the parameters.")
+        raise PaigridError(
+            f"{where}: embedding_params_M ({emb}) is more than params_M ({row['params_M']}); "
+            "the embedding tables are part of the parameters."
+        )
     if bool(emb) != bool(touched):
-        raise PaigridError(f"{where}: embedding_params_M and embedding_params_per_sample are given together "
-                           "or not at all.")
+        raise PaigridError(
+            f"{where}: embedding_params_M and embedding_params_per_sample are given together or not at all."
+        )
 
 
 def _check_link(row: dict[str, str], where: str) -> None:
     kinds = INTRA_KINDS if row["scope"] == "intra" else NETWORK_KINDS
     if row["kind"] not in kinds:
-        raise PaigridError(f"{where}: a link of scope {row['scope']} has kind {row['kind']!r}; it must be one of "
-                           f"{', '.join(kinds)}.")
+        raise PaigridError(
+            f"{where}: a link of scope {row['scope']} has kind {row['kind']!r}; it must be one of {', '.join(kinds)}."
+        )
     if row["kind"] != "none" and not float(row["nominal_GB_per_s"]) > 0:
-        raise PaigridError(f"{where}: column nominal_GB_per_s holds {row['nominal_GB_per_s']}; a link of kind "
-                           f"{row['kind']} needs a bandwidth above 0.")
+        raise PaigridError(
+            f"{where}: column nominal_GB_per_s holds {row['nominal_GB_per_s']}; a link of kind "
+            f"{row['kind']} needs a bandwidth above 0."
+        )
     rule = (row.get("fits_gpus") or "").strip()
     if row["scope"] == "intra" and not rule:
-        raise PaigridError(f"{where}: column fits_gpus is empty; an intra-server link must name the GPUs it "
-                           "connects (names separated by ;, or pcie>=N).")
+        raise PaigridError(
+            f"{where}: column fits_gpus is empty; an intra-server link must name the GPUs it "
+            "connects (names separated by ;, or pcie>=N)."
+        )
     if rule.startswith("pcie>="):
-        Rule(low=1.0, high=99.0, whole=True).check(rule[len("pcie>="):], where, "fits_gpus (pcie>=N)")
+        Rule(low=1.0, high=99.0, whole=True).check(rule[len("pcie>=") :], where, "fits_gpus (pcie>=N)")
 
 
 def parse_csv(text: str, kind: str, origin: str, required: tuple[str, ...] = ("name",)) -> Catalogue:
@@ -422,8 +457,10 @@ class Catalogues:
             if column not in self.gpus.columns and optional:
                 continue  # an optional peak column the file lacks: no GPU of it has that math
             if column not in self.gpus.columns:
-                raise PaigridError(f"precision {row['name']!r} in {self.precisions.origin} runs at the peak column "
-                                   f"{column!r}, which {self.gpus.origin} lacks.")
+                raise PaigridError(
+                    f"precision {row['name']!r} in {self.precisions.origin} runs at the peak column "
+                    f"{column!r}, which {self.gpus.origin} lacks."
+                )
             for gpu in self.gpus.rows:
                 _PEAK.check(gpu[column], f"{self.gpus.origin} row {gpu['name']!r}", column)
 
@@ -432,8 +469,11 @@ class Catalogues:
         ``peak_column``); NaN where the GPU lacks that math: the cell is empty or 0, or the
         precision names the GPU generations with the hardware for it (``generations``, e.g. MXFP8
         on Blackwell only, though Hopper has an FP8 peak) and the GPU's is not among them."""
-        return self.gpus.number(gpu, self.precisions.row(precision)["peak_column"]) \
-            if not self.lacks_precision(gpu, precision) else math.nan
+        return (
+            self.gpus.number(gpu, self.precisions.row(precision)["peak_column"])
+            if not self.lacks_precision(gpu, precision)
+            else math.nan
+        )
 
     def lacks_precision(self, gpu: str, precision: str) -> str:
         """Why ``gpu`` cannot run ``precision``, completing "the GPU has no PRECISION support (...)";
@@ -445,8 +485,10 @@ class Catalogues:
         generations = _split(row.get("generations", ""))
         own = (self.gpus.row(gpu).get("generation") or "").strip()
         if generations and own not in generations:
-            return (f"{row['name']} needs hardware of the generation(s) {', '.join(generations)}; the "
-                    f"{self.gpus.resolve(gpu)} is {own or 'of no stated generation'}")
+            return (
+                f"{row['name']} needs hardware of the generation(s) {', '.join(generations)}; the "
+                f"{self.gpus.resolve(gpu)} is {own or 'of no stated generation'}"
+            )
         return ""
 
     def checksums(self) -> dict[str, str]:

@@ -40,9 +40,9 @@ from paigrid.userfiles import read_toml
 class Efficiency:
     """Achievable fractions (0 < value <= 1) used to turn peaks into achievable rates."""
 
-    flop: dict[str, float]                                   # per precision or "gpu/precision"
-    memory: dict[str, float]                                 # "default" or per GPU
-    link: dict[str, float] = field(default_factory=dict)     # per link kind or link name
+    flop: dict[str, float]  # per precision or "gpu/precision"
+    memory: dict[str, float]  # "default" or per GPU
+    link: dict[str, float] = field(default_factory=dict)  # per link kind or link name
     options: dict[str, object] = field(default_factory=dict)  # model options set by a calibration
     origin: str = "defaults"
     classes: dict[str, float] = field(default_factory=dict)  # pai-v2: "class/generation/precision"
@@ -71,16 +71,23 @@ class Efficiency:
         precision before its family (``amp`` for amp-*) before ``*``."""
         memo = self._class_memo.get((cls, generation, precision))
         if memo is None:
-            memo = self._class_memo[cls, generation, precision] = self.classes[class_key(self.classes, cls, generation,
-                                                                                          precision)]
+            memo = self._class_memo[cls, generation, precision] = self.classes[
+                class_key(self.classes, cls, generation, precision)
+            ]
         return memo
 
     def overridden(self, calibration: Efficiency) -> Efficiency:
         """A copy of these factors with ``calibration``'s values on top."""
-        return Efficiency({**self.flop, **calibration.flop}, {**self.memory, **calibration.memory},
-                          {**self.link, **calibration.link}, {**self.options, **calibration.options},
-                          calibration.origin, {**self.classes, **calibration.classes},
-                          {**self.workloads, **calibration.workloads}, llm={**self.llm, **calibration.llm})
+        return Efficiency(
+            {**self.flop, **calibration.flop},
+            {**self.memory, **calibration.memory},
+            {**self.link, **calibration.link},
+            {**self.options, **calibration.options},
+            calibration.origin,
+            {**self.classes, **calibration.classes},
+            {**self.workloads, **calibration.workloads},
+            llm={**self.llm, **calibration.llm},
+        )
 
     def workload_factor(self, workload: str) -> float:
         """pai-v2 correction of ``workload`` (a calibration's ``[workload_efficiency]``): its
@@ -114,8 +121,9 @@ def class_key(table: dict, cls: str, generation: str, precision: str) -> str:
             key = f"{cls}/{gen}/{prec}"
             if key in table:
                 return key
-    raise PaigridError(f"class_efficiency has no value for class {cls} on generation {generation} at {precision} "
-                       f"(not even {cls}/*/*).")
+    raise PaigridError(
+        f"class_efficiency has no value for class {cls} on generation {generation} at {precision} (not even {cls}/*/*)."
+    )
 
 
 def _fractions(table: dict, origin: str, section: str) -> dict[str, float]:
@@ -141,10 +149,12 @@ def _class_defaults() -> dict[str, float]:
 
     origin = "the built-in class_efficiency.csv"
     text = resources.files("paigrid.datasets").joinpath("class_efficiency.csv").read_text(encoding="utf-8")
-    _, rows = csv_table(text, origin, "the class efficiency table",
-                        ("class", "generation", "precision", "value", "unit", "source"))
-    return _class_values({f"{r['class']}/{r['generation']}/{r['precision']}": float(r["value"]) for _, r in rows},
-                         origin)
+    _, rows = csv_table(
+        text, origin, "the class efficiency table", ("class", "generation", "precision", "value", "unit", "source")
+    )
+    return _class_values(
+        {f"{r['class']}/{r['generation']}/{r['precision']}": float(r["value"]) for _, r in rows}, origin
+    )
 
 
 def _class_values(values: dict, origin: str) -> dict[str, float]:
@@ -153,11 +163,17 @@ def _class_values(values: dict, origin: str) -> dict[str, float]:
     for key, value in values.items():
         parts = key.split("/")
         if len(parts) != 3 or parts[0] not in CLASS_KEYS or not all(p.strip() for p in parts):
-            raise PaigridError(f"{origin}: [class_efficiency] key {key!r} must be CLASS/GENERATION/PRECISION with "
-                               f"CLASS one of {', '.join(CLASS_KEYS)}.")
+            raise PaigridError(
+                f"{origin}: [class_efficiency] key {key!r} must be CLASS/GENERATION/PRECISION with "
+                f"CLASS one of {', '.join(CLASS_KEYS)}."
+            )
         launch = parts[0] in LAUNCH_CLASSES
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                or not (value > 0 if launch else 0 < value <= 1)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not (value > 0 if launch else 0 < value <= 1)
+        ):
             what = "a positive number of microseconds" if launch else "a fraction in (0, 1]"
             raise PaigridError(f"{origin}: [class_efficiency] {key} must be {what}, not {value!r}.")
         out[key] = float(value)
@@ -178,10 +194,12 @@ def _bands() -> dict[tuple[str, str, str], float]:
 
     origin = "the built-in prediction_bands.csv"
     text = resources.files("paigrid.datasets").joinpath("prediction_bands.csv").read_text(encoding="utf-8")
-    _, rows = csv_table(text, origin, "the prediction bands table",
-                        ("model", "calibration", "group", "band", "predictions", "source"))
-    return {(r["model"], r["calibration"], r["group"]): float(r["band"]) if r["band"].strip() else math.nan
-            for _, r in rows}
+    _, rows = csv_table(
+        text, origin, "the prediction bands table", ("model", "calibration", "group", "band", "predictions", "source")
+    )
+    return {
+        (r["model"], r["calibration"], r["group"]): float(r["band"]) if r["band"].strip() else math.nan for _, r in rows
+    }
 
 
 def prediction_band(model: str, calibrated: bool, group: str) -> float:
@@ -196,9 +214,11 @@ def defaults() -> Efficiency:
     """The efficiency factors shipped in ``datasets/model_defaults.toml`` (pai-v1) and
     ``datasets/class_efficiency.csv`` (pai-v2)."""
     data = _model_defaults()
-    return Efficiency(_fractions(data["flop_efficiency"], "model_defaults.toml", "flop_efficiency"),
-                      _fractions(data["memory_efficiency"], "model_defaults.toml", "memory_efficiency"),
-                      classes=dict(_class_defaults()))
+    return Efficiency(
+        _fractions(data["flop_efficiency"], "model_defaults.toml", "flop_efficiency"),
+        _fractions(data["memory_efficiency"], "model_defaults.toml", "memory_efficiency"),
+        classes=dict(_class_defaults()),
+    )
 
 
 def ps_host_bandwidth() -> float:
@@ -231,8 +251,16 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
     the close matches, never silently ignored."""
     path = Path(path)
     data = read_toml(path, "the calibration file")
-    known = {"flop_efficiency", "memory_efficiency", "link_efficiency", "class_efficiency", "workload_efficiency",
-             "options", "fit", "llm"}
+    known = {
+        "flop_efficiency",
+        "memory_efficiency",
+        "link_efficiency",
+        "class_efficiency",
+        "workload_efficiency",
+        "options",
+        "fit",
+        "llm",
+    }
     unknown = set(data) - known
     if unknown:
         raise PaigridError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}.")
@@ -248,22 +276,29 @@ def load_calibration(path: str | Path, cats=None) -> Efficiency:
 
         cats = Catalogues.load()
     origin = str(path)
-    tables = {section: _fractions(data.get(section, {}), origin, section)
-              for section in ("flop_efficiency", "memory_efficiency", "link_efficiency")}
+    tables = {
+        section: _fractions(data.get(section, {}), origin, section)
+        for section in ("flop_efficiency", "memory_efficiency", "link_efficiency")
+    }
     tables["class_efficiency"] = _class_values(dict(data.get("class_efficiency", {})), origin)
     tables["workload_efficiency"] = _factors(dict(data.get("workload_efficiency", {})), origin, "workload_efficiency")
-    for section, table in tables.items():   # each section's own checks first, then the physical range
+    for section, table in tables.items():  # each section's own checks first, then the physical range
         _within_bounds(table, origin, section)
-    return Efficiency(_canonical(tables["flop_efficiency"], origin, "flop_efficiency", lambda k: _flop_key(k, cats)),
-                      _canonical(tables["memory_efficiency"], origin, "memory_efficiency",
-                                 lambda k: "default" if k.strip().casefold() == "default" else cats.gpus.resolve(k)),
-                      _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
-                      options, origin=origin,
-                      classes=_canonical(tables["class_efficiency"], origin, "class_efficiency",
-                                         lambda k: _class_key(k, cats)),
-                      workloads=_canonical(tables["workload_efficiency"], origin, "workload_efficiency",
-                                           cats.workloads.resolve),
-                      llm=_factors(dict(data.get("llm", {})), origin, "llm"))
+    return Efficiency(
+        _canonical(tables["flop_efficiency"], origin, "flop_efficiency", lambda k: _flop_key(k, cats)),
+        _canonical(
+            tables["memory_efficiency"],
+            origin,
+            "memory_efficiency",
+            lambda k: "default" if k.strip().casefold() == "default" else cats.gpus.resolve(k),
+        ),
+        _canonical(tables["link_efficiency"], origin, "link_efficiency", lambda k: _link_key(k, cats)),
+        options,
+        origin=origin,
+        classes=_canonical(tables["class_efficiency"], origin, "class_efficiency", lambda k: _class_key(k, cats)),
+        workloads=_canonical(tables["workload_efficiency"], origin, "workload_efficiency", cats.workloads.resolve),
+        llm=_factors(dict(data.get("llm", {})), origin, "llm"),
+    )
 
 
 @functools.cache
@@ -273,8 +308,12 @@ def declared_bounds() -> dict[str, tuple[float, float, str]]:
     from paigrid.inputs.catalog import csv_table
 
     text = resources.files("paigrid.datasets").joinpath("parameter_bounds.csv").read_text(encoding="utf-8")
-    _, rows = csv_table(text, "the built-in parameter_bounds.csv", "the parameter bounds table",
-                        ("parameter", "lower", "upper", "unit", "source"))
+    _, rows = csv_table(
+        text,
+        "the built-in parameter_bounds.csv",
+        "the parameter bounds table",
+        ("parameter", "lower", "upper", "unit", "source"),
+    )
     return {r["parameter"]: (float(r["lower"]), float(r["upper"]), r["unit"]) for _, r in rows}
 
 
@@ -289,8 +328,10 @@ def _within_bounds(table: dict, origin: str, section: str) -> None:
         name = key.split("/")[0] if section == "class_efficiency" else section
         lower, upper, unit = bounds.get(name, bounds.get(section, (-math.inf, math.inf, "")))
         if math.isfinite(value) and not lower <= value <= upper:
-            raise PaigridError(f"{origin}: [{section}] {key} = {value:g} {unit} is outside its physical range "
-                               f"{lower:g} to {upper:g} {unit} (datasets/parameter_bounds.csv).")
+            raise PaigridError(
+                f"{origin}: [{section}] {key} = {value:g} {unit} is outside its physical range "
+                f"{lower:g} to {upper:g} {unit} (datasets/parameter_bounds.csv)."
+            )
 
 
 def _factors(table: dict, origin: str, section: str) -> dict[str, float]:

@@ -25,8 +25,14 @@ from paigrid.inputs.spec import JOB_OPTIONS, MAX_N_GPU, Options, SweepSpec, coer
 from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.userfiles import read_text
 
-CURRENT_COLUMNS = ("current_arch", "current_gpu", "current_n_gpu", "current_intra",
-                   "current_network", "current_precision")
+CURRENT_COLUMNS = (
+    "current_arch",
+    "current_gpu",
+    "current_n_gpu",
+    "current_intra",
+    "current_network",
+    "current_precision",
+)
 
 
 @dataclass
@@ -49,7 +55,7 @@ class LlmJob:
     """One LLM-family job: its name and the transformer it trains (at the model's global batch)."""
 
     name: str
-    model: object   # a ``paigrid.llm.models.Transformer``
+    model: object  # a ``paigrid.llm.models.Transformer``
 
 
 def job_family(name: str, cats: Catalogues, llm_catalogue=None) -> tuple[str, str]:
@@ -67,8 +73,10 @@ def job_family(name: str, cats: Catalogues, llm_catalogue=None) -> tuple[str, st
         except PaigridError as exc:
             errors.append(str(exc))
     if len(found) == 2:
-        raise PaigridError(f"{name!r} is ambiguous: it is the workload {found['dp']!r} of {cats.workloads.origin} "
-                           f"and the LLM model {found['llm']!r} of {llm_catalogue.origin}; rename one of them.")
+        raise PaigridError(
+            f"{name!r} is ambiguous: it is the workload {found['dp']!r} of {cats.workloads.origin} "
+            f"and the LLM model {found['llm']!r} of {llm_catalogue.origin}; rename one of them."
+        )
     if not found:
         raise PaigridError(f"{errors[0].rstrip('.')}; nor is it an LLM model of {llm_catalogue.origin}.")
     family, canonical = next(iter(found.items()))
@@ -98,8 +106,11 @@ def split_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], list[LlmJo
         names = dp_names + [j.name for j in llm]
         if len(set(names)) != len(names):
             raise PaigridError(f"{spec.origin}: a workload is named twice.")
-        return [_catalogue_job(cats.workloads.row(n), cats, spec.options, f"workload {n!r}") for n in dp_names], \
-            llm, cats
+        return (
+            [_catalogue_job(cats.workloads.row(n), cats, spec.options, f"workload {n!r}") for n in dp_names],
+            llm,
+            cats,
+        )
     if isinstance(spec.workloads, str):
         path = Path(spec.workloads)
         header, rows = csv_table(read_text(path, "the workloads file"), str(path), "a workloads or population file")
@@ -108,7 +119,7 @@ def split_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], list[LlmJo
             return [], [LlmJob(n, model(n, llm_catalogue)) for n in llm_catalogue.names], cats
         if "model" in header and "job" in header:
             llm_catalogue = load_catalogue()
-            families = {}   # each distinct model cell resolved once
+            families = {}  # each distinct model cell resolved once
             for _, r in rows:
                 cell = r.get("model", "")
                 if cell not in families:
@@ -132,7 +143,7 @@ def _is_llm_model(name: str, cats: Catalogues, llm_catalogue) -> bool:
         cats.workloads.resolve(name)
     except PaigridError:
         return job_family(name, cats, llm_catalogue)[0] == "llm"
-    job_family(name, cats, llm_catalogue)   # a workload that is also an LLM model: ambiguous
+    job_family(name, cats, llm_catalogue)  # a workload that is also an LLM model: ambiguous
     return False
 
 
@@ -153,20 +164,26 @@ def _row_current(row: dict[str, str], cats: Catalogues, origin: str) -> dict[str
         return None
     empty = [c for c, v in cells.items() if not v]
     if empty:
-        raise PaigridError(f"{origin}: the current configuration needs every current_* column; "
-                           f"{', '.join(empty)} is empty.")
+        raise PaigridError(
+            f"{origin}: the current configuration needs every current_* column; {', '.join(empty)} is empty."
+        )
     arch = cells["current_arch"]
     if arch not in ARCH_NAMES:
         raise PaigridError(f"{origin}: unknown current_arch {arch!r}; known: {', '.join(ARCH_NAMES)}.")
     n = to_float(cells["current_n_gpu"], origin, "current_n_gpu")
     if not (1 <= n <= MAX_N_GPU and n == int(n)):
-        raise PaigridError(f"{origin}: current_n_gpu must be a whole number from 1 to {MAX_N_GPU}, "
-                           f"not {cells['current_n_gpu']!r}.")
+        raise PaigridError(
+            f"{origin}: current_n_gpu must be a whole number from 1 to {MAX_N_GPU}, not {cells['current_n_gpu']!r}."
+        )
     with _located(origin):
-        return {"arch": arch, "gpu": cats.gpus.resolve(cells["current_gpu"]), "n_gpu": int(n),
-                "intra": resolve_link(cats, cells["current_intra"], "intra"),
-                "network": resolve_link(cats, cells["current_network"], "network"),
-                "precision": cats.precisions.resolve(cells["current_precision"])}
+        return {
+            "arch": arch,
+            "gpu": cats.gpus.resolve(cells["current_gpu"]),
+            "n_gpu": int(n),
+            "intra": resolve_link(cats, cells["current_intra"], "intra"),
+            "network": resolve_link(cats, cells["current_network"], "network"),
+            "precision": cats.precisions.resolve(cells["current_precision"]),
+        }
 
 
 @contextmanager
@@ -211,8 +228,9 @@ def load_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], Catalogues]
         if "model" in header:
             return _population_jobs(rows, header, path, spec.options, cats), cats
         cats.workloads = parse_csv(text, "workloads", str(path))
-        return [_catalogue_job(row, cats, spec.options, f"{path} row {row['name']!r}")
-                for row in cats.workloads.rows], cats
+        return [
+            _catalogue_job(row, cats, spec.options, f"{path} row {row['name']!r}") for row in cats.workloads.rows
+        ], cats
     if len(set(names)) != len(names):
         raise PaigridError(f"{spec.origin}: a workload is named twice.")
     return [_catalogue_job(cats.workloads.row(n), cats, spec.options, f"workload {n!r}") for n in names], cats
@@ -220,8 +238,13 @@ def load_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], Catalogues]
 
 def _catalogue_job(row: dict[str, str], cats: Catalogues, options: Options, origin: str) -> Job:
     check_workload(cats.workloads, row["name"], cats)
-    return Job(row["name"], row["name"], _batch(row, row, origin), _row_options(row, options, origin),
-               _row_current(row, cats, origin))
+    return Job(
+        row["name"],
+        row["name"],
+        _batch(row, row, origin),
+        _row_options(row, options, origin),
+        _row_current(row, cats, origin),
+    )
 
 
 def _population_jobs(rows, header, path: Path, options: Options, cats: Catalogues) -> list[Job]:
@@ -255,8 +278,16 @@ def _population_jobs(rows, header, path: Path, options: Options, cats: Catalogue
         if current_key not in current_cells:
             current_cells[current_key] = _row_current(row, cats, origin)
         # jobs with the same cells share their (never modified) options and current dicts
-        jobs.append(Job(name, model, _batch(row, cats.workloads.row(model), origin), option_cells[option_key],
-                        current_cells[current_key], extra))
+        jobs.append(
+            Job(
+                name,
+                model,
+                _batch(row, cats.workloads.row(model), origin),
+                option_cells[option_key],
+                current_cells[current_key],
+                extra,
+            )
+        )
     return jobs
 
 

@@ -69,7 +69,7 @@ from paigrid.userfiles import read_text
 
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
-DEFAULT_N_GPU = tuple(2 ** i for i in range(11))  # 1 .. 1024
+DEFAULT_N_GPU = tuple(2**i for i in range(11))  # 1 .. 1024
 CURRENT = "current"
 #: where a sweep's kernels run (``device`` in a spec, ``paigrid sweep --device``)
 DEVICES = ("cpu", "cuda")
@@ -80,9 +80,15 @@ MAX_N_GPU = 2**31 - 1
 #: the compute model of a sweep, predict, validate or calibrate that names none
 DEFAULT_MODEL = "pai-v2"
 #: options whose values are words, and the words each accepts
-TEXT_OPTIONS = {"model": MODEL_NAMES, "attention": ("eager", "fused"), "execution": ("eager", "graphs"),
-                "ps_nic": ("shared", "per-worker"), "ps_placement": ("separate", "colocated"),
-                "inter_volume": ("hierarchical", "ring"), "coordination_growth": ("log2", "linear")}
+TEXT_OPTIONS = {
+    "model": MODEL_NAMES,
+    "attention": ("eager", "fused"),
+    "execution": ("eager", "graphs"),
+    "ps_nic": ("shared", "per-worker"),
+    "ps_placement": ("separate", "colocated"),
+    "inter_volume": ("hierarchical", "ring"),
+    "coordination_growth": ("log2", "linear"),
+}
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,9 @@ class Options:
     pcie_roots: int = 2
     ps_count: int = 0
     input_rate_samples_per_s: float = math.inf
-    model: str = DEFAULT_MODEL          # compute model: pai-v1 | pai-v2 (``kernels.layout.MODEL_NAMES``)
-    attention: str = "eager"            # pai-v2: eager | fused attention kernels
-    execution: str = "eager"            # pai-v2: eager | graphs (CUDA graphs / compiled) kernel launches
+    model: str = DEFAULT_MODEL  # compute model: pai-v1 | pai-v2 (``kernels.layout.MODEL_NAMES``)
+    attention: str = "eager"  # pai-v2: eager | fused attention kernels
+    execution: str = "eager"  # pai-v2: eager | graphs (CUDA graphs / compiled) kernel launches
     # communication v2 (docs/model.md): gradients in buckets of ``bucket_mb`` MiB (PyTorch DDP's
     # bucket_cap_mb default, 25); ``sync_latency`` pays the exchange's latency hops once per
     # bucket (None: on under pai-v2, off under pai-v1), ``bucket_overlap`` hides all buckets but
@@ -110,13 +116,13 @@ class Options:
     bucket_mb: float = 25.0
     bucket_overlap: bool = False
     # parameter server done properly (docs/model.md, "Parameter server"; each off by default)
-    ps_local_reduce: bool = False       # each server all-reduces its GPUs' gradients, then pushes once
-    ps_nic: str = "shared"              # shared: a server's workers share its NICs; per-worker: a NIC share each
-    ps_placement: str = "separate"      # separate: PS hosts of their own (max); colocated: on the worker servers (sum)
-    ps_latency: bool = False            # per-message latency, 2 max(p, W) alpha_net per step
-    ps_update: bool = False             # the update on the PS hosts' memory (model_defaults.toml [ps_host])
-    ps_sparse: bool = False             # a PS moves only the embedding rows a step touches
-    ps_memory: bool = False             # a PS GPU holds no optimizer state (memory check per architecture)
+    ps_local_reduce: bool = False  # each server all-reduces its GPUs' gradients, then pushes once
+    ps_nic: str = "shared"  # shared: a server's workers share its NICs; per-worker: a NIC share each
+    ps_placement: str = "separate"  # separate: PS hosts of their own (max); colocated: on the worker servers (sum)
+    ps_latency: bool = False  # per-message latency, 2 max(p, W) alpha_net per step
+    ps_update: bool = False  # the update on the PS hosts' memory (model_defaults.toml [ps_host])
+    ps_sparse: bool = False  # a PS moves only the embedding rows a step touches
+    ps_memory: bool = False  # a PS GPU holds no optimizer state (memory check per architecture)
     # all-reduce across servers: the volume through a server's NICs, hierarchical 2(s-1)/s S
     # (version 1) or ring 2(n-1)/n S (NCCL's rings cross every server)
     inter_volume: str = "hierarchical"
@@ -148,20 +154,37 @@ class Options:
         names = {f.name for f in fields(self)}
         unknown = set(values) - names
         if unknown:
-            raise PaigridError(f"{origin}: unknown option(s) {', '.join(sorted(unknown))}; "
-                               f"known: {', '.join(sorted(names))}.")
+            raise PaigridError(
+                f"{origin}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}."
+            )
         return replace(self, **coerce_options(values, origin))
 
 
 #: per-job options: a workloads or population CSV may set them in columns of the same name
-JOB_OPTIONS = ("grad_accum_steps", "overlap", "gpus_per_node", "nics_per_node", "pcie_roots",
-               "ps_count", "input_rate_samples_per_s")
+JOB_OPTIONS = (
+    "grad_accum_steps",
+    "overlap",
+    "gpus_per_node",
+    "nics_per_node",
+    "pcie_roots",
+    "ps_count",
+    "input_rate_samples_per_s",
+)
 _INTEGER_OPTIONS = {"grad_accum_steps": 1, "gpus_per_node": 1, "nics_per_node": 1, "pcie_roots": 1, "ps_count": 0}
 
 
 #: options whose values are true or false
-BOOL_OPTIONS = ("topology_aware", "sync_latency", "bucket_overlap", "ps_local_reduce", "ps_latency", "ps_update",
-                "ps_sparse", "ps_memory", "sparse_allgather")
+BOOL_OPTIONS = (
+    "topology_aware",
+    "sync_latency",
+    "bucket_overlap",
+    "ps_local_reduce",
+    "ps_latency",
+    "ps_update",
+    "ps_sparse",
+    "ps_memory",
+    "sparse_allgather",
+)
 
 
 def coerce_options(values: dict, origin: str) -> dict:
@@ -179,8 +202,12 @@ def coerce_options(values: dict, origin: str) -> dict:
                 raise PaigridError(f"{origin}: {key} must be true or false, not {value!r}.")
             out[key] = value
         elif key in _INTEGER_OPTIONS:
-            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value != int(value)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value != int(value)
+            ):
                 raise PaigridError(f"{origin}: {key} must be a whole number, not {value!r}.")
             out[key] = int(value)
         else:
@@ -201,9 +228,9 @@ def check_options(values: dict, origin: str) -> None:
     for key, minimum in _INTEGER_OPTIONS.items():
         if key in values and values[key] < minimum:
             raise PaigridError(f"{origin}: {key} must be at least {minimum}, not {values[key]}.")
-        if key in values and values[key] > MAX_N_GPU:   # the kernels count GPUs, servers and steps in int32 range
+        if key in values and values[key] > MAX_N_GPU:  # the kernels count GPUs, servers and steps in int32 range
             raise PaigridError(f"{origin}: {key} must be at most {MAX_N_GPU}, not {values[key]}.")
-    for key, value in values.items():   # inf is a bound only for the input rate (no bound)
+    for key, value in values.items():  # inf is a bound only for the input rate (no bound)
         if isinstance(value, float) and not math.isfinite(value) and key != "input_rate_samples_per_s":
             raise PaigridError(f"{origin}: {key} must be a finite number, not {value}.")
     if "overlap" in values and not 0.0 <= values["overlap"] <= 1.0:
@@ -216,8 +243,10 @@ def check_options(values: dict, origin: str) -> None:
         raise PaigridError(f"{origin}: overlap_efficiency must be a fraction between 0 and 1, not {efficiency}.")
     coordination = values.get("coordination_us")
     if coordination is not None and not 0.0 <= coordination <= MAX_COORDINATION_US:
-        raise PaigridError(f"{origin}: coordination_us must be a finite number of microseconds from 0 to "
-                           f"{MAX_COORDINATION_US:g} (one second per all-reduce), not {coordination:g}.")
+        raise PaigridError(
+            f"{origin}: coordination_us must be a finite number of microseconds from 0 to "
+            f"{MAX_COORDINATION_US:g} (one second per all-reduce), not {coordination:g}."
+        )
     rate = values.get("input_rate_samples_per_s")
     if rate is not None and not rate > 0:
         raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")
@@ -241,24 +270,65 @@ class GridKey:
 
 GRID_KEYS = (
     GridKey("arch", "names", ("dp",), "", "every architecture", "training architectures (data-parallel family)"),
-    GridKey("gpu", "names", ("dp", "llm"), "",
-            "dp: the default_grid rows of gpus.csv; llm: A100-SXM4-80GB, H100-SXM5-80GB, H200, B200",
-            "GPUs (names or aliases of gpus.csv)"),
-    GridKey("n_gpu", "counts", ("dp", "llm"), "GPUs", "dp: 1, 2, ..., 1024; llm: 8, 16, ..., 16384",
-            "GPU counts (\"current\": each data-parallel job's own; the LLM family then keeps its default)"),
-    GridKey("intra", "names", ("dp",), "", "the default_grid intra links of links.csv",
-            "intra-server links (data-parallel family)"),
-    GridKey("network", "names", ("dp", "llm"), "",
-            "dp: the default_grid networks of links.csv; llm: rdma-100g, ib-hdr-200g, ib-ndr-400g, ib-xdr-800g",
-            "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv (LLM family only)"),
-    GridKey("precision", "names", ("dp", "llm"), "", "dp: the default_grid precisions; llm: amp-bf16",
-            "numeric precisions"),
-    GridKey("domain", "counts", ("llm",), "GPUs", "each GPU's nvlink_domain_GPUs column of gpus.csv, else 8 (an HGX "
-            "server)", "NVLink domain sizes"),
-    GridKey("gpus_per_node", "count", ("dp", "llm"), "GPUs", "each GPU's gpus_per_server column of gpus.csv, else 8; "
-            "dp: the option gpus_per_node", "GPUs per server (sets the NICs and PCIe roots of a server)"),
-    GridKey("nics_per_gpu", "number", ("dp", "llm"), "NICs", "llm: 1; dp: the option nics_per_node (1 per server)",
-            "NICs per GPU (dp: nics_per_node = nics_per_gpu x gpus_per_node)"),
+    GridKey(
+        "gpu",
+        "names",
+        ("dp", "llm"),
+        "",
+        "dp: the default_grid rows of gpus.csv; llm: A100-SXM4-80GB, H100-SXM5-80GB, H200, B200",
+        "GPUs (names or aliases of gpus.csv)",
+    ),
+    GridKey(
+        "n_gpu",
+        "counts",
+        ("dp", "llm"),
+        "GPUs",
+        "dp: 1, 2, ..., 1024; llm: 8, 16, ..., 16384",
+        'GPU counts ("current": each data-parallel job\'s own; the LLM family then keeps its default)',
+    ),
+    GridKey(
+        "intra",
+        "names",
+        ("dp",),
+        "",
+        "the default_grid intra links of links.csv",
+        "intra-server links (data-parallel family)",
+    ),
+    GridKey(
+        "network",
+        "names",
+        ("dp", "llm"),
+        "",
+        "dp: the default_grid networks of links.csv; llm: rdma-100g, ib-hdr-200g, ib-ndr-400g, ib-xdr-800g",
+        "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv (LLM family only)",
+    ),
+    GridKey(
+        "precision", "names", ("dp", "llm"), "", "dp: the default_grid precisions; llm: amp-bf16", "numeric precisions"
+    ),
+    GridKey(
+        "domain",
+        "counts",
+        ("llm",),
+        "GPUs",
+        "each GPU's nvlink_domain_GPUs column of gpus.csv, else 8 (an HGX server)",
+        "NVLink domain sizes",
+    ),
+    GridKey(
+        "gpus_per_node",
+        "count",
+        ("dp", "llm"),
+        "GPUs",
+        "each GPU's gpus_per_server column of gpus.csv, else 8; dp: the option gpus_per_node",
+        "GPUs per server (sets the NICs and PCIe roots of a server)",
+    ),
+    GridKey(
+        "nics_per_gpu",
+        "number",
+        ("dp", "llm"),
+        "NICs",
+        "llm: 1; dp: the option nics_per_node (1 per server)",
+        "NICs per GPU (dp: nics_per_node = nics_per_gpu x gpus_per_node)",
+    ),
 )
 #: the [grid] keys by name
 GRID = {key.name: key for key in GRID_KEYS}
@@ -268,31 +338,34 @@ GRID = {key.name: key for key in GRID_KEYS}
 class SweepSpec:
     """What to sweep: the jobs, the value lists of the hardware dimensions, options and catalogues."""
 
-    workloads: list[str] | str | None = None   # None: all built-in; str: a CSV path
+    workloads: list[str] | str | None = None  # None: all built-in; str: a CSV path
     arch: list[str] | None = None
     gpu: list[str] | None = None
-    n_gpu: list[int] | str | None = None       # None: 1..1024; "current": each job's own count
+    n_gpu: list[int] | str | None = None  # None: 1..1024; "current": each job's own count
     intra: list[str] | None = None
     network: list[str] | None = None
     precision: list[str] | None = None
-    domain: list[int] | None = None            # LLM family: NVLink domain sizes [GPUs]
-    gpus_per_node: int | None = None           # both families: GPUs per server
-    nics_per_gpu: float | None = None          # both families: NICs per GPU
-    llm: dict = field(default_factory=dict)    # the [llm] table (checked by llm.layouts.space_from_table)
+    domain: list[int] | None = None  # LLM family: NVLink domain sizes [GPUs]
+    gpus_per_node: int | None = None  # both families: GPUs per server
+    nics_per_gpu: float | None = None  # both families: NICs per GPU
+    llm: dict = field(default_factory=dict)  # the [llm] table (checked by llm.layouts.space_from_table)
     options: Options = field(default_factory=Options)
     catalogues: dict[str, str] = field(default_factory=dict)
-    jobs_per_block: int | None = None          # None: blocks sized by work (``sweeping.work_jobs_per_block``)
-    device: str = "cpu"                        # where the kernels run: "cpu" or "cuda" (not a model input)
+    jobs_per_block: int | None = None  # None: blocks sized by work (``sweeping.work_jobs_per_block``)
+    device: str = "cpu"  # where the kernels run: "cpu" or "cuda" (not a model input)
     origin: str = "the default spec"
-    sha256: str = ""                           # of the spec file ("" when not read from a file)
+    sha256: str = ""  # of the spec file ("" when not read from a file)
 
     def to_toml_dict(self) -> dict:
         """The spec as plain data, stored in the cube so it says how it was made."""
-        data = {"workloads": self.workloads, "jobs_per_block": self.jobs_per_block,
-                "grid": {k.name: getattr(self, k.name) for k in GRID_KEYS if getattr(self, k.name) is not None},
-                "llm": self.llm or None,
-                "options": {k: v for k, v in asdict(self.options).items()},
-                "catalogues": self.catalogues}
+        data = {
+            "workloads": self.workloads,
+            "jobs_per_block": self.jobs_per_block,
+            "grid": {k.name: getattr(self, k.name) for k in GRID_KEYS if getattr(self, k.name) is not None},
+            "llm": self.llm or None,
+            "options": {k: v for k, v in asdict(self.options).items()},
+            "catalogues": self.catalogues,
+        }
         return {k: v for k, v in data.items() if v is not None}
 
 
@@ -308,7 +381,7 @@ def _n_gpu_list(value, origin: str) -> list[int] | str:
     if value == CURRENT:
         return CURRENT
     if not isinstance(value, list) or not value:
-        raise PaigridError(f"{origin}: n_gpu must be a non-empty list of GPU counts or \"current\".")
+        raise PaigridError(f'{origin}: n_gpu must be a non-empty list of GPU counts or "current".')
     for v in value:
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_N_GPU:
             raise PaigridError(f"{origin}: n_gpu values must be whole numbers from 1 to {MAX_N_GPU}, not {v!r}.")
@@ -325,8 +398,11 @@ def _grid_value(key: GridKey, value, origin: str):
     if key.kind == "names":
         return _string_list(value, where, origin)
     if key.kind == "counts":
-        if not isinstance(value, list) or not value or any(isinstance(v, bool) or not isinstance(v, int)
-                                                          or not 1 <= v <= MAX_N_GPU for v in value):
+        if (
+            not isinstance(value, list)
+            or not value
+            or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_N_GPU for v in value)
+        ):
             raise PaigridError(f"{origin}: {where} must be a non-empty list of whole numbers of {key.unit} >= 1.")
         if len(set(value)) != len(value):
             raise PaigridError(f"{origin}: {where} lists a value twice.")
@@ -353,8 +429,10 @@ def _server_options(spec: SweepSpec, options: dict, origin: str) -> dict:
             raise PaigridError(f"{origin}: give nics_per_gpu in [grid] or nics_per_node in [options], not both.")
         per_node = spec.nics_per_gpu * out.get("gpus_per_node", options.get("gpus_per_node", Options.gpus_per_node))
         if per_node != int(per_node) or per_node < 1:
-            raise PaigridError(f"{origin}: grid.nics_per_gpu x gpus_per_node = {per_node:g} must be a whole number "
-                               ">= 1 of NICs per server for the data-parallel family.")
+            raise PaigridError(
+                f"{origin}: grid.nics_per_gpu x gpus_per_node = {per_node:g} must be a whole number "
+                ">= 1 of NICs per server for the data-parallel family."
+            )
         out["nics_per_node"] = int(per_node)
     return out
 
@@ -377,8 +455,9 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
         raise PaigridError(f"{origin}: [grid] must be a table.")
     unknown = set(grid) - set(GRID)
     if unknown:
-        raise PaigridError(f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; "
-                           f"known: {', '.join(GRID)}.")
+        raise PaigridError(
+            f"{origin}: unknown grid dimension(s) {', '.join(sorted(unknown))}; known: {', '.join(GRID)}."
+        )
     for name, value in grid.items():
         setattr(spec, name, _grid_value(GRID[name], value, origin))
     if spec.arch:
@@ -401,7 +480,7 @@ def spec_from_dict(data: dict, origin: str, base_dir: Path | None = None) -> Swe
     spec.llm = dict(llm)
     catalogues = data.get("catalogues", {})
     if not isinstance(catalogues, dict):
-        raise PaigridError(f"{origin}: [catalogues] must be a table of KIND = \"FILE.csv\".")
+        raise PaigridError(f'{origin}: [catalogues] must be a table of KIND = "FILE.csv".')
     for kind, value in catalogues.items():
         if not isinstance(value, str) or not value.strip():
             raise PaigridError(f"{origin}: catalogues.{kind} must be the path of a CSV file, not {value!r}.")

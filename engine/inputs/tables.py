@@ -20,8 +20,13 @@ from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
 from paigrid.kernels import layout as L
 
-LINK_KIND_CODES = {"pcie": L.LINK_PCIE, "nvlink-hcm": L.LINK_NVLINK_HCM, "nvswitch": L.LINK_NVSWITCH,
-                   "nvlink": L.LINK_NVSWITCH, "none": L.LINK_NONE}
+LINK_KIND_CODES = {
+    "pcie": L.LINK_PCIE,
+    "nvlink-hcm": L.LINK_NVLINK_HCM,
+    "nvswitch": L.LINK_NVSWITCH,
+    "nvlink": L.LINK_NVSWITCH,
+    "none": L.LINK_NONE,
+}
 COLLECTIVE_CODES = {name: code for code, name in enumerate(L.COLLECTIVE_NAMES)}
 
 
@@ -32,22 +37,29 @@ class KernelTables:
     ``Grid`` is one, with the labels and jobs of a sweep beside the tables; ``predict`` builds
     bare ones for single configurations."""
 
-    arch_codes: np.ndarray      # (A,) int64
-    gpu_table: np.ndarray       # (G, N_GPU_FIELDS)
-    peak: np.ndarray            # (G, P) achievable FLOP/s, NaN where unsupported
-    prec_table: np.ndarray      # (P, N_PREC_FIELDS)
-    intra_table: np.ndarray     # (I, N_LINK_FIELDS)
-    intra_fits: np.ndarray      # (G, I) uint8
-    network_table: np.ndarray   # (W, N_LINK_FIELDS)
-    options: np.ndarray         # (N_OPTIONS,)
-    n_counts: int = 1           # GPU counts per job
+    arch_codes: np.ndarray  # (A,) int64
+    gpu_table: np.ndarray  # (G, N_GPU_FIELDS)
+    peak: np.ndarray  # (G, P) achievable FLOP/s, NaN where unsupported
+    prec_table: np.ndarray  # (P, N_PREC_FIELDS)
+    intra_table: np.ndarray  # (I, N_LINK_FIELDS)
+    intra_fits: np.ndarray  # (G, I) uint8
+    network_table: np.ndarray  # (W, N_LINK_FIELDS)
+    options: np.ndarray  # (N_OPTIONS,)
+    n_counts: int = 1  # GPU counts per job
     class_peak: np.ndarray | None = None  # (G, P, N_CLASSES) achievable FLOP/s per operator class (pai-v2)
 
     @property
     def shape(self) -> tuple[int, ...]:
         """Sizes of (job, arch, gpu, n_gpu, intra, network, precision); the job size is 0 (set per call)."""
-        return (0, len(self.arch_codes), len(self.gpu_table), self.n_counts, len(self.intra_table),
-                len(self.network_table), len(self.prec_table))
+        return (
+            0,
+            len(self.arch_codes),
+            len(self.gpu_table),
+            self.n_counts,
+            len(self.intra_table),
+            len(self.network_table),
+            len(self.prec_table),
+        )
 
 
 @dataclass(kw_only=True)
@@ -57,7 +69,7 @@ class Grid(KernelTables):
     jobs: list[Job]
     arch: list[str]
     gpu: list[str]
-    n_gpu: list[int]            # [0] means "each job's current GPU count"
+    n_gpu: list[int]  # [0] means "each job's current GPU count"
     intra: list[str]
     network: list[str]
     precision: list[str]
@@ -68,8 +80,15 @@ class Grid(KernelTables):
     @property
     def shape(self) -> tuple[int, ...]:
         """Sizes of (job, arch, gpu, n_gpu, intra, network, precision)."""
-        return (len(self.jobs), len(self.arch), len(self.gpu), len(self.n_gpu), len(self.intra),
-                len(self.network), len(self.precision))
+        return (
+            len(self.jobs),
+            len(self.arch),
+            len(self.gpu),
+            len(self.n_gpu),
+            len(self.intra),
+            len(self.network),
+            len(self.precision),
+        )
 
     @property
     def configs(self) -> int:
@@ -116,16 +135,27 @@ def _class_numbers(model: str, attention: str) -> tuple | None:
     row = _workload_classes().get(model)
     if row is None:
         return None
-    per_class = tuple((0.0, 0.0, 0.0) if name.startswith("attention_") and name != f"attention_{attention}" else
-                      (float(row[f"{name}_GFLOP_per_sample"]), float(row[f"{name}_train_MB_per_sample"]),
-                       float(row[f"{name}_weight_MB_per_step"])) for name in L.CLASS_NAMES)
-    return (per_class, float(row[f"launches_{attention}_per_step"]),
-            float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]),
-            float(row[f"activation_{attention}_MB_per_sample"]))
+    per_class = tuple(
+        (0.0, 0.0, 0.0)
+        if name.startswith("attention_") and name != f"attention_{attention}"
+        else (
+            float(row[f"{name}_GFLOP_per_sample"]),
+            float(row[f"{name}_train_MB_per_sample"]),
+            float(row[f"{name}_weight_MB_per_step"]),
+        )
+        for name in L.CLASS_NAMES
+    )
+    return (
+        per_class,
+        float(row[f"launches_{attention}_per_step"]),
+        float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]),
+        float(row[f"activation_{attention}_MB_per_sample"]),
+    )
 
 
-def class_fields(job: Job, cats: Catalogues, options: Options | None = None,
-                 efficiency: Efficiency | None = None) -> dict[int, float]:
+def class_fields(
+    job: Job, cats: Catalogues, options: Options | None = None, efficiency: Efficiency | None = None
+) -> dict[int, float]:
     """The pai-v2 fields of a job-table row (``layout.J_CLASS_FLOP`` ... ``J_GRAPHS``), SI units.
 
     From ``datasets/workload_classes.csv`` (a built-in workload): per class, FLOPs = 3 x forward
@@ -169,16 +199,20 @@ def class_fields(job: Job, cats: Catalogues, options: Options | None = None,
     out.setdefault(L.J_AMP_FP32_BYTES, 0.0)
     factor = efficiency.workload_factor(job.model) if efficiency is not None else 1.0
     if factor != 1.0:
-        for field_index in (*range(L.J_CLASS_FLOP, L.J_CLASS_FLOP + L.N_CLASSES),
-                            *range(L.J_CLASS_BYTES, L.J_CLASS_BYTES + L.N_CLASSES), L.J_AMP_FP32_BYTES):
+        for field_index in (
+            *range(L.J_CLASS_FLOP, L.J_CLASS_FLOP + L.N_CLASSES),
+            *range(L.J_CLASS_BYTES, L.J_CLASS_BYTES + L.N_CLASSES),
+            L.J_AMP_FP32_BYTES,
+        ):
             out[field_index] /= factor
     out[L.J_UPDATE_BYTES] = 8.0 + 2.0 * state + (LAMB_EXTRA_BYTES if optimizer == "lamb" else 0.0)
     out[L.J_GRAPHS] = 1.0 if job.variant.get("execution", options.execution) == "graphs" else 0.0
     return out
 
 
-def job_vector(job: Job, cats: Catalogues, options: Options | None = None,
-               efficiency: Efficiency | None = None) -> np.ndarray:
+def job_vector(
+    job: Job, cats: Catalogues, options: Options | None = None, efficiency: Efficiency | None = None
+) -> np.ndarray:
     """One row of the job table: per-micro-batch FLOPs and bytes of one GPU, and the job's options
     (``options``: the sweep's, for the pai-v2 fields; under pai-v2 a job's own optimizer sets
     its optimizer state too; ``efficiency``: its per-workload corrections, see ``class_fields``)."""
@@ -211,8 +245,9 @@ def job_vector(job: Job, cats: Catalogues, options: Options | None = None,
     return row
 
 
-def job_table_index(jobs: list[Job], cats: Catalogues, options: Options | None = None,
-                    efficiency: Efficiency | None = None) -> tuple[np.ndarray, np.ndarray]:
+def job_table_index(
+    jobs: list[Job], cats: Catalogues, options: Options | None = None, efficiency: Efficiency | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The job table of ``jobs`` as (K, N_JOB_FIELDS) distinct rows and the (J,) int32 row of
     each job: ``job_vector`` once per distinct (model, batch, options, pai-v2 choices), which is
     all a row depends on (``options`` and ``efficiency``, the sweep's, are the same for every
@@ -238,8 +273,9 @@ def _pcie_bandwidth(cats: Catalogues, gen: float, eff: Efficiency) -> float:
     try:
         row = cats.links.row(name)
     except PaigridError:
-        raise PaigridError(f"the links catalogue has no {name} row, which a GPU with PCIe gen {int(gen)} "
-                           "needs.") from None
+        raise PaigridError(
+            f"the links catalogue has no {name} row, which a GPU with PCIe gen {int(gen)} needs."
+        ) from None
     nominal = float(row["nominal_GB_per_s"]) * 1e9
     return nominal * eff.link_for(name, row["kind"], float(row["efficiency"]))
 
@@ -250,8 +286,9 @@ def generation(cats: Catalogues, gpu: str) -> str:
     return (cats.gpus.row(gpu).get("generation") or "").strip() or "*"
 
 
-def class_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Efficiency,
-                 table: np.ndarray) -> np.ndarray:
+def class_tables(
+    cats: Catalogues, gpus: list[str], precisions: list[str], eff: Efficiency, table: np.ndarray
+) -> np.ndarray:
     """Fill the pai-v2 fields of the GPU ``table`` (achievable HBM bytes/s, seconds per launch)
     and return ``class_peak`` (G, P, N_CLASSES): achievable FLOP/s of each operator class,
     class efficiency of the GPU's generation and precision x datasheet peak (NaN where the GPU
@@ -284,18 +321,27 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
         table[i, L.G_MEMORY] = g.number(name, "memory_GB") * 1e9
         table[i, L.G_PRICE] = g.number(name, "price_USD_per_gpu_hour")
         table[i, L.G_POWER] = g.number(name, "tdp_W")
-    bad = ~np.isfinite(table[:, :L.G_CLASS_MEM_BW]) | (table[:, :L.G_CLASS_MEM_BW] <= 0)
+    bad = ~np.isfinite(table[:, : L.G_CLASS_MEM_BW]) | (table[:, : L.G_CLASS_MEM_BW] <= 0)
     if bad.any():
         i, f = np.argwhere(bad)[0]
-        column = {L.G_MEM_BW: "hbm_GB_per_s", L.G_PCIE_BW: "pcie_gen", L.G_MEMORY: "memory_GB",
-                  L.G_PRICE: "price_USD_per_gpu_hour", L.G_POWER: "tdp_W"}[f]
+        column = {
+            L.G_MEM_BW: "hbm_GB_per_s",
+            L.G_PCIE_BW: "pcie_gen",
+            L.G_MEMORY: "memory_GB",
+            L.G_PRICE: "price_USD_per_gpu_hour",
+            L.G_POWER: "tdp_W",
+        }[f]
         raise PaigridError(f"GPU {gpus[i]!r} in {g.origin} lacks a positive {column} value, which the model needs.")
     p = cats.precisions
     prec = np.zeros((len(precisions), L.N_PREC_FIELDS))
     peak = np.full((len(gpus), len(precisions)), np.nan)
     for k, name in enumerate(precisions):
-        prec[k] = [p.number(name, "activation_bytes") / 4.0, p.number(name, "weight_bytes_per_param"),
-                   p.number(name, "grad_bytes_per_param"), p.number(name, "comm_bytes_per_param")]
+        prec[k] = [
+            p.number(name, "activation_bytes") / 4.0,
+            p.number(name, "weight_bytes_per_param"),
+            p.number(name, "grad_bytes_per_param"),
+            p.number(name, "comm_bytes_per_param"),
+        ]
         for i, gname in enumerate(gpus):
             tflops = cats.peak_TFLOP_per_s(gname, name)
             if tflops > 0:
@@ -324,7 +370,7 @@ def fits_matrix(cats: Catalogues, gpus: list[str], intra: list[str]) -> np.ndarr
         rule = cats.links.row(link)["fits_gpus"].strip()
         for gi, gpu in enumerate(gpus):
             if rule.startswith("pcie>="):
-                fits[gi, i] = cats.gpus.number(gpu, "pcie_gen") >= float(rule[len("pcie>="):])
+                fits[gi, i] = cats.gpus.number(gpu, "pcie_gen") >= float(rule[len("pcie>=") :])
             else:
                 fits[gi, i] = gpu in {cats.gpus.resolve(n) for n in rule.split(";") if n.strip()}
     return fits
@@ -367,26 +413,47 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
         raise PaigridError("the sweep has no jobs.")
     arch = list(spec.arch or L.ARCH_NAMES)
     gpus = _unique([cats.gpus.resolve(n) for n in (spec.gpu or cats.gpus.default_names)], "gpu")
-    intra = _unique([resolve_link(cats, n, "intra")
-                     for n in (spec.intra or cats.links_of_scope("intra", default_only=True))], "intra")
-    network = _unique([resolve_link(cats, n, "network")
-                       for n in (spec.network or cats.links_of_scope("network", default_only=True))], "network")
+    intra = _unique(
+        [resolve_link(cats, n, "intra") for n in (spec.intra or cats.links_of_scope("intra", default_only=True))],
+        "intra",
+    )
+    network = _unique(
+        [resolve_link(cats, n, "network") for n in (spec.network or cats.links_of_scope("network", default_only=True))],
+        "network",
+    )
     defaults = cats.precisions.default_names
     known_prec = [p for p in PRECISIONS_ORDER if p in defaults] + [p for p in defaults if p not in PRECISIONS_ORDER]
     precision = _unique([cats.precisions.resolve(n) for n in (spec.precision or known_prec)], "precision")
     if spec.n_gpu == CURRENT:
         missing = [j.name for j in jobs if j.current is None]
         if missing:
-            raise PaigridError(f"n_gpu = \"current\" needs a current configuration for every job; "
-                               f"{missing[0]!r} has none.")
+            raise PaigridError(
+                f'n_gpu = "current" needs a current configuration for every job; {missing[0]!r} has none.'
+            )
         n_gpu = [0]
     else:
         n_gpu = list(spec.n_gpu or DEFAULT_N_GPU)
     gpu_table, peak, prec = gpu_tables(cats, gpus, precision, eff)
     class_peak = class_tables(cats, gpus, precision, eff, gpu_table) if spec.options.model == "pai-v2" else None
-    return Grid(jobs=jobs, arch=arch, gpu=gpus, n_gpu=n_gpu, intra=intra, network=network, precision=precision,
-                arch_codes=np.array([L.ARCH_NAMES.index(a) for a in arch], dtype=np.int64),
-                gpu_table=gpu_table, peak=peak, prec_table=prec, intra_table=link_table(cats, intra, eff),
-                intra_fits=fits_matrix(cats, gpus, intra), network_table=link_table(cats, network, eff),
-                options=option_vector(spec.options), cats=cats, efficiency=eff, class_peak=class_peak,
-                model_options=spec.options, n_counts=len(n_gpu))
+    return Grid(
+        jobs=jobs,
+        arch=arch,
+        gpu=gpus,
+        n_gpu=n_gpu,
+        intra=intra,
+        network=network,
+        precision=precision,
+        arch_codes=np.array([L.ARCH_NAMES.index(a) for a in arch], dtype=np.int64),
+        gpu_table=gpu_table,
+        peak=peak,
+        prec_table=prec,
+        intra_table=link_table(cats, intra, eff),
+        intra_fits=fits_matrix(cats, gpus, intra),
+        network_table=link_table(cats, network, eff),
+        options=option_vector(spec.options),
+        cats=cats,
+        efficiency=eff,
+        class_peak=class_peak,
+        model_options=spec.options,
+        n_counts=len(n_gpu),
+    )

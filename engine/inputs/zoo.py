@@ -200,8 +200,10 @@ COMMON = {"op", "name", "times", "index", "instances", "saved", "launches", "bac
 FIELDS = {
     "input": ({"elements"}, set()),
     "params": ({"count"}, {"trainable"}),
-    "conv": ({"cin", "cout", "k", "out"},
-             {"stride", "groups", "bias", "in", "transposed", "trainable", "shared", "class"}),
+    "conv": (
+        {"cin", "cout", "k", "out"},
+        {"stride", "groups", "bias", "in", "transposed", "trainable", "shared", "class"},
+    ),
     "linear": ({"in", "out"}, {"tokens", "bias", "trainable", "shared", "class"}),
     "matmul": ({"m", "n", "k"}, {"count", "class"}),
     "rnn": ({"cell", "input", "hidden", "steps"}, {"directions", "biases", "trainable"}),
@@ -211,8 +213,20 @@ FIELDS = {
     "embedding": ({"rows", "dim", "lookups"}, {"trainable", "shared"}),
 }
 USE_KEYS = {"use", "name", "times", "index", "instances", "note"}
-MODEL_KEYS = {"source", "layers", "let", "workloads", "sample", "notes", "optimizer", "each", "aliases",
-              "alias_size", "v2", "per_sample"}
+MODEL_KEYS = {
+    "source",
+    "layers",
+    "let",
+    "workloads",
+    "sample",
+    "notes",
+    "optimizer",
+    "each",
+    "aliases",
+    "alias_size",
+    "v2",
+    "per_sample",
+}
 #: keys of a model's ``v2`` table: the ``models_v2.csv`` row it describes, whether its parameters
 #: and FLOPs are compared with that row's, an independent count where the row has none, and the
 #: recorded reason where the layers disagree with the row
@@ -230,8 +244,7 @@ def _divisible(value: float, divisor: float = 8) -> float:
     return rounded + divisor if rounded < 0.9 * value else rounded
 
 
-FUNCTIONS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "sqrt": math.sqrt,
-             "divisible": _divisible}
+FUNCTIONS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "sqrt": math.sqrt, "divisible": _divisible}
 
 
 @dataclass
@@ -375,9 +388,15 @@ def _node(node, scope, where, key, text):
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, ast.BinOp):
         a, b = _node(node.left, scope, where, key, text), _node(node.right, scope, where, key, text)
-        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
-               ast.Div: lambda: a / b, ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b,
-               ast.Pow: lambda: a ** b}
+        ops = {
+            ast.Add: lambda: a + b,
+            ast.Sub: lambda: a - b,
+            ast.Mult: lambda: a * b,
+            ast.Div: lambda: a / b,
+            ast.FloorDiv: lambda: a // b,
+            ast.Mod: lambda: a % b,
+            ast.Pow: lambda: a**b,
+        }
         if type(node.op) not in ops:
             raise bad("only + - * / // % ** are allowed")
         if isinstance(node.op, ast.Pow) and (abs(b) > 64 or abs(a) > 1e15):
@@ -399,19 +418,33 @@ def _node(node, scope, where, key, text):
     if isinstance(node, ast.IfExp):
         test = _node(node.test, scope, where, key, text)
         return _node(node.body if test else node.orelse, scope, where, key, text)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
-            and not node.keywords):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in FUNCTIONS
+        and not node.keywords
+    ):
         args = [_node(a, scope, where, key, text) for a in node.args]
         try:
             return FUNCTIONS[node.func.id](*args)
         except (TypeError, ValueError) as exc:
             raise bad(f"{node.func.id}() cannot take {len(args)} argument(s) like these ({exc})") from None
-    raise bad("only numbers, names, + - * / // % **, comparisons, and/or/not, 'x if c else y' and "
-              f"{', '.join(FUNCTIONS)} are allowed")
+    raise bad(
+        "only numbers, names, + - * / // % **, comparisons, and/or/not, 'x if c else y' and "
+        f"{', '.join(FUNCTIONS)} are allowed"
+    )
 
 
-def _number(spec: dict, key: str, scope: dict, where: _Where, default=None, minimum: float | None = 0,
-            strict: bool = True, integer: bool = False):
+def _number(
+    spec: dict,
+    key: str,
+    scope: dict,
+    where: _Where,
+    default=None,
+    minimum: float | None = 0,
+    strict: bool = True,
+    integer: bool = False,
+):
     """Evaluate ``spec[key]`` (or ``default``) and check it is >= / > ``minimum``."""
     if key not in spec:
         if default is None:
@@ -461,8 +494,10 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
     if unknown:
         allowed = sorted(required | optional | COMMON)
         close = difflib.get_close_matches(unknown[0], allowed, n=1)
-        raise where.fail(f"{op} has no field {unknown[0]!r}"
-                         + (f" (did you mean {close[0]!r}?)" if close else f"; its fields are {', '.join(allowed)}"))
+        raise where.fail(
+            f"{op} has no field {unknown[0]!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else f"; its fields are {', '.join(allowed)}")
+        )
     missing = [key for key in sorted(required) if key not in spec]
     if missing:
         raise where.fail(f"{op} needs {', '.join(repr(m) for m in missing)}")
@@ -545,8 +580,7 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
             "flops": {"eager": 4 * a * d * sq * sk, "fused": 4 * a * d * pairs},
             "act": {"eager": 3 * qkvo + score * (6 + 2.25 * dr), "fused": qkvo + rows},
             "train": {"eager": 7 * qkvo + score * (16 + 4.5 * dr), "fused": 3 * qkvo + 4 * rows},
-            "kept": {"eager": a * d * (sq + 2 * sk) + score * (1 + 1.25 * dr),
-                     "fused": a * d * (sq + 2 * sk) + rows},
+            "kept": {"eager": a * d * (sq + 2 * sk) + score * (1 + 1.25 * dr), "fused": a * d * (sq + 2 * sk) + rows},
             "launches": {"eager": 8 + dr, "fused": 1.0},
         }
         cls = "attention"
@@ -565,8 +599,10 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
         kind = spec["kind"]
         if not isinstance(kind, str) or kind not in ELTWISE:
             close = difflib.get_close_matches(str(kind), list(ELTWISE), n=1)
-            raise where.fail(f"eltwise kind {kind!r} is unknown" + (f" (did you mean {close[0]!r}?)" if close
-                                                                   else f"; known: {', '.join(ELTWISE)}"))
+            raise where.fail(
+                f"eltwise kind {kind!r} is unknown"
+                + (f" (did you mean {close[0]!r}?)" if close else f"; known: {', '.join(ELTWISE)}")
+            )
         elements = num("elements")
         if kind in NEEDS_INPUT and "in_elements" not in spec:
             raise where.fail(f"eltwise {kind} needs 'in_elements' (its input is larger than its output)")
@@ -639,9 +675,20 @@ def _let(table, scope: dict, where: _Where, what: str) -> dict:
     return scope
 
 
-def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times: float,
-            instances: float, stack: tuple[str, ...], out: list[Layer], model_scope: dict, first: int = 1,
-            suffix: str = "") -> None:
+def _expand(
+    layers,
+    scope: dict,
+    blocks: dict,
+    where: _Where,
+    prefix: str,
+    times: float,
+    instances: float,
+    stack: tuple[str, ...],
+    out: list[Layer],
+    model_scope: dict,
+    first: int = 1,
+    suffix: str = "",
+) -> None:
     """Append the layers of ``layers`` to ``out``, expanding blocks (whose scope is the model's
     ``let`` names, then the block's defaults, arguments and ``let``); ``first`` and ``suffix``
     number and mark the labels of one copy of an indexed layer."""
@@ -656,7 +703,7 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
         path = f"{prefix} > {label}" if prefix else label
         here = where.at(path)
         if not isinstance(spec, dict):
-            raise here.fail("a layer must be a table such as { op = \"conv\", ... }")
+            raise here.fail('a layer must be a table such as { op = "conv", ... }')
         n = _number(spec, "times", scope, here, 1, minimum=0, strict=False, integer=True)
         k = _number(spec, "instances", scope, here, 1, minimum=0, strict=False)
         if "index" in spec:
@@ -666,8 +713,20 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
                 raise here.fail("'index' must be a name, such as \"i\"")
             one = {key: value for key, value in spec.items() if key not in ("index", "times")}
             for i in range(int(n)):
-                _expand([one], {**scope, name: i}, blocks, where, prefix, times, instances, stack, out,
-                        model_scope, index, f" [{name}={i}]")
+                _expand(
+                    [one],
+                    {**scope, name: i},
+                    blocks,
+                    where,
+                    prefix,
+                    times,
+                    instances,
+                    stack,
+                    out,
+                    model_scope,
+                    index,
+                    f" [{name}={i}]",
+                )
             continue
         if "use" in spec:
             name = spec["use"]
@@ -677,8 +736,9 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
                 raise here.fail("a layer has either 'op' or 'use', not both")
             if name not in blocks:
                 close = difflib.get_close_matches(str(name), list(blocks), n=1)
-                raise here.fail(f"there is no block {name!r} in this file"
-                                + (f" (did you mean {close[0]!r}?)" if close else ""))
+                raise here.fail(
+                    f"there is no block {name!r} in this file" + (f" (did you mean {close[0]!r}?)" if close else "")
+                )
             if name in stack:
                 raise here.fail(f"block {name!r} uses itself ({' > '.join([*stack, name])})")
             if n == 0:
@@ -690,14 +750,17 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
                 raise here.fail(f"block {name!r} needs the argument(s) {', '.join(missing)}")
             extra = [a for a in args if a not in block["args"] and a not in block["defaults"]]
             if extra:
-                raise here.fail(f"block {name!r} has no argument {extra[0]!r} "
-                                f"(its arguments: {', '.join([*block['args'], *block['defaults']]) or 'none'})")
+                raise here.fail(
+                    f"block {name!r} has no argument {extra[0]!r} "
+                    f"(its arguments: {', '.join([*block['args'], *block['defaults']]) or 'none'})"
+                )
             inner = dict(model_scope)
             inner.update({key: _evaluate(value, inner, here, key) for key, value in block["defaults"].items()})
             inner.update({key: _evaluate(value, scope, here, key) for key, value in args.items()})
             inner = _let(block["let"], inner, here, f"block {name!r} 'let'")
-            _expand(block["layers"], inner, blocks, where, path, times * n, instances * k, (*stack, name), out,
-                    model_scope)
+            _expand(
+                block["layers"], inner, blocks, where, path, times * n, instances * k, (*stack, name), out, model_scope
+            )
             continue
         op = spec.get("op")
         if op is not None and not isinstance(op, str):
@@ -706,8 +769,9 @@ def _expand(layers, scope: dict, blocks: dict, where: _Where, prefix: str, times
             raise here.fail("a layer needs 'op' (one of " + ", ".join(FIELDS) + ") or 'use' (a block)")
         if op not in FIELDS:
             close = difflib.get_close_matches(str(op), list(FIELDS), n=1)
-            raise here.fail(f"unknown op {op!r}" + (f" (did you mean {close[0]!r}?)" if close
-                                                    else f"; ops are {', '.join(FIELDS)}"))
+            raise here.fail(
+                f"unknown op {op!r}" + (f" (did you mean {close[0]!r}?)" if close else f"; ops are {', '.join(FIELDS)}")
+            )
         if n == 0:
             continue
         out.extend(_layer(spec, scope, here, path, times * n, instances * k))
@@ -805,15 +869,24 @@ def _model(where: _Where, spec: dict, values: dict, blocks: dict, origin: str) -
         raise where.fail("'aliases' must be a list of measured model names")
     size = spec.get("alias_size", "")
     if not isinstance(size, str):
-        raise where.fail("'alias_size' must be a string such as \"384\" or \"224x224\"")
+        raise where.fail('\'alias_size\' must be a string such as "384" or "224x224"')
     size = _format(size, values, where, "'alias_size'")
     counts = spec.get("per_sample", {})
     if not isinstance(counts, dict):
         raise where.fail("'per_sample' must be a table of unit = count, such as { tokens = \"s\" }")
     per_sample = {unit: _number(counts, unit, scope, where) for unit in counts}
-    return Model(name, _format(source.strip(), values, where, "the source"), origin, workloads, layers,
-                 _format(str(spec.get("sample", "")), values, where, "the sample"), str(spec.get("optimizer", "")),
-                 [(a.strip(), size) for a in aliases], _v2(spec.get("v2"), scope, where), per_sample)
+    return Model(
+        name,
+        _format(source.strip(), values, where, "the source"),
+        origin,
+        workloads,
+        layers,
+        _format(str(spec.get("sample", "")), values, where, "the sample"),
+        str(spec.get("optimizer", "")),
+        [(a.strip(), size) for a in aliases],
+        _v2(spec.get("v2"), scope, where),
+        per_sample,
+    )
 
 
 def _v2(table, scope: dict, where: _Where) -> dict:
@@ -860,8 +933,9 @@ def _builtin_models() -> tuple[Model, ...]:
         for model in load_zoo(path, f"datasets/zoo/{path.name}"):
             for workload in model.workloads:
                 if workload in seen:
-                    raise PaigridError(f"workload {workload!r} is described twice, in {seen[workload]} "
-                                       f"and {model.origin}.")
+                    raise PaigridError(
+                        f"workload {workload!r} is described twice, in {seen[workload]} and {model.origin}."
+                    )
                 seen[workload] = model.origin
             models.append(model)
     return tuple(models)
@@ -874,6 +948,7 @@ def _builtin_models() -> tuple[Model, ...]:
 def same_size(a: str, b: str) -> bool:
     """Whether two ``seq_len_or_image_size`` texts name the same size: equal numbers, ``N`` and
     ``NxN`` (a square image), or the same words."""
+
     def norm(text: str) -> str:
         text = text.strip().casefold().replace(" ", "")
         parts = text.split("x")
@@ -883,6 +958,7 @@ def same_size(a: str, b: str) -> bool:
             return f"{float(text):g}"
         except ValueError:
             return text
+
     return norm(a) == norm(b)
 
 
@@ -890,9 +966,16 @@ def alias_rows(models: list[Model] | None = None) -> list[dict[str, str]]:
     """The zoo's measured-name aliases in the schema of ``measurement_aliases.csv``
     (``measured_model``, ``seq_len_or_image_size``, ``workload``, ``note``), zoo file order."""
     models = builtin_models() if models is None else models
-    return [{"measured_model": alias, "seq_len_or_image_size": size, "workload": model.workloads[0],
-             "note": f"{model.origin}: {model.sample or model.name}"}
-            for model in models for alias, size in model.aliases]
+    return [
+        {
+            "measured_model": alias,
+            "seq_len_or_image_size": size,
+            "workload": model.workloads[0],
+            "note": f"{model.origin}: {model.sample or model.name}",
+        }
+        for model in models
+        for alias, size in model.aliases
+    ]
 
 
 def resolve_measured(name: str, size: str = "", models: list[Model] | None = None) -> str:
@@ -902,9 +985,10 @@ def resolve_measured(name: str, size: str = "", models: list[Model] | None = Non
     rows = alias_rows(models)
     folded = name.strip().casefold()
     entries = [r for r in rows if r["measured_model"].casefold() == folded]
-    for wanted in (lambda r: r["seq_len_or_image_size"] and size.strip()
-                   and same_size(r["seq_len_or_image_size"], size),
-                   lambda r: not r["seq_len_or_image_size"]):
+    for wanted in (
+        lambda r: r["seq_len_or_image_size"] and size.strip() and same_size(r["seq_len_or_image_size"], size),
+        lambda r: not r["seq_len_or_image_size"],
+    ):
         for entry in entries:
             if wanted(entry):
                 return entry["workload"]
@@ -921,9 +1005,9 @@ def resolve_measured(name: str, size: str = "", models: list[Model] | None = Non
 # optimizer update traffic
 
 
-def optimizer_update_bytes_per_param(optimizer: str, precision: str = "fp32",
-                                     optimizers: Catalogue | None = None,
-                                     precisions: Catalogue | None = None) -> float:
+def optimizer_update_bytes_per_param(
+    optimizer: str, precision: str = "fp32", optimizers: Catalogue | None = None, precisions: Catalogue | None = None
+) -> float:
     """Bytes one optimizer step reads and writes per parameter (see the module docstring)."""
     optimizers = optimizers or load("optimizers")
     precisions = precisions or load("precisions")
@@ -948,21 +1032,38 @@ def columns() -> list[str]:
     cols = ["name", "params_M", "frozen_params_M", "fwd_GFLOP_per_sample"]
     parts = [c for c in CLASSES if c != "attention"]
     parts[3:3] = ["attention_eager", "attention_fused"]
-    for metric in ("GFLOP_per_sample", "MB_per_sample", "train_MB_per_sample", "weight_MB_per_step",
-                   "launches_per_step"):
+    for metric in (
+        "GFLOP_per_sample",
+        "MB_per_sample",
+        "train_MB_per_sample",
+        "weight_MB_per_step",
+        "launches_per_step",
+    ):
         cols += [f"{p}_{metric}" for p in parts]
-    cols += ["elementwise_norm_amp_fp32_train_MB_per_sample", "activation_eager_MB_per_sample",
-             "activation_fused_MB_per_sample",
-             "launches_eager_per_step", "launches_fused_per_step", "optimizer",
-             "optimizer_update_fp32_B_per_param", "optimizer_update_amp_B_per_param",
-             "optimizer_update_fp32_MB_per_step", "source", "derived_from"]
+    cols += [
+        "elementwise_norm_amp_fp32_train_MB_per_sample",
+        "activation_eager_MB_per_sample",
+        "activation_fused_MB_per_sample",
+        "launches_eager_per_step",
+        "launches_fused_per_step",
+        "optimizer",
+        "optimizer_update_fp32_B_per_param",
+        "optimizer_update_amp_B_per_param",
+        "optimizer_update_fp32_MB_per_step",
+        "source",
+        "derived_from",
+    ]
     return cols
 
 
 def row(model: Model, workload: str, optimizer: str, optimizers: Catalogue, precisions: Catalogue) -> dict:
     """One ``workload_classes.csv`` row of ``model`` under the name ``workload``."""
-    out = {"name": workload, "params_M": _g(model.params / 1e6), "frozen_params_M": _g(model.frozen_params / 1e6),
-           "fwd_GFLOP_per_sample": _g(model.flops() / 1e9)}
+    out = {
+        "name": workload,
+        "params_M": _g(model.params / 1e6),
+        "frozen_params_M": _g(model.frozen_params / 1e6),
+        "fwd_GFLOP_per_sample": _g(model.flops() / 1e9),
+    }
     parts = [(c, "eager") for c in CLASSES if c != "attention"]
     parts[3:3] = [("attention", "eager"), ("attention", "fused")]
     for cls, variant in parts:
@@ -978,10 +1079,16 @@ def row(model: Model, workload: str, optimizer: str, optimizers: Catalogue, prec
         out[f"launches_{variant}_per_step"] = _g(model.launches(None, variant))
     fp32 = optimizer_update_bytes_per_param(optimizer, "fp32", optimizers, precisions) if optimizer else math.nan
     amp = optimizer_update_bytes_per_param(optimizer, "amp-fp16", optimizers, precisions) if optimizer else math.nan
-    out.update({"optimizer": optimizer, "optimizer_update_fp32_B_per_param": _g(fp32),
-                "optimizer_update_amp_B_per_param": _g(amp),
-                "optimizer_update_fp32_MB_per_step": _g(fp32 * model.params / 1e6),
-                "source": model.source, "derived_from": model.origin})
+    out.update(
+        {
+            "optimizer": optimizer,
+            "optimizer_update_fp32_B_per_param": _g(fp32),
+            "optimizer_update_amp_B_per_param": _g(amp),
+            "optimizer_update_fp32_MB_per_step": _g(fp32 * model.params / 1e6),
+            "source": model.source,
+            "derived_from": model.origin,
+        }
+    )
     return out
 
 
@@ -1016,19 +1123,24 @@ def builtin_csv_path() -> Path:
 
 def summary(model: Model) -> str:
     """A short per-class table of one model, as ``--show`` prints it (5 significant digits)."""
-    lines = [f"{model.name}: {model.params / 1e6:.5g} M parameters, "
-             f"{model.flops() / 1e9:.5g} GFLOP forward per sample",
-             f"{'class':<18}{'GFLOP':>11}{'fwd MB':>11}{'train MB':>11}{'weight MB':>11}{'launches':>10}"]
+    lines = [
+        f"{model.name}: {model.params / 1e6:.5g} M parameters, {model.flops() / 1e9:.5g} GFLOP forward per sample",
+        f"{'class':<18}{'GFLOP':>11}{'fwd MB':>11}{'train MB':>11}{'weight MB':>11}{'launches':>10}",
+    ]
     parts = [(c, "eager") for c in CLASSES if c != "attention"]
     parts[3:3] = [("attention", "eager"), ("attention", "fused")]
     for cls, variant in parts:
         label = f"{cls}_{variant}" if cls == "attention" else cls
-        lines.append(f"{label:<18}{model.flops(cls, variant) / 1e9:>11.5g}"
-                     f"{model.act_bytes(cls, variant) / 1e6:>11.5g}"
-                     f"{model.act_bytes(cls, variant, True) / 1e6:>11.5g}"
-                     f"{model.weight_bytes(cls) / 1e6:>11.5g}{model.launches(cls, variant):>10.5g}")
-    lines.append(f"activations kept for backward: eager {model.kept_bytes('eager') / 1e6:.5g} MB, "
-                 f"fused {model.kept_bytes('fused') / 1e6:.5g} MB per sample")
+        lines.append(
+            f"{label:<18}{model.flops(cls, variant) / 1e9:>11.5g}"
+            f"{model.act_bytes(cls, variant) / 1e6:>11.5g}"
+            f"{model.act_bytes(cls, variant, True) / 1e6:>11.5g}"
+            f"{model.weight_bytes(cls) / 1e6:>11.5g}{model.launches(cls, variant):>10.5g}"
+        )
+    lines.append(
+        f"activations kept for backward: eager {model.kept_bytes('eager') / 1e6:.5g} MB, "
+        f"fused {model.kept_bytes('fused') / 1e6:.5g} MB per sample"
+    )
     return "\n".join(lines)
 
 
@@ -1040,15 +1152,19 @@ def models_table(models: list[Model] | None = None) -> str:
     """A Markdown table of every zoo model: workload, file, parameters (M), forward GFLOP per
     sample, the ``models_v2.csv`` row(s) it describes and the measured spellings that reach it."""
     models = builtin_models() if models is None else models
-    lines = ["| workload | file | params (M) | fwd GFLOP / sample | per sample | models_v2.csv row | "
-             "checked against (params; FLOPs) | measured as |",
-             "|---|---|---:|---:|---|---|---|---|"]
+    lines = [
+        "| workload | file | params (M) | fwd GFLOP / sample | per sample | models_v2.csv row | "
+        "checked against (params; FLOPs) | measured as |",
+        "|---|---|---:|---:|---|---|---|---|",
+    ]
     for model in models:
         spellings = "; ".join(f"{a} @ {s}" if s else a for a, s in model.aliases)
         counts = ", ".join(f"{n:g} {unit}" for unit, n in model.per_sample.items())
-        lines.append(f"| `{model.workloads[0]}` | {Path(model.origin).name} | {model.params / 1e6:.2f} | "
-                     f"{model.flops() / 1e9:.4g} | {counts} | {'; '.join(model.v2.get('model', []))} | "
-                     f"{_checked(model)} | {spellings} |")
+        lines.append(
+            f"| `{model.workloads[0]}` | {Path(model.origin).name} | {model.params / 1e6:.2f} | "
+            f"{model.flops() / 1e9:.4g} | {counts} | {'; '.join(model.v2.get('model', []))} | "
+            f"{_checked(model)} | {spellings} |"
+        )
     return "\n".join(lines)
 
 
@@ -1056,20 +1172,23 @@ def _checked(model: Model) -> str:
     """How the v2 table compares a model's parameters and FLOPs (see ``tests/test_zoo_v2.py``)."""
     if not model.v2:
         return ""
+
     def one(what: str, count: str) -> str:
         if model.v2[f"{what}_note"]:
             return "note"
         if not model.v2[what]:
             return "other size"
         return "independent" if not math.isnan(model.v2[count]) else "file"
+
     return f"{one('params', 'params_M')}; {one('flops', 'gflops')}"
 
 
 def with_models_table(page: str, models: list[Model] | None = None, origin: str = "the page") -> str:
     """``page`` with the text between ``DOCS_START`` and ``DOCS_END`` replaced by the table."""
     if DOCS_START not in page or DOCS_END not in page:
-        raise PaigridError(f"{origin} has no zoo-models markers ({DOCS_START} ... {DOCS_END}) to write "
-                           "the table between.")
+        raise PaigridError(
+            f"{origin} has no zoo-models markers ({DOCS_START} ... {DOCS_END}) to write the table between."
+        )
     head, rest = page.split(DOCS_START, 1)
     _, tail = rest.split(DOCS_END, 1)
     return f"{head}{DOCS_START}\n{models_table(models)}\n{DOCS_END}{tail}"
@@ -1078,13 +1197,19 @@ def with_models_table(page: str, models: list[Model] | None = None, origin: str 
 def main(argv: list[str] | None = None) -> int:
     """``python -m paigrid.inputs.zoo``: regenerate, check or show."""
     parser = argparse.ArgumentParser(prog="python -m paigrid.inputs.zoo", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare the regenerated table with the stored file instead of writing it")
+    parser.add_argument(
+        "--check", action="store_true", help="compare the regenerated table with the stored file instead of writing it"
+    )
     parser.add_argument("--out", help=f"where to write the table (default: the package's {OUTPUT_NAME})")
-    parser.add_argument("--show", nargs="+", metavar="ZOO.toml",
-                        help="print the per-class numbers of the models of these zoo files and stop")
-    parser.add_argument("--docs", metavar="PAGE.md",
-                        help="rewrite the table of zoo models in this page (docs/zoo.md) and stop")
+    parser.add_argument(
+        "--show",
+        nargs="+",
+        metavar="ZOO.toml",
+        help="print the per-class numbers of the models of these zoo files and stop",
+    )
+    parser.add_argument(
+        "--docs", metavar="PAGE.md", help="rewrite the table of zoo models in this page (docs/zoo.md) and stop"
+    )
     args = parser.parse_args(argv)
     try:
         if args.docs:

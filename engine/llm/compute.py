@@ -125,8 +125,11 @@ def framework_state_bytes(family: str, precision: str) -> dict[str, float]:
     table = _defaults()["state_bytes"]
     row = table.get(family, table["megatron"])
     extra = row.get("fp8_weight_cache_bytes", 0.0) if precision.startswith(("fp8", "mxfp8", "nvfp4")) else 0.0
-    return {"weight_bytes": row["weight_bytes"] + extra, "grad_bytes": row["grad_bytes"],
-            "optimizer_bytes": row["optimizer_bytes"]}
+    return {
+        "weight_bytes": row["weight_bytes"] + extra,
+        "grad_bytes": row["grad_bytes"],
+        "optimizer_bytes": row["optimizer_bytes"],
+    }
 
 
 def llm_factor(eff, key: str) -> float:
@@ -142,8 +145,11 @@ def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[fl
     table = _defaults()["gemm"]
     gen = generation(cats, gpu)
     family = "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
-    value = next(table["large_efficiency"][key] for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*")
-                 if key in table["large_efficiency"])
+    value = next(
+        table["large_efficiency"][key]
+        for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*")
+        if key in table["large_efficiency"]
+    )
     factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, "gemm")
     return min(1.0, value * factor), table["half_side"] * llm_factor(eff, "gemm_half_side")
 
@@ -185,8 +191,11 @@ def model_vector(model: Transformer, global_batch: int | None = None, attention:
     vec[K.M_EMBED_PARAMS] = S.embedding_params(model)
     vec[K.M_ACT_REPLICATED] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["replicated"])
     vec[K.M_ACT_SPLIT] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["split"])
-    vec[K.M_ACT_CORE] = (4.0 * model.heads if attention == "flash" else
-                         _mean_layer(model, lambda moe: S.activation_terms(model, moe)["core"]))
+    vec[K.M_ACT_CORE] = (
+        4.0 * model.heads
+        if attention == "flash"
+        else _mean_layer(model, lambda moe: S.activation_terms(model, moe)["core"])
+    )
     vec[K.M_MODEL_FLOPS] = S.model_flops_per_token(model)
     for i, name in enumerate(S.RECOMPUTE):
         vec[K.M_HW_FLOPS + i] = S.hardware_flops_per_token(model, name)
@@ -201,8 +210,9 @@ def peak_flops(cats: Catalogues, gpu: str, precision: str) -> float:
     return value * 1e12 if value > 0 else math.nan
 
 
-def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tuple, attention: str,
-                     tokens: float, ep: int) -> tuple[float, float]:
+def _forward_seconds(
+    model: Transformer, moe: bool, t: int, sp: int, rates: tuple, attention: str, tokens: float, ep: int
+) -> tuple[float, float]:
     """Forward seconds per token of one layer on one GPU of t, and of its attention core alone;
     ``rates`` = (peak FLOP/s, large-GEMM efficiency, half-efficiency side, attention FLOP/s, HBM
     bytes/s); every GEMM at the efficiency of its shape for ``tokens`` tokens a micro-batch."""
@@ -220,8 +230,16 @@ def _forward_seconds(model: Transformer, moe: bool, t: int, sp: int, rates: tupl
     return gemm + attn + elementwise + core, attn + core
 
 
-def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: list[tuple[str, str]],
-                  tensor: list[int], attention: str, tokens: float | None = None, ep: int = 1) -> np.ndarray:
+def compute_table(
+    model: Transformer,
+    cats: Catalogues,
+    eff: Efficiency,
+    pairs: list[tuple[str, str]],
+    tensor: list[int],
+    attention: str,
+    tokens: float | None = None,
+    ep: int = 1,
+) -> np.ndarray:
     """(C, T, 3, 2, N_CT_FIELDS) seconds per token for each (gpu, precision) pair, tensor
     degree, recomputation (none, selective, full) and sequence parallelism (off, on); NaN for a
     GPU without the precision.  ``tokens`` per micro-batch on a GPU (default: one sequence) and
@@ -238,18 +256,26 @@ def compute_table(model: Transformer, cats: Catalogues, eff: Efficiency, pairs: 
         # the attention core runs at 16 bits whatever the GEMMs' precision (Transformer Engine's
         # fused attention and FlashAttention compute in BF16 unless FP8 attention is asked for)
         attn_peak = attention_peak(cats, gpu, precision, peak)
-        rates = (peak, large, half,
-                 attn_peak * min(1.0, eff.class_for(attention_class, gen, precision) * llm_factor(eff, "attention")),
-                 cats.gpus.number(gpu, "hbm_GB_per_s") * 1e9 * min(1.0, eff.class_for("hbm", gen, "*")
-                                                                  * llm_factor(eff, "hbm")))
+        rates = (
+            peak,
+            large,
+            half,
+            attn_peak * min(1.0, eff.class_for(attention_class, gen, precision) * llm_factor(eff, "attention")),
+            cats.gpus.number(gpu, "hbm_GB_per_s")
+            * 1e9
+            * min(1.0, eff.class_for("hbm", gen, "*") * llm_factor(eff, "hbm")),
+        )
         for ti, t in enumerate(tensor):
             side = model.vocab / t
             logit_rate = peak * shape_efficiency(tokens, side, model.hidden, large, half)
-            logits = 3.0 * (S.logits_forward_flops(model) / t / logit_rate
-                            + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / rates[4])
+            logits = 3.0 * (
+                S.logits_forward_flops(model) / t / logit_rate + 3.0 * model.vocab * S_LOGIT_PASS_BYTES / t / rates[4]
+            )
             for sp in (0, 1):
-                parts = {moe: _forward_seconds(model, moe, t, sp, rates, attention, tokens, ep)
-                         for moe in ((False, True) if model.moe else (False,))}
+                parts = {
+                    moe: _forward_seconds(model, moe, t, sp, rates, attention, tokens, ep)
+                    for moe in ((False, True) if model.moe else (False,))
+                }
                 fwd = _mean_layer(model, lambda moe, p=parts: p[moe][0])
                 core_fwd = _mean_layer(model, lambda moe, p=parts: p[moe][1])
                 overhead = _mean_layer(model, lambda moe: layer_overhead_seconds(model, moe, eff)) / tokens
@@ -329,8 +355,9 @@ def _domains(gpus: float, domain: int) -> float:
     return math.inf if math.isinf(gpus) else max(1.0, float(math.floor(gpus / domain)))
 
 
-def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
-                   pairs: list[tuple[str, str]]) -> np.ndarray:
+def hardware_table(
+    designs: list[Hardware], cats: Catalogues, eff: Efficiency, pairs: list[tuple[str, str]]
+) -> np.ndarray:
     """(H, N_HW_FIELDS) rows of the hardware designs; ``pairs`` lists the compute table's
     (gpu, precision) rows."""
     from paigrid.llm.fabrics import fabric
@@ -340,8 +367,11 @@ def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
         intra, net = cats.links.row(hw.intra), fabric(hw.network, cats, eff)
         table[i, K.HW_CT] = pairs.index((hw.gpu, hw.precision))
         table[i, K.HW_DOMAIN] = hw.domain
-        table[i, K.HW_INTRA_BW] = float(intra["nominal_GB_per_s"]) * 1e9 * min(1.0, eff.link_for(
-            hw.intra, intra["kind"], float(intra["efficiency"])) * llm_factor(eff, "intra"))
+        table[i, K.HW_INTRA_BW] = (
+            float(intra["nominal_GB_per_s"])
+            * 1e9
+            * min(1.0, eff.link_for(hw.intra, intra["kind"], float(intra["efficiency"])) * llm_factor(eff, "intra"))
+        )
         table[i, K.HW_INTRA_LAT] = float(intra["latency_us"]) * 1e-6
         table[i, K.HW_NET_BW] = net.nic_GB_per_s * 1e9 * min(1.0, net.efficiency * llm_factor(eff, "network"))
         table[i, K.HW_NET_LAT] = net.latency_us * 1e-6
@@ -358,6 +388,7 @@ def hardware_table(designs: list[Hardware], cats: Catalogues, eff: Efficiency,
         table[i, K.HW_PRICE] = cats.gpus.number(hw.gpu, "price_USD_per_gpu_hour")
         table[i, K.HW_POWER] = cats.gpus.number(hw.gpu, "tdp_W")
         table[i, K.HW_PEAK] = peak_flops(cats, hw.gpu, hw.precision)
-        table[i, K.HW_HBM] = cats.gpus.number(hw.gpu, "hbm_GB_per_s") * 1e9 * eff.class_for(
-            "hbm", generation(cats, hw.gpu), "*")
+        table[i, K.HW_HBM] = (
+            cats.gpus.number(hw.gpu, "hbm_GB_per_s") * 1e9 * eff.class_for("hbm", generation(cats, hw.gpu), "*")
+        )
     return table

@@ -14,18 +14,36 @@ from paigrid.llm.models import Transformer
 
 #: result fields by name, with their units (the order of ``kernels.llm_layout.R_*``)
 RESULTS = {
-    "step_time": (K.R_STEP, "s"), "tokens_per_s": (K.R_TOKENS, "tokens/s"), "mfu": (K.R_MFU, "fraction"),
-    "model_tflops_per_gpu": (K.R_MODEL_TFLOPS, "TFLOP/s"), "hw_tflops_per_gpu": (K.R_HW_TFLOPS, "TFLOP/s"),
-    "memory_per_gpu": (K.R_MEMORY, "bytes"), "compute": (K.R_COMPUTE, "s"), "bubble": (K.R_BUBBLE, "s"),
-    "tp_comm": (K.R_TP, "s"), "cp_comm_exposed": (K.R_CP, "s"), "ep_comm": (K.R_EP, "s"), "pp_comm": (K.R_PP, "s"),
-    "dp_comm": (K.R_DP, "s"), "dp_comm_exposed": (K.R_DP_EXPOSED, "s"), "optimizer": (K.R_OPTIMIZER, "s"),
-    "cost_per_step": (K.R_COST, "USD"), "energy_per_step": (K.R_ENERGY, "J"),
+    "step_time": (K.R_STEP, "s"),
+    "tokens_per_s": (K.R_TOKENS, "tokens/s"),
+    "mfu": (K.R_MFU, "fraction"),
+    "model_tflops_per_gpu": (K.R_MODEL_TFLOPS, "TFLOP/s"),
+    "hw_tflops_per_gpu": (K.R_HW_TFLOPS, "TFLOP/s"),
+    "memory_per_gpu": (K.R_MEMORY, "bytes"),
+    "compute": (K.R_COMPUTE, "s"),
+    "bubble": (K.R_BUBBLE, "s"),
+    "tp_comm": (K.R_TP, "s"),
+    "cp_comm_exposed": (K.R_CP, "s"),
+    "ep_comm": (K.R_EP, "s"),
+    "pp_comm": (K.R_PP, "s"),
+    "dp_comm": (K.R_DP, "s"),
+    "dp_comm_exposed": (K.R_DP_EXPOSED, "s"),
+    "optimizer": (K.R_OPTIMIZER, "s"),
+    "cost_per_step": (K.R_COST, "USD"),
+    "energy_per_step": (K.R_ENERGY, "J"),
     "microbatches": (K.R_MICROBATCHES, "count"),
 }
 
 
-def tables(model: Transformer, layouts: list[Layout], designs: list[Hardware], cats: Catalogues, eff: Efficiency,
-           options: LlmOptions, global_batch: int | None = None):
+def tables(
+    model: Transformer,
+    layouts: list[Layout],
+    designs: list[Hardware],
+    cats: Catalogues,
+    eff: Efficiency,
+    options: LlmOptions,
+    global_batch: int | None = None,
+):
     """The kernel's inputs: (layouts, hardware, model, compute table, options) arrays."""
     if not layouts or not designs:
         raise PaigridError("there is no layout or no hardware design to evaluate.")
@@ -35,14 +53,34 @@ def tables(model: Transformer, layouts: list[Layout], designs: list[Hardware], c
     # degree, those of the layouts when they share them, else one sequence and no expert split
     tokens = {lay.micro_batch * model.seq_len / lay.cp for lay in layouts}
     experts = {lay.ep for lay in layouts}
-    ctab = compute_table(model, cats, eff, pairs, tensor, options.attention,
-                         tokens.pop() if len(tokens) == 1 else None, experts.pop() if len(experts) == 1 else 1)
-    return (layout_array(layouts, tensor), hardware_table(designs, cats, eff, pairs),
-            model_vector(model, global_batch, options.attention), ctab, options.vector())
+    ctab = compute_table(
+        model,
+        cats,
+        eff,
+        pairs,
+        tensor,
+        options.attention,
+        tokens.pop() if len(tokens) == 1 else None,
+        experts.pop() if len(experts) == 1 else 1,
+    )
+    return (
+        layout_array(layouts, tensor),
+        hardware_table(designs, cats, eff, pairs),
+        model_vector(model, global_batch, options.attention),
+        ctab,
+        options.vector(),
+    )
 
 
-def evaluate(model: Transformer, layouts: list[Layout], designs: list[Hardware], cats: Catalogues, eff: Efficiency,
-             options: LlmOptions, global_batch: int | None = None) -> np.ndarray:
+def evaluate(
+    model: Transformer,
+    layouts: list[Layout],
+    designs: list[Hardware],
+    cats: Catalogues,
+    eff: Efficiency,
+    options: LlmOptions,
+    global_batch: int | None = None,
+) -> np.ndarray:
     """(len(layouts), len(designs), N_RESULT_FIELDS) results from the numba kernel."""
     from paigrid.kernels.llm import evaluate_llm
 
@@ -52,8 +90,15 @@ def evaluate(model: Transformer, layouts: list[Layout], designs: list[Hardware],
     return out.reshape(len(layouts), len(designs), K.N_RESULT_FIELDS)
 
 
-def predict(model: Transformer, layout: Layout, design: Hardware, cats: Catalogues, eff: Efficiency,
-            options: LlmOptions, global_batch: int | None = None) -> dict:
+def predict(
+    model: Transformer,
+    layout: Layout,
+    design: Hardware,
+    cats: Catalogues,
+    eff: Efficiency,
+    options: LlmOptions,
+    global_batch: int | None = None,
+) -> dict:
     """The full breakdown of one layout on one design: every ``RESULTS`` field, ``valid``,
     ``reason`` (a sentence, empty when valid) and ``n_gpu``."""
     check_layout(layout)
@@ -70,7 +115,10 @@ def predict(model: Transformer, layout: Layout, design: Hardware, cats: Catalogu
     from paigrid.llm.compute import memory_bytes as gpu_memory
 
     capacity = gpu_memory(cats, design.gpu) * (1.0 + options.memory_margin)
-    out.update(valid=code == K.REASON_VALID, reason_code=code, n_gpu=layout.n_gpu,
-               reason="" if code == K.REASON_VALID else reason_text(code, layout, model, design.domain, memory,
-                                                                      capacity))
+    out.update(
+        valid=code == K.REASON_VALID,
+        reason_code=code,
+        n_gpu=layout.n_gpu,
+        reason="" if code == K.REASON_VALID else reason_text(code, layout, model, design.domain, memory, capacity),
+    )
     return out

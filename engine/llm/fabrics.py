@@ -20,9 +20,23 @@ from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table
 from paigrid.userfiles import read_text
 
-REQUIRED = ("name", "topology", "kind", "nic_GB_per_s", "efficiency", "latency_us", "tiers", "tier1_GPUs",
-            "tier2_GPUs", "oversubscription_tier1_ratio", "oversubscription_tier2_ratio", "hop_latency_us", "sharp",
-            "nvls", "source")
+REQUIRED = (
+    "name",
+    "topology",
+    "kind",
+    "nic_GB_per_s",
+    "efficiency",
+    "latency_us",
+    "tiers",
+    "tier1_GPUs",
+    "tier2_GPUs",
+    "oversubscription_tier1_ratio",
+    "oversubscription_tier2_ratio",
+    "hop_latency_us",
+    "sharp",
+    "nvls",
+    "source",
+)
 TOPOLOGIES = ("rail", "tor", "ideal")
 
 
@@ -86,11 +100,22 @@ def fabric_from_cells(row: dict, origin: str) -> Fabric:
     tier2 = _number(row, "tier2_GPUs", origin, tier1)
     if not row["source"].strip():
         raise PaigridError(f"{origin}: the source column is empty.")
-    return Fabric(row["name"], topology, row["kind"].strip(), _number(row, "nic_GB_per_s", origin, 1e-9),
-                  _number(row, "efficiency", origin, 1e-9, 1), _number(row, "latency_us", origin, 0), int(tiers),
-                  tier1, tier2, _number(row, "oversubscription_tier1_ratio", origin, 1),
-                  _number(row, "oversubscription_tier2_ratio", origin, 1), _number(row, "hop_latency_us", origin, 0),
-                  _flag(row, "sharp", origin), _flag(row, "nvls", origin))
+    return Fabric(
+        row["name"],
+        topology,
+        row["kind"].strip(),
+        _number(row, "nic_GB_per_s", origin, 1e-9),
+        _number(row, "efficiency", origin, 1e-9, 1),
+        _number(row, "latency_us", origin, 0),
+        int(tiers),
+        tier1,
+        tier2,
+        _number(row, "oversubscription_tier1_ratio", origin, 1),
+        _number(row, "oversubscription_tier2_ratio", origin, 1),
+        _number(row, "hop_latency_us", origin, 0),
+        _flag(row, "sharp", origin),
+        _flag(row, "nvls", origin),
+    )
 
 
 @functools.cache
@@ -126,8 +151,10 @@ def resolve_network(name: str, cats: Catalogues, catalogue: Catalogue | None = N
     try:
         link = cats.links.resolve(name)
     except PaigridError:
-        raise PaigridError(f"unknown network {name!r}: neither a fabric of llm_fabrics.csv "
-                           f"({', '.join(catalogue.names)}) nor a network of {cats.links.origin}.") from None
+        raise PaigridError(
+            f"unknown network {name!r}: neither a fabric of llm_fabrics.csv "
+            f"({', '.join(catalogue.names)}) nor a network of {cats.links.origin}."
+        ) from None
     if cats.links.row(link)["scope"] != "network":
         raise PaigridError(f"{link!r} is not a network in {cats.links.origin}.")
     return link
@@ -143,8 +170,22 @@ def fabric(name: str, cats: Catalogues, eff=None, catalogue: Catalogue | None = 
         out = fabric_from_cells(row, catalogue.origin)
     else:
         link = cats.links.row(resolve_network(name, cats, catalogue))
-        out = Fabric(link["name"], "ideal", link["kind"], float(link["nominal_GB_per_s"]), float(link["efficiency"]),
-                     float(link["latency_us"]), 1, math.inf, math.inf, 1.0, 1.0, 0.0, False, False)
+        out = Fabric(
+            link["name"],
+            "ideal",
+            link["kind"],
+            float(link["nominal_GB_per_s"]),
+            float(link["efficiency"]),
+            float(link["latency_us"]),
+            1,
+            math.inf,
+            math.inf,
+            1.0,
+            1.0,
+            0.0,
+            False,
+            False,
+        )
     if eff is not None:
         from dataclasses import replace
 

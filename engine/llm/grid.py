@@ -32,7 +32,7 @@ LLM_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")
 LLM_BEST_DIMS = ("job", "gpu", "n_gpu", "domain", "network", "precision")
 #: today's defaults of the LLM family for [grid] keys a spec leaves out
 DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200", "B200")
-DEFAULT_N_GPU = tuple(2**k for k in range(3, 15))   # 8 .. 16384
+DEFAULT_N_GPU = tuple(2**k for k in range(3, 15))  # 8 .. 16384
 DEFAULT_NETWORKS = ("rdma-100g", "ib-hdr-200g", "ib-ndr-400g", "ib-xdr-800g")
 DEFAULT_PRECISIONS = ("amp-bf16",)
 #: the server when the GPU catalogue has no gpus_per_server / nvlink_domain_GPUs column (an HGX board)
@@ -65,8 +65,15 @@ class LlmGrid:
     @property
     def shape(self) -> tuple[int, ...]:
         """Sizes along ``LLM_DIMS``."""
-        return (len(self.jobs), len(self.layouts), len(self.gpu), len(self.n_gpu), len(self.domain),
-                len(self.network), len(self.precision))
+        return (
+            len(self.jobs),
+            len(self.layouts),
+            len(self.gpu),
+            len(self.n_gpu),
+            len(self.domain),
+            len(self.network),
+            len(self.precision),
+        )
 
     @property
     def cells(self) -> int:
@@ -79,8 +86,13 @@ class LlmGrid:
 
     def designs(self) -> list[Hardware]:
         """Every (gpu, domain, network, precision) design, in C order of those axes."""
-        return [Hardware(g, p, d, self.intra[gi], w, self.nics_per_gpu)
-                for gi, g in enumerate(self.gpu) for d in self.domain for w in self.network for p in self.precision]
+        return [
+            Hardware(g, p, d, self.intra[gi], w, self.nics_per_gpu)
+            for gi, g in enumerate(self.gpu)
+            for d in self.domain
+            for w in self.network
+            for p in self.precision
+        ]
 
 
 def catalogue_default(cats: Catalogues, gpu: str, column: str) -> int:
@@ -102,8 +114,9 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     if not isinstance(option_items, dict):
         raise PaigridError(f"{spec.origin}: [llm.options] must be a table of KEY = VALUE.")
     space = space_from_table(table, spec.origin)
-    options = LlmOptions.defaults().with_items({k: str(v).lower() if isinstance(v, bool) else str(v)
-                                               for k, v in option_items.items()})
+    options = LlmOptions.defaults().with_items(
+        {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
+    )
     gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
     n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
     domain = spec.domain or sorted({catalogue_default(cats, g, "nvlink_domain_GPUs") for g in gpus})
@@ -112,11 +125,25 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     per_node = [spec.gpus_per_node or catalogue_default(cats, g, "gpus_per_server") for g in gpus]
     layouts = layout_axis([j.model for j in jobs], n_gpu, space)
     if not layouts:
-        raise PaigridError(f"{spec.origin}: the [llm] layout space has no layout that suits any LLM job at these "
-                           "GPU counts.")
-    return LlmGrid(jobs, layouts, gpus, n_gpu, list(domain), networks, precision,
-                   [intra_link_for(cats, g) for g in gpus], per_node,
-                   1.0 if spec.nics_per_gpu is None else spec.nics_per_gpu, space, options, cats, eff)
+        raise PaigridError(
+            f"{spec.origin}: the [llm] layout space has no layout that suits any LLM job at these GPU counts."
+        )
+    return LlmGrid(
+        jobs,
+        layouts,
+        gpus,
+        n_gpu,
+        list(domain),
+        networks,
+        precision,
+        [intra_link_for(cats, g) for g in gpus],
+        per_node,
+        1.0 if spec.nics_per_gpu is None else spec.nics_per_gpu,
+        space,
+        options,
+        cats,
+        eff,
+    )
 
 
 def evaluate_llm_block(grid: LlmGrid, j: int, ni: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,16 +160,20 @@ def evaluate_llm_block(grid: LlmGrid, j: int, ni: int) -> tuple[np.ndarray, np.n
     step = max(1, BLOCK_PAIRS // len(designs))
     model = grid.jobs[j].model
     for start in range(0, len(fits), step):
-        rows = fits[start:start + step]
-        layouts = [replace(grid.layouts[i], dp=n // (grid.layouts[i].tp * grid.layouts[i].pp * grid.layouts[i].cp))
-                   for i in rows]
+        rows = fits[start : start + step]
+        layouts = [
+            replace(grid.layouts[i], dp=n // (grid.layouts[i].tp * grid.layouts[i].pp * grid.layouts[i].cp))
+            for i in rows
+        ]
         res = evaluate(model, layouts, designs, grid.cats, grid.efficiency, grid.options)
         results[rows] = res
         reason[rows] = res[:, :, K.R_REASON].astype(np.uint8)
     invalid = reason != K.REASON_VALID
     results[invalid] = np.nan
-    return (results.reshape((len(grid.layouts), *design_shape, K.N_RESULT_FIELDS)),
-            reason.reshape((len(grid.layouts), *design_shape)))
+    return (
+        results.reshape((len(grid.layouts), *design_shape, K.N_RESULT_FIELDS)),
+        reason.reshape((len(grid.layouts), *design_shape)),
+    )
 
 
 def best_over_layouts(results: np.ndarray, reason: np.ndarray, n_reasons: int) -> dict[str, np.ndarray]:

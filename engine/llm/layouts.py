@@ -41,8 +41,10 @@ class Layout:
 
     def describe(self) -> str:
         """A compact label: ``tp8 pp4 dp32 cp1 ep1 v1 mb1 zero1 selective sp``."""
-        return (f"tp{self.tp} pp{self.pp} dp{self.dp} cp{self.cp} ep{self.ep} v{self.vpp} mb{self.micro_batch} "
-                f"zero{self.zero} {self.recompute}{' sp' if self.sp and self.tp > 1 else ''}")
+        return (
+            f"tp{self.tp} pp{self.pp} dp{self.dp} cp{self.cp} ep{self.ep} v{self.vpp} mb{self.micro_batch} "
+            f"zero{self.zero} {self.recompute}{' sp' if self.sp and self.tp > 1 else ''}"
+        )
 
 
 def check_layout(layout: Layout) -> Layout:
@@ -62,8 +64,19 @@ def layout_array(layouts: list[Layout], tensor: list[int]) -> np.ndarray:
     """(N, N_LAYOUT_FIELDS) table of ``layouts``; ``tensor`` lists the compute table's degrees."""
     table = np.zeros((len(layouts), K.N_LAYOUT_FIELDS))
     for i, lay in enumerate(layouts):
-        table[i] = [lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
-                    RECOMPUTE.index(lay.recompute), 1.0 if (lay.sp and lay.tp > 1) else 0.0, tensor.index(lay.tp)]
+        table[i] = [
+            lay.tp,
+            lay.pp,
+            lay.dp,
+            lay.cp,
+            lay.ep,
+            lay.vpp,
+            lay.micro_batch,
+            lay.zero,
+            RECOMPUTE.index(lay.recompute),
+            1.0 if (lay.sp and lay.tp > 1) else 0.0,
+            tensor.index(lay.tp),
+        ]
     return table
 
 
@@ -87,7 +100,7 @@ class Space:
     divisor of the experts."""
 
     max_tp: int = 8
-    pp: tuple = ()        # empty: every divisor that fits the layers
+    pp: tuple = ()  # empty: every divisor that fits the layers
     cp: tuple = (1, 2, 4, 8)
     vpp: tuple = (1, 2, 4)
     micro_batch: tuple = (1, 2, 4)
@@ -96,8 +109,12 @@ class Space:
     sequence_parallel: tuple = (True,)
 
 
-def enumerate_layouts(model: Transformer, n_gpu: int, space: Space = Space(), global_batch: int | None = None,
-                      ) -> list[Layout]:
+def enumerate_layouts(
+    model: Transformer,
+    n_gpu: int,
+    space: Space = Space(),
+    global_batch: int | None = None,
+) -> list[Layout]:
     """Every layout of ``n_gpu`` GPUs in ``space`` whose degrees suit the model's shape:
     t divides the heads (and the key/value heads, or is a multiple of them) and the FFN sizes,
     c divides the sequence, e divides the experts and d x c, the global batch is a multiple of
@@ -121,7 +138,7 @@ def enumerate_layouts(model: Transformer, n_gpu: int, space: Space = Space(), gl
                     continue
                 experts = [e for e in _divisors(model.experts) if (dp * cp) % e == 0] if model.moe else [1]
                 for ep in experts:
-                    for vpp in (space.vpp if pp > 1 else (1,)):
+                    for vpp in space.vpp if pp > 1 else (1,):
                         if pp * vpp > model.layers:
                             continue
                         for mb in space.micro_batch:
@@ -132,42 +149,72 @@ def enumerate_layouts(model: Transformer, n_gpu: int, space: Space = Space(), gl
                                 continue
                             for zero in space.zero:
                                 for rc in space.recompute:
-                                    for sp in (space.sequence_parallel if tp > 1 else (False,)):
+                                    for sp in space.sequence_parallel if tp > 1 else (False,):
                                         out.append(Layout(tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp))
     return out
 
 
-def reason_text(code: int, layout: Layout, model: Transformer, domain: int = 0, memory: float = float("nan"),
-                capacity: float = float("nan")) -> str:
+def reason_text(
+    code: int,
+    layout: Layout,
+    model: Transformer,
+    domain: int = 0,
+    memory: float = float("nan"),
+    capacity: float = float("nan"),
+) -> str:
     """The sentence of an invalid-layout reason code."""
     lay = asdict(layout)
     texts = {
         K.REASON_PRECISION: "the GPU has no peak at this precision",
-        K.REASON_TP_HEADS: (f"tensor degree {lay['tp']} does not divide the {model.heads} attention heads into whole "
-                            f"heads with whole key/value groups ({model.kv_heads} key/value heads)"),
+        K.REASON_TP_HEADS: (
+            f"tensor degree {lay['tp']} does not divide the {model.heads} attention heads into whole "
+            f"heads with whole key/value groups ({model.kv_heads} key/value heads)"
+        ),
         K.REASON_TP_FFN: f"tensor degree {lay['tp']} does not divide the FFN size",
         K.REASON_TP_DOMAIN: f"tensor degree {lay['tp']} exceeds the NVLink domain of {domain} GPUs",
         K.REASON_CP_SEQ: f"context degree {lay['cp']} does not divide the sequence of {model.seq_len} tokens",
-        K.REASON_EP_EXPERTS: (f"expert degree {lay['ep']} does not divide the {model.experts} experts"
-                              if model.moe else "expert parallelism needs a mixture-of-experts model"),
+        K.REASON_EP_EXPERTS: (
+            f"expert degree {lay['ep']} does not divide the {model.experts} experts"
+            if model.moe
+            else "expert parallelism needs a mixture-of-experts model"
+        ),
         K.REASON_EP_GROUP: f"expert degree {lay['ep']} does not divide data x context degree {lay['dp'] * lay['cp']}",
-        K.REASON_BATCH: (f"the global batch is not a multiple of data degree {lay['dp']} x micro-batch "
-                         f"{lay['micro_batch']}"),
-        K.REASON_PP_LAYERS: (f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the "
-                             f"{model.layers} layers"),
+        K.REASON_BATCH: (
+            f"the global batch is not a multiple of data degree {lay['dp']} x micro-batch {lay['micro_batch']}"
+        ),
+        K.REASON_PP_LAYERS: (
+            f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the {model.layers} layers"
+        ),
         K.REASON_INTERLEAVE: "an interleaved schedule needs pipeline degree > 1 and micro-batches a multiple of it",
         K.REASON_NO_NETWORK: "the job spans several NVLink domains but the network is none",
-        K.REASON_FABRIC: (f"the job's {-(-layout.n_gpu // max(domain, 1))} NVLink domains exceed what the fabric's "
-                          f"tiers connect"),
-        K.REASON_MEMORY: (f"the busiest pipeline stage needs {memory / 1e9:.1f} GB per GPU, more than the "
-                          f"{capacity / 1e9:.0f} GB it has"),
+        K.REASON_FABRIC: (
+            f"the job's {-(-layout.n_gpu // max(domain, 1))} NVLink domains exceed what the fabric's tiers connect"
+        ),
+        K.REASON_MEMORY: (
+            f"the busiest pipeline stage needs {memory / 1e9:.1f} GB per GPU, more than the "
+            f"{capacity / 1e9:.0f} GB it has"
+        ),
     }
     return texts.get(code, f"invalid (reason code {code})") + "."
 
 
 #: short names of the reason codes (HDF5 attribute, tables)
-REASON_NAMES = ("valid", "precision", "tp-heads", "tp-ffn", "tp-domain", "cp-seq", "ep-experts", "ep-group",
-                "batch", "pp-layers", "interleave", "no-network", "fabric", "memory")
+REASON_NAMES = (
+    "valid",
+    "precision",
+    "tp-heads",
+    "tp-ffn",
+    "tp-domain",
+    "cp-seq",
+    "ep-experts",
+    "ep-group",
+    "batch",
+    "pp-layers",
+    "interleave",
+    "no-network",
+    "fabric",
+    "memory",
+)
 
 
 # --- the layout label grammar ----------------------------------------------------------------
@@ -176,9 +223,15 @@ REASON_NAMES = ("valid", "precision", "tp-heads", "tp-ffn", "tp-domain", "cp-seq
 #: the data-parallel token out (dp = n_gpu / (tp x pp x cp) at each GPU count).  A new layout
 #: option is one more entry here (and in ``Layout``).
 LABEL_TOKENS = (
-    ("tp", lambda v: f"tp{v}"), ("pp", lambda v: f"pp{v}"), ("dp", lambda v: f"dp{v}"),
-    ("vpp", lambda v: f"v{v}"), ("cp", lambda v: f"cp{v}"), ("ep", lambda v: f"ep{v}"),
-    ("micro_batch", lambda v: f"mb{v}"), ("zero", lambda v: f"zero{v}"), ("recompute", str),
+    ("tp", lambda v: f"tp{v}"),
+    ("pp", lambda v: f"pp{v}"),
+    ("dp", lambda v: f"dp{v}"),
+    ("vpp", lambda v: f"v{v}"),
+    ("cp", lambda v: f"cp{v}"),
+    ("ep", lambda v: f"ep{v}"),
+    ("micro_batch", lambda v: f"mb{v}"),
+    ("zero", lambda v: f"zero{v}"),
+    ("recompute", str),
     ("sp", lambda v: "sp" if v else "nosp"),
 )
 
@@ -199,8 +252,16 @@ def parse_label(label: str, n_gpu: int | None = None) -> Layout:
     if len(parts) != len(names):
         raise PaigridError(f"{label!r} is not a layout label like tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-sp.")
     values: dict = {}
-    prefixes = {"tp": "tp", "pp": "pp", "dp": "dp", "vpp": "v", "cp": "cp", "ep": "ep", "micro_batch": "mb",
-                "zero": "zero"}
+    prefixes = {
+        "tp": "tp",
+        "pp": "pp",
+        "dp": "dp",
+        "vpp": "v",
+        "cp": "cp",
+        "ep": "ep",
+        "micro_batch": "mb",
+        "zero": "zero",
+    }
     for name, part in zip(names, parts):
         if name == "recompute":
             values[name] = part
@@ -209,7 +270,7 @@ def parse_label(label: str, n_gpu: int | None = None) -> Layout:
                 raise PaigridError(f"{label!r}: the last token is sp or nosp, not {part!r}.")
             values[name] = part == "sp"
         else:
-            digits = part[len(prefixes[name]):]
+            digits = part[len(prefixes[name]) :]
             if not part.startswith(prefixes[name]) or not digits.isdigit():
                 raise PaigridError(f"{label!r}: expected {prefixes[name]}N for {name}, not {part!r}.")
             values[name] = int(digits)
@@ -228,8 +289,20 @@ def layout_axis(models: list[Transformer], n_gpus: list[int], space: Space) -> l
     from dataclasses import replace
 
     seen = {replace(lay, dp=1) for m in models for n in n_gpus for lay in enumerate_layouts(m, n, space)}
-    return sorted(seen, key=lambda lay: (lay.tp, lay.pp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
-                                         RECOMPUTE.index(lay.recompute), lay.sp))
+    return sorted(
+        seen,
+        key=lambda lay: (
+            lay.tp,
+            lay.pp,
+            lay.cp,
+            lay.ep,
+            lay.vpp,
+            lay.micro_batch,
+            lay.zero,
+            RECOMPUTE.index(lay.recompute),
+            lay.sp,
+        ),
+    )
 
 
 #: code of a cube cell whose layout does not divide its GPU count (after the kernel's codes)
@@ -291,8 +364,9 @@ def space_from_table(table: dict, origin: str) -> Space:
         if not isinstance(value, list) or (not value and name != "pp"):
             raise PaigridError(f"{where} must be a non-empty list ({key.doc}).")
         for v in value:
-            if key.kind == "ints" and (isinstance(v, bool) or not isinstance(v, int) or v < key.least
-                                       or (key.choices and v not in key.choices)):
+            if key.kind == "ints" and (
+                isinstance(v, bool) or not isinstance(v, int) or v < key.least or (key.choices and v not in key.choices)
+            ):
                 allowed = ", ".join(map(str, key.choices)) if key.choices else f"whole numbers >= {key.least}"
                 raise PaigridError(f"{where} takes {allowed}, not {v!r}.")
             if key.kind == "words" and v not in key.choices:
@@ -315,7 +389,10 @@ def space_keys_table() -> str:
     lines = ["| key | what | default |", "|---|---|---|"]
     for key in SPACE_KEYS:
         default = space_default(key)
-        shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in default) \
-            if isinstance(default, list) else str(default)
+        shown = (
+            ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in default)
+            if isinstance(default, list)
+            else str(default)
+        )
         lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every divisor'} |")
     return "\n".join(lines)

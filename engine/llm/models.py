@@ -45,9 +45,9 @@ class Transformer:
     linear_bias: bool = True
     norm: str = "layernorm"
     learned_positions: bool = True
-    global_batch: int = 512          # sequences per optimizer step (the training recipe's)
-    capacity_factor: float = 1.0     # MoE: expert buffer slots per routed token (1: dropless, balanced)
-    head_size: int = 0               # features per head when not hidden / heads (Qwen3, GPT-OSS); 0: hidden / heads
+    global_batch: int = 512  # sequences per optimizer step (the training recipe's)
+    capacity_factor: float = 1.0  # MoE: expert buffer slots per routed token (1: dropless, balanced)
+    head_size: int = 0  # features per head when not hidden / heads (Qwen3, GPT-OSS); 0: hidden / heads
     # multi-head latent attention (DeepSeek-V2/V3, Kimi K2) when kv_lora_rank > 0: queries through a
     # q_lora_rank bottleneck (0: none), keys and values through kv_lora_rank; query/key heads of
     # head_dim + rope_head_dim features, value heads of v_head_dim
@@ -143,7 +143,8 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
         name=(name or g("name") or g("model") or "").strip(),
         layers=whole_cell(g("layers", ""), origin, "layers", 1),
         hidden=whole_cell(g("hidden", ""), origin, "hidden", 1),
-        heads=heads, kv_heads=whole_cell(g("kv_heads", ""), origin, "kv_heads", 1, heads),
+        heads=heads,
+        kv_heads=whole_cell(g("kv_heads", ""), origin, "kv_heads", 1, heads),
         ffn_hidden=whole_cell(g("ffn_hidden", ""), origin, "ffn_hidden", 1),
         vocab=whole_cell(g("vocab", ""), origin, "vocab", 1),
         seq_len=whole_cell(g("seq_len", ""), origin, "seq_len", 1),
@@ -159,7 +160,8 @@ def transformer_from_cells(cells: dict[str, str], origin: str, name: str | None 
         learned_positions=_flag(g("learned_positions", ""), origin, "learned_positions", True),
         global_batch=whole_cell(g("global_batch_sequences", ""), origin, "global_batch_sequences", 1, 512),
         capacity_factor=_capacity(g("capacity_factor", ""), origin),
-        **{column: whole_cell(g(column, ""), origin, column, 0, 0) for column in SHAPE_EXTRAS})
+        **{column: whole_cell(g(column, ""), origin, column, 0, 0) for column in SHAPE_EXTRAS},
+    )
     return check(model, origin)
 
 
@@ -183,14 +185,17 @@ def check(model: Transformer, origin: str) -> Transformer:
     if model.heads % model.kv_heads:
         raise PaigridError(f"{origin}: heads {model.heads} is not a multiple of kv_heads {model.kv_heads}.")
     if model.mla and not (model.rope_head_dim and model.v_head_dim and model.head_size):
-        raise PaigridError(f"{origin}: multi-head latent attention (kv_lora_rank > 0) needs head_size, rope_head_dim "
-                           f"and v_head_dim.")
+        raise PaigridError(
+            f"{origin}: multi-head latent attention (kv_lora_rank > 0) needs head_size, rope_head_dim and v_head_dim."
+        )
     if model.norm not in NORMS:
         raise PaigridError(f"{origin}: norm must be one of {', '.join(NORMS)}, not {model.norm!r}.")
     if model.experts:
         if not 1 <= model.experts_per_token <= model.experts:
-            raise PaigridError(f"{origin}: experts_per_token must be between 1 and experts ({model.experts}), "
-                               f"not {model.experts_per_token}.")
+            raise PaigridError(
+                f"{origin}: experts_per_token must be between 1 and experts ({model.experts}), "
+                f"not {model.experts_per_token}."
+            )
         if model.dense_layers >= model.layers:
             raise PaigridError(f"{origin}: dense_layers must be fewer than layers in a mixture-of-experts model.")
         if not model.moe_ffn_hidden:

@@ -13,8 +13,18 @@ from paigrid.errors import PaigridError
 
 DIMS = ("model", "n_gpu", "gpu", "domain", "network")
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
-VALUE_FIELDS = ("step_time", "tokens_per_s", "mfu", "model_tflops_per_gpu", "memory_per_gpu", "cost_per_step",
-                "energy_per_step", "bubble", "tp_comm", "dp_comm_exposed")
+VALUE_FIELDS = (
+    "step_time",
+    "tokens_per_s",
+    "mfu",
+    "model_tflops_per_gpu",
+    "memory_per_gpu",
+    "cost_per_step",
+    "energy_per_step",
+    "bubble",
+    "tp_comm",
+    "dp_comm_exposed",
+)
 RECOMPUTE = ("none", "selective", "full")
 PER = ("n_gpu", "network", "design")
 BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
@@ -35,8 +45,7 @@ def _open(path: str | Path):
         raise PaigridError(f"cannot read {path}: {reason}.") from None
     if f.attrs.get("kind") != "paigrid-llm-best" and not ("llm" in f and "block_done" in f["llm"]):
         f.close()
-        raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them) nor a cube with LLM "
-                           "jobs.")
+        raise PaigridError(f"{path} is not an LLM sweep file (paigrid llm sweep writes them) nor a cube with LLM jobs.")
     return f
 
 
@@ -48,11 +57,16 @@ def _legacy_view(f, path, model: str):
         labels = {d: _labels(f, d) for d in DIMS}
         mi = _model_index(labels, path, model)
         data = {name: f[name][mi] for name in (*VALUE_FIELDS, *LAYOUT_FIELDS)}
-        return (labels, data, f["layouts_by_reason"][mi], _labels(f, "reason"),
-                float(f["global_batch"][mi]) * float(f["seq_len"][mi]))
+        return (
+            labels,
+            data,
+            f["layouts_by_reason"][mi],
+            _labels(f, "reason"),
+            float(f["global_batch"][mi]) * float(f["seq_len"][mi]),
+        )
     from paigrid.cube import open_llm
 
-    llm = open_llm(path)   # the checks of a cube: finished, not newer than this reader
+    llm = open_llm(path)  # the checks of a cube: finished, not newer than this reader
     llm.close()
     g = f["llm"]
     labels = {"model": _labels(g, "job"), **{d: _labels(g, d) for d in DIMS[1:]}}
@@ -73,9 +87,14 @@ def _legacy_view(f, path, model: str):
     by_reason = np.asarray(g["layouts_by_reason"][mi][..., 0, :]).transpose(1, 0, 2, 3, 4).copy()
     from paigrid.llm.layouts import REASON_N_GPU
 
-    by_reason[..., REASON_N_GPU] = 0   # labels of other GPU counts: not a reason of this one
-    return (labels, {**best, **degrees}, by_reason, _labels(g, "reason"),
-            float(g["global_batch"][mi]) * float(g["seq_len"][mi]))
+    by_reason[..., REASON_N_GPU] = 0  # labels of other GPU counts: not a reason of this one
+    return (
+        labels,
+        {**best, **degrees},
+        by_reason,
+        _labels(g, "reason"),
+        float(g["global_batch"][mi]) * float(g["seq_len"][mi]),
+    )
 
 
 def _model_index(labels: dict, path, model: str) -> int:
@@ -90,8 +109,15 @@ def _labels(f, dim: str) -> list:
     return [v.decode() if isinstance(v, bytes) else (int(v) if dim in ("n_gpu", "domain") else v) for v in values]
 
 
-def query_best(path: str | Path, model: str, n_gpu: list[int] | None = None, where: dict[str, list] | None = None,
-               by: str = "time", per: str = "n_gpu", tokens: float | None = None) -> list[dict]:
+def query_best(
+    path: str | Path,
+    model: str,
+    n_gpu: list[int] | None = None,
+    where: dict[str, list] | None = None,
+    by: str = "time",
+    per: str = "n_gpu",
+    tokens: float | None = None,
+) -> list[dict]:
     """The best design and layout of ``model`` for each GPU count (``per="n_gpu"``), for each
     (GPU count, network) (``per="network"``: the best GPU, domain and layout on each network)
     or for each (GPU count, gpu, domain, network) (``per="design"``), ranked ``by`` time, cost or energy
@@ -125,8 +151,10 @@ def query_best(path: str | Path, model: str, n_gpu: list[int] | None = None, whe
             if not any(np.isfinite(score[c]) for c in group):
                 counts = sum(by_reason[c] for c in group)
                 counts[0] = 0
-                row = {"n_gpu": labels["n_gpu"][ni],
-                       "layout": f"no valid layout (most often: {reason_names[int(np.argmax(counts))]})"}
+                row = {
+                    "n_gpu": labels["n_gpu"][ni],
+                    "layout": f"no valid layout (most often: {reason_names[int(np.argmax(counts))]})",
+                }
                 if per == "network":
                     row["network"] = labels["network"][group[0][3]]
                 rows.append(row)
@@ -142,16 +170,21 @@ def _row(labels, data, c, batch_tokens: float, tokens: float | None) -> dict:
     n = labels["n_gpu"][ni]
     row = {"n_gpu": n, "gpu": labels["gpu"][g], "domain": labels["domain"][d], "network": labels["network"][w]}
     degrees = {k: int(data[k][c]) for k in LAYOUT_FIELDS}
-    row["layout"] = (f"tp{degrees['tp']} pp{degrees['pp']} dp{degrees['dp']} cp{degrees['cp']} ep{degrees['ep']} "
-                     f"v{degrees['vpp']} mb{degrees['micro_batch']} zero{degrees['zero']} "
-                     f"{RECOMPUTE[degrees['recompute']]}{' sp' if degrees['sp'] else ''}")
+    row["layout"] = (
+        f"tp{degrees['tp']} pp{degrees['pp']} dp{degrees['dp']} cp{degrees['cp']} ep{degrees['ep']} "
+        f"v{degrees['vpp']} mb{degrees['micro_batch']} zero{degrees['zero']} "
+        f"{RECOMPUTE[degrees['recompute']]}{' sp' if degrees['sp'] else ''}"
+    )
     row.update(degrees)
     row.update({k: float(data[k][c]) for k in VALUE_FIELDS})
     row["memory_per_gpu_GB"] = row.pop("memory_per_gpu") / 1e9
     row["cost_per_hour"] = row["cost_per_step"] / row["step_time"] * 3600.0
     if tokens:
-        row.update(train_totals(tokens, row["tokens_per_s"], row["cost_per_step"] / batch_tokens,
-                                row["energy_per_step"] / batch_tokens))
+        row.update(
+            train_totals(
+                tokens, row["tokens_per_s"], row["cost_per_step"] / batch_tokens, row["energy_per_step"] / batch_tokens
+            )
+        )
     return row
 
 
@@ -160,8 +193,11 @@ def train_totals(tokens: float, tokens_per_s: float, usd_per_token: float, joule
     ``usd_per_token`` [USD/token] and ``joules_per_token`` [J/token]: ``train_days`` [days],
     ``train_cost`` [USD], ``train_energy_MWh`` [MWh] (the one place this arithmetic is written;
     the query, the LLM file's query and predict use it)."""
-    return {"train_days": tokens / tokens_per_s / 86400.0, "train_cost": tokens * usd_per_token,
-            "train_energy_MWh": tokens * joules_per_token / 3.6e9}
+    return {
+        "train_days": tokens / tokens_per_s / 86400.0,
+        "train_cost": tokens * usd_per_token,
+        "train_energy_MWh": tokens * joules_per_token / 3.6e9,
+    }
 
 
 # --- the LLM family of a cube (format 5): the array core of best / top / pareto --------------
@@ -190,7 +226,7 @@ class GroupSource:
     def get(self, name: str, key=()) -> np.ndarray:
         """The variable ``name`` (indexed by ``key``) as a numpy array."""
         item = self.group[name]
-        if hasattr(item, "values") and hasattr(item, "dims"):   # xarray
+        if hasattr(item, "values") and hasattr(item, "dims"):  # xarray
             return np.asarray(item.variable[key].values) if key != () else np.asarray(item.values)
         return np.asarray(item[key] if key != () else item[()])
 
@@ -227,8 +263,9 @@ def llm_where(source: GroupSource, labels: dict, dim: str, values: list) -> list
         hits = [i for i, c in enumerate(column) if (str(c).casefold() if dim == "recompute" else c) in wanted]
         if not hits:
             shown = ", ".join(map(str, sorted(set(column), key=str)))
-            raise PaigridError(f"{dim}={','.join(map(str, values))} is not in the cube's LLM layouts; its {dim} "
-                               f"values are {shown}.")
+            raise PaigridError(
+                f"{dim}={','.join(map(str, values))} is not in the cube's LLM layouts; its {dim} values are {shown}."
+            )
         return hits
     out = []
     for v in values:
@@ -238,8 +275,10 @@ def llm_where(source: GroupSource, labels: dict, dim: str, values: list) -> list
             except ValueError:
                 raise PaigridError(f"{dim}={v!r} is not a whole number.") from None
             if number not in labels[dim]:
-                raise PaigridError(f"{dim}={number} is not in the cube's LLM family; its {dim} values are "
-                                   f"{', '.join(map(str, labels[dim]))}.")
+                raise PaigridError(
+                    f"{dim}={number} is not in the cube's LLM family; its {dim} values are "
+                    f"{', '.join(map(str, labels[dim]))}."
+                )
             out.append(labels[dim].index(number))
             continue
         folded = [str(x).casefold() for x in labels[dim]]
@@ -252,14 +291,22 @@ def llm_where(source: GroupSource, labels: dict, dim: str, values: list) -> list
             with contextlib.suppress(PaigridError):
                 text = load("gpus").resolve(str(v).strip()).casefold()
         if text not in folded:
-            raise PaigridError(f"{dim}={v} is not in the cube's LLM family; its {dim} values are "
-                               f"{', '.join(map(str, labels[dim]))}.")
+            raise PaigridError(
+                f"{dim}={v} is not in the cube's LLM family; its {dim} values are {', '.join(map(str, labels[dim]))}."
+            )
         out.append(folded.index(text))
     return sorted(set(out))
 
 
-def llm_best(source: GroupSource, by: str = "time", where: dict[str, list[int]] | None = None,
-             jobs: list[str] | None = None, top: int = 1, pareto: bool = False, mode: str = "full") -> list[dict]:
+def llm_best(
+    source: GroupSource,
+    by: str = "time",
+    where: dict[str, list[int]] | None = None,
+    jobs: list[str] | None = None,
+    top: int = 1,
+    pareto: bool = False,
+    mode: str = "full",
+) -> list[dict]:
     """The ``top`` best (layout, design) cells of each LLM job under ``where`` (indices along
     ``LLM_WHERE_DIMS``), ranked ``by`` time, cost or energy per step, or with ``pareto`` each
     job's front of time and cost per sample; rows in the columns of ``FAMILY_COLUMNS``.  Without
@@ -274,13 +321,17 @@ def llm_best(source: GroupSource, by: str = "time", where: dict[str, list[int]] 
     labels = llm_labels(source)
     needs_cells = top > 1 or "layout" in where
     if needs_cells and mode == "reduce-only":
-        raise PaigridError("the cube holds only the per-job bests of its LLM jobs (reduce-only sweep): it can answer "
-                           "--top 1 without layout filters only.")
+        raise PaigridError(
+            "the cube holds only the per-job bests of its LLM jobs (reduce-only sweep): it can answer "
+            "--top 1 without layout filters only."
+        )
     names = labels["job"]
     rows_of = range(len(names)) if not jobs else [names.index(j) for j in jobs if j in names]
     sel = [np.asarray(where.get(d, range(len(labels[d]))), dtype=np.intp) for d in LLM_WHERE_DIMS]
-    degrees = {d: (source.strings(d) if d == "recompute" else [int(v) for v in source.get(d)])
-               for d in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")}
+    degrees = {
+        d: (source.strings(d) if d == "recompute" else [int(v) for v in source.get(d)])
+        for d in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
+    }
     meta = {name: source.get(name) for name in ("global_batch", "seq_len", "price", "power")}
     intra = source.strings("intra")
     out = []
@@ -307,12 +358,12 @@ def llm_best(source: GroupSource, by: str = "time", where: dict[str, list[int]] 
             counts = source.get("layouts_by_reason", (j,))[np.ix_(*sel[1:])].reshape(-1, len(CUBE_REASON_NAMES))
             counts = counts.sum(axis=0)
             counts[0] = 0
-            counts[REASON_N_GPU] = 0   # labels of other GPU counts say nothing about this one
+            counts[REASON_N_GPU] = 0  # labels of other GPU counts say nothing about this one
             out.append(_empty_row(names[j], CUBE_REASON_NAMES[int(np.argmax(counts))] if counts.any() else None))
             continue
         for k in flat:
             idx = np.unravel_index(k, step.shape)
-            cell = tuple(int(sel[a + 1][idx[a + 1]]) for a in range(5))   # gpu, n_gpu, domain, network, precision
+            cell = tuple(int(sel[a + 1][idx[a + 1]]) for a in range(5))  # gpu, n_gpu, domain, network, precision
             if layout_of is None:
                 li = int(sel[0][idx[0]])
                 values = {f: float(source.get(f, (j, li, *cell))) for f in ROW_FIELDS}
@@ -321,43 +372,105 @@ def llm_best(source: GroupSource, by: str = "time", where: dict[str, list[int]] 
                 values = {f: float(source.get(f"best_{f}", (j, *cell))) for f in ROW_FIELDS}
             g, ni, di, wi, pi = cell
             n = labels["n_gpu"][ni]
-            lay = Layout(**{d: degrees[d][li] for d in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero")},
-                         recompute=degrees["recompute"][li], sp=bool(degrees["sp"][li]))
+            lay = Layout(
+                **{d: degrees[d][li] for d in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero")},
+                recompute=degrees["recompute"][li],
+                sp=bool(degrees["sp"][li]),
+            )
             lay = replace(lay, dp=n // (lay.tp * lay.pp * lay.cp))
             batch, seq = float(meta["global_batch"][j]), float(meta["seq_len"][j])
             parts = {c: values[c] for c in COMPONENTS}
-            out.append({
-                "job": names[j], "family": "llm", "model": names[j], "arch": layout_label(lay), "gpu": labels["gpu"][g],
-                "n_gpu": n, "intra": intra[g], "domain": labels["domain"][di], "network": labels["network"][wi],
-                "precision": labels["precision"][pi], "step_time": values["step_time"],
-                "throughput": batch / values["step_time"], "throughput_tokens": values["tokens_per_s"],
-                "cost": values["cost_per_step"] / batch * 1e6, "cost_tokens": values["cost_per_step"] / (batch * seq)
-                * 1e6, "energy": values["energy_per_step"] / batch,
-                "energy_tokens": values["energy_per_step"] / (batch * seq), "mfu": values["mfu"],
-                "memory_per_gpu_GB": values["memory_per_gpu"] / 1e9,
-                "bottleneck": max(parts, key=lambda c: parts[c]), "speedup": float("nan"), "layout": layout_label(lay),
-                **parts})
+            out.append(
+                {
+                    "job": names[j],
+                    "family": "llm",
+                    "model": names[j],
+                    "arch": layout_label(lay),
+                    "gpu": labels["gpu"][g],
+                    "n_gpu": n,
+                    "intra": intra[g],
+                    "domain": labels["domain"][di],
+                    "network": labels["network"][wi],
+                    "precision": labels["precision"][pi],
+                    "step_time": values["step_time"],
+                    "throughput": batch / values["step_time"],
+                    "throughput_tokens": values["tokens_per_s"],
+                    "cost": values["cost_per_step"] / batch * 1e6,
+                    "cost_tokens": values["cost_per_step"] / (batch * seq) * 1e6,
+                    "energy": values["energy_per_step"] / batch,
+                    "energy_tokens": values["energy_per_step"] / (batch * seq),
+                    "mfu": values["mfu"],
+                    "memory_per_gpu_GB": values["memory_per_gpu"] / 1e9,
+                    "bottleneck": max(parts, key=lambda c: parts[c]),
+                    "speedup": float("nan"),
+                    "layout": layout_label(lay),
+                    **parts,
+                }
+            )
     return out
 
 
 def _empty_row(job: str, reason: str | None) -> dict:
     """The row of a job with no valid cell under the filters (``reason``: the most frequent code)."""
     row = {c: None for c in ("arch", "gpu", "n_gpu", "intra", "domain", "network", "precision", "bottleneck")}
-    row.update({c: float("nan") for c in ("step_time", "throughput", "throughput_tokens", "cost", "cost_tokens",
-                                         "energy", "energy_tokens", "mfu", "speedup")})
+    row.update(
+        {
+            c: float("nan")
+            for c in (
+                "step_time",
+                "throughput",
+                "throughput_tokens",
+                "cost",
+                "cost_tokens",
+                "energy",
+                "energy_tokens",
+                "mfu",
+                "speedup",
+            )
+        }
+    )
     row.update(job=job, family="llm", model=job, reason=reason)
     return row
 
 
 # --- one query over every family of a cube ---------------------------------------------------
 #: the columns of a query row, the same for both families (empty where one does not apply)
-FAMILY_COLUMNS = ["job", "family", "arch", "gpu", "n_gpu", "intra", "domain", "network", "precision", "step_time",
-                  "throughput", "throughput_tokens", "cost", "cost_tokens", "energy", "energy_tokens", "mfu",
-                  "bottleneck", "speedup"]
-FAMILY_UNITS = {"step_time": "s", "throughput": "samples/s", "throughput_tokens": "tokens/s",
-                "cost": "USD/1e6 samples", "cost_tokens": "USD/1e6 tokens", "energy": "J/sample",
-                "energy_tokens": "J/token", "mfu": "fraction", "speedup": "x", "domain": "GPUs",
-                "train_days": "days", "train_cost": "USD", "train_energy_MWh": "MWh"}
+FAMILY_COLUMNS = [
+    "job",
+    "family",
+    "arch",
+    "gpu",
+    "n_gpu",
+    "intra",
+    "domain",
+    "network",
+    "precision",
+    "step_time",
+    "throughput",
+    "throughput_tokens",
+    "cost",
+    "cost_tokens",
+    "energy",
+    "energy_tokens",
+    "mfu",
+    "bottleneck",
+    "speedup",
+]
+FAMILY_UNITS = {
+    "step_time": "s",
+    "throughput": "samples/s",
+    "throughput_tokens": "tokens/s",
+    "cost": "USD/1e6 samples",
+    "cost_tokens": "USD/1e6 tokens",
+    "energy": "J/sample",
+    "energy_tokens": "J/token",
+    "mfu": "fraction",
+    "speedup": "x",
+    "domain": "GPUs",
+    "train_days": "days",
+    "train_cost": "USD",
+    "train_energy_MWh": "MWh",
+}
 #: the columns ``tokens`` adds: time, cost and energy to train that many tokens
 TRAIN_COLUMNS = ["train_days", "train_cost", "train_energy_MWh"]
 #: the dimensions of each family a ``--where`` may name
@@ -377,8 +490,9 @@ def dp_family_row(row: dict, power: float, samples_per_step: float) -> dict:
     return out
 
 
-def split_where(items: list[str], dp_labels: dict | None, llm_source: GroupSource | None,
-                llm_labels_: dict | None) -> tuple[dict, dict, list[str]]:
+def split_where(
+    items: list[str], dp_labels: dict | None, llm_source: GroupSource | None, llm_labels_: dict | None
+) -> tuple[dict, dict, list[str]]:
     """``--where DIM=VALUE[,VALUE...]`` items split by family: (data-parallel filters by index,
     LLM filters by index, notes).  A dimension only one family has filters that family alone
     (a note says so); a value that one family lacks leaves that family's jobs with no row under
@@ -394,8 +508,10 @@ def split_where(items: list[str], dp_labels: dict | None, llm_source: GroupSourc
         values = [v.strip() for v in text.split(",")]
         in_dp, in_llm = dp_labels is not None and dim in DP_WHERE_DIMS, llm_source is not None and dim in ALL_LLM_WHERE
         if not sep or not (in_dp or in_llm):
-            known = sorted(set(DP_WHERE_DIMS if dp_labels is not None else ()) |
-                           set(ALL_LLM_WHERE if llm_source is not None else ()))
+            known = sorted(
+                set(DP_WHERE_DIMS if dp_labels is not None else ())
+                | set(ALL_LLM_WHERE if llm_source is not None else ())
+            )
             raise PaigridError(f"--where takes DIM=VALUE with DIM one of {', '.join(known)}, not {item!r}.")
         errors = []
         found = {}
@@ -416,19 +532,23 @@ def split_where(items: list[str], dp_labels: dict | None, llm_source: GroupSourc
         for family, hits in found.items():
             if not hits:
                 name = "data-parallel" if family == "dp" else "LLM"
-                notes.append(f"--where {item}: no {name} job has it, so the {name} jobs have no row under the "
-                             "filters.")
+                notes.append(f"--where {item}: no {name} job has it, so the {name} jobs have no row under the filters.")
         if "dp" in found:
             dp_where[dim] = sorted(set(dp_where.get(dim, [])) | set(found["dp"]))
         if "llm" in found:
             key = "layout" if dim in LAYOUT_FILTERS else dim
             hits = set(found["llm"])
-            llm_where_[key] = sorted(hits & set(llm_where_[key]) if key in llm_where_ and dim in LAYOUT_FILTERS
-                                     else set(llm_where_.get(key, [])) | hits)
+            llm_where_[key] = sorted(
+                hits & set(llm_where_[key])
+                if key in llm_where_ and dim in LAYOUT_FILTERS
+                else set(llm_where_.get(key, [])) | hits
+            )
         if dp_labels is not None and llm_source is not None and not (in_dp and in_llm):
             family, other = ("data-parallel", "LLM") if in_dp else ("LLM", "data-parallel")
-            notes.append(f"--where {dim} filters the {family} jobs only; the {other} jobs have no {dim} and are not "
-                         "filtered by it.")
+            notes.append(
+                f"--where {dim} filters the {family} jobs only; the {other} jobs have no {dim} and are not "
+                "filtered by it."
+            )
     return dp_where, llm_where_, notes
 
 
@@ -443,10 +563,17 @@ class _Labelled:
 PER_DIMS = ("n_gpu", "network", "gpu", "precision")
 
 
-def query_every_family(path: str | Path, by: str = "time", where: list[str] | None = None,
-                       jobs: list[str] | None = None, top: int = 1, pareto: bool = False,
-                       tokens: float | None = None, calibration=None,
-                       per: str | None = None) -> tuple[list[dict], list[str]]:
+def query_every_family(
+    path: str | Path,
+    by: str = "time",
+    where: list[str] | None = None,
+    jobs: list[str] | None = None,
+    top: int = 1,
+    pareto: bool = False,
+    tokens: float | None = None,
+    calibration=None,
+    per: str | None = None,
+) -> tuple[list[dict], list[str]]:
     """``paigrid query`` over every job family of a cube: (rows in ``FAMILY_COLUMNS`` (and
     ``TRAIN_COLUMNS`` for ``tokens`` [tokens]), notes), data-parallel jobs first.  ``per`` (one
     of ``PER_DIMS``) answers once per value of that dimension (each job's best at each GPU

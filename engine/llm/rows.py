@@ -55,20 +55,56 @@ from paigrid.llm.layouts import Layout, check_layout
 from paigrid.llm.models import Transformer, load_catalogue, transformer_from_cells, whole_cell
 from paigrid.llm.shapes import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
 
-REQUIRED = ("id", "model", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "gpu", "gpus_per_node",
-            "nodes", "intra_link", "network", "nics_per_node", "precision", "tensor_parallel", "pipeline_parallel",
-            "data_parallel", "global_batch", "throughput", "throughput_unit")
-OPTIONAL = ("kv_heads", "ffn_gated", "experts", "experts_per_token", "nvlink_domain", "virtual_stages",
-            "context_parallel", "expert_parallel", "zero_stage", "micro_batch", "recompute", "sequence_parallel",
-            "attention", "overlap", "framework", "peak_memory_GB", "source", "notes")
+REQUIRED = (
+    "id",
+    "model",
+    "layers",
+    "hidden",
+    "heads",
+    "ffn_hidden",
+    "vocab",
+    "seq_len",
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "intra_link",
+    "network",
+    "nics_per_node",
+    "precision",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "data_parallel",
+    "global_batch",
+    "throughput",
+    "throughput_unit",
+)
+OPTIONAL = (
+    "kv_heads",
+    "ffn_gated",
+    "experts",
+    "experts_per_token",
+    "nvlink_domain",
+    "virtual_stages",
+    "context_parallel",
+    "expert_parallel",
+    "zero_stage",
+    "micro_batch",
+    "recompute",
+    "sequence_parallel",
+    "attention",
+    "overlap",
+    "framework",
+    "peak_memory_GB",
+    "source",
+    "notes",
+)
 UNITS = ("hw-TFLOP/s/GPU", "model-TFLOP/s/GPU", "tokens/s/GPU", "tokens/s", "sequences/s", "MFU")
 #: the settings of the Megatron-LM 2020-2021 runs of ``llm_public.csv`` (no framework column)
 ROW_OPTIONS = {"attention": "eager", "overlap_dp": False}
 DEFAULT_RECOMPUTE = "selective"
 
 #: framework families by a word of the ``framework`` cell (first match)
-FAMILIES = (("torchtitan", "torchtitan"), ("deepspeed", "deepspeed"), ("megatron", "megatron"),
-            ("nemo", "megatron"))
+FAMILIES = (("torchtitan", "torchtitan"), ("deepspeed", "deepspeed"), ("megatron", "megatron"), ("nemo", "megatron"))
 #: what an empty cell means, per family: Megatron-Core's performance recipes (NeMo 2.0 /
 #: Megatron-Bridge: distributed optimizer = ZeRO-1, no recomputation, sequence parallelism with
 #: TP, TE fused attention, overlapped gradient reduce and parameter gather); torchtitan's
@@ -78,18 +114,47 @@ FAMILIES = (("torchtitan", "torchtitan"), ("deepspeed", "deepspeed"), ("megatron
 #: Megatron-Core's recipes also overlap the tensor-parallel collectives with the GEMMs
 #: (``tp_comm_overlap``, Transformer Engine userbuffers, with sequence parallelism) where t > 1.
 FAMILY_DEFAULTS = {
-    "megatron": {"zero": 1, "recompute": "none", "sp": True, "attention": "flash", "overlap_dp": True,
-                 "micro_batch": 1, "tp_overlap": True},
-    "torchtitan": {"zero": 3, "recompute": "selective", "sp": True, "attention": "flash", "overlap_dp": True,
-                   "micro_batch": 1},
-    "deepspeed": {"zero": 0, "recompute": "full", "sp": False, "attention": "eager", "overlap_dp": True,
-                  "micro_batch": 1},
-    "legacy": {"zero": 0, "recompute": DEFAULT_RECOMPUTE, "sp": False, "attention": "eager", "overlap_dp": False,
-               "micro_batch": None},
+    "megatron": {
+        "zero": 1,
+        "recompute": "none",
+        "sp": True,
+        "attention": "flash",
+        "overlap_dp": True,
+        "micro_batch": 1,
+        "tp_overlap": True,
+    },
+    "torchtitan": {
+        "zero": 3,
+        "recompute": "selective",
+        "sp": True,
+        "attention": "flash",
+        "overlap_dp": True,
+        "micro_batch": 1,
+    },
+    "deepspeed": {
+        "zero": 0,
+        "recompute": "full",
+        "sp": False,
+        "attention": "eager",
+        "overlap_dp": True,
+        "micro_batch": 1,
+    },
+    "legacy": {
+        "zero": 0,
+        "recompute": DEFAULT_RECOMPUTE,
+        "sp": False,
+        "attention": "eager",
+        "overlap_dp": False,
+        "micro_batch": None,
+    },
 }
 #: the intra link of a free-text ``intra_link`` cell, by the first matching word
-INTRA_WORDS = (("nvlink5", "nvlink5"), ("nvlink4", "nvswitch-nvlink4"), ("nvlink3", "nvswitch-nvlink3"),
-               ("nvlink", None))
+INTRA_WORDS = (
+    ("nvlink5", "nvlink5"),
+    ("nvlink4", "nvswitch-nvlink4"),
+    ("nvlink3", "nvswitch-nvlink3"),
+    ("nvlink", None),
+)
 #: the network of a free-text ``network`` cell, by the first matching word
 NETWORK_WORDS = (("rdma 400", "rail-roce-400g"),)
 #: the network of an empty cell on a multi-server run, per GPU (one NIC per GPU, the DGX
@@ -183,8 +248,17 @@ def _model(cells: dict, origin: str, used: list) -> Transformer:
         return transformer_from_cells(cells, origin)
     merged = dict(base)
     moe = bool(_cell(cells, "experts")) and _cell(cells, "experts") != "0"
-    for column in ("layers", "hidden", "heads", "kv_heads", "vocab", "seq_len", "experts", "experts_per_token",
-                   "ffn_gated"):
+    for column in (
+        "layers",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "vocab",
+        "seq_len",
+        "experts",
+        "experts_per_token",
+        "ffn_gated",
+    ):
         if _cell(cells, column):
             merged[column] = _cell(cells, column)
     if _cell(cells, "ffn_hidden"):
@@ -271,8 +345,10 @@ def _refusal(cells: dict) -> str:
     """The reason the model cannot express a row at all (empty: it can)."""
     notes = _cell(cells, "notes").casefold()
     if "offload" in notes and "cpu offload false" not in notes:
-        return ("the run offloads optimizer state and activations to CPU memory (ZeRO-Offload), which the model "
-                "has no term for")
+        return (
+            "the run offloads optimizer state and activations to CPU memory (ZeRO-Offload), which the model "
+            "has no term for"
+        )
     return ""
 
 
@@ -307,8 +383,10 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         raise PaigridError(f"{origin}: data_parallel is empty and the GPU count does not give it.")
     n = tp * pp * cp * dp
     if stated is not None and stated != n:
-        raise PaigridError(f"{origin}: tensor x pipeline x context x data parallel = {n} is not the {stated} GPUs "
-                           f"of gpus_per_node x nodes.")
+        raise PaigridError(
+            f"{origin}: tensor x pipeline x context x data parallel = {n} is not the {stated} GPUs "
+            f"of gpus_per_node x nodes."
+        )
     if stated is None:
         used.append(f"GPUs={n} (tp x pp x cp x dp; nodes {'0' if nodes_cell else 'empty'})")
     nodes = max(1, -(-n // per_node))
@@ -354,16 +432,35 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         # torchtitan's checkpointing policies keep other tensors than Korthikanti's selective
         # recomputation; their bf16 bytes relative to it scale the stored activations
         stored = 2.0 * torchtitan_checkpoint_scale(model, _cell(cells, "recompute"))
-        used.append(f"activations x {stored / 2.0:.2f} (torchtitan's {_cell(cells, 'recompute') or 'selective'} "
-                    f"checkpointing against Korthikanti's selective)")
-    options = replace(LlmOptions.defaults(), attention=attention, overlap_dp=defaults["overlap_dp"],
-                      stored_activation_bytes=stored,
-                      **framework_state_bytes("legacy" if family == "legacy" else family, precision))
+        used.append(
+            f"activations x {stored / 2.0:.2f} (torchtitan's {_cell(cells, 'recompute') or 'selective'} "
+            f"checkpointing against Korthikanti's selective)"
+        )
+    options = replace(
+        LlmOptions.defaults(),
+        attention=attention,
+        overlap_dp=defaults["overlap_dp"],
+        stored_activation_bytes=stored,
+        **framework_state_bytes("legacy" if family == "legacy" else family, precision),
+    )
     if family != "legacy":
         used.append(f"overlap_dp={str(defaults['overlap_dp']).lower()}")
     measured = _tokens(cells, origin, model, recompute, n, cats, gpu)
-    return LlmRow(ident, model, layout, design, per_node, nodes, measured, options, family, tuple(used),
-                  _memory(cells, origin), run_key(ident), tp_overlap)
+    return LlmRow(
+        ident,
+        model,
+        layout,
+        design,
+        per_node,
+        nodes,
+        measured,
+        options,
+        family,
+        tuple(used),
+        _memory(cells, origin),
+        run_key(ident),
+        tp_overlap,
+    )
 
 
 def _memory(cells: dict, origin: str) -> float:
@@ -379,8 +476,7 @@ def _memory(cells: dict, origin: str) -> float:
     return value
 
 
-def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int, cats: Catalogues,
-            gpu: str) -> float:
+def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int, cats: Catalogues, gpu: str) -> float:
     """The row's throughput as tokens/s of the whole job."""
     text = _cell(cells, "throughput")
     unit = _cell(cells, "throughput_unit")
@@ -429,8 +525,18 @@ def torchtitan_checkpoint_scale(model: Transformer, cell: str) -> float:
     if "layer" in cell.casefold():
         kept = 0.5 * (korthikanti + 4.0 * model.heads) + 0.5 * 2.0 * model.hidden
     else:
-        kept = 2.0 * (model.hidden + model.qk_dim + model.kv_heads * model.head_dim + model.ffn_hidden + model.hidden
-                      + model.value_dim) + 4.0 * model.heads
+        kept = (
+            2.0
+            * (
+                model.hidden
+                + model.qk_dim
+                + model.kv_heads * model.head_dim
+                + model.ffn_hidden
+                + model.hidden
+                + model.value_dim
+            )
+            + 4.0 * model.heads
+        )
     return kept / korthikanti
 
 
@@ -455,7 +561,7 @@ def read_measured(cells: dict[str, str], origin: str, cats: Catalogues, eff=None
         row = read_row(cells, origin, cats)
     except PaigridError as exc:
         text = str(exc)
-        return None, text[len(origin) + 2:] if text.startswith(f"{origin}: ") else text
+        return None, text[len(origin) + 2 :] if text.startswith(f"{origin}: ") else text
     if eff is None:
         from paigrid.inputs.efficiency import defaults
 
@@ -481,8 +587,10 @@ def _admit_published(row: LlmRow, result: dict, cats: Catalogues, eff) -> tuple[
     admitted = replace(row, options=replace(row.options or LlmOptions.defaults(), memory_margin=math.inf))
     out = predict_row(admitted, cats, eff)
     estimate = out["memory_per_gpu"] / 2**30
-    note = (f"memory estimate {estimate:.1f} GiB above the GPU's {memory_bytes(cats, row.design.gpu) / 2**30:.1f} GiB "
-            f"(admitted: the published run fitted)")
+    note = (
+        f"memory estimate {estimate:.1f} GiB above the GPU's {memory_bytes(cats, row.design.gpu) / 2**30:.1f} GiB "
+        f"(admitted: the published run fitted)"
+    )
     return replace(admitted, defaults=row.defaults + (note,)), out
 
 
@@ -495,10 +603,15 @@ def _lightest_recompute_that_fits(row: LlmRow, result: dict, cats: Catalogues, e
     stated = not any(d.startswith("recompute=") for d in row.defaults)
     if result["valid"] or result["reason_code"] != K.REASON_MEMORY or stated:
         return row, result
-    for recompute in RECOMPUTE[RECOMPUTE.index(row.layout.recompute) + 1:]:
-        trial = replace(row, layout=replace(row.layout, recompute=recompute),
-                        defaults=tuple(f"recompute={recompute} (the least that fits; not stated)"
-                                       if d.startswith("recompute=") else d for d in row.defaults))
+    for recompute in RECOMPUTE[RECOMPUTE.index(row.layout.recompute) + 1 :]:
+        trial = replace(
+            row,
+            layout=replace(row.layout, recompute=recompute),
+            defaults=tuple(
+                f"recompute={recompute} (the least that fits; not stated)" if d.startswith("recompute=") else d
+                for d in row.defaults
+            ),
+        )
         trial_result = predict_row(trial, cats, eff)
         if trial_result["valid"]:
             return trial, trial_result
@@ -525,9 +638,12 @@ def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None =
     from paigrid.llm.evaluate import predict
 
     opts = row_options(options, row)
-    opts = replace(opts, tp_overlap=opts.tp_overlap or row.tp_overlap,
-                   tp_overlap_fraction=min(1.0, opts.tp_overlap_fraction * llm_factor(eff, "tp_overlap")),
-                   overlap_efficiency=opts.overlap_efficiency * llm_factor(eff, "overlap"),
-                   workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
-                   fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0)
+    opts = replace(
+        opts,
+        tp_overlap=opts.tp_overlap or row.tp_overlap,
+        tp_overlap_fraction=min(1.0, opts.tp_overlap_fraction * llm_factor(eff, "tp_overlap")),
+        overlap_efficiency=opts.overlap_efficiency * llm_factor(eff, "overlap"),
+        workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
+        fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0,
+    )
     return predict(row.model, row.layout, row.design, cats, eff, opts)

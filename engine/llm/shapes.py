@@ -47,7 +47,8 @@ def _attention_weights(model: Transformer) -> int:
     if model.mla:
         query = h * model.q_lora_rank + model.q_lora_rank * model.qk_dim if model.q_lora_rank else h * model.qk_dim
         kv = h * (model.kv_lora_rank + model.rope_head_dim) + model.kv_lora_rank * model.heads * (
-            model.head_dim + model.v_head_dim)
+            model.head_dim + model.v_head_dim
+        )
         return query + kv + model.value_dim * h
     kv = model.kv_heads * model.head_dim
     return h * model.qk_dim + 2 * h * kv + model.value_dim * h
@@ -87,8 +88,7 @@ def parameters(model: Transformer) -> int:
     dense = layer_params(model, False)
     moe = layer_params(model, True) if model.moe else {"shared": 0, "expert": 0}
     dense_layers = model.layers - model.moe_layers
-    return (dense_layers * dense["shared"] + model.moe_layers * (moe["shared"] + moe["expert"])
-            + embedding_params(model))
+    return dense_layers * dense["shared"] + model.moe_layers * (moe["shared"] + moe["expert"]) + embedding_params(model)
 
 
 def active_parameters(model: Transformer) -> int:
@@ -122,8 +122,7 @@ def padded_expert_flops(model: Transformer) -> float:
 def layer_forward_flops(model: Transformer, moe_layer: bool) -> dict[str, float]:
     """Forward FLOPs per token of one layer: ``gemm`` (2 x weight multiply-adds) and
     ``attention`` (scores and context, 4 s h with the full s x s) [FLOP/token]."""
-    return {"gemm": 2.0 * _matmul_weights_per_token(model, moe_layer),
-            "attention": attention_core_flops(model)}
+    return {"gemm": 2.0 * _matmul_weights_per_token(model, moe_layer), "attention": attention_core_flops(model)}
 
 
 def attention_core_flops(model: Transformer) -> float:
@@ -142,8 +141,7 @@ def forward_flops_per_token(model: Transformer) -> float:
     dense = layer_forward_flops(model, False)
     moe = layer_forward_flops(model, True) if model.moe else dense
     dense_layers = model.layers - model.moe_layers
-    return (dense_layers * sum(dense.values()) + model.moe_layers * sum(moe.values())
-            + logits_forward_flops(model))
+    return dense_layers * sum(dense.values()) + model.moe_layers * sum(moe.values()) + logits_forward_flops(model)
 
 
 def model_flops_per_token(model: Transformer, causal: bool = False) -> float:
@@ -191,9 +189,11 @@ def activation_terms(model: Transformer, moe_layer: bool = False) -> dict[str, f
     ffn = model.moe_ffn_hidden if moe_layer else model.ffn_hidden
     copies = (model.capacity_factor * model.experts_per_token + model.shared_experts) if moe_layer else 1
     ffn_bytes = copies * ((4 if model.ffn_gated else 2) * ffn + 2 * ffn)
-    return {"replicated": 10.0 * h,
-            "split": 2.0 * model.qk_dim + 2.0 * kv + 2.0 * kv + 2.0 * model.value_dim + ffn_bytes,
-            "core": 5.0 * model.heads * model.seq_len}
+    return {
+        "replicated": 10.0 * h,
+        "split": 2.0 * model.qk_dim + 2.0 * kv + 2.0 * kv + 2.0 * model.value_dim + ffn_bytes,
+        "core": 5.0 * model.heads * model.seq_len,
+    }
 
 
 def ffn_activation_bytes(model: Transformer, moe_layer: bool = False) -> float:
@@ -204,8 +204,15 @@ def ffn_activation_bytes(model: Transformer, moe_layer: bool = False) -> float:
     return float(copies * (4 if model.ffn_gated else 2) * ffn)
 
 
-def activation_bytes_per_layer(model: Transformer, micro_batch: float, tensor: int, sequence_parallel: bool,
-                               recompute: str, context: int = 1, moe_layer: bool = False) -> float:
+def activation_bytes_per_layer(
+    model: Transformer,
+    micro_batch: float,
+    tensor: int,
+    sequence_parallel: bool,
+    recompute: str,
+    context: int = 1,
+    moe_layer: bool = False,
+) -> float:
     """Activation memory of one layer for one micro-batch [bytes] on one GPU (Korthikanti et
     al. 2022, Table 2, generalised by ``activation_terms``; a context-parallel degree ``context``
     divides the tokens each GPU holds)."""
@@ -219,8 +226,9 @@ def activation_bytes_per_layer(model: Transformer, micro_batch: float, tensor: i
     return tokens * (replicated + split + core)
 
 
-def layer_gemms(model: Transformer, moe_layer: bool, tensor: int, tokens: float,
-                expert: int = 1) -> list[tuple[float, float, float, float]]:
+def layer_gemms(
+    model: Transformer, moe_layer: bool, tensor: int, tokens: float, expert: int = 1
+) -> list[tuple[float, float, float, float]]:
     """The forward GEMMs of one layer on one GPU of a tensor group of ``tensor`` for ``tokens``
     tokens: ``(m, n, k, copies)`` of an m x k by k x n product done ``copies`` times (2 m n k
     copies FLOPs).  Column-parallel GEMMs split n by t, row-parallel ones k; the routed experts
@@ -231,8 +239,10 @@ def layer_gemms(model: Transformer, moe_layer: bool, tensor: int, tokens: float,
     h, t = model.hidden, float(tensor)
     width_in = 2 if model.ffn_gated else 1
     if model.mla:
-        out = [(tokens, model.kv_lora_rank + model.rope_head_dim, h, 1.0 / t),
-               (tokens, model.heads * (model.head_dim + model.v_head_dim) / t, model.kv_lora_rank, 1.0)]
+        out = [
+            (tokens, model.kv_lora_rank + model.rope_head_dim, h, 1.0 / t),
+            (tokens, model.heads * (model.head_dim + model.v_head_dim) / t, model.kv_lora_rank, 1.0),
+        ]
         if model.q_lora_rank:
             out += [(tokens, model.q_lora_rank, h, 1.0 / t), (tokens, model.qk_dim / t, model.q_lora_rank, 1.0)]
         else:
@@ -246,7 +256,9 @@ def layer_gemms(model: Transformer, moe_layer: bool, tensor: int, tokens: float,
     f, e = model.moe_ffn_hidden, float(model.experts)
     out.append((tokens, e, h, 1.0 / t))
     if model.shared_experts:
-        out += [(tokens, width_in * f / t, h, float(model.shared_experts)), (tokens, h, f / t,
-                                                                              float(model.shared_experts))]
+        out += [
+            (tokens, width_in * f / t, h, float(model.shared_experts)),
+            (tokens, h, f / t, float(model.shared_experts)),
+        ]
     routed = tokens * model.experts_per_token * model.capacity_factor * expert / e
     return out + [(routed, width_in * f / t, h, e / expert), (routed, h, f / t, e / expert)]

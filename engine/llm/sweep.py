@@ -30,13 +30,22 @@ from paigrid.userfiles import output_target, replacing_file
 
 #: the most layout x design pairs evaluated at once (each pair holds N_RESULT_FIELDS doubles)
 BLOCK_PAIRS = 400_000
-DEFAULT_N_GPU = tuple(2**k for k in range(3, 15))   # 8 .. 16384
+DEFAULT_N_GPU = tuple(2**k for k in range(3, 15))  # 8 .. 16384
 DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200", "B200")
 DEFAULT_DOMAINS = (8, 72)
 DEFAULT_NETWORKS = ("rdma-100g", "ib-hdr-200g", "ib-ndr-400g", "ib-xdr-800g")
-DEGREE_UNITS = {"tp": "GPUs", "pp": "stages", "dp": "replicas", "cp": "GPUs", "ep": "GPUs", "vpp": "stages per GPU",
-                "micro_batch": "sequences", "zero": "stage", "recompute": "code: 0 none, 1 selective, 2 full",
-                "sp": "flag"}
+DEGREE_UNITS = {
+    "tp": "GPUs",
+    "pp": "stages",
+    "dp": "replicas",
+    "cp": "GPUs",
+    "ep": "GPUs",
+    "vpp": "stages per GPU",
+    "micro_batch": "sequences",
+    "zero": "stage",
+    "recompute": "code: 0 none, 1 selective, 2 full",
+    "sp": "flag",
+}
 
 
 @dataclass
@@ -55,12 +64,25 @@ class Plan:
 
     def designs(self, cats: Catalogues) -> list[Hardware]:
         """Every (gpu, domain, network) design, in C order of those axes."""
-        return [Hardware(g, self.precision, d, intra_link_for(cats, g), n, self.nics_per_gpu)
-                for g in self.gpus for d in self.domains for n in self.networks]
+        return [
+            Hardware(g, self.precision, d, intra_link_for(cats, g), n, self.nics_per_gpu)
+            for g in self.gpus
+            for d in self.domains
+            for n in self.networks
+        ]
 
 
-def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: Catalogues, eff: Efficiency,
-                 options: LlmOptions, space: Space, sink=None, layouts: list | None = None) -> dict:
+def best_layouts(
+    model: Transformer,
+    n_gpu: int,
+    designs: list[Hardware],
+    cats: Catalogues,
+    eff: Efficiency,
+    options: LlmOptions,
+    space: Space,
+    sink=None,
+    layouts: list | None = None,
+) -> dict:
     """The fastest valid layout per design at ``n_gpu`` GPUs: ``results`` (D, N_RESULT_FIELDS),
     ``degrees`` (D, len(DEGREES)), ``tried`` (layouts enumerated), ``valid`` (D,) and
     ``reasons`` (D, N_REASONS) counts.  ``sink(start, results)``, when given, receives every
@@ -72,7 +94,7 @@ def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: 
     reasons = np.zeros((d, K.N_REASONS), dtype=np.int64)
     step = max(1, BLOCK_PAIRS // d)
     for start in range(0, len(layouts), step):
-        block = layouts[start:start + step]
+        block = layouts[start : start + step]
         res = evaluate(model, block, designs, cats, eff, options)
         if sink is not None:
             sink(start, res)
@@ -86,10 +108,25 @@ def best_layouts(model: Transformer, n_gpu: int, designs: list[Hardware], cats: 
             if np.isfinite(times[i, j]) and not (times[i, j] >= np.nan_to_num(best[j, K.R_STEP], nan=np.inf)):
                 best[j] = res[i, j]
                 lay = block[i]
-                degrees[j] = [lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
-                              RECOMPUTE.index(lay.recompute), 1.0 if (lay.sp and lay.tp > 1) else 0.0]
-    return {"results": best, "degrees": degrees, "tried": len(layouts), "valid": reasons[:, K.REASON_VALID],
-            "reasons": reasons}
+                degrees[j] = [
+                    lay.tp,
+                    lay.pp,
+                    lay.dp,
+                    lay.cp,
+                    lay.ep,
+                    lay.vpp,
+                    lay.micro_batch,
+                    lay.zero,
+                    RECOMPUTE.index(lay.recompute),
+                    1.0 if (lay.sp and lay.tp > 1) else 0.0,
+                ]
+    return {
+        "results": best,
+        "degrees": degrees,
+        "tried": len(layouts),
+        "valid": reasons[:, K.REASON_VALID],
+        "reasons": reasons,
+    }
 
 
 #: bytes per layout x design pair of a full sweep: every result field in float64, the reason in int8
@@ -106,12 +143,24 @@ def full_size(plan: Plan, cats: Catalogues) -> dict:
     HDF5 overhead)."""
     layouts = sum(len(enumerate_layouts(m, n, plan.space)) for m in plan.models for n in plan.n_gpu)
     designs = len(plan.gpus) * len(plan.domains) * len(plan.networks)
-    return {"layouts": layouts, "designs": designs, "pairs": layouts * designs,
-            "bytes": layouts * designs * FULL_BYTES_PER_PAIR}
+    return {
+        "layouts": layouts,
+        "designs": designs,
+        "pairs": layouts * designs,
+        "bytes": layouts * designs * FULL_BYTES_PER_PAIR,
+    }
 
 
-def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, options: LlmOptions,
-              progress=None, full: bool = False, max_full_GB: float = FULL_LIMIT_GB) -> dict:
+def run_sweep(
+    plan: Plan,
+    out: str | Path,
+    cats: Catalogues,
+    eff: Efficiency,
+    options: LlmOptions,
+    progress=None,
+    full: bool = False,
+    max_full_GB: float = FULL_LIMIT_GB,
+) -> dict:
     """Sweep ``plan`` and write the reduced file ``out`` atomically (a temporary file in the same
     folder, renamed when whole).  With ``full`` the file also holds every layout x design
     result (group ``full/<model index>/<n_gpu>``: the layouts' degrees along a ``layout`` axis,
@@ -133,11 +182,15 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
     if full:
         size = full_size(plan, cats)
         if progress:
-            progress(f"full LLM sweep: {size['layouts']:,} layouts x {size['designs']} designs = {size['pairs']:,} "
-                     f"pairs, {size['bytes'] / 1e9:.3g} GB of results")
+            progress(
+                f"full LLM sweep: {size['layouts']:,} layouts x {size['designs']} designs = {size['pairs']:,} "
+                f"pairs, {size['bytes'] / 1e9:.3g} GB of results"
+            )
         if size["bytes"] > max_full_GB * 1e9:
-            raise PaigridError(f"a full LLM sweep of this plan writes {size['bytes'] / 1e9:.3g} GB, more than the "
-                               f"limit of {max_full_GB:g} GB; raise --max-full-gb to write it or drop --full.")
+            raise PaigridError(
+                f"a full LLM sweep of this plan writes {size['bytes'] / 1e9:.3g} GB, more than the "
+                f"limit of {max_full_GB:g} GB; raise --max-full-gb to write it or drop --full."
+            )
     designs = plan.designs(cats)
     shape = (len(plan.models), len(plan.n_gpu), len(plan.gpus), len(plan.domains), len(plan.networks))
     results = np.full(shape + (K.N_RESULT_FIELDS,), np.nan)
@@ -145,8 +198,12 @@ def run_sweep(plan: Plan, out: str | Path, cats: Catalogues, eff: Efficiency, op
     tried = np.zeros(shape[:2], dtype=np.int64)
     reasons = np.zeros(shape + (K.N_REASONS,), dtype=np.int64)
     pairs, started = 0, time.perf_counter()
-    with replacing_file(target.given, "the LLM sweep", size["bytes"] * FULL_SPACE_MARGIN,
-                        "drop --full, or sweep fewer models, GPU counts or designs") as tmp:
+    with replacing_file(
+        target.given,
+        "the LLM sweep",
+        size["bytes"] * FULL_SPACE_MARGIN,
+        "drop --full, or sweep fewer models, GPU counts or designs",
+    ) as tmp:
         with h5py.File(tmp, "w") as f:
             for mi, model in enumerate(plan.models):
                 for ni, n in enumerate(plan.n_gpu):
@@ -173,8 +230,23 @@ def _full_sink(f, mi: int, n_gpu: int, layouts: list, design_shape: tuple):
     group.attrs["n_gpu"] = n_gpu
     group.attrs["dimensions"] = "layout,gpu,domain,network"
     count = len(layouts)
-    table = np.array([[lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.micro_batch, lay.zero,
-                       RECOMPUTE.index(lay.recompute), 1.0 if (lay.sp and lay.tp > 1) else 0.0] for lay in layouts])
+    table = np.array(
+        [
+            [
+                lay.tp,
+                lay.pp,
+                lay.dp,
+                lay.cp,
+                lay.ep,
+                lay.vpp,
+                lay.micro_batch,
+                lay.zero,
+                RECOMPUTE.index(lay.recompute),
+                1.0 if (lay.sp and lay.tp > 1) else 0.0,
+            ]
+            for lay in layouts
+        ]
+    )
     for i, name in enumerate(DEGREES):
         group.create_dataset(name, data=table[:, i].astype(np.int64)).attrs["units"] = DEGREE_UNITS[name]
     full_shape = (count,) + tuple(design_shape)
@@ -191,7 +263,7 @@ def _full_sink(f, mi: int, n_gpu: int, layouts: list, design_shape: tuple):
         block = res.reshape((rows,) + tuple(design_shape) + (K.N_RESULT_FIELDS,))
         for index, dataset in store.items():
             values = block[..., index]
-            dataset[start:start + rows] = values.astype(np.int8) if index == K.R_REASON else values
+            dataset[start : start + rows] = values.astype(np.int8) if index == K.R_REASON else values
 
     return sink
 

@@ -88,8 +88,9 @@ def interval(values: np.ndarray, point: float) -> tuple[float, float]:
     return float(point + low - mid), float(point + high - mid)
 
 
-def speedup_band(model: ErrorModel, workload, base_gpu, target_gpu, base_band, target_band, base_time, target_time,
-                 figure) -> tuple[float, float]:
+def speedup_band(
+    model: ErrorModel, workload, base_gpu, target_gpu, base_band, target_band, base_time, target_time, figure
+) -> tuple[float, float]:
     """Band of ``figure(speedups)`` (a callable over an array of per-job speedups, e.g. the mean)
     when each job's base and target step times [s] carry the errors of ``model``."""
     if len(base_time) == 0:
@@ -122,5 +123,7 @@ def total_band(values: np.ndarray, bands: np.ndarray, groups) -> dict[str, float
     per_group: dict = {}
     for g, x in zip(groups, values * bands):
         per_group[g] = per_group.get(g, 0.0) + x
-    return {"correlated": float(math.sqrt(sum(v * v for v in per_group.values()))),
-            "same_sign": float(np.sum(values * bands))}
+    return {
+        "correlated": float(math.sqrt(sum(v * v for v in per_group.values()))),
+        "same_sign": float(np.sum(values * bands)),
+    }

@@ -9,22 +9,28 @@ import math
 from paigrid import schema
 from paigrid.kernels import layout as L
 
-SWEEP_COMMAND = ("paigrid population --jobs 10000 --seed 1 --out pop.csv && "
-                 "paigrid study-spec --out study.toml && "
-                 "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
-                 "paigrid report study.h5 --out report/")
+SWEEP_COMMAND = (
+    "paigrid population --jobs 10000 --seed 1 --out pop.csv && "
+    "paigrid study-spec --out study.toml && "
+    "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
+    "paigrid report study.h5 --out report/"
+)
 """The study pipeline, as printed by ``paigrid report --help`` and in error messages."""
 
 COMPONENTS = ("t_data", "t_flop", "t_mem", "t_comm")
-COMPONENT_LABELS = {"t_data": "input I/O", "t_flop": "FLOP-bound compute",
-                    "t_mem": "memory-bound ops", "t_comm": "communication"}
+COMPONENT_LABELS = {
+    "t_data": "input I/O",
+    "t_flop": "FLOP-bound compute",
+    "t_mem": "memory-bound ops",
+    "t_comm": "communication",
+}
 BOTTLENECKS = L.BOTTLENECK_NAMES
 ARCHS = L.ARCH_NAMES
 COORDS = ("arch", "gpu", "intra", "network", "precision")
 # (job, arch, gpu, n_gpu, intra, network, precision), and the validity variable of the cube's format
 # (schema.validity_variable: valid in format 1, invalid_reason from format 2)
 FULL_VARIABLES = ("step_time", "t_comm", "bottleneck")
-JOB_GPU_VARIABLES = tuple(schema.JOB_GPU_VARIABLES)               # (job, gpu, precision)
+JOB_GPU_VARIABLES = tuple(schema.JOB_GPU_VARIABLES)  # (job, gpu, precision)
 CURRENT_VARIABLES = tuple(f"current_{d}" for d in COORDS) + ("current_n_gpu",)
 
 NETWORK_ARCHS = ("ps-worker", "allreduce-cluster")
@@ -54,10 +60,18 @@ NVLink server: such jobs are excluded and counted."""
 
 GENERATIONS = ("P100", "V100", "A100", "H100")
 GPU_LADDERS = {
-    "pcie": (("P100-PCIe-16GB", "pcie3"), ("V100-PCIe-16GB", "pcie3"),
-             ("A100-PCIe-40GB", "pcie3"), ("H100-PCIe-80GB", "pcie3")),
-    "nvlink": (("P100-SXM2-16GB", "nvlink1-hcm"), ("V100-SXM2-16GB", "nvlink2-hcm"),
-               ("A100-SXM4-40GB", "nvswitch-nvlink3"), ("H100-SXM5-80GB", "nvswitch-nvlink4")),
+    "pcie": (
+        ("P100-PCIe-16GB", "pcie3"),
+        ("V100-PCIe-16GB", "pcie3"),
+        ("A100-PCIe-40GB", "pcie3"),
+        ("H100-PCIe-80GB", "pcie3"),
+    ),
+    "nvlink": (
+        ("P100-SXM2-16GB", "nvlink1-hcm"),
+        ("V100-SXM2-16GB", "nvlink2-hcm"),
+        ("A100-SXM4-40GB", "nvswitch-nvlink3"),
+        ("H100-SXM5-80GB", "nvswitch-nvlink4"),
+    ),
 }
 """(GPU, intra link) of each generation of :data:`GENERATIONS`, for jobs on PCIe servers
 (current intra link named ``pcie*``: PCIe cards, intra link unchanged) and on NVLink servers

@@ -52,27 +52,33 @@ def read_designs(cube, rows: np.ndarray, arch_idx: np.ndarray, prec_idx: np.ndar
     dims = design_dims()
     shape = tuple(len(cube.labels[d]) for d in dims)
     n_designs = int(np.prod(shape))
-    out = {"step_time": np.full((len(rows), n_designs), np.nan), "ok": np.zeros((len(rows), n_designs), bool),
-           "bottleneck": np.full((len(rows), n_designs), L.FLAG_FILL, np.uint8)}
+    out = {
+        "step_time": np.full((len(rows), n_designs), np.nan),
+        "ok": np.zeros((len(rows), n_designs), bool),
+        "bottleneck": np.full((len(rows), n_designs), L.FLAG_FILL, np.uint8),
+    }
     validity = validity_variable(cube.format)
     gpu_axis = dims.index("gpu")
     for k0 in range(0, len(rows), block_jobs):
         k1 = min(len(rows), k0 + block_jobs)
         j0, j1 = int(rows[k0:k1].min()), int(rows[k0:k1].max()) + 1
         r = rows[k0:k1] - j0
-        index = tuple({"job": r, "arch": arch_idx[k0:k1], "n_gpu": 0, "precision": prec_idx[k0:k1]}.get(d, slice(None))
-                      for d in DIMS)
+        index = tuple(
+            {"job": r, "arch": arch_idx[k0:k1], "n_gpu": 0, "precision": prec_idx[k0:k1]}.get(d, slice(None))
+            for d in DIMS
+        )
         step = f["step_time"][j0:j1][index].reshape(k1 - k0, n_designs)
         valid = is_valid(f[validity][j0:j1][index], cube.format).reshape(k1 - k0, n_designs)
-        fits = f["fits_memory"][j0:j1][r, :, prec_idx[k0:k1]]          # (jobs, gpu)
+        fits = f["fits_memory"][j0:j1][r, :, prec_idx[k0:k1]]  # (jobs, gpu)
         shape_fits = [1] * len(dims)
         shape_fits[gpu_axis] = shape[gpu_axis]
         fits = np.broadcast_to(fits.reshape(k1 - k0, *shape_fits), (k1 - k0, *shape)).reshape(k1 - k0, n_designs)
         out["step_time"][k0:k1] = step
         out["ok"][k0:k1] = valid & (fits == 1) & np.isfinite(step)
         out["bottleneck"][k0:k1] = f["bottleneck"][j0:j1][index].reshape(k1 - k0, n_designs)
-    out["labels"] = [{d: str(cube.labels[d][int(i)]) for d, i in zip(dims, np.unravel_index(k, shape))}
-                     for k in range(n_designs)]
+    out["labels"] = [
+        {d: str(cube.labels[d][int(i)]) for d, i in zip(dims, np.unravel_index(k, shape))} for k in range(n_designs)
+    ]
     return out
 
 
@@ -84,15 +90,17 @@ def cheapest_counts(pop, designs: list[dict], today: np.ndarray, block: int = 20
 
     n = len(pop.jobs)
     n0 = pop.n_gpu.astype(int)
-    counts = [sorted({1, *[2 ** k for k in range(1, 12) if 2 ** k < c]}) for c in n0]
+    counts = [sorted({1, *[2**k for k in range(1, 12) if 2**k < c]}) for c in n0]
     hours = np.full((n, len(designs)), np.inf)
     best_n = np.zeros((n, len(designs)), np.int64)
     best_t = np.full((n, len(designs)), np.nan)
     best_b = np.full((n, len(designs)), L.FLAG_FILL, np.uint8)
     # the step time at a count on a design does not depend on the job's current hardware: jobs alike in
     # everything else (model, batch, options, architecture, precision, count) are predicted once
-    keys = [(j.model, j.batch, tuple(sorted(j.options.items())), j.current["arch"], j.current["precision"], int(c))
-            for j, c in zip(pop.jobs, n0)]
+    keys = [
+        (j.model, j.batch, tuple(sorted(j.options.items())), j.current["arch"], j.current["precision"], int(c))
+        for j, c in zip(pop.jobs, n0)
+    ]
     distinct = list(dict.fromkeys(keys))
     first_job = {}
     for i, k in enumerate(keys):
@@ -112,8 +120,10 @@ def cheapest_counts(pop, designs: list[dict], today: np.ndarray, block: int = 20
         for p0 in range(0, len(pairs), block):
             sel = slice(p0, p0 + block)
             jobs = [pop.jobs[i] for i in rep[sel]]
-            configs = [{**pop.jobs[i].current, **design, "n_gpu": int(c), **({"arch": "1w1g"} if c == 1 else {})}
-                       for i, c in zip(rep[sel], count_of[sel])]
+            configs = [
+                {**pop.jobs[i].current, **design, "n_gpu": int(c), **({"arch": "1w1g"} if c == 1 else {})}
+                for i, c in zip(rep[sel], count_of[sel])
+            ]
             v = config_values(jobs, configs, pop.cats, pop.eff, pop.options)
             ok = (v["invalid_reason"] == 0) & (v["fits_memory"] == 1)
             t = np.where(ok, np.asarray(v["step_time"], dtype=float), np.inf)
@@ -142,16 +152,25 @@ def _bottleneck_mix(codes: np.ndarray) -> dict[str, int]:
     return {name: int(np.sum(codes == k)) for k, name in enumerate(L.BOTTLENECK_NAMES)}
 
 
-def compute_designs(cube, pop, rows: np.ndarray, arch_idx: np.ndarray, prec_idx: np.ndarray, today: np.ndarray,
-                    band: np.ndarray, block_jobs: int = 1024) -> dict:
+def compute_designs(
+    cube,
+    pop,
+    rows: np.ndarray,
+    arch_idx: np.ndarray,
+    prec_idx: np.ndarray,
+    today: np.ndarray,
+    band: np.ndarray,
+    block_jobs: int = 1024,
+) -> dict:
     """The design ranking of the analysed jobs ``rows`` (cube indices; ``pop.jobs`` the same jobs
     in the same order), with ``today`` their current step times [s] and ``band`` their relative
     prediction bands.  Returns ``designs`` (one dict per design, ranked), ``today`` (the
     population's totals as it runs), ``ties`` and ``best`` (per-job best designs), ``pareto``
     (indices into ``designs`` of the points on the front) and ``dims``."""
     grid = read_designs(cube, rows, arch_idx, prec_idx, block_jobs)
-    price, power = (_per_gpu(cube, pop, name, column) for name, column in
-                    (("price", "price_USD_per_gpu_hour"), ("power", "tdp_W")))
+    price, power = (
+        _per_gpu(cube, pop, name, column) for name, column in (("price", "price_USD_per_gpu_hour"), ("power", "tdp_W"))
+    )
     n0 = pop.n_gpu
     # designs no analysed job can run (an NVLink intra link on a PCIe card) are not designs
     usable = grid["ok"].any(axis=0)
@@ -166,7 +185,7 @@ def compute_designs(cube, pop, rows: np.ndarray, arch_idx: np.ndarray, prec_idx:
     cheap_count = np.where(cheaper_now, n0[:, None], cheap["n_gpu"])
     cheap_ok = np.isfinite(cheap_hours)
     cheap_bn = np.where(cheaper_now, bottleneck, cheap["bottleneck"])
-    wall_now = step / today[:, None]                                   # hours per job's work
+    wall_now = step / today[:, None]  # hours per job's work
     wall_cheap = np.where(cheap_ok, cheap_hours / np.maximum(cheap_count, 1), np.nan)
     models = np.array([j.model for j in pop.jobs], dtype=object)
     out = []
@@ -176,32 +195,46 @@ def compute_designs(cube, pop, rows: np.ndarray, arch_idx: np.ndarray, prec_idx:
         gh_now, gh_cheap = hours_now[o, d], cheap_hours[c, d]
         groups_now = [f"{m}\t{g}" for m in models[o]]
         groups_cheap = [f"{m}\t{g}" for m in models[c]]
-        row = {"design": lab, "cannot_run": int(np.sum(~o)), "cannot_run_cheapest": int(np.sum(~c)),
-               "jobs": int(o.sum()),
-               "current": {"gpu_hours": float(gh_now.sum()), "cost": float(gh_now.sum() * price[g]),
-                           "energy_kWh": float(gh_now.sum() * power[g] / 1000),
-                           "job_hours": float(wall_now[o, d].sum()),
-                           "band": total_band(gh_now * price[g], band[o], groups_now)},
-               "cheapest": {"gpu_hours": float(gh_cheap.sum()), "cost": float(gh_cheap.sum() * price[g]),
-                            "energy_kWh": float(gh_cheap.sum() * power[g] / 1000),
-                            "job_hours": float(wall_cheap[c, d].sum()),
-                            "mean_n_gpu": float(np.mean(cheap_count[c, d])) if c.any() else math.nan,
-                            "band": total_band(gh_cheap * price[g], band[c], groups_cheap)},
-               "faster": float(np.mean(step[o, d] < today[o])) if o.any() else math.nan,
-               "slower": float(np.mean(step[o, d] > today[o])) if o.any() else math.nan,
-               "faster_beyond_band": float(np.mean(step[o, d] * (1 + band[o]) < today[o])) if o.any() else math.nan,
-               "slower_beyond_band": float(np.mean(step[o, d] > today[o] * (1 + band[o]))) if o.any() else math.nan,
-               "bottlenecks": _bottleneck_mix(bottleneck[o, d]),
-               "bottlenecks_cheapest": _bottleneck_mix(cheap_bn[c, d])}
+        row = {
+            "design": lab,
+            "cannot_run": int(np.sum(~o)),
+            "cannot_run_cheapest": int(np.sum(~c)),
+            "jobs": int(o.sum()),
+            "current": {
+                "gpu_hours": float(gh_now.sum()),
+                "cost": float(gh_now.sum() * price[g]),
+                "energy_kWh": float(gh_now.sum() * power[g] / 1000),
+                "job_hours": float(wall_now[o, d].sum()),
+                "band": total_band(gh_now * price[g], band[o], groups_now),
+            },
+            "cheapest": {
+                "gpu_hours": float(gh_cheap.sum()),
+                "cost": float(gh_cheap.sum() * price[g]),
+                "energy_kWh": float(gh_cheap.sum() * power[g] / 1000),
+                "job_hours": float(wall_cheap[c, d].sum()),
+                "mean_n_gpu": float(np.mean(cheap_count[c, d])) if c.any() else math.nan,
+                "band": total_band(gh_cheap * price[g], band[c], groups_cheap),
+            },
+            "faster": float(np.mean(step[o, d] < today[o])) if o.any() else math.nan,
+            "slower": float(np.mean(step[o, d] > today[o])) if o.any() else math.nan,
+            "faster_beyond_band": float(np.mean(step[o, d] * (1 + band[o]) < today[o])) if o.any() else math.nan,
+            "slower_beyond_band": float(np.mean(step[o, d] > today[o] * (1 + band[o]))) if o.any() else math.nan,
+            "bottlenecks": _bottleneck_mix(bottleneck[o, d]),
+            "bottlenecks_cheapest": _bottleneck_mix(cheap_bn[c, d]),
+        }
         out.append(row)
     order = sorted(range(len(out)), key=lambda k: (out[k]["cannot_run"], out[k]["current"]["cost"]))
     ranked = [out[k] for k in order]
     today_price = np.array([price.get(str(j.current["gpu"]), math.nan) for j in pop.jobs])
     today_power = np.array([power.get(str(j.current["gpu"]), math.nan) for j in pop.jobs])
-    today_totals = {"jobs": len(pop.jobs), "gpu_hours": float(n0.sum()), "cost": float(np.sum(n0 * today_price)),
-                    "energy_kWh": float(np.sum(n0 * today_power) / 1000), "job_hours": float(len(pop.jobs)),
-                    "band": total_band(n0 * today_price, band, [f"{m}\t{j.current['gpu']}" for m, j in
-                                                                 zip(models, pop.jobs)])}
+    today_totals = {
+        "jobs": len(pop.jobs),
+        "gpu_hours": float(n0.sum()),
+        "cost": float(np.sum(n0 * today_price)),
+        "energy_kWh": float(np.sum(n0 * today_power) / 1000),
+        "job_hours": float(len(pop.jobs)),
+        "band": total_band(n0 * today_price, band, [f"{m}\t{j.current['gpu']}" for m, j in zip(models, pop.jobs)]),
+    }
     # each job's best design at its current count (by cost), and ties within its band
     cost_now = np.where(ok, hours_now * np.array([price[lab["gpu"]] for lab in labels])[None, :], np.inf)
     ranked_index = np.array(order)
@@ -215,11 +248,18 @@ def compute_designs(cube, pop, rows: np.ndarray, arch_idx: np.ndarray, prec_idx:
     best_counts: dict[int, int] = {}
     for k in best[runnable]:
         best_counts[int(k)] = best_counts.get(int(k), 0) + 1
-    return {"dims": design_dims(), "designs": ranked, "today": today_totals,
-            "ties": {"jobs": int(runnable.sum()), "tied": int(tie.sum()),
-                     "share": float(np.mean(tie[runnable])) if runnable.any() else math.nan},
-            "best": dict(sorted(best_counts.items(), key=lambda kv: -kv[1])),
-            "pareto": pareto(ranked)}
+    return {
+        "dims": design_dims(),
+        "designs": ranked,
+        "today": today_totals,
+        "ties": {
+            "jobs": int(runnable.sum()),
+            "tied": int(tie.sum()),
+            "share": float(np.mean(tie[runnable])) if runnable.any() else math.nan,
+        },
+        "best": dict(sorted(best_counts.items(), key=lambda kv: -kv[1])),
+        "pareto": pareto(ranked),
+    }
 
 
 def pareto(designs: list[dict]) -> list[tuple[int, str]]:
@@ -228,9 +268,13 @@ def pareto(designs: list[dict]) -> list[tuple[int, str]]:
     if not designs:
         return []
     fewest = min(d["cannot_run"] for d in designs)
-    points = [(k, kind, d[kind]["cost"], d[kind]["job_hours"]) for k, d in enumerate(designs)
-              if d["cannot_run"] == fewest for kind in ("current", "cheapest")
-              if math.isfinite(d[kind]["cost"]) and d[kind]["job_hours"] > 0]
+    points = [
+        (k, kind, d[kind]["cost"], d[kind]["job_hours"])
+        for k, d in enumerate(designs)
+        if d["cannot_run"] == fewest
+        for kind in ("current", "cheapest")
+        if math.isfinite(d[kind]["cost"]) and d[kind]["job_hours"] > 0
+    ]
     points.sort(key=lambda p: (p[2], p[3]))
     front, best_time = [], math.inf
     for k, kind, _cost, hours in points:

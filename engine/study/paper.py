@@ -50,15 +50,29 @@ VARIANTS = {
     "latency": ("+ per-message latency (ps_latency)", {"ps_latency": True}),
     "update": ("+ update on the PS hosts (ps_update)", {"ps_update": True}),
     "sparse": ("+ sparse embedding traffic (ps_sparse)", {"ps_sparse": True}),
-    "v2": ("communication v2: every PS option (shared NIC, separate hosts) + sync_latency + bucket_overlap",
-           {"ps_local_reduce": True, "ps_latency": True, "ps_update": True, "ps_sparse": True, "ps_memory": True,
-            "sync_latency": True, "bucket_overlap": True}),
+    "v2": (
+        "communication v2: every PS option (shared NIC, separate hosts) + sync_latency + bucket_overlap",
+        {
+            "ps_local_reduce": True,
+            "ps_latency": True,
+            "ps_update": True,
+            "ps_sparse": True,
+            "ps_memory": True,
+            "sync_latency": True,
+            "bucket_overlap": True,
+        },
+    ),
 }
 
 #: the paper's figures (Wang et al., IISWC 2019: abstract; the last four from secondary notes of it)
 PAPER_FIGURES = {
-    "ps_comm_share": 0.62, "ps_comm_over_80": 0.40, "single_io_over_50": 0.05, "multi_io_share": 0.03,
-    "ps_nvlink_faster": 0.60, "ps_nvlink_faster_all": 0.60, "eth_speedup": 1.7,
+    "ps_comm_share": 0.62,
+    "ps_comm_over_80": 0.40,
+    "single_io_over_50": 0.05,
+    "multi_io_share": 0.03,
+    "ps_nvlink_faster": 0.60,
+    "ps_nvlink_faster_all": 0.60,
+    "eth_speedup": 1.7,
 }
 FIGURE_TEXT = {
     "ps_comm_share": ("PS/Worker communication share of step time, mean", "~62%"),
@@ -71,8 +85,13 @@ FIGURE_TEXT = {
 }
 
 #: resources of the sensitivity table, each doubled alone (``predict.scale_tables`` keys)
-RESOURCES = {"flop": "2x FLOP/s", "hbm": "2x HBM bandwidth", "pcie": "2x PCIe", "nvlink": "2x NVLink",
-             "network": "2x network"}
+RESOURCES = {
+    "flop": "2x FLOP/s",
+    "hbm": "2x HBM bandwidth",
+    "pcie": "2x PCIe",
+    "nvlink": "2x NVLink",
+    "network": "2x network",
+}
 FUSION = 0.5
 """Operator-fusion factor on the memory-bound bytes: fusion (XLA) removes half of them (a what-if, not a
 measurement)."""
@@ -95,8 +114,13 @@ class Population:
     (:meth:`from_cube`: the report's path, so that the variants are predicted for exactly the jobs,
     batches, per-job options and current configurations the cube holds)."""
 
-    def __init__(self, path: str | None = None, jobs: list | None = None, cats: Catalogues | None = None,
-                 options: Options = PAPER_MODEL):
+    def __init__(
+        self,
+        path: str | None = None,
+        jobs: list | None = None,
+        cats: Catalogues | None = None,
+        options: Options = PAPER_MODEL,
+    ):
         if path is not None:
             cats = Catalogues.load()
             jobs, cats = load_jobs(SweepSpec(workloads=path), cats)
@@ -150,8 +174,9 @@ class Population:
             jobs.append(Job(name, models[i], float(batch[i]), values, config))
         return cls(jobs=jobs, cats=cats, options=options)
 
-    def predict(self, options: Options, change: dict | None = None, mask: np.ndarray | None = None,
-                scale: dict | None = None) -> dict[str, np.ndarray]:
+    def predict(
+        self, options: Options, change: dict | None = None, mask: np.ndarray | None = None, scale: dict | None = None
+    ) -> dict[str, np.ndarray]:
         """Step time and components [s], ``valid`` and ``fits`` of the jobs in ``mask`` (default all) at
         their current configuration with ``change`` applied (``{dim: value or per-job array}``); NaN
         (and False) outside ``mask`` and where the configuration is invalid."""
@@ -175,8 +200,11 @@ class Population:
             out[v][index] = np.where(valid, _shortest_array(np.asarray(values[v])), np.nan)
         # fits as ``predict`` says it: for a valid configuration, whether the kernel's memory check of its
         # architecture kept it (best_step_time finite; ps_memory frees a PS worker of optimizer state)
-        fits = np.where(valid, np.isfinite(np.asarray(values["best_step_time"], dtype=float)),
-                        np.asarray(values["fits_memory"]) == 1)
+        fits = np.where(
+            valid,
+            np.isfinite(np.asarray(values["best_step_time"], dtype=float)),
+            np.asarray(values["fits_memory"]) == 1,
+        )
         out["valid"][index], out["fits"][index] = valid, fits
         return out
 
@@ -195,9 +223,13 @@ def _summary(base: dict, target: dict, used: np.ndarray, gpus: np.ndarray) -> di
     """Speedups over the ``used`` jobs: count, share faster per job and by GPU, median and mean [x]."""
     speed = base["step_time"][used] / target["step_time"][used]
     faster = (speed > 1.0).astype(float)
-    return {"jobs": int(used.sum()), "gpus": float(gpus[used].sum()),
-            "faster": _means(faster, gpus[used]), "median": float(np.median(speed)) if len(speed) else math.nan,
-            "mean": _means(speed, gpus[used])}
+    return {
+        "jobs": int(used.sum()),
+        "gpus": float(gpus[used].sum()),
+        "faster": _means(faster, gpus[used]),
+        "median": float(np.median(speed)) if len(speed) else math.nan,
+        "mean": _means(speed, gpus[used]),
+    }
 
 
 def _figures(pop: Population, options: Options) -> dict:
@@ -209,9 +241,13 @@ def _figures(pop: Population, options: Options) -> dict:
     ps = ok & (pop.arch == "ps-worker")
     single = ok & (pop.arch == "1w1g")
     multi = ok & (pop.n_gpu > 1)
-    out = {"shares": {a: {c: _means(share[c][ok & (pop.arch == a)], gpus[ok & (pop.arch == a)]) for c in COMPONENTS}
-                      for a in [*dict.fromkeys(pop.arch[ok])]},
-           "jobs": {a: int(np.sum(ok & (pop.arch == a))) for a in dict.fromkeys(pop.arch[ok])}}
+    out = {
+        "shares": {
+            a: {c: _means(share[c][ok & (pop.arch == a)], gpus[ok & (pop.arch == a)]) for c in COMPONENTS}
+            for a in [*dict.fromkeys(pop.arch[ok])]
+        },
+        "jobs": {a: int(np.sum(ok & (pop.arch == a))) for a in dict.fromkeys(pop.arch[ok])},
+    }
     out["shares"]["all"] = {c: _means(share[c][ok], gpus[ok]) for c in COMPONENTS}
     out["jobs"]["all"] = int(ok.sum())
     out["ps_comm_share"] = _means(share["t_comm"][ps], gpus[ps])
@@ -248,13 +284,15 @@ def _projections(pop: Population, options: Options, current: dict, ps: np.ndarra
     both = pop.predict(options, {"arch": ar_arch, "gpu": nv_gpu, "intra": nv_intra}, ps & has_nvlink)
     out = {}
     for key, target, scope in (
-            ("same_pcie_local", same, ps & on_pcie & one_server),
-            ("same_pcie_cluster", same, ps & on_pcie & ~one_server),
-            ("same_nvlink_local", same, ps & ~on_pcie & one_server),
-            ("same_nvlink_cluster", same, ps & ~on_pcie & ~one_server),
-            ("hardware", hardware, ps & has_nvlink & on_pcie),
-            ("both_local", both, ps & has_nvlink & one_server), ("both_cluster", both, ps & has_nvlink & ~one_server),
-            ("both", both, ps & has_nvlink)):
+        ("same_pcie_local", same, ps & on_pcie & one_server),
+        ("same_pcie_cluster", same, ps & on_pcie & ~one_server),
+        ("same_nvlink_local", same, ps & ~on_pcie & one_server),
+        ("same_nvlink_cluster", same, ps & ~on_pcie & ~one_server),
+        ("hardware", hardware, ps & has_nvlink & on_pcie),
+        ("both_local", both, ps & has_nvlink & one_server),
+        ("both_cluster", both, ps & has_nvlink & ~one_server),
+        ("both", both, ps & has_nvlink),
+    ):
         used = _speedups(current, target, scope, must_fit=key != "hardware")
         out[key] = {**_summary(current, target, used, gpus), "in_scope": int(scope.sum())}
         # over every job in scope whose target is valid: one that does not fit counts as not faster
@@ -272,8 +310,9 @@ def _sensitivity(pop: Population, options: Options, current: dict) -> dict:
     for key in RESOURCES:
         faster = pop.predict(options, scale={key: 2.0}, mask=ok)
         speed = current["step_time"] / faster["step_time"]
-        out[key] = {a: _means(speed[ok & (pop.arch == a)], pop.n_gpu[ok & (pop.arch == a)])
-                    for a in dict.fromkeys(pop.arch[ok])}
+        out[key] = {
+            a: _means(speed[ok & (pop.arch == a)], pop.n_gpu[ok & (pop.arch == a)]) for a in dict.fromkeys(pop.arch[ok])
+        }
     return out
 
 
@@ -286,14 +325,20 @@ def _memory_bound(pop: Population, options: Options, current: dict) -> dict:
     rows = {}
     archs = sorted(dict.fromkeys(pop.arch[ok]), key=ARCHS.index)
     for group, mask in [*((a, ok & (pop.arch == a)) for a in archs), ("all", ok)]:
-        rows[group] = {"jobs": int(mask.sum()), "mem_share": _means(mem_share[mask], pop.n_gpu[mask]),
-                       "mem_longer": _means((mem_share[mask] > 0.5).astype(float), pop.n_gpu[mask]),
-                       "fusion": _means(speed[mask], pop.n_gpu[mask])}
+        rows[group] = {
+            "jobs": int(mask.sum()),
+            "mem_share": _means(mem_share[mask], pop.n_gpu[mask]),
+            "mem_longer": _means((mem_share[mask] > 0.5).astype(float), pop.n_gpu[mask]),
+            "fusion": _means(speed[mask], pop.n_gpu[mask]),
+        }
     models = {}
     for m in sorted(dict.fromkeys(pop.model[ok])):
         mask = ok & (pop.model == m)
-        models[m] = {"jobs": int(mask.sum()), "mem_share": float(np.mean(mem_share[mask])),
-                     "fusion": float(np.mean(speed[mask]))}
+        models[m] = {
+            "jobs": int(mask.sum()),
+            "mem_share": float(np.mean(mem_share[mask])),
+            "fusion": float(np.mean(speed[mask])),
+        }
     return {"archs": rows, "models": models}
 
 
@@ -308,8 +353,12 @@ def compute_paper(population, variants: tuple[str, ...] = tuple(VARIANTS)) -> di
         figures[name] = _figures(pop, replace(PAPER_MODEL, **VARIANTS[name][1]))
     ps = pop.arch == "ps-worker"
     declared = np.array([pop.cats.workloads.number(m, "embedding_params_M") > 0 for m in pop.model])
-    out = {"jobs": len(pop.jobs), "gpus": float(pop.n_gpu.sum()), "figures": figures,
-           "ps_embedding_share": float(np.mean(declared[ps])) if ps.any() else math.nan}
+    out = {
+        "jobs": len(pop.jobs),
+        "gpus": float(pop.n_gpu.sum()),
+        "figures": figures,
+        "ps_embedding_share": float(np.mean(declared[ps])) if ps.any() else math.nan,
+    }
     if "nic" in figures:
         out["bracket"] = {k: (figures["v1"][k], figures["nic"][k]) for k in ("ps_comm_share", "eth_speedup")}
     out["sensitivity"], out["memory"] = {}, {}
@@ -335,18 +384,27 @@ def _inside(paper: float, a: float, b: float) -> str:
 def render_paper(numbers: dict) -> str:
     """The markdown section of :func:`compute_paper`'s numbers."""
     figs = numbers["figures"]
-    lines = ["## The paper's figures, one mechanism at a time", "",
-             f"{numbers['jobs']:,} jobs on {numbers['gpus']:,.0f} GPUs, each predicted directly at its current "
-             "configuration (and at each projection's target) under the model variants below; every cell gives the "
-             "mean **per job / by GPU** (a job weighted by its GPU count). Which weighting the paper's figures use "
-             "is not known from its abstract, so both stand beside them. The paper's figures: communication share, "
-             "60% and 1.7x from the abstract of Wang et al. (IISWC 2019); the PS/Worker, >80%, 5% and 3% figures "
-             "from secondary reading notes of the paper, not checked against its full text.", "",
-             "| variant | what it switches |", "|---|---|"]
+    lines = [
+        "## The paper's figures, one mechanism at a time",
+        "",
+        f"{numbers['jobs']:,} jobs on {numbers['gpus']:,.0f} GPUs, each predicted directly at its current "
+        "configuration (and at each projection's target) under the model variants below; every cell gives the "
+        "mean **per job / by GPU** (a job weighted by its GPU count). Which weighting the paper's figures use "
+        "is not known from its abstract, so both stand beside them. The paper's figures: communication share, "
+        "60% and 1.7x from the abstract of Wang et al. (IISWC 2019); the PS/Worker, >80%, 5% and 3% figures "
+        "from secondary reading notes of the paper, not checked against its full text.",
+        "",
+        "| variant | what it switches |",
+        "|---|---|",
+    ]
     lines += [f"| `{name}` | {VARIANTS[name][0]} |" for name in figs]
-    lines += ["", "### The paper's figures beside ours", "",
-              "| figure | paper | " + " | ".join(f"`{n}`" for n in figs) + " |",
-              "|---|---:|" + "---:|" * len(figs)]
+    lines += [
+        "",
+        "### The paper's figures beside ours",
+        "",
+        "| figure | paper | " + " | ".join(f"`{n}`" for n in figs) + " |",
+        "|---|---:|" + "---:|" * len(figs),
+    ]
     for key, (text, paper) in FIGURE_TEXT.items():
         fmt = times if key == "eth_speedup" else pct
         lines.append(f"| {text} | {paper} | " + " | ".join(_pair(figs[n][key], fmt) for n in figs) + " |")
@@ -356,96 +414,144 @@ def render_paper(numbers: dict) -> str:
         if name == "v1":
             continue
         fmts = {k: times if k == "eth_speedup" else pct for k in FIGURE_TEXT}
-        moved = [f"{FIGURE_TEXT[k][0]} {fmts[k](v1[k][0])} -> {fmts[k](figs[name][k][0])}"
-                 for k in FIGURE_TEXT if fmts[k](v1[k][0]) != fmts[k](figs[name][k][0])]
+        moved = [
+            f"{FIGURE_TEXT[k][0]} {fmts[k](v1[k][0])} -> {fmts[k](figs[name][k][0])}"
+            for k in FIGURE_TEXT
+            if fmts[k](v1[k][0]) != fmts[k](figs[name][k][0])
+        ]
         lines.append(f"- `{name}`: " + ("; ".join(moved) if moved else "no figure moves") + ".")
     lowest = min(figs, key=lambda n: figs[n]["ps_nvlink_faster_all"][0])
-    lines += ["", f"PS/Worker -> AllReduce over NVLink: under version 1 {pct(v1['ps_nvlink_faster'][0])} of the jobs "
-              "with a usable target are faster, because nothing in its formulas can make an all-reduce step slower "
-              "than the PS/Worker one (the PS pushes every GPU's gradients through a shared NIC). The mechanisms that "
-              "can are switchable: sparse traffic (a PS moves the touched embedding rows, all-reduce the dense "
-              "gradients), a PS that reduces inside each server or gives each worker its own NIC share, and "
-              "parameters whose all-reduce target does not fit in GPU memory (counted as not "
-              f"faster in the second row). The lowest share is `{lowest}`'s, "
-              f"{_pair(figs[lowest]['ps_nvlink_faster_all'])}; the paper's 60% is "
-              + ("reached" if figs[lowest]["ps_nvlink_faster_all"][0] <= PAPER_FIGURES["ps_nvlink_faster"]
-                 else "not reached, and the rest of the gap is not explained by a mechanism of the model")
-              + f" (the population is synthetic: its PS/Worker jobs on models that declare embedding tables, "
-              f"{pct(numbers['ps_embedding_share'])} of them, set how far sparse traffic can go)."]
-    lines += ["", "`ps_memory` changes no time (only which configurations fit), so it moves no figure here. Input I/O "
-              "(the two input-I/O rows) is the host-to-GPU copy over PCIe in every variant, and no mechanism with "
-              "sourced numbers moves it: the CPU input-pipeline bound (`input_rate_samples_per_s`) would, but no "
-              "per-model decode rate of PAI's jobs is known, so it is left off and the input-I/O differences stay "
-              "ones that the model does not explain."]
-    lines += ["", "### Time shares per architecture, per job and by GPU (version 1)", "",
-              "| architecture | jobs | input I/O | FLOP-bound | memory-bound | communication |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"PS/Worker -> AllReduce over NVLink: under version 1 {pct(v1['ps_nvlink_faster'][0])} of the jobs "
+        "with a usable target are faster, because nothing in its formulas can make an all-reduce step slower "
+        "than the PS/Worker one (the PS pushes every GPU's gradients through a shared NIC). The mechanisms that "
+        "can are switchable: sparse traffic (a PS moves the touched embedding rows, all-reduce the dense "
+        "gradients), a PS that reduces inside each server or gives each worker its own NIC share, and "
+        "parameters whose all-reduce target does not fit in GPU memory (counted as not "
+        f"faster in the second row). The lowest share is `{lowest}`'s, "
+        f"{_pair(figs[lowest]['ps_nvlink_faster_all'])}; the paper's 60% is "
+        + (
+            "reached"
+            if figs[lowest]["ps_nvlink_faster_all"][0] <= PAPER_FIGURES["ps_nvlink_faster"]
+            else "not reached, and the rest of the gap is not explained by a mechanism of the model"
+        )
+        + f" (the population is synthetic: its PS/Worker jobs on models that declare embedding tables, "
+        f"{pct(numbers['ps_embedding_share'])} of them, set how far sparse traffic can go).",
+    ]
+    lines += [
+        "",
+        "`ps_memory` changes no time (only which configurations fit), so it moves no figure here. Input I/O "
+        "(the two input-I/O rows) is the host-to-GPU copy over PCIe in every variant, and no mechanism with "
+        "sourced numbers moves it: the CPU input-pipeline bound (`input_rate_samples_per_s`) would, but no "
+        "per-model decode rate of PAI's jobs is known, so it is left off and the input-I/O differences stay "
+        "ones that the model does not explain.",
+    ]
+    lines += [
+        "",
+        "### Time shares per architecture, per job and by GPU (version 1)",
+        "",
+        "| architecture | jobs | input I/O | FLOP-bound | memory-bound | communication |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for arch in sorted(v1["shares"], key=lambda a: (ARCHS + ("all",)).index(a)):
         shares = v1["shares"][arch]
         lines.append(f"| {arch} | {v1['jobs'][arch]:,} | " + " | ".join(_pair(shares[c]) for c in COMPONENTS) + " |")
     if "bracket" in numbers:
         b = numbers["bracket"]
-        lines += ["", "### The placement bracket", "",
-                  "The PS/Worker formula of version 1 lets the workers of a server share its NIC; with one NIC share "
-                  "per worker (`ps_nic = per-worker`) each worker, and each parameter server, has its own. The two "
-                  "bracket the placement that the paper does not state:", "",
-                  "| figure | shared NIC (v1) | one share per worker | paper | paper inside? |",
-                  "|---|---:|---:|---:|---|"]
+        lines += [
+            "",
+            "### The placement bracket",
+            "",
+            "The PS/Worker formula of version 1 lets the workers of a server share its NIC; with one NIC share "
+            "per worker (`ps_nic = per-worker`) each worker, and each parameter server, has its own. The two "
+            "bracket the placement that the paper does not state:",
+            "",
+            "| figure | shared NIC (v1) | one share per worker | paper | paper inside? |",
+            "|---|---:|---:|---:|---|",
+        ]
         for key, fmt in (("ps_comm_share", pct), ("eth_speedup", times)):
             a, c = b[key]
-            lines.append(f"| {FIGURE_TEXT[key][0]} | {_pair(a, fmt)} | {_pair(c, fmt)} | {FIGURE_TEXT[key][1]} | "
-                         f"per job {_inside(PAPER_FIGURES[key], a[0], c[0])}, by GPU "
-                         f"{_inside(PAPER_FIGURES[key], a[1], c[1])} |")
-    lines += ["", "### PS/Worker projections, one change at a time", "",
-              "All-reduce is `allreduce-local` for a job that fits in one server and `allreduce-cluster` across "
-              "servers; *same hardware* keeps the GPU and the intra link (PCIe servers: the ring runs over PCIe; "
-              "NVLink servers: over NVLink); the *hardware swap* moves a PCIe-server job to the NVLink server of its "
-              "generation (the SXM sibling GPU and its NVLink) and keeps PS/Worker; *both* does the two. A target "
-              "that does not fit in GPU memory is left out (GPUs without an NVLink part, K80 and T4, have no "
-              f"NVLink server: {v1['projections']['no_nvlink']:,} jobs). Faster: share of jobs / of GPUs with a "
-              "speedup above 1.", ""]
-    rows = (("same_pcie_local", "PS -> AllReduce, same hardware, PCIe server, one server"),
-            ("same_pcie_cluster", "PS -> AllReduce, same hardware, PCIe servers, across servers"),
-            ("same_nvlink_local", "PS -> AllReduce, same hardware, NVLink server, one server"),
-            ("same_nvlink_cluster", "PS -> AllReduce, same hardware, NVLink servers, across servers"),
-            ("hardware", "hardware swap only: PCIe -> NVLink server, PS kept"),
-            ("both_local", "both: AllReduce on the NVLink server, one server"),
-            ("both_cluster", "both: AllReduce on NVLink servers, across servers"),
-            ("both", "both, all PS/Worker jobs with an NVLink server"))
+            lines.append(
+                f"| {FIGURE_TEXT[key][0]} | {_pair(a, fmt)} | {_pair(c, fmt)} | {FIGURE_TEXT[key][1]} | "
+                f"per job {_inside(PAPER_FIGURES[key], a[0], c[0])}, by GPU "
+                f"{_inside(PAPER_FIGURES[key], a[1], c[1])} |"
+            )
+    lines += [
+        "",
+        "### PS/Worker projections, one change at a time",
+        "",
+        "All-reduce is `allreduce-local` for a job that fits in one server and `allreduce-cluster` across "
+        "servers; *same hardware* keeps the GPU and the intra link (PCIe servers: the ring runs over PCIe; "
+        "NVLink servers: over NVLink); the *hardware swap* moves a PCIe-server job to the NVLink server of its "
+        "generation (the SXM sibling GPU and its NVLink) and keeps PS/Worker; *both* does the two. A target "
+        "that does not fit in GPU memory is left out (GPUs without an NVLink part, K80 and T4, have no "
+        f"NVLink server: {v1['projections']['no_nvlink']:,} jobs). Faster: share of jobs / of GPUs with a "
+        "speedup above 1.",
+        "",
+    ]
+    rows = (
+        ("same_pcie_local", "PS -> AllReduce, same hardware, PCIe server, one server"),
+        ("same_pcie_cluster", "PS -> AllReduce, same hardware, PCIe servers, across servers"),
+        ("same_nvlink_local", "PS -> AllReduce, same hardware, NVLink server, one server"),
+        ("same_nvlink_cluster", "PS -> AllReduce, same hardware, NVLink servers, across servers"),
+        ("hardware", "hardware swap only: PCIe -> NVLink server, PS kept"),
+        ("both_local", "both: AllReduce on the NVLink server, one server"),
+        ("both_cluster", "both: AllReduce on NVLink servers, across servers"),
+        ("both", "both, all PS/Worker jobs with an NVLink server"),
+    )
     for name in [n for n in ("v1", "v2") if n in figs]:
         proj = figs[name]["projections"]
-        lines += [f"Under `{name}`:", "", "| change | jobs | faster (jobs / GPUs) | median | mean (per job / by GPU) |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            f"Under `{name}`:",
+            "",
+            "| change | jobs | faster (jobs / GPUs) | median | mean (per job / by GPU) |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for key, text in rows:
             p = proj[key]
-            lines.append(f"| {text} | {p['jobs']:,} of {p['in_scope']:,} | {_pair(p['faster'])} | {times(p['median'])} "
-                         f"| {_pair(p['mean'], times)} |")
+            lines.append(
+                f"| {text} | {p['jobs']:,} of {p['in_scope']:,} | {_pair(p['faster'])} | {times(p['median'])} "
+                f"| {_pair(p['mean'], times)} |"
+            )
         lines.append("")
     for name, sens in numbers["sensitivity"].items():
         archs = sorted(next(iter(sens.values())), key=ARCHS.index)
-        lines += [f"### Sensitivity per architecture (`{name}`)", "",
-                  "Mean speedup (per job / by GPU) when one resource doubles, everything else fixed; the largest "
-                  "per architecture in bold. The paper (notes): 1w1g most sensitive to GPU memory bandwidth, 1wng to "
-                  "PCIe, PS/Worker to Ethernet.", "",
-                  "| architecture | " + " | ".join(RESOURCES.values()) + " | most sensitive to |",
-                  "|---|" + "---:|" * len(RESOURCES) + "---|"]
+        lines += [
+            f"### Sensitivity per architecture (`{name}`)",
+            "",
+            "Mean speedup (per job / by GPU) when one resource doubles, everything else fixed; the largest "
+            "per architecture in bold. The paper (notes): 1w1g most sensitive to GPU memory bandwidth, 1wng to "
+            "PCIe, PS/Worker to Ethernet.",
+            "",
+            "| architecture | " + " | ".join(RESOURCES.values()) + " | most sensitive to |",
+            "|---|" + "---:|" * len(RESOURCES) + "---|",
+        ]
         for arch in archs:
             best = max(RESOURCES, key=lambda r: sens[r][arch][0])
-            cells = [("**" + _pair(sens[r][arch], times) + "**") if r == best else _pair(sens[r][arch], times)
-                     for r in RESOURCES]
+            cells = [
+                ("**" + _pair(sens[r][arch], times) + "**") if r == best else _pair(sens[r][arch], times)
+                for r in RESOURCES
+            ]
             lines.append(f"| {arch} | " + " | ".join(cells) + f" | {RESOURCES[best][3:]} |")
         lines.append("")
     for name, mem in numbers["memory"].items():
-        lines += [f"### Memory-bound against FLOP-bound time (`{name}`)", "",
-                  "Memory-bound share of compute time t_mem / (t_mem + t_flop), the share of jobs whose memory-bound "
-                  f"time is the longer, and the speedup of operator fusion that removes {1 - FUSION:.0%} of the "
-                  "memory-bound bytes (the paper's XLA implication; the factor is a what-if, not a measurement). The "
-                  "paper (notes): memory-bound ops take longer than compute-bound ops in all workloads.", "",
-                  "| architecture | jobs | memory-bound share | memory-bound longer | fusion speedup |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            f"### Memory-bound against FLOP-bound time (`{name}`)",
+            "",
+            "Memory-bound share of compute time t_mem / (t_mem + t_flop), the share of jobs whose memory-bound "
+            f"time is the longer, and the speedup of operator fusion that removes {1 - FUSION:.0%} of the "
+            "memory-bound bytes (the paper's XLA implication; the factor is a what-if, not a measurement). The "
+            "paper (notes): memory-bound ops take longer than compute-bound ops in all workloads.",
+            "",
+            "| architecture | jobs | memory-bound share | memory-bound longer | fusion speedup |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for group, r in mem["archs"].items():
-            lines.append(f"| {group} | {r['jobs']:,} | {_pair(r['mem_share'])} | {_pair(r['mem_longer'])} | "
-                         f"{_pair(r['fusion'], times)} |")
+            lines.append(
+                f"| {group} | {r['jobs']:,} | {_pair(r['mem_share'])} | {_pair(r['mem_longer'])} | "
+                f"{_pair(r['fusion'], times)} |"
+            )
         lines += ["", "| model | jobs | memory-bound share | fusion speedup |", "|---|---:|---:|---:|"]
         for m, r in mem["models"].items():
             lines.append(f"| {m} | {r['jobs']:,} | {pct(r['mem_share'])} | {times(r['fusion'])} |")

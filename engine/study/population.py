@@ -76,8 +76,17 @@ import numpy as np
 from paigrid.kernels.layout import ARCH_NAMES
 
 POPULATION_COLUMNS = (
-    "job", "model", "batch", "gpus_per_node", "current_arch", "current_gpu",
-    "current_n_gpu", "current_intra", "current_network", "current_precision", "source",
+    "job",
+    "model",
+    "batch",
+    "gpus_per_node",
+    "current_arch",
+    "current_gpu",
+    "current_n_gpu",
+    "current_intra",
+    "current_network",
+    "current_precision",
+    "source",
 )
 """Columns of a population CSV, in file order."""
 
@@ -96,8 +105,12 @@ ARCH_N_GPU = {
 """GPUs per job: (values, probabilities) per architecture; ps-worker calibrated to 81% of GPUs."""
 
 GPU_MIX = {
-    "P100-PCIe-16GB": 0.40, "V100-PCIe-16GB": 0.30, "V100-SXM2-16GB": 0.10,
-    "V100-SXM2-32GB": 0.05, "K80": 0.10, "T4": 0.05,
+    "P100-PCIe-16GB": 0.40,
+    "V100-PCIe-16GB": 0.30,
+    "V100-SXM2-16GB": 0.10,
+    "V100-SXM2-32GB": 0.05,
+    "K80": 0.10,
+    "T4": 0.05,
 }
 """Share of jobs per GPU catalogue name (2018-19 era mix, our choice)."""
 
@@ -111,11 +124,20 @@ PRECISION = "fp32"
 
 MODEL_MIX = {
     # PAI case-study models (Wang et al.): 0.60 together
-    "resnet50": 0.14, "nmt": 0.10, "bert": 0.10, "speech": 0.08, "multi-interests": 0.12,
+    "resnet50": 0.14,
+    "nmt": 0.10,
+    "bert": 0.10,
+    "speech": 0.08,
+    "multi-interests": 0.12,
     "gcn": 0.06,
     # the other TBD models (Zhu et al.): 0.40 together
-    "inception-v3": 0.06, "seq2seq-nmt": 0.05, "transformer": 0.07, "faster-rcnn": 0.06,
-    "deepspeech2": 0.06, "wgan": 0.05, "a3c": 0.05,
+    "inception-v3": 0.06,
+    "seq2seq-nmt": 0.05,
+    "transformer": 0.07,
+    "faster-rcnn": 0.06,
+    "deepspeech2": 0.06,
+    "wgan": 0.05,
+    "a3c": 0.05,
 }
 """Share of jobs per workload name."""
 
@@ -123,10 +145,18 @@ BATCH_SET_SHARE = 0.30
 """Share of jobs with an explicit per-GPU batch; the rest use the model default."""
 
 BATCH_MENU = {
-    "resnet50": (32, 64, 128, 256), "inception-v3": (32, 64, 128), "faster-rcnn": (1, 2, 4),
-    "seq2seq-nmt": (64, 128, 256), "nmt": (64, 128, 256), "transformer": (32, 64, 128),
-    "bert": (16, 32, 64), "speech": (16, 32, 64), "deepspeech2": (16, 32, 64),
-    "multi-interests": (256, 512, 1024, 2048), "wgan": (32, 64, 128), "a3c": (16, 32, 64),
+    "resnet50": (32, 64, 128, 256),
+    "inception-v3": (32, 64, 128),
+    "faster-rcnn": (1, 2, 4),
+    "seq2seq-nmt": (64, 128, 256),
+    "nmt": (64, 128, 256),
+    "transformer": (32, 64, 128),
+    "bert": (16, 32, 64),
+    "speech": (16, 32, 64),
+    "deepspeech2": (16, 32, 64),
+    "multi-interests": (256, 512, 1024, 2048),
+    "wgan": (32, 64, 128),
+    "a3c": (16, 32, 64),
 }
 """Per-GPU batch menu (samples) per model; a model missing here (gcn) always uses its default."""
 
@@ -134,24 +164,45 @@ BATCH_MENU = {
 LLM_PRETRAIN_SHARE = 0.2
 """Share of the LLM jobs that pre-train (the rest fine-tune): an assumption."""
 
-LLM_PRETRAIN_MIX = {"llama3-8b": 0.20, "llama2-7b": 0.10, "llama2-13b": 0.10, "mixtral-8x7b": 0.10,
-                    "deepseek-moe-16b": 0.10, "llama3-70b": 0.15, "llama2-70b": 0.10, "gpt3-175b": 0.10,
-                    "llama3-405b": 0.05}
+LLM_PRETRAIN_MIX = {
+    "llama3-8b": 0.20,
+    "llama2-7b": 0.10,
+    "llama2-13b": 0.10,
+    "mixtral-8x7b": 0.10,
+    "deepseek-moe-16b": 0.10,
+    "llama3-70b": 0.15,
+    "llama2-70b": 0.10,
+    "gpt3-175b": 0.10,
+    "llama3-405b": 0.05,
+}
 """Share of pre-training jobs per LLM (names of datasets/llm_models.csv; our choice)."""
 
-LLM_FINETUNE_MIX = {"llama3-8b": 0.30, "llama2-7b": 0.25, "llama2-13b": 0.15, "mixtral-8x7b": 0.10,
-                    "deepseek-moe-16b": 0.05, "llama3-70b": 0.10, "llama2-70b": 0.05}
+LLM_FINETUNE_MIX = {
+    "llama3-8b": 0.30,
+    "llama2-7b": 0.25,
+    "llama2-13b": 0.15,
+    "mixtral-8x7b": 0.10,
+    "deepseek-moe-16b": 0.05,
+    "llama3-70b": 0.10,
+    "llama2-70b": 0.05,
+}
 """Share of fine-tuning jobs per LLM (open 7-70B models; our choice)."""
 
-LLM_N_GPU = {"pretrain": ((64, 128, 256, 512, 1024), (0.25, 0.30, 0.25, 0.15, 0.05)),
-             "finetune": ((1, 2, 4, 8, 16), (0.20, 0.15, 0.20, 0.35, 0.10))}
+LLM_N_GPU = {
+    "pretrain": ((64, 128, 256, 512, 1024), (0.25, 0.30, 0.25, 0.15, 0.05)),
+    "finetune": ((1, 2, 4, 8, 16), (0.20, 0.15, 0.20, 0.35, 0.10)),
+}
 """GPUs per LLM job: (values, probabilities) per kind (our choice)."""
 
 LLM_GPU_MIX = {"H100-SXM5-80GB": 0.45, "H200": 0.25, "A100-SXM4-80GB": 0.20, "B200": 0.10}
 """Share of LLM jobs per GPU (a 2026 training fleet; our choice)."""
 
-LLM_INTRA = {"H100-SXM5-80GB": "nvswitch-nvlink4", "H200": "nvswitch-nvlink4", "A100-SXM4-80GB": "nvswitch-nvlink3",
-             "B200": "nvlink5"}
+LLM_INTRA = {
+    "H100-SXM5-80GB": "nvswitch-nvlink4",
+    "H200": "nvswitch-nvlink4",
+    "A100-SXM4-80GB": "nvswitch-nvlink3",
+    "B200": "nvlink5",
+}
 """The intra-server link of each LLM GPU's server."""
 
 LLM_NETWORK = "ib-ndr-400g"
@@ -174,8 +225,9 @@ def _check_share(name: str, value) -> float:
     return float(value)
 
 
-def synthetic_population(n_jobs: int, seed: int, llm_share: float = 0.0,
-                         llm_pretrain_share: float = LLM_PRETRAIN_SHARE) -> list[dict]:
+def synthetic_population(
+    n_jobs: int, seed: int, llm_share: float = 0.0, llm_pretrain_share: float = LLM_PRETRAIN_SHARE
+) -> list[dict]:
     """Draw ``n_jobs`` PAI-like training jobs, reproducibly from ``seed``; a share ``llm_share``
     of them (a fraction) are 2026 LLM jobs (:func:`llm_jobs`), of which ``llm_pretrain_share``
     pre-train.
@@ -219,19 +271,21 @@ def _pai_jobs(n: int, seed: int) -> list[dict]:
         menu = BATCH_MENU.get(model)
         batch = menu[int(batch_pick[i] * len(menu))] if (menu and batch_set[i]) else ""
         gpu = str(gpus[i])
-        rows.append({
-            "job": f"syn-{seed}-{i:06d}",
-            "model": model,
-            "batch": batch,
-            "gpus_per_node": GPUS_PER_NODE,
-            "current_arch": str(archs[i]),
-            "current_gpu": gpu,
-            "current_n_gpu": int(n_gpu[i]),
-            "current_intra": INTRA_FOR_GPU.get(gpu, DEFAULT_INTRA),
-            "current_network": NETWORK,
-            "current_precision": PRECISION,
-            "source": f"synthetic-seed-{seed}",
-        })
+        rows.append(
+            {
+                "job": f"syn-{seed}-{i:06d}",
+                "model": model,
+                "batch": batch,
+                "gpus_per_node": GPUS_PER_NODE,
+                "current_arch": str(archs[i]),
+                "current_gpu": gpu,
+                "current_n_gpu": int(n_gpu[i]),
+                "current_intra": INTRA_FOR_GPU.get(gpu, DEFAULT_INTRA),
+                "current_network": NETWORK,
+                "current_precision": PRECISION,
+                "source": f"synthetic-seed-{seed}",
+            }
+        )
     return rows
 
 
@@ -240,8 +294,14 @@ def llm_jobs(n: int, seed: int, pretrain_share: float = LLM_PRETRAIN_SHARE) -> l
     ``default_rng([seed, 2026])``; rows of :data:`POPULATION_COLUMNS`, named ``llm-S-i``, source
     ``synthetic-llm-seed-S``."""
     rng = np.random.default_rng([seed, 2026])
-    kinds = np.array([k for k, c in _quotas(n, {"pretrain": pretrain_share, "finetune": 1 - pretrain_share}).items()
-                      for _ in range(c)], dtype=object)
+    kinds = np.array(
+        [
+            k
+            for k, c in _quotas(n, {"pretrain": pretrain_share, "finetune": 1 - pretrain_share}).items()
+            for _ in range(c)
+        ],
+        dtype=object,
+    )
     kinds = kinds[rng.permutation(n)] if n else kinds
     n_gpu = np.ones(n, dtype=np.int64)
     models = np.empty(n, dtype=object)
@@ -255,10 +315,21 @@ def llm_jobs(n: int, seed: int, pretrain_share: float = LLM_PRETRAIN_SHARE) -> l
     for i in range(n):
         count, gpu = int(n_gpu[i]), str(gpus[i])
         arch = "1w1g" if count == 1 else "allreduce-local" if count <= GPUS_PER_NODE else "allreduce-cluster"
-        rows.append({"job": f"llm-{seed}-{i:06d}", "model": str(models[i]), "batch": "", "gpus_per_node": GPUS_PER_NODE,
-                     "current_arch": arch, "current_gpu": gpu, "current_n_gpu": count,
-                     "current_intra": LLM_INTRA[gpu], "current_network": LLM_NETWORK,
-                     "current_precision": LLM_PRECISION, "source": f"synthetic-llm-seed-{seed}"})
+        rows.append(
+            {
+                "job": f"llm-{seed}-{i:06d}",
+                "model": str(models[i]),
+                "batch": "",
+                "gpus_per_node": GPUS_PER_NODE,
+                "current_arch": arch,
+                "current_gpu": gpu,
+                "current_n_gpu": count,
+                "current_intra": LLM_INTRA[gpu],
+                "current_network": LLM_NETWORK,
+                "current_precision": LLM_PRECISION,
+                "source": f"synthetic-llm-seed-{seed}",
+            }
+        )
     return rows
 
 
@@ -271,8 +342,7 @@ def expected_shares() -> dict:
     mean_gpus = {a: float(np.dot(v, p)) for a, (v, p) in ARCH_N_GPU.items()}
     gpu_mass = {a: ARCH_JOB_SHARE[a] * mean_gpus[a] for a in ARCH_JOB_SHARE}
     total = sum(gpu_mass.values())
-    return {"job_share": dict(ARCH_JOB_SHARE),
-            "gpu_share": {a: m / total for a, m in gpu_mass.items()}}
+    return {"job_share": dict(ARCH_JOB_SHARE), "gpu_share": {a: m / total for a, m in gpu_mass.items()}}
 
 
 def population_summary(rows) -> dict:

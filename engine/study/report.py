@@ -62,18 +62,24 @@ def _check_cube(cube: Cube) -> None:
     """Refuse, in one sentence each, a cube the report cannot read."""
     f = cube.file
     if cube.mode != "full":
-        raise PaigridError(f"{cube.path} holds only the per-job reductions (reduce-only sweep); the report needs "
-                           f"the full cube: {SWEEP_COMMAND}.")
+        raise PaigridError(
+            f"{cube.path} holds only the per-job reductions (reduce-only sweep); the report needs "
+            f"the full cube: {SWEEP_COMMAND}."
+        )
     needed = FULL_VARIABLES + (validity_variable(cube.format),) + JOB_GPU_VARIABLES + CURRENT_VARIABLES
     missing = [v for v in needed if v not in f]
     if missing:
-        raise PaigridError(f"{cube.path} lacks the variable(s) {', '.join(missing)} that the report needs; "
-                           f"sweep it again with the study spec: {SWEEP_COMMAND}.")
+        raise PaigridError(
+            f"{cube.path} lacks the variable(s) {', '.join(missing)} that the report needs; "
+            f"sweep it again with the study spec: {SWEEP_COMMAND}."
+        )
     if list(cube.labels["n_gpu"]) != [0]:
         swept = ", ".join(map(str, cube.labels["n_gpu"]))
-        raise PaigridError(f"{cube.path} was swept over n_gpu = [{swept}], not n_gpu = \"current\": "
-                           f"the report needs each job at its own GPU count; sweep it with the study spec: "
-                           f"{SWEEP_COMMAND}.")
+        raise PaigridError(
+            f'{cube.path} was swept over n_gpu = [{swept}], not n_gpu = "current": '
+            f"the report needs each job at its own GPU count; sweep it with the study spec: "
+            f"{SWEEP_COMMAND}."
+        )
     if f["step_time"].ndim != 7:
         raise PaigridError(f"{cube.path}: step_time does not have the seven cube dimensions.")
 
@@ -98,12 +104,16 @@ def gather(cube: Cube, coords: dict[str, np.ndarray], block_jobs: int = 1024) ->
 
     f = cube.file
     n = len(cube.labels["job"])
-    validity = validity_variable(cube.format)   # valid (format 1) or invalid_reason
+    validity = validity_variable(cube.format)  # valid (format 1) or invalid_reason
     out = {}
     for name in coords:
         out[name] = {v: np.full(n, np.nan) for v in ("step_time", "t_data", "t_flop", "t_mem", "t_comm")}
-        out[name].update(valid=np.zeros(n, bool), present=np.zeros(n, bool),
-                         bottleneck=np.full(n, L.FLAG_FILL, np.uint8), fits_memory=np.full(n, 254, np.uint8))
+        out[name].update(
+            valid=np.zeros(n, bool),
+            present=np.zeros(n, bool),
+            bottleneck=np.full(n, L.FLAG_FILL, np.uint8),
+            fits_memory=np.full(n, 254, np.uint8),
+        )
     for j0 in range(0, n, block_jobs):
         j1 = min(n, j0 + block_jobs)
         full = {v: f[v][j0:j1] for v in FULL_VARIABLES}
@@ -141,16 +151,31 @@ def _exclusion(values: dict[str, np.ndarray], must_fit: bool = True) -> np.ndarr
 def _summary(speedup: np.ndarray) -> dict:
     """Share of jobs faster (speedup > 1), mean, median, 10th/90th percentile, min, max [x]."""
     if len(speedup) == 0:
-        return {"jobs": 0, "share_faster": math.nan, "mean": math.nan, "median": math.nan,
-                "p10": math.nan, "p90": math.nan, "min": math.nan, "max": math.nan}
-    return {"jobs": int(len(speedup)), "share_faster": float(np.mean(speedup > 1.0)),
-            "mean": float(np.mean(speedup)), "median": float(np.median(speedup)),
-            "p10": float(np.percentile(speedup, 10)), "p90": float(np.percentile(speedup, 90)),
-            "min": float(np.min(speedup)), "max": float(np.max(speedup))}
+        return {
+            "jobs": 0,
+            "share_faster": math.nan,
+            "mean": math.nan,
+            "median": math.nan,
+            "p10": math.nan,
+            "p90": math.nan,
+            "min": math.nan,
+            "max": math.nan,
+        }
+    return {
+        "jobs": int(len(speedup)),
+        "share_faster": float(np.mean(speedup > 1.0)),
+        "mean": float(np.mean(speedup)),
+        "median": float(np.median(speedup)),
+        "p10": float(np.percentile(speedup, 10)),
+        "p90": float(np.percentile(speedup, 90)),
+        "min": float(np.min(speedup)),
+        "max": float(np.max(speedup)),
+    }
 
 
-def _projection(scope: np.ndarray, base: dict, target: dict, pre: np.ndarray | None = None,
-                base_must_fit: bool = False) -> dict:
+def _projection(
+    scope: np.ndarray, base: dict, target: dict, pre: np.ndarray | None = None, base_must_fit: bool = False
+) -> dict:
     """Speedups base -> target of the jobs in ``scope`` whose configurations can be used.
 
     ``pre`` holds reasons (keys or free text) decided before the cube is read.  Returns
@@ -169,8 +194,13 @@ def _projection(scope: np.ndarray, base: dict, target: dict, pre: np.ndarray | N
     excluded: dict[str, int] = {}
     for r in reason[scope & (reason != "")]:
         excluded[r] = excluded.get(r, 0) + 1
-    return {"in_scope": int(scope.sum()), "excluded": excluded, "job_index": jobs, "speedup": speedup,
-            **_summary(speedup)}
+    return {
+        "in_scope": int(scope.sum()),
+        "excluded": excluded,
+        "job_index": jobs,
+        "speedup": speedup,
+        **_summary(speedup),
+    }
 
 
 def compute_report(path: str | Path, block_jobs: int = 1024) -> dict:
@@ -207,18 +237,21 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     def label(dim: str, name: str) -> int:
         return int(_index(labels[dim], [name])[0])
 
-    sets = {"current": coords(),
-            "one_server": coords(arch=label("arch", "allreduce-local"))}
+    sets = {"current": coords(), "one_server": coords(arch=label("arch", "allreduce-local"))}
     sibling = [NVLINK_SERVER.get(g, (None, None)) for g in cur["gpu"]]
-    sets["nvlink"] = coords(arch=label("arch", "allreduce-local"), gpu=_index(labels["gpu"], [s[0] for s in sibling]),
-                            intra=_index(labels["intra"], [s[1] for s in sibling]))
+    sets["nvlink"] = coords(
+        arch=label("arch", "allreduce-local"),
+        gpu=_index(labels["gpu"], [s[0] for s in sibling]),
+        intra=_index(labels["intra"], [s[1] for s in sibling]),
+    )
     sets["eth100"] = coords(network=label("network", ETHERNET[1]))
     sets["amp"] = coords(precision=label("precision", PRECISIONS[1]))
     ladder = np.where([str(i).startswith("pcie") for i in cur["intra"]], "pcie", "nvlink")
     for r, gen in enumerate(GENERATIONS):
         rung = [GPU_LADDERS[k][r] for k in ladder]
-        sets[gen] = coords(gpu=_index(labels["gpu"], [x[0] for x in rung]),
-                           intra=_index(labels["intra"], [x[1] for x in rung]))
+        sets[gen] = coords(
+            gpu=_index(labels["gpu"], [x[0] for x in rung]), intra=_index(labels["intra"], [x[1] for x in rung])
+        )
     for arch in labels["arch"]:
         sets[f"arch:{arch}"] = coords(arch=label("arch", str(arch)))
     values = gather(cube, sets, block_jobs)
@@ -226,9 +259,11 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     current = values["current"]
     has_current = cur["arch"] != ""
     analysed = has_current & current["valid"]
-    excluded = {"no_current_configuration": int(np.sum(~has_current)),
-                "current_not_in_cube": int(np.sum(has_current & ~current["present"])),
-                "current_invalid": int(np.sum(has_current & current["present"] & ~current["valid"]))}
+    excluded = {
+        "no_current_configuration": int(np.sum(~has_current)),
+        "current_not_in_cube": int(np.sum(has_current & ~current["present"])),
+        "current_invalid": int(np.sum(has_current & current["present"] & ~current["valid"])),
+    }
     archs = [a for a in ARCHS if np.any(analysed & (cur["arch"] == a))]
     groups = {a: analysed & (cur["arch"] == a) for a in archs}
     groups["all"] = analysed
@@ -249,15 +284,30 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
         "gpu": _gpu_upgrades(analysed, values, ladder),
     }
     result = {
-        "cube": {"path": str(cube.path), "jobs": n, "job_names": list(map(str, labels["job"])),
-                 "labels": {d: list(map(str, labels[d])) for d in COORDS},
-                 "created": str_attr(f.attrs, "created"), "paigrid_version": str_attr(f.attrs, "paigrid_version"),
-                 "model": cube_model(f.attrs)},
-        "current": {"arch": cur["arch"], "gpu": cur["gpu"], "n_gpu": n_gpu, **{c: current[c] for c in COMPONENTS},
-                    "step_time": current["step_time"], "bottleneck": current["bottleneck"]},
-        "analysed": analysed, "excluded": excluded,
+        "cube": {
+            "path": str(cube.path),
+            "jobs": n,
+            "job_names": list(map(str, labels["job"])),
+            "labels": {d: list(map(str, labels[d])) for d in COORDS},
+            "created": str_attr(f.attrs, "created"),
+            "paigrid_version": str_attr(f.attrs, "paigrid_version"),
+            "model": cube_model(f.attrs),
+        },
+        "current": {
+            "arch": cur["arch"],
+            "gpu": cur["gpu"],
+            "n_gpu": n_gpu,
+            **{c: current[c] for c in COMPONENTS},
+            "step_time": current["step_time"],
+            "bottleneck": current["bottleneck"],
+        },
+        "analysed": analysed,
+        "excluded": excluded,
         "current_not_fitting": int(np.sum(analysed & (current["fits_memory"] == 0))),
-        "archs": archs, "breakdown": breakdown, "comm_share": comm_share, "bottlenecks": bottlenecks,
+        "archs": archs,
+        "breakdown": breakdown,
+        "comm_share": comm_share,
+        "bottlenecks": bottlenecks,
         "projections": projections,
     }
     result["headline"] = headline_rows(result)
@@ -321,8 +371,7 @@ def _job_bands(cube: Cube, n: int) -> tuple[np.ndarray, dict]:
     return np.where(used, value, stored), {"band": value, "used": used, "model": model, "calibrated": calibrated}
 
 
-def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models: np.ndarray,
-                    band: np.ndarray) -> None:
+def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models: np.ndarray, band: np.ndarray) -> None:
     """Add to every headline row its band under correlated and under independent errors
     (``bands``): ``band_correlated`` and ``band_independent``, (low, high) in the row's unit."""
     from paigrid.study.bands import ErrorModel, share_band, speedup_band
@@ -345,18 +394,29 @@ def _headline_bands(result: dict, values: dict, cur: dict, sibling: list, models
             if "AllReduce-NVLink" in what:
                 p, tgt, gpus = projections["ps_nvlink"], values["nvlink"], target_gpu
                 if "fit in one server" in what:
+
                     def figure(s):
                         return float(np.mean(s > 1.0))
                 else:
+
                     def figure(s):
                         return float(np.sum(s > 1.0) / ps_all)
             else:
                 p, tgt, gpus, figure = projections["ethernet"], values["eth100"], cur["gpu"], np.mean
             jobs = p["job_index"]
-            row[key] = speedup_band(model, models[jobs], cur["gpu"][jobs], gpus[jobs], band[jobs], band[jobs],
-                                    current["step_time"][jobs], tgt["step_time"][jobs], figure)
+            row[key] = speedup_band(
+                model,
+                models[jobs],
+                cur["gpu"][jobs],
+                gpus[jobs],
+                band[jobs],
+                band[jobs],
+                current["step_time"][jobs],
+                tgt["step_time"][jobs],
+                figure,
+            )
         for row in result["headline"]:
-            if row["unit"] == "share":   # a share of jobs or of time stays within 0 and 1
+            if row["unit"] == "share":  # a share of jobs or of time stays within 0 and 1
                 row[key] = tuple(float(np.clip(x, 0.0, 1.0)) for x in row[key])
 
 
@@ -365,22 +425,37 @@ def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: n
     first in label order among equals), whether another is faster than its own, and whether the best
     is a tie: the second fastest is slower by less than the job's band."""
     archs = [str(a) for a in labels["arch"]]
-    times = np.stack([np.where(values[f"arch:{a}"]["valid"] & (values[f"arch:{a}"]["fits_memory"] != 0),
-                               values[f"arch:{a}"]["step_time"], np.inf) for a in archs], axis=1)
+    times = np.stack(
+        [
+            np.where(
+                values[f"arch:{a}"]["valid"] & (values[f"arch:{a}"]["fits_memory"] != 0),
+                values[f"arch:{a}"]["step_time"],
+                np.inf,
+            )
+            for a in archs
+        ],
+        axis=1,
+    )
     ranked = np.sort(times, axis=1)
     usable = analysed & np.isfinite(ranked[:, 0])
     tie = usable & (ranked[:, 1] <= ranked[:, 0] * (1 + band)) if len(archs) > 1 else np.zeros(len(band), bool)
     best = np.array(archs, dtype=object)[np.argmin(times, axis=1)]
     own = np.array([times[k, archs.index(a)] if a in archs else np.inf for k, a in enumerate(current_arch)])
-    changes = usable & (own > ranked[:, 0])      # a job already on one of its fastest architectures stays
+    changes = usable & (own > ranked[:, 0])  # a job already on one of its fastest architectures stays
     counts = {a: int(np.sum(usable & (best == a))) for a in archs if np.any(usable & (best == a))}
-    return {"jobs": int(usable.sum()), "tied": int(tie.sum()), "not_current": int(changes.sum()),
-            "share_tied": float(np.mean(tie[usable])) if usable.any() else math.nan,
-            "share_not_current": float(np.mean(changes[usable])) if usable.any() else math.nan, "best": counts}
+    return {
+        "jobs": int(usable.sum()),
+        "tied": int(tie.sum()),
+        "not_current": int(changes.sum()),
+        "share_tied": float(np.mean(tie[usable])) if usable.any() else math.nan,
+        "share_not_current": float(np.mean(changes[usable])) if usable.any() else math.nan,
+        "best": counts,
+    }
 
 
-def _paper_and_designs(cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray,
-                       block_jobs: int) -> tuple[dict, dict]:
+def _paper_and_designs(
+    cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray, block_jobs: int
+) -> tuple[dict, dict]:
     """The paper's figures under the model variants (``paper.compute_paper``) and the cluster-design
     ranking (``designs.compute_designs``), both for the analysed jobs as the cube records them."""
     from paigrid.study.designs import compute_designs
@@ -389,8 +464,20 @@ def _paper_and_designs(cube: Cube, analysed: np.ndarray, cur_idx: dict, current:
     pop = Population.from_cube(cube, keep=analysed)
     rows = np.flatnonzero(analysed)
     paper = compute_paper(pop) if len(pop.jobs) else None
-    designs = compute_designs(cube, pop, rows, cur_idx["arch"][rows], cur_idx["precision"][rows],
-                              current["step_time"][rows], band[rows], block_jobs) if len(rows) else None
+    designs = (
+        compute_designs(
+            cube,
+            pop,
+            rows,
+            cur_idx["arch"][rows],
+            cur_idx["precision"][rows],
+            current["step_time"][rows],
+            band[rows],
+            block_jobs,
+        )
+        if len(rows)
+        else None
+    )
     return paper, designs
 
 
@@ -406,10 +493,13 @@ def _ps_nvlink(cur, analysed, values, sibling, model) -> dict:
     no_nvlink = sorted({str(g) for g, s, m in zip(cur["gpu"], sibling, scope) if m and not s[0]})
     used_models = model[proj["job_index"]]
     medians = {str(m): float(np.median(proj["speedup"][used_models == m])) for m in set(used_models)}
-    proj.update(ps_worker_jobs=int(ps.sum()), beyond_one_server=int(np.sum(ps & ~fits_server)),
-                median_by_model=dict(sorted(medians.items(), key=lambda kv: -kv[1])),
-                gpus_without_nvlink=no_nvlink,
-                share_faster_of_all_ps=(float(np.sum(proj["speedup"] > 1.0) / ps.sum()) if ps.sum() else math.nan))
+    proj.update(
+        ps_worker_jobs=int(ps.sum()),
+        beyond_one_server=int(np.sum(ps & ~fits_server)),
+        median_by_model=dict(sorted(medians.items(), key=lambda kv: -kv[1])),
+        gpus_without_nvlink=no_nvlink,
+        share_faster_of_all_ps=(float(np.sum(proj["speedup"] > 1.0) / ps.sum()) if ps.sum() else math.nan),
+    )
     return proj
 
 
@@ -424,9 +514,12 @@ def _ethernet(cur, analysed, values, labels) -> dict:
     jobs = proj["job_index"]
     comm_ratio = base["t_comm"][jobs] / target["t_comm"][jobs]
     share = base["t_comm"][jobs] / sum(base[c][jobs] for c in COMPONENTS)
-    proj.update(network_jobs=int(net.sum()), other_network=int(np.sum(net & ~scope)),
-                comm_ratio_median=float(np.median(comm_ratio)) if len(jobs) else math.nan,
-                comm_share_mean=float(np.mean(share)) if len(jobs) else math.nan)
+    proj.update(
+        network_jobs=int(net.sum()),
+        other_network=int(np.sum(net & ~scope)),
+        comm_ratio_median=float(np.median(comm_ratio)) if len(jobs) else math.nan,
+        comm_share_mean=float(np.mean(share)) if len(jobs) else math.nan,
+    )
     return proj
 
 
@@ -448,8 +541,11 @@ def _gpu_upgrades(analysed, values, ladder) -> dict:
         proj = _projection(analysed, values[old], values[new], base_must_fit=True)
         proj["excluded"] = _split_rungs(analysed, values[old], values[new], old, new)
         steps[f"{old}->{new}"] = proj
-    return {"steps": steps, "pcie_jobs": int(np.sum(analysed & (ladder == "pcie"))),
-            "nvlink_jobs": int(np.sum(analysed & (ladder == "nvlink")))}
+    return {
+        "steps": steps,
+        "pcie_jobs": int(np.sum(analysed & (ladder == "pcie"))),
+        "nvlink_jobs": int(np.sum(analysed & (ladder == "nvlink"))),
+    }
 
 
 def _split_rungs(scope, old: dict, new: dict, old_name: str, new_name: str) -> dict[str, int]:
@@ -472,25 +568,57 @@ def headline_rows(numbers: dict) -> list[dict]:
     b = numbers["breakdown"]
     ps, eth = numbers["projections"]["ps_nvlink"], numbers["projections"]["ethernet"]
     rows = [
-        {"what": "communication share of step time, mean over all jobs", "paigrid": b["all"]["t_comm"],
-         "paper": PAPER["comm_share"], "unit": "share", "jobs": b["all"]["jobs"],
-         "note": "paper: ~62% of total execution time, on average over all workloads (abstract)"},
+        {
+            "what": "communication share of step time, mean over all jobs",
+            "paigrid": b["all"]["t_comm"],
+            "paper": PAPER["comm_share"],
+            "unit": "share",
+            "jobs": b["all"]["jobs"],
+            "note": "paper: ~62% of total execution time, on average over all workloads (abstract)",
+        },
     ]
     if "ps-worker" in b:
-        rows.append({"what": "communication share of step time, mean over PS/Worker jobs",
-                     "paigrid": b["ps-worker"]["t_comm"], "paper": PAPER["comm_share"], "unit": "share",
-                     "jobs": b["ps-worker"]["jobs"],
-                     "note": "third-party notes give 62% for PS/Worker jobs (not checked against the paper)"})
-    rows.append({"what": "PS/Worker jobs faster on AllReduce-NVLink (jobs that fit in one server)",
-                 "paigrid": ps["share_faster"], "paper": PAPER["ps_nvlink_faster"], "unit": "share",
-                 "jobs": ps["jobs"], "note": "paper: 60% of PS/Worker workloads"})
-    rows.append({"what": "PS/Worker jobs faster on AllReduce-NVLink (share of all PS/Worker jobs)",
-                 "paigrid": ps["share_faster_of_all_ps"], "paper": PAPER["ps_nvlink_faster"], "unit": "share",
-                 "jobs": ps["ps_worker_jobs"], "note": "jobs beyond one server count as not faster"})
+        rows.append(
+            {
+                "what": "communication share of step time, mean over PS/Worker jobs",
+                "paigrid": b["ps-worker"]["t_comm"],
+                "paper": PAPER["comm_share"],
+                "unit": "share",
+                "jobs": b["ps-worker"]["jobs"],
+                "note": "third-party notes give 62% for PS/Worker jobs (not checked against the paper)",
+            }
+        )
+    rows.append(
+        {
+            "what": "PS/Worker jobs faster on AllReduce-NVLink (jobs that fit in one server)",
+            "paigrid": ps["share_faster"],
+            "paper": PAPER["ps_nvlink_faster"],
+            "unit": "share",
+            "jobs": ps["jobs"],
+            "note": "paper: 60% of PS/Worker workloads",
+        }
+    )
+    rows.append(
+        {
+            "what": "PS/Worker jobs faster on AllReduce-NVLink (share of all PS/Worker jobs)",
+            "paigrid": ps["share_faster_of_all_ps"],
+            "paper": PAPER["ps_nvlink_faster"],
+            "unit": "share",
+            "jobs": ps["ps_worker_jobs"],
+            "note": "jobs beyond one server count as not faster",
+        }
+    )
     if eth.get("available", True):
-        rows.append({"what": "mean speedup from 25 to 100 Gb/s Ethernet", "paigrid": eth["mean"],
-                     "paper": PAPER["eth_speedup"], "unit": "x", "jobs": eth["jobs"],
-                     "note": "paper: 1.7x average speedup"})
+        rows.append(
+            {
+                "what": "mean speedup from 25 to 100 Gb/s Ethernet",
+                "paigrid": eth["mean"],
+                "paper": PAPER["eth_speedup"],
+                "unit": "x",
+                "jobs": eth["jobs"],
+                "note": "paper: 1.7x average speedup",
+            }
+        )
     return rows
 
 

@@ -9,9 +9,16 @@ import numpy as np
 from paigrid.study.common import BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, pct, times
 
 COLORS = {"t_data": "#7f7f7f", "t_flop": "#1f77b4", "t_mem": "#ff7f0e", "t_comm": "#d62728"}
-FIGURES = {"breakdown": "breakdown.png", "comm_cdf": "comm_share_cdf.png", "bottlenecks": "bottlenecks.png",
-           "ps_nvlink": "projection_ps_nvlink.png", "ethernet": "projection_ethernet.png",
-           "gpu": "projection_gpu.png", "amp": "projection_amp.png", "designs": "designs_pareto.png"}
+FIGURES = {
+    "breakdown": "breakdown.png",
+    "comm_cdf": "comm_share_cdf.png",
+    "bottlenecks": "bottlenecks.png",
+    "ps_nvlink": "projection_ps_nvlink.png",
+    "ethernet": "projection_ethernet.png",
+    "gpu": "projection_gpu.png",
+    "amp": "projection_amp.png",
+    "designs": "designs_pareto.png",
+}
 DATA_FILES = {"designs_csv": "designs.csv"}
 
 
@@ -73,8 +80,13 @@ def _plot_bottlenecks(numbers: dict, path: Path) -> None:
     x = np.arange(len(keys))
     width = 0.8 / len(BOTTLENECKS)
     for k, (name, comp) in enumerate(zip(BOTTLENECKS, COMPONENTS)):
-        ax.bar(x + (k - 1.5) * width, [counts[a][name] for a in keys], width, color=COLORS[comp],
-               label=COMPONENT_LABELS[comp])
+        ax.bar(
+            x + (k - 1.5) * width,
+            [counts[a][name] for a in keys],
+            width,
+            color=COLORS[comp],
+            label=COMPONENT_LABELS[comp],
+        )
     from matplotlib.ticker import MaxNLocator
 
     ax.set_xticks(x, [f"{a}\n({sum(counts[a].values()):,} jobs)" for a in keys])
@@ -110,8 +122,12 @@ def _speedup_axes(ax, arrays: list[np.ndarray], title: str) -> None:
 def _plot_projection(items: list[tuple[str, dict]], title: str, path: Path) -> None:
     fig, ax = _figure()
     for label, p in items:
-        _cdf(ax, p["speedup"], f"{label}: {p['jobs']:,} jobs, mean {times(p['mean'])}, faster {pct(p['share_faster'])}",
-             linewidth=1.8)
+        _cdf(
+            ax,
+            p["speedup"],
+            f"{label}: {p['jobs']:,} jobs, mean {times(p['mean'])}, faster {pct(p['share_faster'])}",
+            linewidth=1.8,
+        )
     _speedup_axes(ax, [p["speedup"] for _, p in items], title)
     fig.savefig(path, dpi=120)
 
@@ -130,10 +146,15 @@ def write_figures(numbers: dict, folder: Path) -> dict[str, str]:
     _plot_comm_cdf(numbers, folder / FIGURES["comm_cdf"])
     _plot_bottlenecks(numbers, folder / FIGURES["bottlenecks"])
     proj = numbers["projections"]
-    _plot_projection([("PS/Worker -> AllReduce-NVLink", proj["ps_nvlink"])],
-                     "PS/Worker jobs moved to AllReduce inside one NVLink server", folder / FIGURES["ps_nvlink"])
-    for key, label, title in (("ethernet", "eth-25g -> eth-100g", "Ethernet upgrade from 25 to 100 Gb/s"),
-                              ("amp", "fp32 -> amp-fp16", "fp32 to mixed precision (amp-fp16)")):
+    _plot_projection(
+        [("PS/Worker -> AllReduce-NVLink", proj["ps_nvlink"])],
+        "PS/Worker jobs moved to AllReduce inside one NVLink server",
+        folder / FIGURES["ps_nvlink"],
+    )
+    for key, label, title in (
+        ("ethernet", "eth-25g -> eth-100g", "Ethernet upgrade from 25 to 100 Gb/s"),
+        ("amp", "fp32 -> amp-fp16", "fp32 to mixed precision (amp-fp16)"),
+    ):
         if proj[key].get("available", True):
             _plot_projection([(label, proj[key])], title, folder / FIGURES[key])
         else:
@@ -158,19 +179,37 @@ def _plot_designs(d: dict, path: Path) -> None:
     for kind, marker, label in (("current", "o", "current GPU count"), ("cheapest", "^", "cheapest GPU count")):
         full = [x for x in d["designs"] if x["cannot_run"] == fewest]
         part = [x for x in d["designs"] if x["cannot_run"] != fewest]
-        ax.scatter([x[kind]["job_hours"] for x in full], [x[kind]["cost"] for x in full], marker=marker, s=22,
-                   label=f"{label} ({len(full)} designs that run the most jobs)", alpha=0.8)
+        ax.scatter(
+            [x[kind]["job_hours"] for x in full],
+            [x[kind]["cost"] for x in full],
+            marker=marker,
+            s=22,
+            label=f"{label} ({len(full)} designs that run the most jobs)",
+            alpha=0.8,
+        )
         if part:
-            ax.scatter([x[kind]["job_hours"] for x in part], [x[kind]["cost"] for x in part], marker=marker, s=14,
-                       color="lightgrey", label=f"{label}, designs that cannot run some jobs")
+            ax.scatter(
+                [x[kind]["job_hours"] for x in part],
+                [x[kind]["cost"] for x in part],
+                marker=marker,
+                s=14,
+                color="lightgrey",
+                label=f"{label}, designs that cannot run some jobs",
+            )
     front = [(d["designs"][k][kind]["job_hours"], d["designs"][k][kind]["cost"]) for k, kind in d["pareto"]]
     if front:
         ax.plot(*zip(*front), color="black", linewidth=1.2, label="Pareto front")
         for m, ((k, kind), (x, y)) in enumerate(zip(d["pareto"], front)):
-            ax.annotate(" / ".join(d["designs"][k]["design"].values()) + f" ({kind})", (x, y), fontsize=6,
-                        xytext=(4, 3 if m % 2 == 0 else -9), textcoords="offset points")
-    ax.scatter([d["today"]["job_hours"]], [d["today"]["cost"]], marker="*", s=160, color="#d62728", label="today",
-               zorder=5)
+            ax.annotate(
+                " / ".join(d["designs"][k]["design"].values()) + f" ({kind})",
+                (x, y),
+                fontsize=6,
+                xytext=(4, 3 if m % 2 == 0 else -9),
+                textcoords="offset points",
+            )
+    ax.scatter(
+        [d["today"]["job_hours"]], [d["today"]["cost"]], marker="*", s=160, color="#d62728", label="today", zorder=5
+    )
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     for axis, scale in ((ax.xaxis, ax.set_xscale), (ax.yaxis, ax.set_yscale)):

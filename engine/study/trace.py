@@ -70,10 +70,29 @@ from paigrid.userfiles import open_input, write_text_atomically
 
 TABLE_COLUMNS = {
     "pai_job_table.csv": ("job_name", "inst_id", "user", "status", "start_time", "end_time"),
-    "pai_task_table.csv": ("job_name", "task_name", "inst_num", "status", "start_time",
-                           "end_time", "plan_cpu", "plan_mem", "plan_gpu", "gpu_type"),
-    "pai_instance_table.csv": ("job_name", "task_name", "inst_name", "worker_name", "inst_id",
-                               "status", "start_time", "end_time", "machine"),
+    "pai_task_table.csv": (
+        "job_name",
+        "task_name",
+        "inst_num",
+        "status",
+        "start_time",
+        "end_time",
+        "plan_cpu",
+        "plan_mem",
+        "plan_gpu",
+        "gpu_type",
+    ),
+    "pai_instance_table.csv": (
+        "job_name",
+        "task_name",
+        "inst_name",
+        "worker_name",
+        "inst_id",
+        "status",
+        "start_time",
+        "end_time",
+        "machine",
+    ),
     "pai_group_tag_table.csv": ("inst_id", "user", "gpu_type_spec", "group", "workload"),
     "pai_machine_spec.csv": ("machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu"),
 }
@@ -124,12 +143,14 @@ detection and rcnn -> faster-rcnn, ssd -> ssd300. A tag equal to a catalogue nam
 (e.g. ``resnet101``) is kept as is; anything else gets :data:`DEFAULT_MODEL`.
 """
 
+
 @functools.cache
 def catalogue_models() -> frozenset[str]:
     """Workload names a tag may name directly: the built-in workload catalogue's."""
     from paigrid.inputs.catalog import load
 
     return frozenset(load("workloads").names)
+
 
 DEFAULT_MODEL = "resnet50"
 """Model of a job with no (or an unmapped) workload tag unless the user chooses another family
@@ -165,8 +186,10 @@ def default_model(family: str | None) -> str:
         return families[name][0]
     if name in catalogue_models():
         return name
-    raise ValueError(f"unknown default family {family!r}; a zoo family ({', '.join(families)}) or a workload "
-                     "of the catalogue")
+    raise ValueError(
+        f"unknown default family {family!r}; a zoo family ({', '.join(families)}) or a workload of the catalogue"
+    )
+
 
 ALLREDUCE_MARKERS = ("horovod", "mpi", "nccl", "allreduce", "all-reduce", "all_reduce")
 """Substrings of a task name (lower-cased) that show an all-reduce framework."""
@@ -177,11 +200,26 @@ FALLBACK_GPUS_PER_NODE = 8
 INTRA, NETWORK, PRECISION, SOURCE = "pcie3", "eth-25g", "fp32", "pai-trace-2020"
 
 COUNT_KEYS = (
-    "jobs_read", "imported", "skipped_failed", "skipped_cpu_only", "skipped_unknown_gpu",
-    "skipped_no_tasks", "skipped_inconsistent", "skipped_duplicate", "kept_not_terminated",
-    "fractional_gpu_rounded", "gpu_type_from_machine", "gpus_per_node_default",
-    "model_from_tag", "model_default", "tasks_without_job",
-    "arch_1w1g", "arch_1wng", "arch_allreduce-local", "arch_ps-worker", "arch_allreduce-cluster",
+    "jobs_read",
+    "imported",
+    "skipped_failed",
+    "skipped_cpu_only",
+    "skipped_unknown_gpu",
+    "skipped_no_tasks",
+    "skipped_inconsistent",
+    "skipped_duplicate",
+    "kept_not_terminated",
+    "fractional_gpu_rounded",
+    "gpu_type_from_machine",
+    "gpus_per_node_default",
+    "model_from_tag",
+    "model_default",
+    "tasks_without_job",
+    "arch_1w1g",
+    "arch_1wng",
+    "arch_allreduce-local",
+    "arch_ps-worker",
+    "arch_allreduce-cluster",
 )
 """Keys of the counts dict, in print order; jobs_read = imported + every skipped_* count."""
 
@@ -214,8 +252,10 @@ def _rows(directory, name):
                 continue
             first = False
             if len(fields) != len(columns):
-                raise ValueError(f"{path} line {reader.line_num}: expected {len(columns)} "
-                                 f"columns ({','.join(columns)}), found {len(fields)}.")
+                raise ValueError(
+                    f"{path} line {reader.line_num}: expected {len(columns)} "
+                    f"columns ({','.join(columns)}), found {len(fields)}."
+                )
             yield reader.line_num, fields
 
 
@@ -232,11 +272,11 @@ def _number(text, path, line, column, empty):
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{path} line {line}: column {column} is not a number: "
-                         f"{text!r}.") from None
+        raise ValueError(f"{path} line {line}: column {column} is not a number: {text!r}.") from None
     if not 0 <= value <= MAX_COUNT:
-        raise ValueError(f"{path} line {line}: column {column} holds {text}; it must be a number "
-                         f"from 0 to {MAX_COUNT}.")
+        raise ValueError(
+            f"{path} line {line}: column {column} holds {text}; it must be a number from 0 to {MAX_COUNT}."
+        )
     return value
 
 
@@ -333,14 +373,14 @@ def import_pai_trace(directory, default_family=None):
         frac = plan > 0 and abs(plan / 100.0 - round(plan / 100.0)) > 1e-9
         tasks[name].append((f[1].strip(), inst, per_inst, f[9].strip().upper(), frac))
 
-    untyped = {n for n, ts in tasks.items()
-               if not any(t[3] for t in ts if t[2] > 0) and any(t[2] > 0 for t in ts)}
+    untyped = {n for n, ts in tasks.items() if not any(t[3] for t in ts if t[2] > 0) and any(t[2] > 0 for t in ts)}
     machine_votes = _instance_gpu_types(directory, untyped, machine_type) if untyped else {}
 
     candidates = []
     for name, (inst_id, status) in jobs.items():
-        made = _job_row(name, inst_id, status, tasks.get(name), machine_votes.get(name),
-                        per_node, tags, counts, fallback)
+        made = _job_row(
+            name, inst_id, status, tasks.get(name), machine_votes.get(name), per_node, tags, counts, fallback
+        )
         if made is not None:
             candidates.append(made)
     rows = []
@@ -365,8 +405,16 @@ def _model_valid(rows):
 
     if not rows:
         return []
-    fields = ("model", "gpus_per_node", "current_arch", "current_gpu", "current_n_gpu", "current_intra",
-              "current_network", "current_precision")
+    fields = (
+        "model",
+        "gpus_per_node",
+        "current_arch",
+        "current_gpu",
+        "current_n_gpu",
+        "current_intra",
+        "current_network",
+        "current_precision",
+    )
     keys = list(dict.fromkeys(tuple(row[f] for f in fields) for row in rows))
     cats, options = Catalogues.load(), Options()
     jobs, configs = [], []
@@ -374,10 +422,12 @@ def _model_valid(rows):
         values = {key: getattr(options, key) for key in JOB_OPTIONS}
         values["gpus_per_node"] = gpn
         jobs.append(Job(model, model, cats.workloads.number(model, "default_batch"), values))
-        configs.append({"arch": arch, "gpu": gpu, "n_gpu": n_gpu, "intra": intra, "network": network,
-                        "precision": precision})
-    valid = {key: result["valid"] for key, result in
-             zip(keys, predict_configs(jobs, configs, cats, defaults(), options))}
+        configs.append(
+            {"arch": arch, "gpu": gpu, "n_gpu": n_gpu, "intra": intra, "network": network, "precision": precision}
+        )
+    valid = {
+        key: result["valid"] for key, result in zip(keys, predict_configs(jobs, configs, cats, defaults(), options))
+    }
     return [valid[tuple(row[f] for f in fields)] for row in rows]
 
 
@@ -449,10 +499,17 @@ def _job_row(name, inst_id, status, job_tasks, machine_votes, per_node, tags, co
     model = _model_for(tags.get(inst_id, ""))
     tallies.append("model_from_tag" if model else "model_default")
     return {
-        "job": name, "model": model or fallback, "batch": "", "gpus_per_node": gpn,
-        "current_arch": arch, "current_gpu": GPU_TYPE_TO_CATALOGUE[gtype],
-        "current_n_gpu": n_gpu, "current_intra": INTRA, "current_network": NETWORK,
-        "current_precision": PRECISION, "source": SOURCE if model else SOURCE_DEFAULTED,
+        "job": name,
+        "model": model or fallback,
+        "batch": "",
+        "gpus_per_node": gpn,
+        "current_arch": arch,
+        "current_gpu": GPU_TYPE_TO_CATALOGUE[gtype],
+        "current_n_gpu": n_gpu,
+        "current_intra": INTRA,
+        "current_network": NETWORK,
+        "current_precision": PRECISION,
+        "source": SOURCE if model else SOURCE_DEFAULTED,
     }, tallies
 
 
@@ -482,8 +539,10 @@ def write_population(rows, path):
         if set(row) != set(POPULATION_COLUMNS):
             missing = sorted(set(POPULATION_COLUMNS) - set(row))
             extra = sorted(set(row) - set(POPULATION_COLUMNS))
-            raise ValueError(f"Population row {i} has the wrong columns (missing "
-                             f"{missing}, extra {extra}); nothing was written to "
-                             f"{path}.")
+            raise ValueError(
+                f"Population row {i} has the wrong columns (missing "
+                f"{missing}, extra {extra}); nothing was written to "
+                f"{path}."
+            )
         writer.writerow("" if row[c] is None else str(row[c]) for c in POPULATION_COLUMNS)
     write_text_atomically(path, buffer.getvalue())

@@ -61,9 +61,9 @@ DEFAULT_PARAMETERS_V2 = ("class", "hbm", "launch", "link")
 ROWS_PER_PARAMETER = 3
 LOWER, UPPER = 0.05, 1.0
 LOSS, F_SCALE = "soft_l1", 0.1
-STEP = 1e-3            # finite-difference step in log p (predictions are float32)
+STEP = 1e-3  # finite-difference step in log p (predictions are float32)
 MIN_SENSITIVITY = 0.01  # |d log throughput / d log p| below which a row does not inform p
-NOISE = 0.01           # measurement noise assumed by the identifiability check (1 %)
+NOISE = 0.01  # measurement noise assumed by the identifiability check (1 %)
 MAX_RELATIVE_SE = 1.0  # refuse when a parameter's standard error of log p would exceed this
 
 
@@ -71,13 +71,13 @@ MAX_RELATIVE_SE = 1.0  # refuse when a parameter's standard error of log p would
 class Parameter:
     """One fitted efficiency: its calibration table and key, start value and result."""
 
-    section: str        # flop_efficiency, memory_efficiency, link_efficiency, class_efficiency,
+    section: str  # flop_efficiency, memory_efficiency, link_efficiency, class_efficiency,
     #                     workload_efficiency or options
     key: str
     start: float
     value: float = math.nan
     stderr: float = math.nan
-    lower: float = LOWER   # bounds from datasets/parameter_bounds.csv (``bounds_for``)
+    lower: float = LOWER  # bounds from datasets/parameter_bounds.csv (``bounds_for``)
     upper: float = UPPER
 
     @property
@@ -88,8 +88,7 @@ class Parameter:
     @property
     def at_bound(self) -> bool:
         """True when the fitted value sits on a bound (its standard error then means little)."""
-        return (math.isclose(self.value, self.lower, rel_tol=1e-4)
-                or math.isclose(self.value, self.upper, rel_tol=1e-4))
+        return math.isclose(self.value, self.lower, rel_tol=1e-4) or math.isclose(self.value, self.upper, rel_tol=1e-4)
 
 
 @dataclass
@@ -98,11 +97,11 @@ class Fit:
 
     parameters: list[Parameter]
     rows: list[Measurement]
-    predicted: list[float]          # the rows' observed quantity (samples/s, ...) with the fitted values
-    start_predicted: list[float]    # the same with the starting (default) values
+    predicted: list[float]  # the rows' observed quantity (samples/s, ...) with the fitted values
+    start_predicted: list[float]  # the same with the starting (default) values
     options: Options
     degrees_of_freedom: int
-    notes: dict = field(default_factory=dict)   # provenance written to the [fit] table
+    notes: dict = field(default_factory=dict)  # provenance written to the [fit] table
 
     @property
     def residuals(self) -> list[float]:
@@ -141,8 +140,12 @@ def _bounds() -> dict[str, tuple[float, float]]:
     from paigrid.inputs.catalog import csv_table
 
     text = resources.files("paigrid.datasets").joinpath("parameter_bounds.csv").read_text(encoding="utf-8")
-    _, rows = csv_table(text, "the built-in parameter_bounds.csv", "the parameter bounds table",
-                        ("parameter", "lower", "upper", "unit", "source"))
+    _, rows = csv_table(
+        text,
+        "the built-in parameter_bounds.csv",
+        "the parameter bounds table",
+        ("parameter", "lower", "upper", "unit", "source"),
+    )
     return {r["parameter"]: (float(r["lower"]), float(r["upper"])) for _, r in rows}
 
 
@@ -163,8 +166,9 @@ def bounds_for(section: str, key: str) -> tuple[float, float]:
 SHARES = ("generation", "all")
 
 
-def _class_candidates(row: Measurement, base: Efficiency, options: Options, groups, cats: Catalogues,
-                      share: str = "generation"):
+def _class_candidates(
+    row: Measurement, base: Efficiency, options: Options, groups, cats: Catalogues, share: str = "generation"
+):
     """(key, start) of the pai-v2 parameters a row depends on: the operator classes with FLOPs in
     its workload (per generation and precision family for GEMM/convolution, per generation for
     the others), the HBM efficiency of its generation and the launch time of its execution mode.
@@ -193,9 +197,15 @@ def _class_candidates(row: Measurement, base: Efficiency, options: Options, grou
     return out
 
 
-def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, groups=DEFAULT_PARAMETERS,
-                   flop_per: str = "gpu-precision", cats: Catalogues | None = None,
-                   share: str = "generation") -> list[Parameter]:
+def parameters_for(
+    rows: list[Measurement],
+    base: Efficiency,
+    options: Options,
+    groups=DEFAULT_PARAMETERS,
+    flop_per: str = "gpu-precision",
+    cats: Catalogues | None = None,
+    share: str = "generation",
+) -> list[Parameter]:
     """The parameters of ``groups`` that the rows touch, each with its start value (from ``base``)
     and its bounds (``bounds_for``)."""
     cats = cats or Catalogues.load()
@@ -211,8 +221,9 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
     def add(section, key, start):
         if f"{section}.{key}" not in params:
             lower, upper = bounds_for(section, key)
-            params[f"{section}.{key}"] = Parameter(section, key, min(max(start, lower * 1.2), upper * 0.99),
-                                                   lower=lower, upper=upper)
+            params[f"{section}.{key}"] = Parameter(
+                section, key, min(max(start, lower * 1.2), upper * 0.99), lower=lower, upper=upper
+            )
 
     for row in rows:
         if row.kind == "collective":  # a collective has no workload: only its links
@@ -230,24 +241,43 @@ def parameters_for(rows: list[Measurement], base: Efficiency, options: Options, 
             add("memory_efficiency", row.gpu, base.memory_for(row.gpu))
         if "link" in groups_of_row:
             for kind in _link_kinds(row, cats):
-                starts = [base.link_for(r["name"], kind, float(r["efficiency"])) for r in cats.links.rows
-                          if r["kind"] == kind]
+                starts = [
+                    base.link_for(r["name"], kind, float(r["efficiency"])) for r in cats.links.rows if r["kind"] == kind
+                ]
                 add("link_efficiency", kind, float(np.mean(starts)))
     if "overlap" in groups and any(r.n_gpu > 1 for r in rows):
         add("options", "overlap", options.overlap if options.overlap >= LOWER else 0.5)
-    order = ("flop_efficiency", "memory_efficiency", "class_efficiency", "workload_efficiency", "link_efficiency",
-             "options")
+    order = (
+        "flop_efficiency",
+        "memory_efficiency",
+        "class_efficiency",
+        "workload_efficiency",
+        "link_efficiency",
+        "options",
+    )
     return sorted(params.values(), key=lambda p: (order.index(p.section), p.key))
 
 
 def _overrides(params: list[Parameter], values, origin: str) -> Efficiency:
-    tables = {"flop_efficiency": {}, "memory_efficiency": {}, "link_efficiency": {}, "class_efficiency": {},
-              "workload_efficiency": {}}
+    tables = {
+        "flop_efficiency": {},
+        "memory_efficiency": {},
+        "link_efficiency": {},
+        "class_efficiency": {},
+        "workload_efficiency": {},
+    }
     for p, v in zip(params, values):
         if p.section in tables:
             tables[p.section][p.key] = float(v)
-    return Efficiency(tables["flop_efficiency"], tables["memory_efficiency"], tables["link_efficiency"], {}, origin,
-                      tables["class_efficiency"], tables["workload_efficiency"])
+    return Efficiency(
+        tables["flop_efficiency"],
+        tables["memory_efficiency"],
+        tables["link_efficiency"],
+        {},
+        origin,
+        tables["class_efficiency"],
+        tables["workload_efficiency"],
+    )
 
 
 def _with_overlap(options: Options, params: list[Parameter], values) -> Options:
@@ -304,23 +334,30 @@ def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list
     """One clear sentence when the rows cannot determine the parameters (see the module docstring)."""
     n, m = len(params), len(rows)
     if m < n:
-        raise PaigridError(f"the fit has {n} parameters ({', '.join(p.name for p in params)}) but only {m} "
-                           f"row(s); select more rows or fit fewer parameter groups.")
+        raise PaigridError(
+            f"the fit has {n} parameters ({', '.join(p.name for p in params)}) but only {m} "
+            f"row(s); select more rows or fit fewer parameter groups."
+        )
     informative = np.abs(jac) >= MIN_SENSITIVITY
     for j, p in enumerate(params):
         if not informative[:, j].any():
-            raise PaigridError(f"the selected rows cannot determine {p.name}: no row depends on it "
-                               f"(a 10% change moves every prediction by less than 0.1%); fit fewer "
-                               f"parameter groups or add rows that depend on it.")
+            raise PaigridError(
+                f"the selected rows cannot determine {p.name}: no row depends on it "
+                f"(a 10% change moves every prediction by less than 0.1%); fit fewer "
+                f"parameter groups or add rows that depend on it."
+            )
     rows_used = int(informative.any(axis=1).sum())
     if rows_used < n:
-        raise PaigridError(f"only {rows_used} of the selected rows depend on the {n} parameters; "
-                           f"the fit is under-determined.")
+        raise PaigridError(
+            f"only {rows_used} of the selected rows depend on the {n} parameters; the fit is under-determined."
+        )
     _, s, vt = np.linalg.svd(jac, full_matrices=False)
     if s[-1] <= s[0] * 1e-10:
         worst = int(np.argmax(np.abs(vt[-1])))
-        raise PaigridError(f"the selected rows cannot determine {params[worst].name}: it changes the "
-                           f"predictions only together with other parameters; fit fewer parameter groups.")
+        raise PaigridError(
+            f"the selected rows cannot determine {params[worst].name}: it changes the "
+            f"predictions only together with other parameters; fit fewer parameter groups."
+        )
     cov = np.linalg.inv(jac.T @ jac)
     se = NOISE * np.sqrt(np.diag(cov))
     worst = int(np.argmax(se))
@@ -329,9 +366,11 @@ def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list
         corr[worst] = 0.0
         partner = f" (it is confounded with {params[int(np.argmax(np.abs(corr)))].name})" if n > 1 else ""
         factor = f"{math.exp(se[worst]):.3g}" if se[worst] < math.log(1000) else "more than 1000"
-        raise PaigridError(f"the selected rows cannot determine {params[worst].name}{partner}: with 1% "
-                           f"measurement noise it would be known only within a factor of {factor}; "
-                           f"fit fewer parameter groups or add rows that vary it.")
+        raise PaigridError(
+            f"the selected rows cannot determine {params[worst].name}{partner}: with 1% "
+            f"measurement noise it would be known only within a factor of {factor}; "
+            f"fit fewer parameter groups or add rows that vary it."
+        )
 
 
 def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, limit: int):
@@ -355,9 +394,17 @@ def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, li
     return [params[i] for i in kept], x0[kept], left
 
 
-def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, parameters=None,
-        flop_per: str = "gpu-precision", cats: Catalogues | None = None, allow_bounds: bool = True,
-        share: str = "generation", shrinkage: float | str = 0.0) -> Fit:
+def fit(
+    rows: list[Measurement],
+    base_efficiency: Efficiency,
+    options: Options,
+    parameters=None,
+    flop_per: str = "gpu-precision",
+    cats: Catalogues | None = None,
+    allow_bounds: bool = True,
+    share: str = "generation",
+    shrinkage: float | str = 0.0,
+) -> Fit:
     """Fit the efficiency ``parameters`` (groups, see the module docstring; ``None``: the
     model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2,
     ``link`` alone when every row is a collective row) to ``rows`` (of any row kind: the
@@ -379,13 +426,16 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     (``pip install paigrid[calibrate]``).
     """
     if any(r.kind == "llm" for r in rows):
-        raise PaigridError("llm rows are fitted by paigrid.trust.llmfit (paigrid calibrate on an llm file), "
-                           "not with the data-parallel model's parameters.")
+        raise PaigridError(
+            "llm rows are fitted by paigrid.trust.llmfit (paigrid calibrate on an llm file), "
+            "not with the data-parallel model's parameters."
+        )
     try:
         from scipy.optimize import least_squares
     except ImportError:
-        raise PaigridError("paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' "
-                           "(or pip install scipy).") from None
+        raise PaigridError(
+            "paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' (or pip install scipy)."
+        ) from None
     from paigrid.trust.measurements import modelled
 
     cats = cats or Catalogues.load()
@@ -397,11 +447,14 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     scaling = [g for g in (parameters or ()) if g in SCALING_GROUPS]
     if scaling:
         kinds = ", ".join(sorted({r.kind for r in rows}))
-        raise PaigridError(f"--fit {','.join(scaling)} applies to scaling-efficiency rows (a file with a "
-                           f"scaling_efficiency column, such as datasets/scaling_public.csv), not to {kinds} rows.")
+        raise PaigridError(
+            f"--fit {','.join(scaling)} applies to scaling-efficiency rows (a file with a "
+            f"scaling_efficiency column, such as datasets/scaling_public.csv), not to {kinds} rows."
+        )
     if "workload" in (parameters or ()) and not v2:
-        raise PaigridError("per-workload corrections (--fit workload) are parameters of compute model pai-v2; "
-                           "pass --model pai-v2.")
+        raise PaigridError(
+            "per-workload corrections (--fit workload) are parameters of compute model pai-v2; pass --model pai-v2."
+        )
     if parameters is None:
         collectives = all(r.kind == "collective" for r in rows)
         parameters = ("link",) if collectives else DEFAULT_PARAMETERS_V2 if v2 else DEFAULT_PARAMETERS
@@ -423,12 +476,27 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     # 1, as every per-workload factor has), below the float32 resolution of a prediction
     strength, choice = _strength(shrinkage, rows, base_efficiency, options, params, cats, x0)
     if strength == 0.0:
-        result = least_squares(model.residuals, x0, jac=lambda x: model.jacobian(x, central=False),
-                               bounds=(model.lower, model.upper), loss=LOSS, f_scale=F_SCALE, x_scale=1.0,
-                               max_nfev=200 * len(params))
+        result = least_squares(
+            model.residuals,
+            x0,
+            jac=lambda x: model.jacobian(x, central=False),
+            bounds=(model.lower, model.upper),
+            loss=LOSS,
+            f_scale=F_SCALE,
+            x_scale=1.0,
+            max_nfev=200 * len(params),
+        )
     else:
-        result = shrunk_least_squares(model.residuals, lambda x: model.jacobian(x, central=False), x0, model.lower,
-                                      model.upper, strength, F_SCALE, max_nfev=200 * len(params))
+        result = shrunk_least_squares(
+            model.residuals,
+            lambda x: model.jacobian(x, central=False),
+            x0,
+            model.lower,
+            model.upper,
+            strength,
+            F_SCALE,
+            max_nfev=200 * len(params),
+        )
     x = np.clip(result.x, model.lower, model.upper)
     residuals = model.residuals(x)
     dof = len(rows) - len(params)
@@ -445,28 +513,47 @@ def fit(rows: list[Measurement], base_efficiency: Efficiency, options: Options, 
     bound = [p for p in params if p.at_bound]
     if bound and not allow_bounds:
         p = bound[0]
-        raise PaigridError(f"the fit put {p.name} on its bound ({p.value:.4g}, bounds {p.lower:g} to {p.upper:g} "
-                           f"in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
-                           f"values; pass --allow-bounds to keep such a fit.")
-    notes = {"loss": LOSS, "f_scale": F_SCALE, "flop_per": flop_per, "share": share, "groups": list(parameters),
-             "optimizer_status": int(result.status), "model": options.model,
-             "shrinkage": "inf" if math.isinf(strength) else float(strength)}
+        raise PaigridError(
+            f"the fit put {p.name} on its bound ({p.value:.4g}, bounds {p.lower:g} to {p.upper:g} "
+            f"in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
+            f"values; pass --allow-bounds to keep such a fit."
+        )
+    notes = {
+        "loss": LOSS,
+        "f_scale": F_SCALE,
+        "flop_per": flop_per,
+        "share": share,
+        "groups": list(parameters),
+        "optimizer_status": int(result.status),
+        "model": options.model,
+        "shrinkage": "inf" if math.isinf(strength) else float(strength),
+    }
     if choice is not None:
         per_workload = any(p.section == "workload_efficiency" for p in params)
-        notes["shrinkage_chosen_by"] = (f"{choice.folds}-fold cross-validation on the fitted rows (folds of "
-                                        + ("workloads" if choice.grouped and not per_workload else "rows") + ")")
+        notes["shrinkage_chosen_by"] = (
+            f"{choice.folds}-fold cross-validation on the fitted rows (folds of "
+            + ("workloads" if choice.grouped and not per_workload else "rows")
+            + ")"
+        )
         notes["shrinkage_scores"] = [f"lambda {k:g}: mean |log residual| {v:.4f}" for k, v in choice.scores.items()]
     if left_out:
-        notes["left_out"] = left_out   # rows the model has no term for (``measurements.NOT_MODELLED``)
+        notes["left_out"] = left_out  # rows the model has no term for (``measurements.NOT_MODELLED``)
     if v2:
         notes["at_default"] = [p.name for p in left]
         notes["default_values"] = [float(p.start) for p in left]
-    return Fit(params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof,
-               notes)
+    return Fit(
+        params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof, notes
+    )
 
 
-def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, params: list[Parameter],
-                cats: Catalogues, x0: np.ndarray) -> StrengthChoice:
+def cv_strength(
+    rows: list[Measurement],
+    base: Efficiency,
+    options: Options,
+    params: list[Parameter],
+    cats: Catalogues,
+    x0: np.ndarray,
+) -> StrengthChoice:
     """The shrinkage strength of ``params`` chosen by ``shrinkage.choose_strength`` on ``rows``
     alone: folds of whole workloads (of rows when per-workload corrections are fitted), each
     candidate fitted on the other folds' rows (the same parameters, started at and shrunk toward
@@ -482,8 +569,15 @@ def cv_strength(rows: list[Measurement], base: Efficiency, options: Options, par
     def held_out(train, test, strength):
         x = x0
         if not math.isinf(strength):
-            x = shrunk_least_squares(lambda v: r0[train] + jac[train] @ (v - x0), lambda v: jac[train], x0,
-                                     model.lower, model.upper, strength, F_SCALE).x
+            x = shrunk_least_squares(
+                lambda v: r0[train] + jac[train] @ (v - x0),
+                lambda v: jac[train],
+                x0,
+                model.lower,
+                model.upper,
+                strength,
+                F_SCALE,
+            ).x
         return r0[test] + jac[test] @ (x - x0)
 
     # per-workload corrections are judged on their own workload's rows left out: folds of rows
@@ -511,16 +605,32 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
     """The calibration TOML of ``result`` (format of ``efficiency.py``'s docstring, plus [fit])."""
     import statistics
 
-    lines = ["# paigrid calibration: efficiencies fitted by `paigrid calibrate` (robust least squares on",
-             "# log throughput); each value is a fraction of a datasheet peak, +- one standard error.", ""]
-    for section in ("flop_efficiency", "memory_efficiency", "class_efficiency", "workload_efficiency",
-                    "link_efficiency"):
+    lines = [
+        "# paigrid calibration: efficiencies fitted by `paigrid calibrate` (robust least squares on",
+        "# log throughput); each value is a fraction of a datasheet peak, +- one standard error.",
+        "",
+    ]
+    for section in (
+        "flop_efficiency",
+        "memory_efficiency",
+        "class_efficiency",
+        "workload_efficiency",
+        "link_efficiency",
+    ):
         chosen = [p for p in result.parameters if p.section == section]
         if chosen:
-            lines.append(f"[{section}]" + ("   # per-workload corrections: each applies to its workload only"
-                                            if section == "workload_efficiency" else ""))
-            lines += [f"{toml_key(p.key)} = {toml_value(p.value)}  # +- {p.stderr:.3g}"
-                      f"{' (at a bound)' if p.at_bound else ''}" for p in chosen]
+            lines.append(
+                f"[{section}]"
+                + (
+                    "   # per-workload corrections: each applies to its workload only"
+                    if section == "workload_efficiency"
+                    else ""
+                )
+            )
+            lines += [
+                f"{toml_key(p.key)} = {toml_value(p.value)}  # +- {p.stderr:.3g}{' (at a bound)' if p.at_bound else ''}"
+                for p in chosen
+            ]
             lines.append("")
     options = non_default_options(result.fitted_options())
     if options:
@@ -528,11 +638,15 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
         lines += [f"{k} = {toml_value(v)}" for k, v in options.items()]
         lines.append("")
     errors = [p / r.measured - 1.0 for p, r in zip(result.predicted, result.rows)]
-    fit_table = {**(notes or {}), **result.notes, "rows": [r.id for r in result.rows],
-                 "parameters": [p.name for p in result.parameters],
-                 "degrees_of_freedom": result.degrees_of_freedom,
-                 "median_abs_error": statistics.median(abs(e) for e in errors),
-                 "rms_log_residual": math.sqrt(statistics.fmean(r * r for r in result.residuals))}
+    fit_table = {
+        **(notes or {}),
+        **result.notes,
+        "rows": [r.id for r in result.rows],
+        "parameters": [p.name for p in result.parameters],
+        "degrees_of_freedom": result.degrees_of_freedom,
+        "median_abs_error": statistics.median(abs(e) for e in errors),
+        "rms_log_residual": math.sqrt(statistics.fmean(r * r for r in result.residuals)),
+    }
     lines.append("[fit]   # provenance; paigrid reads only the tables above")
     lines += [f"{k} = {toml_value(v)}" for k, v in fit_table.items()]
     lines += ["", "[fit.uncertainty]   # one standard error of each fitted value"]

@@ -58,9 +58,15 @@ SHARE = {"workload": "generation", "generation": "all", "gpu": "generation", "so
 BAND_QUANTILE = 0.68
 
 
-def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_by: str,
-             calibrated: bool = True, groups: tuple[str, ...] | None = None,
-             shrinkage: float | str = 0.0) -> tuple[list[dict], list[dict]]:
+def held_out(
+    rows: list[Measurement],
+    cats: Catalogues,
+    options: Options,
+    fold_by: str,
+    calibrated: bool = True,
+    groups: tuple[str, ...] | None = None,
+    shrinkage: float | str = 0.0,
+) -> tuple[list[dict], list[dict]]:
     """Each row's validate result (``validate.validate`` row dict plus ``fold``) predicted by a
     calibration fitted on the rows of the other ``fold_by`` values (``workload`` or
     ``generation``), or by the defaults when not ``calibrated`` (the ``FITTED_DEFAULTS`` of the
@@ -79,13 +85,27 @@ def held_out(rows: list[Measurement], cats: Catalogues, options: Options, fold_b
         test = [r for r in rows if getattr(r, fold_by) == value]
         train = [r for r in rows if getattr(r, fold_by) != value]
         eff, fold_options = base, options
-        entry = {"fold": value, "train_rows": len(train), "test_rows": len(test), "parameters": {},
-                 "at_bound": [], "refused": ""}
+        entry = {
+            "fold": value,
+            "train_rows": len(train),
+            "test_rows": len(test),
+            "parameters": {},
+            "at_bound": [],
+            "refused": "",
+        }
         fitted = (groups or FIT_GROUPS[options.model]) if calibrated else FITTED_DEFAULTS[options.model]
         if train and (calibrated or fitted):
             try:
-                result = fit(train, base, options, fitted, cats=cats, allow_bounds=True, share=SHARE[fold_by],
-                             shrinkage=shrinkage if calibrated else 0.0)
+                result = fit(
+                    train,
+                    base,
+                    options,
+                    fitted,
+                    cats=cats,
+                    allow_bounds=True,
+                    share=SHARE[fold_by],
+                    shrinkage=shrinkage if calibrated else 0.0,
+                )
             except PaigridError as exc:
                 entry["refused"] = str(exc)
             else:
@@ -105,14 +125,21 @@ def group_summary(results: list[dict]) -> dict[str, dict]:
     out = {}
     for group in GROUPS:
         errors = [abs(r["error"]) for r in results if r["group"] == group and math.isfinite(r["error"])]
-        out[group] = {"count": len(errors),
-                      "median_abs_error": statistics.median(errors) if errors else None,
-                      "mean_abs_error": statistics.fmean(errors) if errors else None}
+        out[group] = {
+            "count": len(errors),
+            "median_abs_error": statistics.median(errors) if errors else None,
+            "mean_abs_error": statistics.fmean(errors) if errors else None,
+        }
     return out
 
 
-def protocol(rows: list[Measurement], cats: Catalogues | None = None,
-             models=("pai-v1", "pai-v2"), options: Options | None = None, shrinkage: float | str = "cv") -> dict:
+def protocol(
+    rows: list[Measurement],
+    cats: Catalogues | None = None,
+    models=("pai-v1", "pai-v2"),
+    options: Options | None = None,
+    shrinkage: float | str = "cv",
+) -> dict:
     """The whole protocol: for each model, each fold kind, uncalibrated and calibrated (pai-v2
     also "calibrated + workload", ``WITH_WORKLOAD``), the held-out rows, the folds and the
     per-group summary.  The calibrated fits are ``paigrid calibrate``'s default (``shrinkage``
@@ -157,8 +184,9 @@ def bands(results: list[dict]) -> dict[str, float]:
 SCALING_FOLDS = {"workload": "leave-one-workload-out", "id": "leave-one-row-out"}
 
 
-def scaling_held_out(rows: list[Measurement], cats: Catalogues, options: Options, fitted: tuple[str, ...],
-                     fold_by: str) -> tuple[list[dict], list[dict]]:
+def scaling_held_out(
+    rows: list[Measurement], cats: Catalogues, options: Options, fitted: tuple[str, ...], fold_by: str
+) -> tuple[list[dict], list[dict]]:
     """Each scaling row predicted with the ``fitted`` options (``SCALING_GRIDS``) least-squares
     fitted on the other rows of its fold kind (``workload``: the rows of the other workloads;
     ``id``: every other row) by ``scalingfit.best_point``, as ``paigrid calibrate`` fits them
@@ -177,9 +205,11 @@ def scaling_held_out(rows: list[Measurement], cats: Catalogues, options: Options
         point, _ = best_point(grid, train)
         errors = next(e for p, e in grid if p == point)
         at_end = [name for name in fitted if point[name] in (SCALING_GRIDS[name][0], SCALING_GRIDS[name][-1])]
-        folds.append({"fold": value, "train_rows": len(train), "test_rows": len(test), "fitted": point,
-                      "at_grid_end": at_end})
-        out += [{"id": r.id, "workload": r.workload, "fold": value, "error": errors[r.id], "fitted": point}
-                for r in test]
+        folds.append(
+            {"fold": value, "train_rows": len(train), "test_rows": len(test), "fitted": point, "at_grid_end": at_end}
+        )
+        out += [
+            {"id": r.id, "workload": r.workload, "fold": value, "error": errors[r.id], "fitted": point} for r in test
+        ]
     order = {r.id: i for i, r in enumerate(rows)}
     return sorted(out, key=lambda r: order[r["id"]]), folds

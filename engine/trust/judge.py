@@ -24,8 +24,14 @@ from paigrid.trust.validate import validate
 
 #: the goals of the public rows: median |error| per group, the largest mean, the ratio median,
 #: the share of parameter-server vs all-reduce twins in the right order
-GOALS = {"single_gpu": 0.10, "multi_gpu_one_server": 0.10, "multi_server": 0.15, "mean": 0.15, "ratio": 0.05,
-         "ps_order": 0.90}
+GOALS = {
+    "single_gpu": 0.10,
+    "multi_gpu_one_server": 0.10,
+    "multi_server": 0.15,
+    "mean": 0.15,
+    "ratio": 0.05,
+    "ps_order": 0.90,
+}
 
 
 def uncalibrated(rows: list[Measurement], cats: Catalogues, options: Options | None = None) -> list[dict]:
@@ -33,8 +39,9 @@ def uncalibrated(rows: list[Measurement], cats: Catalogues, options: Options | N
     return validate(rows, defaults(), options or Options(), cats)["rows"]
 
 
-def calibrated(rows: list[Measurement], cats: Catalogues, options: Options | None = None,
-               folds=tuple(V2_FOLDS)) -> dict[str, dict]:
+def calibrated(
+    rows: list[Measurement], cats: Catalogues, options: Options | None = None, folds=tuple(V2_FOLDS)
+) -> dict[str, dict]:
     """Per fold kind: the held-out rows (``crossval.held_out`` with ``shrinkage="cv"``), the
     folds and the per-group summary."""
     out = {}
@@ -50,8 +57,10 @@ def by_attribute(results: list[dict], rows: list[Measurement], attribute: str) -
     groups: dict[str, list[float]] = {}
     for r in results:
         groups.setdefault(str(getattr(lookup[r["id"]], attribute)), []).append(abs(r["error"]))
-    return {k: {"count": len(v), "median_abs_error": statistics.median(v), "mean_abs_error": statistics.fmean(v)}
-            for k, v in sorted(groups.items())}
+    return {
+        k: {"count": len(v), "median_abs_error": statistics.median(v), "mean_abs_error": statistics.fmean(v)}
+        for k, v in sorted(groups.items())
+    }
 
 
 def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, dict]:
@@ -61,13 +70,23 @@ def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, 
     lookup = {r.id: r for r in rows}
     entries = [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
     out = {}
-    for name, function in (("gpu", relative.gpu_ratios), ("scaling", relative.scaling_ratios),
-                           ("precision", relative.precision_ratios), ("ps_allreduce", relative.ps_allreduce_order)):
+    for name, function in (
+        ("gpu", relative.gpu_ratios),
+        ("scaling", relative.scaling_ratios),
+        ("precision", relative.precision_ratios),
+        ("ps_allreduce", relative.ps_allreduce_order),
+    ):
         pairs = function(entries)
-        out[name] = {"pairs": len(pairs), "median_abs_error": relative.median_abs(pairs),
-                     "order_right": (sum(p["order_right"] for p in pairs) / len(pairs)) if pairs else None}
+        out[name] = {
+            "pairs": len(pairs),
+            "median_abs_error": relative.median_abs(pairs),
+            "order_right": (sum(p["order_right"] for p in pairs) / len(pairs)) if pairs else None,
+        }
     ranks = relative.ranking(entries)
     finite = [r["spearman"] for r in ranks if math.isfinite(r["spearman"])]
-    out["ranking"] = {"jobs": len(ranks), "mean_spearman": statistics.fmean(finite) if finite else None,
-                      "top1": (sum(r["top1"] for r in ranks) / len(ranks)) if ranks else None}
+    out["ranking"] = {
+        "jobs": len(ranks),
+        "mean_spearman": statistics.fmean(finite) if finite else None,
+        "top1": (sum(r["top1"] for r in ranks) / len(ranks)) if ranks else None,
+    }
     return out

@@ -61,8 +61,17 @@ def parameter_keys(rows) -> list[str]:
     """The factors the rows can inform: a GEMM factor per (generation, precision family) of the
     rows, and the shared ones."""
     gemm = sorted({f"gemm/{r.generation or '*'}/{_family(r.precision)}" for r in rows})
-    return gemm + ["gemm_half_side", "attention", "hbm", "intra", "network", "overlap", "tp_overlap", "overhead",
-                   "moe_overhead"]
+    return gemm + [
+        "gemm_half_side",
+        "attention",
+        "hbm",
+        "intra",
+        "network",
+        "overlap",
+        "tp_overlap",
+        "overhead",
+        "moe_overhead",
+    ]
 
 
 def _with(eff, factors: dict[str, float]):
@@ -177,11 +186,21 @@ def crossval(rows, cats, eff) -> dict:
             for run, values in runs.items():
                 errors[run] = statistics.fmean(values)
                 before[run] = statistics.fmean(runs_before[run])
-            folds.append({"fold": name, "rows": int(test.sum()), "strength": strength,
-                          "median_abs_error": statistics.median(abs(statistics.fmean(v)) for v in runs.values())})
-        out[kind] = {"folds": folds, "errors": errors, "errors_defaults": before,
-                     "median_abs_error": statistics.median(abs(e) for e in errors.values()),
-                     "median_abs_error_defaults": statistics.median(abs(e) for e in before.values())}
+            folds.append(
+                {
+                    "fold": name,
+                    "rows": int(test.sum()),
+                    "strength": strength,
+                    "median_abs_error": statistics.median(abs(statistics.fmean(v)) for v in runs.values()),
+                }
+            )
+        out[kind] = {
+            "folds": folds,
+            "errors": errors,
+            "errors_defaults": before,
+            "median_abs_error": statistics.median(abs(e) for e in errors.values()),
+            "median_abs_error_defaults": statistics.median(abs(e) for e in before.values()),
+        }
     del measured
     return out
 
@@ -191,8 +210,7 @@ def write_llm_calibration(result: LlmFit, path, notes: dict) -> None:
     validate --calibration`` reads; the file appears whole or not at all."""
     from paigrid.userfiles import write_text_atomically
 
-    lines = ["# paigrid calibrate on llm rows: factors on the LLM model's sourced defaults (trust.llmfit)",
-             "[llm]"]
+    lines = ["# paigrid calibrate on llm rows: factors on the LLM model's sourced defaults (trust.llmfit)", "[llm]"]
     lines += [f'"{key}" = {value:.6g}' for key, value in sorted(result.factors.items())]
     lines += ["", "[fit]", f"rows = {len(result.rows)}", f"ridge_strength = {result.strength:g}"]
     lines += [f'{key} = "{value}"' for key, value in notes.items() if isinstance(value, str)]
@@ -210,19 +228,25 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
         workspace, fragmentation = fit_memory(points)
         result.factors["workspace"] = workspace * 2**30 / 1e9 / LlmOptions.defaults().workspace_GB
         result.factors["fragmentation"] = 1.0 + fragmentation
-        memory_note = (f"memory fitted on {len(points)} row(s) that report peak memory: workspace "
-                       f"{workspace:.2f} GiB, fragmentation {100 * fragmentation:.0f}% of the activations")
+        memory_note = (
+            f"memory fitted on {len(points)} row(s) that report peak memory: workspace "
+            f"{workspace:.2f} GiB, fragmentation {100 * fragmentation:.0f}% of the activations"
+        )
     write_llm_calibration(result, out, {"measurements": measurements})
     refused = sum(1 for r in rows if r.refused)
-    lines = [f"fitted {len(result.factors)} LLM factor(s) to {len(result.rows)} llm row(s) "
-             f"({refused} refused row(s) left out; ridge in log-factor space toward the sourced defaults, "
-             f"strength {result.strength:g} chosen by leave-one-model-out on these rows)",
-             "factor                          value"]
+    lines = [
+        f"fitted {len(result.factors)} LLM factor(s) to {len(result.rows)} llm row(s) "
+        f"({refused} refused row(s) left out; ridge in log-factor space toward the sourced defaults, "
+        f"strength {result.strength:g} chosen by leave-one-model-out on these rows)",
+        "factor                          value",
+    ]
     lines += [f"{key:30s}  {value:.3f}" for key, value in sorted(result.factors.items())] or ["(none: the defaults)"]
     before = [abs(p / r.measured - 1) for r, p in zip(result.rows, result.start_predicted)]
     after = [abs(p / r.measured - 1) for r, p in zip(result.rows, result.predicted)]
-    lines.append(f"median |error| on these rows: {100 * statistics.median(before):.1f}% at the defaults, "
-                 f"{100 * statistics.median(after):.1f}% fitted (in-sample; docs/accuracy.md has the held-out figures)")
+    lines.append(
+        f"median |error| on these rows: {100 * statistics.median(before):.1f}% at the defaults, "
+        f"{100 * statistics.median(after):.1f}% fitted (in-sample; docs/accuracy.md has the held-out figures)"
+    )
     lines.append(memory_note)
     lines.append(f"wrote {out}")
     return "\n".join(lines)
@@ -243,9 +267,16 @@ def memory_points(rows, cats, eff) -> list[dict]:
         doubled = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=1.0))
         base = predict_row(bare, cats, eff)["memory_per_gpu"] / 2**30
         activations = predict_row(doubled, cats, eff)["memory_per_gpu"] / 2**30 - base
-        out.append({"id": r.id, "run": r.run or r.id, "reported": llm.peak_memory_GiB, "base": base,
-                    "activations": activations,
-                    "default": predict_row(llm, cats, eff)["memory_per_gpu"] / 2**30})
+        out.append(
+            {
+                "id": r.id,
+                "run": r.run or r.id,
+                "reported": llm.peak_memory_GiB,
+                "base": base,
+                "activations": activations,
+                "default": predict_row(llm, cats, eff)["memory_per_gpu"] / 2**30,
+            }
+        )
     return out
 
 
@@ -278,6 +309,12 @@ def memory_crossval(points: list[dict]) -> list[dict]:
         for p in points:
             if p["run"] == run:
                 held = p["base"] + w + f * p["activations"]
-                out.append({**p, "held_out": held, "error": held / p["reported"] - 1.0,
-                            "error_default": p["default"] / p["reported"] - 1.0})
+                out.append(
+                    {
+                        **p,
+                        "held_out": held,
+                        "error": held / p["reported"] - 1.0,
+                        "error_default": p["default"] / p["reported"] - 1.0,
+                    }
+                )
     return out

@@ -47,11 +47,33 @@ from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.llm.rows import REQUIRED as LLM_REQUIRED
 from paigrid.userfiles import read_text
 
-REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
-            "batch_per_gpu", "throughput", "throughput_unit")
+REQUIRED = (
+    "id",
+    "model",
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "arch",
+    "intra_link",
+    "network",
+    "precision",
+    "batch_per_gpu",
+    "throughput",
+    "throughput_unit",
+)
 #: throughput units read as samples/s of the whole job
-SAMPLE_UNITS = ("samples/s", "images/s", "img/s", "sequences/s", "seq/s", "sentences/s", "utterances/s",
-                "frames/s", "queries/s", "graphs/s")
+SAMPLE_UNITS = (
+    "samples/s",
+    "images/s",
+    "img/s",
+    "sequences/s",
+    "seq/s",
+    "sentences/s",
+    "utterances/s",
+    "frames/s",
+    "queries/s",
+    "graphs/s",
+)
 TOKEN_UNITS = ("tokens/s",)
 #: row groups of the validation summary
 GROUPS = ("single_gpu", "multi_gpu_one_server", "multi_server")
@@ -62,31 +84,31 @@ class Measurement:
     """One measured run: what ran, on what, and the measured throughput [samples/s, whole job]."""
 
     id: str
-    model: str                  # name as measured
-    workload: str               # catalogue workload
+    model: str  # name as measured
+    workload: str  # catalogue workload
     framework: str
-    gpu: str                    # canonical catalogue names from here on
+    gpu: str  # canonical catalogue names from here on
     precision: str
     arch: str
     intra: str
     network: str
     gpus_per_node: int
     nodes: int
-    batch: float                # samples per GPU per micro-batch
+    batch: float  # samples per GPU per micro-batch
     grad_accum_steps: int
-    size: str                   # sequence length or image size, as written
-    measured: float             # samples/s of the whole job
+    size: str  # sequence length or image size, as written
+    measured: float  # samples/s of the whole job
     data_pipeline: str = ""
     source: str = ""
-    job_options: dict[str, float] = field(default_factory=dict)   # per-job options the row sets
-    cells: dict[str, str] = field(default_factory=dict)           # the raw CSV row
-    variant: dict[str, str] = field(default_factory=dict)         # optimizer, attention, execution the row sets
-    kind: str = "throughput"    # what was measured: a ``trust.rowkinds`` name
-    generation: str = ""        # the GPU's architecture generation (GPU catalogue), for selections
-    refused: str = ""           # why the model cannot predict the row (llm rows; empty: it can)
-    note: str = ""              # what the row took by default (llm rows)
-    run: str = ""               # the published run it measures (twin llm rows share it)
-    llm_row: object = None      # the ``llm.rows.LlmRow`` read from the cells (llm rows)
+    job_options: dict[str, float] = field(default_factory=dict)  # per-job options the row sets
+    cells: dict[str, str] = field(default_factory=dict)  # the raw CSV row
+    variant: dict[str, str] = field(default_factory=dict)  # optimizer, attention, execution the row sets
+    kind: str = "throughput"  # what was measured: a ``trust.rowkinds`` name
+    generation: str = ""  # the GPU's architecture generation (GPU catalogue), for selections
+    refused: str = ""  # why the model cannot predict the row (llm rows; empty: it can)
+    note: str = ""  # what the row took by default (llm rows)
+    run: str = ""  # the published run it measures (twin llm rows share it)
+    llm_row: object = None  # the ``llm.rows.LlmRow`` read from the cells (llm rows)
 
     @property
     def n_gpu(self) -> int:
@@ -113,8 +135,14 @@ class Measurement:
 
     def config(self) -> dict:
         """The configuration of this row for ``predict.predict_configs``."""
-        return {"arch": self.arch, "gpu": self.gpu, "n_gpu": self.n_gpu, "intra": self.intra,
-                "network": self.network, "precision": self.precision}
+        return {
+            "arch": self.arch,
+            "gpu": self.gpu,
+            "n_gpu": self.n_gpu,
+            "intra": self.intra,
+            "network": self.network,
+            "precision": self.precision,
+        }
 
 
 # --- model names --------------------------------------------------------------------------------
@@ -160,8 +188,10 @@ def resolve_model(name: str, size: str, aliases: list[dict[str, str]], cats: Cat
             return cats.workloads.resolve(entry["workload"])
     if entries:
         sizes = ", ".join(e["seq_len_or_image_size"] for e in entries)
-        raise PaigridError(f"{origin}: model {name!r} at seq_len_or_image_size {size or '(empty)'} has no catalogue "
-                           f"variant; the alias table knows it at {sizes}.")
+        raise PaigridError(
+            f"{origin}: model {name!r} at seq_len_or_image_size {size or '(empty)'} has no catalogue "
+            f"variant; the alias table knows it at {sizes}."
+        )
     try:
         return cats.workloads.resolve(name)
     except PaigridError:
@@ -192,14 +222,18 @@ def _samples_per_s(cells: dict[str, str], workload: str, cats: Catalogues, origi
     if unit in TOKEN_UNITS:
         tokens = cats.workloads.number(workload, "tokens_per_sample")
         return value / (tokens if tokens > 0 else 1.0)
-    raise PaigridError(f"{origin}: unknown throughput_unit {cells['throughput_unit']!r}; known: "
-                       f"{', '.join(SAMPLE_UNITS + TOKEN_UNITS)}.")
+    raise PaigridError(
+        f"{origin}: unknown throughput_unit {cells['throughput_unit']!r}; known: "
+        f"{', '.join(SAMPLE_UNITS + TOKEN_UNITS)}."
+    )
 
 
 def _row_options(cells: dict[str, str], nodes: int, origin: str) -> dict[str, float]:
     """Per-job options the row sets: its shape, accumulation and any option column it carries."""
-    values = {"gpus_per_node": _whole(cells["gpus_per_node"], origin, "gpus_per_node", 1),
-              "grad_accum_steps": _whole(cells.get("grad_accum_steps") or "1", origin, "grad_accum_steps", 1)}
+    values = {
+        "gpus_per_node": _whole(cells["gpus_per_node"], origin, "gpus_per_node", 1),
+        "grad_accum_steps": _whole(cells.get("grad_accum_steps") or "1", origin, "grad_accum_steps", 1),
+    }
     nics = (cells.get("nics_per_node") or "").strip()
     if nics:
         count = _whole(nics, origin, "nics_per_node", 0)
@@ -239,16 +273,29 @@ def _measurement(cells: dict[str, str], aliases, cats: Catalogues, origin: str) 
     if nodes > 1 and cats.links.row(network)["kind"] == "none":
         raise PaigridError(f"{origin}: a run on {nodes} servers needs a network, not 'none'.")
     row = Measurement(
-        id=ident, model=cells["model"].strip(), workload=workload, framework=(cells.get("framework") or "").strip(),
-        gpu=gpu, precision=cats.precisions.resolve(cells["precision"]), arch=arch,
-        intra=_intra(cells, gpu, n_gpu, cats, origin), network=network,
-        gpus_per_node=options["gpus_per_node"], nodes=nodes,
+        id=ident,
+        model=cells["model"].strip(),
+        workload=workload,
+        framework=(cells.get("framework") or "").strip(),
+        gpu=gpu,
+        precision=cats.precisions.resolve(cells["precision"]),
+        arch=arch,
+        intra=_intra(cells, gpu, n_gpu, cats, origin),
+        network=network,
+        gpus_per_node=options["gpus_per_node"],
+        nodes=nodes,
         batch=_positive(cells["batch_per_gpu"], origin, "batch_per_gpu"),
-        grad_accum_steps=options["grad_accum_steps"], size=size,
+        grad_accum_steps=options["grad_accum_steps"],
+        size=size,
         measured=_samples_per_s(cells, workload, cats, origin),
-        data_pipeline=(cells.get("data_pipeline") or "").strip(), source=(cells.get("source") or "").strip(),
-        job_options=options, cells=cells, variant=_variant(cells, cats, origin),
-        kind=_kind(cells, origin), generation=(cats.gpus.row(gpu).get("generation") or "").strip())
+        data_pipeline=(cells.get("data_pipeline") or "").strip(),
+        source=(cells.get("source") or "").strip(),
+        job_options=options,
+        cells=cells,
+        variant=_variant(cells, cats, origin),
+        kind=_kind(cells, origin),
+        generation=(cats.gpus.row(gpu).get("generation") or "").strip(),
+    )
     return row
 
 
@@ -304,14 +351,38 @@ def _check_valid(rows: list[Measurement], origins: list[str], cats: Catalogues) 
 #: the column holding the observed value of each file schema -> the row kind it measures
 KIND_COLUMNS = {"throughput": "throughput", "scaling_efficiency": "scaling", "bus_bandwidth_GB_per_s": "collective"}
 #: required columns of a scaling-efficiency file (``datasets/scaling_public.csv``)
-SCALING_REQUIRED = ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network", "precision",
-                    "batch_per_gpu", "scaling_efficiency")
+SCALING_REQUIRED = (
+    "id",
+    "model",
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "arch",
+    "intra_link",
+    "network",
+    "precision",
+    "batch_per_gpu",
+    "scaling_efficiency",
+)
 #: required columns of a collective-bandwidth file (``datasets/collectives_public.csv``)
-COLLECTIVE_REQUIRED = ("id", "collective", "algorithm", "gpu", "gpus_per_node", "nodes", "intra_link", "network",
-                       "nics_per_node", "message_size_bytes", "bus_bandwidth_GB_per_s")
+COLLECTIVE_REQUIRED = (
+    "id",
+    "collective",
+    "algorithm",
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "intra_link",
+    "network",
+    "nics_per_node",
+    "message_size_bytes",
+    "bus_bandwidth_GB_per_s",
+)
 #: collective algorithms the model has no term for, with the reason (kept out of fits and summaries)
-NOT_MODELLED = {"nvls": "NVLink SHARP reduces inside the NVSwitch, so its bus bandwidth is not a link's "
-                        "bandwidth; the model has no in-switch reduction"}
+NOT_MODELLED = {
+    "nvls": "NVLink SHARP reduces inside the NVSwitch, so its bus bandwidth is not a link's "
+    "bandwidth; the model has no in-switch reduction"
+}
 
 
 def file_kind(header: list[str], origin: str) -> str:
@@ -324,8 +395,10 @@ def file_kind(header: list[str], origin: str) -> str:
     if not found and "throughput_unit" in header:  # a throughput file that lacks its value column
         return "throughput"
     if len(found) != 1:
-        raise PaigridError(f"{origin} is not a measurements file paigrid knows: it needs exactly one of the columns "
-                           f"{', '.join(KIND_COLUMNS)} (throughput, scaling efficiency or collective bus bandwidth).")
+        raise PaigridError(
+            f"{origin} is not a measurements file paigrid knows: it needs exactly one of the columns "
+            f"{', '.join(KIND_COLUMNS)} (throughput, scaling efficiency or collective bus bandwidth)."
+        )
     return found[0]
 
 
@@ -334,10 +407,16 @@ def _scaling(cells: dict[str, str], aliases, cats: Catalogues, origin: str) -> M
     (n x throughput(1)), a fraction."""
     value = _positive(cells["scaling_efficiency"], origin, "scaling_efficiency")
     if value > 1.5:
-        raise PaigridError(f"{origin}: scaling_efficiency is a fraction (throughput(n) / (n x throughput(1))), "
-                           f"not {cells['scaling_efficiency']!r}.")
-    row = _measurement({**cells, "throughput": cells["scaling_efficiency"], "throughput_unit": "samples/s",
-                        "kind": ""}, aliases, cats, origin)
+        raise PaigridError(
+            f"{origin}: scaling_efficiency is a fraction (throughput(n) / (n x throughput(1))), "
+            f"not {cells['scaling_efficiency']!r}."
+        )
+    row = _measurement(
+        {**cells, "throughput": cells["scaling_efficiency"], "throughput_unit": "samples/s", "kind": ""},
+        aliases,
+        cats,
+        origin,
+    )
     if row.n_gpu < 2:
         raise PaigridError(f"{origin}: a scaling row needs at least 2 GPUs, not {row.n_gpu}.")
     row.cells = cells
@@ -354,8 +433,9 @@ def _collective(cells: dict[str, str], cats: Catalogues, origin: str) -> Measure
         raise PaigridError(f"{origin}: id is empty.")
     collective = cells["collective"].strip().casefold()
     if collective != "all_reduce" and cells["algorithm"].strip().casefold() != "ring":
-        raise PaigridError(f"{origin}: collective must be all_reduce (or a ring-algorithm collective), "
-                           f"not {cells['collective']!r}.")
+        raise PaigridError(
+            f"{origin}: collective must be all_reduce (or a ring-algorithm collective), not {cells['collective']!r}."
+        )
     gpu = cats.gpus.resolve(cells["gpu"])
     nodes = _whole(cells["nodes"], origin, "nodes", 1)
     options = _row_options(cells, nodes, origin)
@@ -373,13 +453,27 @@ def _collective(cells: dict[str, str], cats: Catalogues, origin: str) -> Measure
     if not fits_matrix(cats, [gpu], [intra])[0, 0]:
         raise PaigridError(f"{origin}: the intra link {intra} does not connect a {gpu} (it fits {rule}).")
     return Measurement(
-        id=ident, model=f"{cells['collective'].strip()}/{cells['algorithm'].strip()}", workload="", framework="",
-        gpu=gpu, precision="fp32", arch="allreduce-local" if nodes == 1 else "allreduce-cluster", intra=intra,
-        network=network, gpus_per_node=options["gpus_per_node"], nodes=nodes, batch=1.0, grad_accum_steps=1,
+        id=ident,
+        model=f"{cells['collective'].strip()}/{cells['algorithm'].strip()}",
+        workload="",
+        framework="",
+        gpu=gpu,
+        precision="fp32",
+        arch="allreduce-local" if nodes == 1 else "allreduce-cluster",
+        intra=intra,
+        network=network,
+        gpus_per_node=options["gpus_per_node"],
+        nodes=nodes,
+        batch=1.0,
+        grad_accum_steps=1,
         size=cells["message_size_bytes"].strip(),
         measured=_positive(cells["bus_bandwidth_GB_per_s"], origin, "bus_bandwidth_GB_per_s"),
-        source=(cells.get("source") or "").strip(), job_options=options, cells=cells, kind="collective",
-        generation=(cats.gpus.row(gpu).get("generation") or "").strip())
+        source=(cells.get("source") or "").strip(),
+        job_options=options,
+        cells=cells,
+        kind="collective",
+        generation=(cats.gpus.row(gpu).get("generation") or "").strip(),
+    )
 
 
 def _llm(cells: dict[str, str], cats: Catalogues, origin: str) -> Measurement:
@@ -392,20 +486,53 @@ def _llm(cells: dict[str, str], cats: Catalogues, origin: str) -> Measurement:
     ident = (cells.get("id") or "").strip()
     if llm is None:
         return Measurement(
-            id=ident, model=(cells.get("model") or "").strip(), workload="", framework="",
-            gpu=(cells.get("gpu") or "").strip(), precision=(cells.get("precision") or "").strip(), arch="",
-            intra="", network="", gpus_per_node=0, nodes=0, batch=0.0, grad_accum_steps=0,
-            size=(cells.get("seq_len") or "").strip(), measured=math.nan, source=(cells.get("source") or "").strip(),
-            cells=cells, kind="llm", refused=reason, run=run_key(ident))
+            id=ident,
+            model=(cells.get("model") or "").strip(),
+            workload="",
+            framework="",
+            gpu=(cells.get("gpu") or "").strip(),
+            precision=(cells.get("precision") or "").strip(),
+            arch="",
+            intra="",
+            network="",
+            gpus_per_node=0,
+            nodes=0,
+            batch=0.0,
+            grad_accum_steps=0,
+            size=(cells.get("seq_len") or "").strip(),
+            measured=math.nan,
+            source=(cells.get("source") or "").strip(),
+            cells=cells,
+            kind="llm",
+            refused=reason,
+            run=run_key(ident),
+        )
     lay = llm.layout
     return Measurement(
-        id=llm.id, model=cells["model"].strip(), workload="", framework=(cells.get("framework") or "").strip(),
-        gpu=llm.design.gpu, precision=llm.design.precision, arch=lay.describe(), intra=llm.design.intra,
-        network=llm.design.network, gpus_per_node=llm.gpus_per_node, nodes=llm.nodes, batch=float(lay.micro_batch),
-        grad_accum_steps=max(1, llm.model.global_batch // (lay.dp * lay.micro_batch)), size=cells["seq_len"].strip(),
-        measured=llm.measured, source=(cells.get("source") or "").strip(), cells=cells, kind="llm",
-        generation=(cats.gpus.row(llm.design.gpu).get("generation") or "").strip(), refused=reason,
-        note="defaults: " + ", ".join(llm.defaults) if llm.defaults else "", run=llm.run, llm_row=llm)
+        id=llm.id,
+        model=cells["model"].strip(),
+        workload="",
+        framework=(cells.get("framework") or "").strip(),
+        gpu=llm.design.gpu,
+        precision=llm.design.precision,
+        arch=lay.describe(),
+        intra=llm.design.intra,
+        network=llm.design.network,
+        gpus_per_node=llm.gpus_per_node,
+        nodes=llm.nodes,
+        batch=float(lay.micro_batch),
+        grad_accum_steps=max(1, llm.model.global_batch // (lay.dp * lay.micro_batch)),
+        size=cells["seq_len"].strip(),
+        measured=llm.measured,
+        source=(cells.get("source") or "").strip(),
+        cells=cells,
+        kind="llm",
+        generation=(cats.gpus.row(llm.design.gpu).get("generation") or "").strip(),
+        refused=reason,
+        note="defaults: " + ", ".join(llm.defaults) if llm.defaults else "",
+        run=llm.run,
+        llm_row=llm,
+    )
 
 
 def modelled(row: Measurement) -> bool:
@@ -417,8 +544,9 @@ def modelled(row: Measurement) -> bool:
     return not (row.kind == "collective" and row.cells.get("algorithm", "").strip().casefold() in NOT_MODELLED)
 
 
-def load_measurements(path: str | Path, cats: Catalogues | None = None,
-                      aliases: list[dict[str, str]] | None = None) -> list[Measurement]:
+def load_measurements(
+    path: str | Path, cats: Catalogues | None = None, aliases: list[dict[str, str]] | None = None
+) -> list[Measurement]:
     """Read and check every row of a measurements CSV (one clear error for the first problem).
 
     The file's schema decides its rows' kind (``file_kind``): ``throughput`` (the schema of
@@ -433,8 +561,12 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
     text = read_text(path, "the measurements file")
     header, _ = csv_table(text, str(path), "a measurements file")
     kind = file_kind(header, str(path))
-    required = {"throughput": REQUIRED, "scaling": SCALING_REQUIRED, "collective": COLLECTIVE_REQUIRED,
-                "llm": LLM_REQUIRED}[kind]
+    required = {
+        "throughput": REQUIRED,
+        "scaling": SCALING_REQUIRED,
+        "collective": COLLECTIVE_REQUIRED,
+        "llm": LLM_REQUIRED,
+    }[kind]
     _, table = csv_table(text, str(path), f"a {kind} measurements file", required)
     rows, origins, seen = [], [], set()
     for line_no, cells in table:
@@ -450,8 +582,10 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
                 row = _measurement(cells, aliases, cats, origin)
                 if row.kind != "throughput":
                     schema = {"scaling": "scaling", "collective": "collectives", "llm": "llm"}[row.kind]
-                    raise PaigridError(f"{origin}: kind {row.kind} rows have their own file schema "
-                                       f"(see datasets/{schema}_public.csv), not a throughput column.")
+                    raise PaigridError(
+                        f"{origin}: kind {row.kind} rows have their own file schema "
+                        f"(see datasets/{schema}_public.csv), not a throughput column."
+                    )
         except PaigridError as exc:
             if str(exc).startswith(origin):
                 raise
@@ -470,8 +604,14 @@ def load_measurements(path: str | Path, cats: Catalogues | None = None,
 # --- selecting ----------------------------------------------------------------------------------
 def _values(row: Measurement, column: str) -> set[str]:
     """The raw cell and, for name columns, the canonical name it resolved to (casefolded)."""
-    resolved = {"model": row.workload, "gpu": row.gpu, "precision": row.precision, "intra_link": row.intra,
-                "network": row.network, "workload": row.workload}
+    resolved = {
+        "model": row.workload,
+        "gpu": row.gpu,
+        "precision": row.precision,
+        "intra_link": row.intra,
+        "network": row.network,
+        "workload": row.workload,
+    }
     values = {row.cells.get(column, "")}
     if column in resolved:
         values.add(resolved[column])
@@ -484,8 +624,14 @@ def _values(row: Measurement, column: str) -> set[str]:
 
 def _canonical(column: str, pattern: str, cats: Catalogues) -> str | None:
     """Canonical catalogue name of a wildcard-free ``pattern`` in a name column (None if not one)."""
-    catalogue = {"gpu": cats.gpus, "precision": cats.precisions, "model": cats.workloads,
-                 "workload": cats.workloads, "intra_link": cats.links, "network": cats.links}.get(column)
+    catalogue = {
+        "gpu": cats.gpus,
+        "precision": cats.precisions,
+        "model": cats.workloads,
+        "workload": cats.workloads,
+        "intra_link": cats.links,
+        "network": cats.links,
+    }.get(column)
     if catalogue is None or any(c in pattern for c in "*?["):
         return None
     try:
@@ -517,8 +663,9 @@ def select(rows: list[Measurement], items: list[str] | None, cats: Catalogues | 
             raise PaigridError(f"--rows-where: unknown column {column!r}; known: {', '.join(sorted(columns))}.")
         patterns = [p.strip().casefold() for p in text.split(",") if p.strip()]
         patterns += [c for c in (_canonical(column, p, cats) for p in patterns) if c]
-        rows = [r for r in rows
-                if any(fnmatch.fnmatchcase(v, p) for v in _values(r, column) for p in patterns) != negate]
+        rows = [
+            r for r in rows if any(fnmatch.fnmatchcase(v, p) for v in _values(r, column) for p in patterns) != negate
+        ]
     if not rows:
         raise PaigridError(f"no measurement row matches {' and '.join(items)}.")
     return rows

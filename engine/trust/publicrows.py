@@ -81,11 +81,27 @@ SCHEMA_COLUMNS = ("model_config", "notes")
 #: DGX-1 V100: 4 x 100 Gb/s EDR InfiniBand (DGX-1 with V100 system architecture whitepaper, 2017);
 #: DGX A100: 8 x 200 Gb/s HDR (DGX A100 system architecture whitepaper, 2020); DGX H100/H200: 8 x
 #: 400 Gb/s NDR (DGX H100 datasheet, 2022); DGX B200: 8 x 400 Gb/s NDR (DGX B200 datasheet, 2024)
-USUAL_NETWORK = {"Volta": ("ib-edr-100g", 4), "Ampere": ("ib-hdr-200g", 8), "Hopper": ("ib-ndr-400g", 8),
-                 "Blackwell": ("ib-ndr-400g", 8)}
+USUAL_NETWORK = {
+    "Volta": ("ib-edr-100g", 4),
+    "Ampere": ("ib-hdr-200g", 8),
+    "Hopper": ("ib-ndr-400g", 8),
+    "Blackwell": ("ib-ndr-400g", 8),
+}
 #: samples/s multipliers of the throughput units read as samples
-SAMPLE_WORDS = ("images", "img", "sequences", "seq", "samples", "items", "users", "molecules", "sentences",
-                "utterances", "queries", "graphs")
+SAMPLE_WORDS = (
+    "images",
+    "img",
+    "sequences",
+    "seq",
+    "samples",
+    "items",
+    "users",
+    "molecules",
+    "sentences",
+    "utterances",
+    "queries",
+    "graphs",
+)
 
 
 @dataclass
@@ -239,9 +255,11 @@ def resolve_network(cell: str, gpu: str, nodes: int, cats: Catalogues, notes: li
     if generation not in USUAL_NETWORK:
         raise NotModelled(f"network not stated and no usual cluster network for {generation or gpu}")
     text = cell.strip()
-    notes.append("network not stated: the GPU generation's usual DGX cluster network" if
-                 text.casefold().startswith("not stated") or not text else
-                 "RoCE cluster text names no links.csv network: the usual DGX cluster network")
+    notes.append(
+        "network not stated: the GPU generation's usual DGX cluster network"
+        if text.casefold().startswith("not stated") or not text
+        else "RoCE cluster text names no links.csv network: the usual DGX cluster network"
+    )
     return USUAL_NETWORK[generation]
 
 
@@ -265,8 +283,12 @@ def resolve_precision(cell: str, cats: Catalogues, notes: list[str], gpu: str = 
     """Catalogue precision of a ``precision`` cell as published; ``fp32`` on a TF32 GPU under a
     framework whose default FP32 math is TF32 (``_tf32_default``) is ``tf32``, an assumption."""
     text = cell.strip().casefold()
-    if text == "fp32" and gpu and (cats.gpus.row(gpu).get("generation") or "").strip() in TF32_GENERATIONS \
-            and _tf32_default(framework):
+    if (
+        text == "fp32"
+        and gpu
+        and (cats.gpus.row(gpu).get("generation") or "").strip() in TF32_GENERATIONS
+        and _tf32_default(framework)
+    ):
         notes.append("fp32 on a TF32 GPU: the framework's default TF32 math")
         return cats.precisions.resolve("tf32")
     if text == "bf16":
@@ -306,8 +328,10 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
         if frames is None and (_count(cats, workload, "tokens_per_sample") or 1.0) > 1.0:
             frames, column = _count(cats, workload, "tokens_per_sample"), "the workload's tokens_per_sample"
         if not frames or frames <= 0:
-            raise NotModelled("mel frames/s not convertible: the workload gives no mel frames per sample "
-                              "(zoo per_sample, frames_per_sample, or tokens_per_sample above 1)")
+            raise NotModelled(
+                "mel frames/s not convertible: the workload gives no mel frames per sample "
+                "(zoo per_sample, frames_per_sample, or tokens_per_sample above 1)"
+            )
         notes.append(f"mel frames/s converted with {column} as mel frames per sample")
         value /= frames
     elif head.startswith("audio samples"):
@@ -319,8 +343,10 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
             notes.append("audio samples/s converted with the zoo's per_sample audio samples")
             value /= counts["audio samples"]
         else:
-            raise NotModelled("audio samples/s not convertible: no segment length in seq_len_or_image_size "
-                              "and no zoo per_sample audio samples")
+            raise NotModelled(
+                "audio samples/s not convertible: no segment length in seq_len_or_image_size "
+                "and no zoo per_sample audio samples"
+            )
     elif "tokens" in head:
         tokens = cats.workloads.number(workload, "tokens_per_sample")
         value /= tokens if tokens > 0 else 1.0
@@ -405,9 +431,11 @@ def _optimizer(cell: str, cats: Catalogues) -> str:
 def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[str], cache: dict) -> dict[str, str]:
     """The row in the strict schema of ``measurements.py``, every awkward value decided."""
     if (cells.get("id") or "").startswith("MPT-") or "llm-foundry" in (cells.get("framework") or ""):
-        raise NotModelled("LLM-family FSDP run (ZeRO-3 data parallel): the llm row kind needs its transformer "
-                          "shape (layers, hidden, heads, FFN, vocabulary), which datasets/llm_models.csv does "
-                          "not hold for MPT")
+        raise NotModelled(
+            "LLM-family FSDP run (ZeRO-3 data parallel): the llm row kind needs its transformer "
+            "shape (layers, hidden, heads, FFN, vocabulary), which datasets/llm_models.csv does "
+            "not hold for MPT"
+        )
     if not (cells.get("batch_per_gpu") or "").strip():
         raise NotModelled("batch per GPU not stated")
     gpus_per_node, nodes = int(cells["gpus_per_node"]), int(cells["nodes"])
@@ -427,15 +455,28 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         notes.append("grad_accum_steps empty: 1")
     settings = row_settings(cells)
     notes += settings.defaults_used
-    out = {"id": cells["id"], "model": cells["model"], "gpu": gpu, "gpus_per_node": str(gpus_per_node),
-           "nodes": str(nodes), "arch": cells["arch"].strip(), "intra_link": intra, "network": network,
-           "nics_per_node": str(nics),
-           "precision": resolve_precision(cells["precision"], cats, notes, gpu, cells.get("framework") or ""),
-           "batch_per_gpu": cells["batch_per_gpu"], "grad_accum_steps": accum or "1",
-           "seq_len_or_image_size": size, "throughput": "1", "throughput_unit": "samples/s",
-           "framework": cells.get("framework", ""), "data_pipeline": settings.pipeline,
-           "source": cells.get("source", ""), "optimizer": _optimizer(cells.get("optimizer") or "", cats),
-           "execution": settings.execution}
+    out = {
+        "id": cells["id"],
+        "model": cells["model"],
+        "gpu": gpu,
+        "gpus_per_node": str(gpus_per_node),
+        "nodes": str(nodes),
+        "arch": cells["arch"].strip(),
+        "intra_link": intra,
+        "network": network,
+        "nics_per_node": str(nics),
+        "precision": resolve_precision(cells["precision"], cats, notes, gpu, cells.get("framework") or ""),
+        "batch_per_gpu": cells["batch_per_gpu"],
+        "grad_accum_steps": accum or "1",
+        "seq_len_or_image_size": size,
+        "throughput": "1",
+        "throughput_unit": "samples/s",
+        "framework": cells.get("framework", ""),
+        "data_pipeline": settings.pipeline,
+        "source": cells.get("source", ""),
+        "optimizer": _optimizer(cells.get("optimizer") or "", cats),
+        "execution": settings.execution,
+    }
     out["throughput"] = repr(samples_per_second(cells, workload, cats, notes))
     return out
 
@@ -451,9 +492,26 @@ def read_public(path: str | Path, cats: Catalogues | None = None, aliases=None) 
     path = Path(path)
     cats = cats or Catalogues.load()
     aliases = load_aliases() + zoo_aliases() if aliases is None else aliases
-    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file",
-                         ("id", "model", "gpu", "gpus_per_node", "nodes", "arch", "intra_link", "network",
-                          "precision", "batch_per_gpu", "throughput", "throughput_unit", "notes"))
+    _, table = csv_table(
+        read_text(path, "the measurements file"),
+        str(path),
+        "a public measurements file",
+        (
+            "id",
+            "model",
+            "gpu",
+            "gpus_per_node",
+            "nodes",
+            "arch",
+            "intra_link",
+            "network",
+            "precision",
+            "batch_per_gpu",
+            "throughput",
+            "throughput_unit",
+            "notes",
+        ),
+    )
     reading = PublicReading([], total_rows=len(table))
     kept: list[tuple[Measurement, int, bool]] = []
     seen: set[str] = set()

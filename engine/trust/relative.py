@@ -28,13 +28,13 @@ SETUP = ("workload", "batch", "grad_accum_steps", "framework", "source_id", "exe
 
 
 def _key(row, extra: tuple[str, ...], free: tuple[str, ...]) -> tuple:
-    values = [getattr(row, a) if a != "execution" else row.variant.get("execution", "") for a in SETUP
-              if a not in free]
+    values = [getattr(row, a) if a != "execution" else row.variant.get("execution", "") for a in SETUP if a not in free]
     return tuple(values) + tuple(getattr(row, a) for a in extra)
 
 
-def _ratio_errors(entries: list[dict], fixed: tuple[str, ...], varied, order=None,
-                  free: tuple[str, ...] = ()) -> list[dict]:
+def _ratio_errors(
+    entries: list[dict], fixed: tuple[str, ...], varied, order=None, free: tuple[str, ...] = ()
+) -> list[dict]:
     """Pairs of entries equal in ``SETUP`` (less ``free``) + ``fixed`` and differing in
     ``varied(row)``; each pair's predicted ratio over measured ratio - 1 (``order(a, b)``: True
     when a is the numerator)."""
@@ -49,16 +49,23 @@ def _ratio_errors(entries: list[dict], fixed: tuple[str, ...], varied, order=Non
             if order is not None and not order(a["row"], b["row"]):
                 a, b = b, a
             predicted, measured = a["predicted"] / b["predicted"], a["measured"] / b["measured"]
-            out.append({"ids": (a["row"].id, b["row"].id), "predicted": predicted, "measured": measured,
-                        "error": predicted / measured - 1.0,
-                        "order_right": (predicted > 1) == (measured > 1)})
+            out.append(
+                {
+                    "ids": (a["row"].id, b["row"].id),
+                    "predicted": predicted,
+                    "measured": measured,
+                    "error": predicted / measured - 1.0,
+                    "order_right": (predicted > 1) == (measured > 1),
+                }
+            )
     return out
 
 
 def gpu_ratios(entries: list[dict]) -> list[dict]:
     """The same job and setup on two GPUs (``_ratio_errors``: precision, count, arch fixed)."""
-    return _ratio_errors(entries, ("precision", "n_gpu", "arch"), lambda r: r.gpu, lambda a, b: a.gpu > b.gpu,
-                         free=("batch",))
+    return _ratio_errors(
+        entries, ("precision", "n_gpu", "arch"), lambda r: r.gpu, lambda a, b: a.gpu > b.gpu, free=("batch",)
+    )
 
 
 def scaling_ratios(entries: list[dict]) -> list[dict]:
@@ -69,16 +76,22 @@ def scaling_ratios(entries: list[dict]) -> list[dict]:
 def precision_ratios(entries: list[dict]) -> list[dict]:
     """AMP against FP32/TF32 of the same job, GPU, count and architecture (numerator: AMP)."""
     amp = [e for e in entries if e["row"].precision.startswith("amp") or e["row"].precision in ("fp32", "tf32")]
-    pairs = _ratio_errors(amp, ("gpu", "n_gpu", "arch"), lambda r: r.precision.startswith("amp"),
-                          lambda a, b: a.precision.startswith("amp"), free=("batch",))
+    pairs = _ratio_errors(
+        amp,
+        ("gpu", "n_gpu", "arch"),
+        lambda r: r.precision.startswith("amp"),
+        lambda a, b: a.precision.startswith("amp"),
+        free=("batch",),
+    )
     return pairs
 
 
 def ps_allreduce_order(entries: list[dict]) -> list[dict]:
     """Parameter-server (``1wng``) against all-reduce twins on the same host (numerator: PS)."""
     twins = [e for e in entries if e["row"].arch in ("1wng", "allreduce-local")]
-    pairs = _ratio_errors(twins, ("gpu", "n_gpu", "precision", "intra"), lambda r: r.arch,
-                          lambda a, b: a.arch == "1wng")
+    pairs = _ratio_errors(
+        twins, ("gpu", "n_gpu", "precision", "intra"), lambda r: r.arch, lambda a, b: a.arch == "1wng"
+    )
     return pairs
 
 
@@ -120,10 +133,18 @@ def ranking(entries: list[dict], minimum: int = 3) -> list[dict]:
             continue
         predicted = [m["predicted"] for m in members]
         measured = [m["measured"] for m in members]
-        top = max(range(len(members)), key=lambda i: predicted[i]) == max(range(len(members)),
-                                                                           key=lambda i: measured[i])
-        out.append({"workload": workload, "source": source, "configurations": len(members),
-                    "spearman": spearman(predicted, measured), "top1": top})
+        top = max(range(len(members)), key=lambda i: predicted[i]) == max(
+            range(len(members)), key=lambda i: measured[i]
+        )
+        out.append(
+            {
+                "workload": workload,
+                "source": source,
+                "configurations": len(members),
+                "spearman": spearman(predicted, measured),
+                "top1": top,
+            }
+        )
     return out
 
 

@@ -111,9 +111,22 @@ def allreduce_seconds(row, cats, efficiency, options, nbytes: float) -> float:
     roots = float(job["pcie_roots"])
     intra_bw = intra[L.L_BW] * intra_fraction(intra[L.L_KIND], n, k, roots, 1.0 if options.topology_aware else 0.0)
     arch, vector = float(L.ARCH_NAMES.index(row.arch)), option_vector(options)
-    seconds = exchange_seconds(arch, n, k, float(job["nics_per_node"]), roots, float(job["ps_count"]), nbytes, 1.0,
-                               intra_bw, intra[L.L_LATENCY], network[L.L_BW], network[L.L_LATENCY],
-                               float(COLLECTIVE_CODES[options.collective]), vector)
+    seconds = exchange_seconds(
+        arch,
+        n,
+        k,
+        float(job["nics_per_node"]),
+        roots,
+        float(job["ps_count"]),
+        nbytes,
+        1.0,
+        intra_bw,
+        intra[L.L_LATENCY],
+        network[L.L_BW],
+        network[L.L_LATENCY],
+        float(COLLECTIVE_CODES[options.collective]),
+        vector,
+    )
     return float(seconds + coordination_seconds(arch, n, vector[L.O_COORDINATION], vector[L.O_COORDINATION_GROWTH]))
 
 
@@ -161,6 +174,8 @@ def predict_observed(rows, cats, efficiency, options) -> np.ndarray:
         out[members] = values
     bad = ~(np.isfinite(out) & (out > 0)) & np.array([not getattr(r, "refused", "") for r in rows], dtype=bool)
     if bad.any():
-        raise PaigridError(f"the model gives no {row_kind(getattr(rows[int(np.argmax(bad))], 'kind', '')).unit} "
-                           f"for row {rows[int(np.argmax(bad))].id!r}; it cannot be fitted.")
+        raise PaigridError(
+            f"the model gives no {row_kind(getattr(rows[int(np.argmax(bad))], 'kind', '')).unit} "
+            f"for row {rows[int(np.argmax(bad))].id!r}; it cannot be fitted."
+        )
     return out

@@ -36,14 +36,22 @@ from paigrid.userfiles import write_text_atomically
 
 #: the grids of the options a scaling fit may set: the overlap efficiency (a fraction) in steps of
 #: 0.02, the coordination time [us] 0 and 0.1 to 1000 us, 8 values a decade
-SCALING_GRIDS = {"overlap_efficiency": tuple(i / 50 for i in range(51)),
-                 "coordination_us": (0.0, *(round(10.0 ** (x / 8), 4) for x in range(-8, 25)))}
+SCALING_GRIDS = {
+    "overlap_efficiency": tuple(i / 50 for i in range(51)),
+    "coordination_us": (0.0, *(round(10.0 ** (x / 8), 4) for x in range(-8, 25))),
+}
 #: each grid in words (the ``[fit]`` table records it)
-GRID_TEXT = {"overlap_efficiency": "0 to 1 in steps of 0.02",
-             "coordination_us": "0 and 0.1 to 1000 us, 8 values a decade"}
+GRID_TEXT = {
+    "overlap_efficiency": "0 to 1 in steps of 0.02",
+    "coordination_us": "0 and 0.1 to 1000 us, 8 values a decade",
+}
 #: --fit groups of a scaling file -> the option each fits (the option names are groups too)
-SCALING_GROUPS = {"scaling": "overlap_efficiency", "overlap_efficiency": "overlap_efficiency",
-                  "coordination": "coordination_us", "coordination_us": "coordination_us"}
+SCALING_GROUPS = {
+    "scaling": "overlap_efficiency",
+    "overlap_efficiency": "overlap_efficiency",
+    "coordination": "coordination_us",
+    "coordination_us": "coordination_us",
+}
 DEFAULT_SCALING_GROUPS = ("scaling",)
 #: the options every scaling fit is made with (the overlap efficiency is a fraction of its window)
 FIT_OPTIONS = {"bucket_overlap": True}
@@ -58,9 +66,11 @@ def scaling_options(groups) -> tuple[str, ...]:
     groups = DEFAULT_SCALING_GROUPS if groups is None else tuple(groups)
     wrong = [g for g in groups if g not in SCALING_GROUPS]
     if wrong or not groups:
-        raise PaigridError(f"--fit {','.join(wrong) or '(none)'} does not apply to scaling-efficiency rows, which "
-                           f"determine the scaling-loss options: fit scaling (overlap_efficiency), coordination "
-                           f"(coordination_us) or both.")
+        raise PaigridError(
+            f"--fit {','.join(wrong) or '(none)'} does not apply to scaling-efficiency rows, which "
+            f"determine the scaling-loss options: fit scaling (overlap_efficiency), coordination "
+            f"(coordination_us) or both."
+        )
     chosen = {SCALING_GROUPS[g] for g in groups}
     return tuple(name for name in SCALING_GRIDS if name in chosen)
 
@@ -76,8 +86,13 @@ def _grid_points(fitted: tuple[str, ...]) -> list[dict]:
     return points
 
 
-def scaling_grid(rows: list[Measurement], cats: Catalogues, options: Options, fitted: tuple[str, ...],
-                 efficiency: Efficiency | None = None) -> list[tuple[dict, dict[str, float]]]:
+def scaling_grid(
+    rows: list[Measurement],
+    cats: Catalogues,
+    options: Options,
+    fitted: tuple[str, ...],
+    efficiency: Efficiency | None = None,
+) -> list[tuple[dict, dict[str, float]]]:
     """Each grid point of the ``fitted`` options (``SCALING_GRIDS``) with every row's error in
     efficiency points as a fraction (predicted - measured) under ``options`` with that point
     applied and ``efficiency`` (default: the defaults): [(point, {row id: error})].  A row's
@@ -108,14 +123,14 @@ def best_point(grid: list[tuple[dict, dict[str, float]]], ids: set[str]) -> tupl
 class ScalingFit:
     """Result of ``fit_scaling``: the fitted options, the rows and their errors before and after."""
 
-    fitted: dict[str, float]          # option -> fitted value (overlap_efficiency a fraction, coordination_us us)
-    start: dict[str, float]           # option -> its value in the options given
+    fitted: dict[str, float]  # option -> fitted value (overlap_efficiency a fraction, coordination_us us)
+    start: dict[str, float]  # option -> its value in the options given
     rows: list[Measurement]
-    errors: list[float]               # predicted - measured scaling efficiency per row, fitted (fraction)
-    start_errors: list[float]         # the same with the start values (and FIT_OPTIONS)
-    options: Options                  # the options given, with FIT_OPTIONS and the fitted values
-    sse: float                        # sum of squared errors (fractions squared)
-    at_grid_end: list[str]            # fitted options on the first or last value of their grid
+    errors: list[float]  # predicted - measured scaling efficiency per row, fitted (fraction)
+    start_errors: list[float]  # the same with the start values (and FIT_OPTIONS)
+    options: Options  # the options given, with FIT_OPTIONS and the fitted values
+    sse: float  # sum of squared errors (fractions squared)
+    at_grid_end: list[str]  # fitted options on the first or last value of their grid
     notes: dict = field(default_factory=dict)
 
     @property
@@ -124,8 +139,9 @@ class ScalingFit:
         return len(self.rows) - len(self.fitted)
 
 
-def fit_scaling(rows: list[Measurement], efficiency: Efficiency, options: Options, groups=None,
-                cats: Catalogues | None = None) -> ScalingFit:
+def fit_scaling(
+    rows: list[Measurement], efficiency: Efficiency, options: Options, groups=None, cats: Catalogues | None = None
+) -> ScalingFit:
     """Fit the scaling-loss options of ``groups`` (``scaling_options``; default: the overlap
     efficiency) to scaling-efficiency ``rows`` by least squares in efficiency points on
     ``SCALING_GRIDS``, under ``options`` with ``FIT_OPTIONS`` on top and ``efficiency``.
@@ -137,8 +153,9 @@ def fit_scaling(rows: list[Measurement], efficiency: Efficiency, options: Option
         raise PaigridError(f"a scaling fit takes scaling-efficiency rows, not {', '.join(kinds) or 'no'} rows.")
     needed = len(fitted) + MIN_EXTRA_ROWS
     if len(rows) < needed:
-        raise PaigridError(f"fitting {' and '.join(fitted)} needs at least {needed} scaling rows, not {len(rows)}; "
-                           f"select more rows.")
+        raise PaigridError(
+            f"fitting {' and '.join(fitted)} needs at least {needed} scaling rows, not {len(rows)}; select more rows."
+        )
     cats = cats or Catalogues.load()
     base = replace(options, **FIT_OPTIONS)
     grid = scaling_grid(rows, cats, base, fitted, efficiency)
@@ -148,8 +165,10 @@ def fit_scaling(rows: list[Measurement], efficiency: Efficiency, options: Option
         others = {k: v for k, v in point.items() if k != name}
         sums = [sum(e[i] ** 2 for i in ids) for p, e in grid if all(p[k] == v for k, v in others.items())]
         if max(sums) - min(sums) <= 1e-12:
-            raise PaigridError(f"the selected rows cannot determine {name}: no value on its grid "
-                               f"({GRID_TEXT[name]}) moves their predictions; select rows whose exchange it affects.")
+            raise PaigridError(
+                f"the selected rows cannot determine {name}: no value on its grid "
+                f"({GRID_TEXT[name]}) moves their predictions; select rows whose exchange it affects."
+            )
     errors = next(e for p, e in grid if p == point)
     start_point = {name: getattr(base, name) for name in fitted}
     start = replace(base, **start_point)
@@ -158,8 +177,17 @@ def fit_scaling(rows: list[Measurement], efficiency: Efficiency, options: Option
     start_errors = {r["id"]: r["error"] for r in validate_observed(rows, efficiency, start, cats)["rows"]}
     at_end = [name for name in fitted if point[name] in (SCALING_GRIDS[name][0], SCALING_GRIDS[name][-1])]
     notes = {"groups": list(groups or DEFAULT_SCALING_GROUPS), "model": options.model}
-    return ScalingFit(dict(point), start_point, list(rows), [errors[r.id] for r in rows],
-                      [start_errors[r.id] for r in rows], replace(base, **point), sse, at_end, notes)
+    return ScalingFit(
+        dict(point),
+        start_point,
+        list(rows),
+        [errors[r.id] for r in rows],
+        [start_errors[r.id] for r in rows],
+        replace(base, **point),
+        sse,
+        at_end,
+        notes,
+    )
 
 
 def scaling_calibration_text(result: ScalingFit, notes: dict | None = None) -> str:
@@ -167,15 +195,24 @@ def scaling_calibration_text(result: ScalingFit, notes: dict | None = None) -> s
     any other non-default option the fit was made with) and the ``[fit]`` table (provenance,
     grid, rows, errors in points), which paigrid does not read."""
     errors = result.errors
-    fit_table = {**(notes or {}), **result.notes, "method": "least squares in scaling-efficiency points on a grid",
-                 "fitted": list(result.fitted), "grid": [f"{n}: {GRID_TEXT[n]}" for n in result.fitted],
-                 "at_grid_end": result.at_grid_end, "rows": [r.id for r in result.rows],
-                 "degrees_of_freedom": result.degrees_of_freedom,
-                 "median_abs_error_points": 100 * statistics.median(abs(e) for e in errors),
-                 "rms_error_points": 100 * math.sqrt(statistics.fmean(e * e for e in errors))}
-    lines = ["# paigrid calibration: scaling-loss options fitted by `paigrid calibrate` to scaling-efficiency",
-             "# rows (least squares in efficiency points on a grid; the grid step is the resolution).", "",
-             "[options]   # bucketed overlap, the fitted options and any other non-default option of the fit"]
+    fit_table = {
+        **(notes or {}),
+        **result.notes,
+        "method": "least squares in scaling-efficiency points on a grid",
+        "fitted": list(result.fitted),
+        "grid": [f"{n}: {GRID_TEXT[n]}" for n in result.fitted],
+        "at_grid_end": result.at_grid_end,
+        "rows": [r.id for r in result.rows],
+        "degrees_of_freedom": result.degrees_of_freedom,
+        "median_abs_error_points": 100 * statistics.median(abs(e) for e in errors),
+        "rms_error_points": 100 * math.sqrt(statistics.fmean(e * e for e in errors)),
+    }
+    lines = [
+        "# paigrid calibration: scaling-loss options fitted by `paigrid calibrate` to scaling-efficiency",
+        "# rows (least squares in efficiency points on a grid; the grid step is the resolution).",
+        "",
+        "[options]   # bucketed overlap, the fitted options and any other non-default option of the fit",
+    ]
     options = {**non_default_options(result.options), **FIT_OPTIONS, **result.fitted}
     lines += [f"{k} = {toml_value(v)}" for k, v in options.items()]
     lines += ["", "[fit]   # provenance; paigrid reads only the table above"]

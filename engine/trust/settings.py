@@ -80,8 +80,9 @@ def row_settings(cells: dict[str, str]) -> RunSettings:
     if not framework:
         framework = "pytorch"
         defaults.append("framework not stated: PyTorch")
-    xla = bool(re.search(r"XLA in folder name|with XLA|--xla|xla=true|XLA enabled", notes, re.I)) \
-        and not re.search(r"no XLA", notes, re.I)
+    xla = bool(re.search(r"XLA in folder name|with XLA|--xla|xla=true|XLA enabled", notes, re.I)) and not re.search(
+        r"no XLA", notes, re.I
+    )
     compiled = bool(re.search(r"torch\.compile", framework_text + " " + notes, re.I))
     channels_last = bool(re.search(r"channels[- ]last|NHWC|nhwc", notes))
     execution = "graphs" if xla or compiled else "eager"

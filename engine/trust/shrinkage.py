@@ -45,9 +45,16 @@ def _robust(r: np.ndarray, f_scale: float) -> tuple[np.ndarray, np.ndarray]:
     return g, dg
 
 
-def shrunk_least_squares(residuals: Callable[[np.ndarray], np.ndarray],
-                         jacobian: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray,
-                         upper: np.ndarray, strength: float, f_scale: float = 0.1, max_nfev: int | None = None):
+def shrunk_least_squares(
+    residuals: Callable[[np.ndarray], np.ndarray],
+    jacobian: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    strength: float,
+    f_scale: float = 0.1,
+    max_nfev: int | None = None,
+):
     """Minimise sum rho(r(x)) + strength * |x - x0|^2 within [lower, upper] (module docstring).
 
     ``residuals(x)``: the data residuals r (log predicted / measured, one per row) at x = log p;
@@ -73,8 +80,15 @@ def shrunk_least_squares(residuals: Callable[[np.ndarray], np.ndarray],
         return np.vstack([dg[:, None] * jacobian(x), root * np.eye(len(x))])
 
     start = np.clip(x0, lower, upper)
-    return least_squares(augmented, start, jac=augmented_jac, bounds=(lower, upper), loss="linear", x_scale=1.0,
-                         max_nfev=max_nfev or 200 * max(1, len(x0)))
+    return least_squares(
+        augmented,
+        start,
+        jac=augmented_jac,
+        bounds=(lower, upper),
+        loss="linear",
+        x_scale=1.0,
+        max_nfev=max_nfev or 200 * max(1, len(x0)),
+    )
 
 
 @dataclass
@@ -85,7 +99,7 @@ class StrengthChoice:
     strength: float
     scores: dict[float, float]
     folds: int
-    grouped: bool = True   # False: rows were dealt to the folds (fewer groups than folds)
+    grouped: bool = True  # False: rows were dealt to the folds (fewer groups than folds)
 
 
 def inner_folds(groups: Sequence[str], k: int = INNER_FOLDS) -> list[list[int]]:
@@ -99,9 +113,13 @@ def inner_folds(groups: Sequence[str], k: int = INNER_FOLDS) -> list[list[int]]:
     return [[i for i in range(n) if i % k == f] for f in range(min(k, n))]
 
 
-def choose_strength(n_rows: int, groups: Sequence[str],
-                    held_out_residuals: Callable[[list[int], list[int], float], np.ndarray],
-                    strengths: Sequence[float] = STRENGTHS, k: int = INNER_FOLDS) -> StrengthChoice:
+def choose_strength(
+    n_rows: int,
+    groups: Sequence[str],
+    held_out_residuals: Callable[[list[int], list[int], float], np.ndarray],
+    strengths: Sequence[float] = STRENGTHS,
+    k: int = INNER_FOLDS,
+) -> StrengthChoice:
     """Cross-validate the shrinkage strength on ``n_rows`` training rows (module docstring).
 
     ``groups``: one label per row (folds keep a label together: ``inner_folds``);

@@ -31,5 +31,8 @@ def toml_key(text: str) -> str:
 def non_default_options(options: Options) -> dict:
     """The options that differ from ``Options()``, as a calibration's ``[options]`` table holds them
     (the rows always set their own shape and accumulation, so those options never shape a fit)."""
-    return {k: v for k, v in asdict(options).items()
-            if v != getattr(Options(), k) and k not in ("gpus_per_node", "grad_accum_steps")}
+    return {
+        k: v
+        for k, v in asdict(options).items()
+        if v != getattr(Options(), k) and k not in ("gpus_per_node", "grad_accum_steps")
+    }

@@ -31,8 +31,12 @@ def error_summary(errors: list[float]) -> dict:
     if not finite:
         return {"count": 0, "median_abs_error": None, "mean_abs_error": None, "mean_error": None}
     absolute = [abs(e) for e in finite]
-    return {"count": len(finite), "median_abs_error": statistics.median(absolute),
-            "mean_abs_error": statistics.fmean(absolute), "mean_error": statistics.fmean(finite)}
+    return {
+        "count": len(finite),
+        "median_abs_error": statistics.median(absolute),
+        "mean_abs_error": statistics.fmean(absolute),
+        "mean_error": statistics.fmean(finite),
+    }
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -45,8 +49,16 @@ def summarise(rows: list[dict]) -> dict:
 
 def series_key(row: Measurement) -> tuple:
     """What must be equal for rows to form one scaling series (everything but the GPU count)."""
-    return (row.model.casefold(), row.workload, row.gpu, row.precision, row.framework.casefold(),
-            row.batch, row.grad_accum_steps, row.size)
+    return (
+        row.model.casefold(),
+        row.workload,
+        row.gpu,
+        row.precision,
+        row.framework.casefold(),
+        row.batch,
+        row.grad_accum_steps,
+        row.size,
+    )
 
 
 def scaling_series(rows: list[Measurement], results: list[dict]) -> list[dict]:
@@ -73,14 +85,33 @@ def scaling_series(rows: list[Measurement], results: list[dict]) -> list[dict]:
                 continue
             predicted = results[i]["predicted"] / n / (results[base]["predicted"] / n0)
             measured = rows[i].measured / n / (rows[base].measured / n0)
-            points.append({"id": rows[i].id, "n_gpu": n, "nodes": rows[i].nodes, "intra": rows[i].intra,
-                           "network": rows[i].network, "predicted": predicted, "measured": measured,
-                           "error": predicted - measured})
+            points.append(
+                {
+                    "id": rows[i].id,
+                    "n_gpu": n,
+                    "nodes": rows[i].nodes,
+                    "intra": rows[i].intra,
+                    "network": rows[i].network,
+                    "predicted": predicted,
+                    "measured": measured,
+                    "error": predicted - measured,
+                }
+            )
         first = rows[base]
-        out.append({"model": first.model, "workload": first.workload, "gpu": first.gpu,
-                    "precision": first.precision, "framework": first.framework, "batch_per_gpu": first.batch,
-                    "data_pipeline": first.data_pipeline,
-                    "base_id": first.id, "base_n_gpu": n0, "points": points})
+        out.append(
+            {
+                "model": first.model,
+                "workload": first.workload,
+                "gpu": first.gpu,
+                "precision": first.precision,
+                "framework": first.framework,
+                "batch_per_gpu": first.batch,
+                "data_pipeline": first.data_pipeline,
+                "base_id": first.id,
+                "base_n_gpu": n0,
+                "points": points,
+            }
+        )
     return out
 
 
@@ -98,11 +129,25 @@ def validate(rows: list[Measurement], efficiency, options: Options, cats: Catalo
     results = []
     for row, p in zip(rows, predictions):
         predicted = p["throughput"]
-        results.append({"id": row.id, "model": row.model, "workload": row.workload, "gpu": row.gpu,
-                        "precision": row.precision, "arch": row.arch, "n_gpu": row.n_gpu, "nodes": row.nodes,
-                        "group": row.group, "predicted": predicted, "measured": row.measured,
-                        "error": predicted / row.measured - 1.0, "bottleneck": p["bottleneck"],
-                        "fits_memory": p["fits_memory"], "data_pipeline": row.data_pipeline})
+        results.append(
+            {
+                "id": row.id,
+                "model": row.model,
+                "workload": row.workload,
+                "gpu": row.gpu,
+                "precision": row.precision,
+                "arch": row.arch,
+                "n_gpu": row.n_gpu,
+                "nodes": row.nodes,
+                "group": row.group,
+                "predicted": predicted,
+                "measured": row.measured,
+                "error": predicted / row.measured - 1.0,
+                "bottleneck": p["bottleneck"],
+                "fits_memory": p["fits_memory"],
+                "data_pipeline": row.data_pipeline,
+            }
+        )
     return {"rows": results, "series": scaling_series(rows, results), "summary": summarise(results)}
 
 
@@ -144,16 +189,31 @@ def validate_observed(rows: list[Measurement], efficiency, options: Options, cat
             note = f"refused: {row.refused}"
         else:
             note = row.note if modelled(row) else f"not modelled ({NOT_MODELLED[algorithm]}); left out of the summary"
-        out.append({"id": row.id, "model": row.model, "gpu": row.gpu, "arch": row.arch, "n_gpu": row.n_gpu,
-                    "nodes": row.nodes, "intra": row.intra, "network": row.network, "predicted": float(value),
-                    "measured": row.measured, "error": row_error(kind, float(value), row.measured),
-                    "modelled": modelled(row), "note": note, "run": row.run or row.id})
+        out.append(
+            {
+                "id": row.id,
+                "model": row.model,
+                "gpu": row.gpu,
+                "arch": row.arch,
+                "n_gpu": row.n_gpu,
+                "nodes": row.nodes,
+                "intra": row.intra,
+                "network": row.network,
+                "predicted": float(value),
+                "measured": row.measured,
+                "error": row_error(kind, float(value), row.measured),
+                "modelled": modelled(row),
+                "note": note,
+                "run": row.run or row.id,
+            }
+        )
     summary = {"overall": error_summary(_once_per_run([r for r in out if r["modelled"]]))}
     if kind == "llm":
-        summary["refused"] = {"count": sum(1 for r in rows if r.refused),
-                              "runs": len({r.run for r in rows if r.refused})}
-    return {"kind": kind, "unit": row_kind(kind).unit, "error_kind": ERROR_KINDS[kind], "rows": out,
-            "summary": summary}
+        summary["refused"] = {
+            "count": sum(1 for r in rows if r.refused),
+            "runs": len({r.run for r in rows if r.refused}),
+        }
+    return {"kind": kind, "unit": row_kind(kind).unit, "error_kind": ERROR_KINDS[kind], "rows": out, "summary": summary}
 
 
 def _once_per_run(rows: list[dict]) -> list[float]:
