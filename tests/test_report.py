@@ -651,3 +651,19 @@ def test_cli_population_with_llm_jobs(tmp_path):
     assert sum(",allreduce-cluster," in line for line in llm) >= 5  # the pre-training half runs 64+ GPUs
     assert run("population", "--jobs", 5, "--llm-share", 2, "--out", tmp_path / "bad.csv").exit_code != 0
     assert not (tmp_path / "bad.csv").exists()
+
+
+def test_a_cube_with_llm_jobs_says_they_are_not_in_the_study(tmp_path):
+    rows = [
+        _row("dp-ps", "resnet50", "ps-worker", "V100-PCIe-16GB", 4),
+        _row("dp-1", "resnet50", "1w1g", "V100-SXM2-16GB", 1, intra="nvlink2-hcm"),
+        _row("llm-8b", "llama3-8b", "allreduce-local", "H100-SXM5-80GB", 8, intra="nvswitch-nvlink4"),
+    ]
+    write_population(rows, tmp_path / "pop.csv")
+    spec = load_spec(STUDY_SPEC)
+    spec.workloads = str(tmp_path / "pop.csv")
+    run_sweep(spec, tmp_path / "mixed.h5", progress=False)
+    numbers = R.compute_report(tmp_path / "mixed.h5")
+    assert numbers["cube"]["jobs"] == 2 and numbers["cube"]["llm_jobs"] == 1
+    text = R.write_report(tmp_path / "mixed.h5", tmp_path / "rep").read_text()
+    assert "also holds 1 LLM-family job(s)" in text

@@ -292,6 +292,8 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
             "created": str_attr(f.attrs, "created"),
             "paigrid_version": str_attr(f.attrs, "paigrid_version"),
             "model": cube_model(f.attrs),
+            # the LLM family's jobs (the cube's ``llm`` group) have no PAI architecture to study
+            "llm_jobs": len(f["llm/job"]) if "llm" in f else 0,
         },
         "current": {
             "arch": cur["arch"],

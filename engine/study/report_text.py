@@ -171,7 +171,13 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
         f"{ex['no_current_configuration']:,} without a current configuration, {ex['current_not_in_cube']:,} whose "
         f"current configuration is not in the cube, {ex['current_invalid']:,} whose current configuration is "
         f"invalid. {numbers['current_not_fitting']:,} analysed job(s) run today in a configuration that the "
-        "model's memory estimate says does not fit in GPU memory; they are kept (they do run).",
+        "model's memory estimate says does not fit in GPU memory; they are kept (they do run)."
+        + (
+            f" The cube also holds {c['llm_jobs']:,} LLM-family job(s) (its `llm` group): the PAI study's "
+            "architectures are data-parallel, so they are not analysed here; `paigrid query` answers them."
+            if c.get("llm_jobs")
+            else ""
+        ),
         "",
         _population_text(numbers.get("population")),
         "",
