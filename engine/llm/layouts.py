@@ -60,23 +60,29 @@ def check_layout(layout: Layout) -> Layout:
     return layout
 
 
+def layout_degrees(lay: Layout) -> list[float]:
+    """The layout's degrees in the kernel's column order (``DEGREES``): tp, pp, dp, cp, ep,
+    interleave, micro-batch, ZeRO stage, the recompute code, and 1 for sequence parallelism
+    (which applies only with tp > 1)."""
+    return [
+        lay.tp,
+        lay.pp,
+        lay.dp,
+        lay.cp,
+        lay.ep,
+        lay.vpp,
+        lay.micro_batch,
+        lay.zero,
+        RECOMPUTE.index(lay.recompute),
+        1.0 if (lay.sp and lay.tp > 1) else 0.0,
+    ]
+
+
 def layout_array(layouts: list[Layout], tensor: list[int]) -> np.ndarray:
     """(N, N_LAYOUT_FIELDS) table of ``layouts``; ``tensor`` lists the compute table's degrees."""
     table = np.zeros((len(layouts), K.N_LAYOUT_FIELDS))
     for i, lay in enumerate(layouts):
-        table[i] = [
-            lay.tp,
-            lay.pp,
-            lay.dp,
-            lay.cp,
-            lay.ep,
-            lay.vpp,
-            lay.micro_batch,
-            lay.zero,
-            RECOMPUTE.index(lay.recompute),
-            1.0 if (lay.sp and lay.tp > 1) else 0.0,
-            tensor.index(lay.tp),
-        ]
+        table[i] = [*layout_degrees(lay), tensor.index(lay.tp)]
     return table
 
 

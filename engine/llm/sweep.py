@@ -23,9 +23,8 @@ from paigrid.kernels import llm_layout as K
 from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
 from paigrid.llm.evaluate import RESULTS, evaluate
 from paigrid.llm.fabrics import resolve_network
-from paigrid.llm.layouts import DEGREES, REASON_NAMES, Space, enumerate_layouts
+from paigrid.llm.layouts import DEGREES, REASON_NAMES, Space, enumerate_layouts, layout_degrees
 from paigrid.llm.models import Transformer
-from paigrid.llm.shapes import RECOMPUTE
 from paigrid.userfiles import output_target, replacing_file
 
 #: the most layout x design pairs evaluated at once (each pair holds N_RESULT_FIELDS doubles)
@@ -107,19 +106,7 @@ def best_layouts(
             i = pick[j]
             if np.isfinite(times[i, j]) and not (times[i, j] >= np.nan_to_num(best[j, K.R_STEP], nan=np.inf)):
                 best[j] = res[i, j]
-                lay = block[i]
-                degrees[j] = [
-                    lay.tp,
-                    lay.pp,
-                    lay.dp,
-                    lay.cp,
-                    lay.ep,
-                    lay.vpp,
-                    lay.micro_batch,
-                    lay.zero,
-                    RECOMPUTE.index(lay.recompute),
-                    1.0 if (lay.sp and lay.tp > 1) else 0.0,
-                ]
+                degrees[j] = layout_degrees(block[i])
     return {
         "results": best,
         "degrees": degrees,
@@ -230,23 +217,7 @@ def _full_sink(f, mi: int, n_gpu: int, layouts: list, design_shape: tuple):
     group.attrs["n_gpu"] = n_gpu
     group.attrs["dimensions"] = "layout,gpu,domain,network"
     count = len(layouts)
-    table = np.array(
-        [
-            [
-                lay.tp,
-                lay.pp,
-                lay.dp,
-                lay.cp,
-                lay.ep,
-                lay.vpp,
-                lay.micro_batch,
-                lay.zero,
-                RECOMPUTE.index(lay.recompute),
-                1.0 if (lay.sp and lay.tp > 1) else 0.0,
-            ]
-            for lay in layouts
-        ]
-    )
+    table = np.array([layout_degrees(lay) for lay in layouts])
     for i, name in enumerate(DEGREES):
         group.create_dataset(name, data=table[:, i].astype(np.int64)).attrs["units"] = DEGREE_UNITS[name]
     full_shape = (count,) + tuple(design_shape)

@@ -71,7 +71,7 @@ from pathlib import Path
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues, csv_table
-from paigrid.trust.measurements import Measurement, _measurement, load_aliases
+from paigrid.trust.measurements import REQUIRED, Measurement, _measurement, load_aliases
 from paigrid.trust.settings import row_settings
 from paigrid.userfiles import read_text
 
@@ -496,21 +496,7 @@ def read_public(path: str | Path, cats: Catalogues | None = None, aliases=None) 
         read_text(path, "the measurements file"),
         str(path),
         "a public measurements file",
-        (
-            "id",
-            "model",
-            "gpu",
-            "gpus_per_node",
-            "nodes",
-            "arch",
-            "intra_link",
-            "network",
-            "precision",
-            "batch_per_gpu",
-            "throughput",
-            "throughput_unit",
-            "notes",
-        ),
+        (*REQUIRED, "notes"),
     )
     reading = PublicReading([], total_rows=len(table))
     kept: list[tuple[Measurement, int, bool]] = []
