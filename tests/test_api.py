@@ -426,6 +426,9 @@ def test_the_command_sets_a_default_numba_cache(monkeypatch, tmp_path):
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["paigrid", "--help"])
+    # main() is the console process's entry point: it allows a hard exit (os._exit) on a failed
+    # HDF5 write; undo that after this test, or a later in-process command would end pytest itself
+    monkeypatch.setattr("paigrid.cli.common.HARD_EXIT_ALLOWED", False)
     with pytest.raises(SystemExit):
         cli.main()
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "paigrid" / "numba")
