@@ -114,7 +114,8 @@ def open_dataset(path: str | Path, chunks=None, group: str | None = None) -> xr.
     open_cube(path).close()  # the checks and their sentences: exists, finished, a paigrid cube
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+    except (OSError, ValueError, RuntimeError, KeyError, AttributeError) as exc:
+        # AttributeError: h5netcdf 1.4 meets a damaged object header as a variable that is None
         raise damage(path, exc) from None
     return present(_guarded(ds, path))
 
