@@ -16,7 +16,7 @@ from paigrid.inputs.efficiency import defaults
 from paigrid.kernels import llm_layout as K
 from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
 from paigrid.llm.evaluate import evaluate
-from paigrid.llm.layouts import enumerate_layouts
+from paigrid.llm.layouts import enumerate_layouts, layout_label
 from paigrid.llm.models import model
 from paigrid.llm.rows import parse_row
 from paigrid.llm.shapes import megatron_flops_per_iteration
@@ -119,10 +119,17 @@ def test_sweep_query_and_their_file(tmp_path):
         "-q",
     )
     assert result.exit_code == 0, result.output
+    # an alias of paigrid sweep: a format-5 cube, reduce-only, the results in its group llm
     with h5py.File(out) as f:
-        for name, item in f.items():
-            assert "units" in item.attrs, name
-        step = f["step_time"][0, 1, 0, 0, :]
+        assert f.attrs["format_version"][0] == 5 and f.attrs["families"] == "llm" and f.attrs["complete"]
+        group = f["llm"]
+        for name, item in group.items():
+            phantom = b"not a netCDF variable" in bytes(item.attrs.get("NAME", b""))  # a bare dimension
+            if isinstance(item, h5py.Dataset) and not phantom:
+                assert "units" in item.attrs, name
+        assert "step_time" not in group  # no --full: the bests only
+        # over (job, gpu, n_gpu, domain, network, precision)
+        step = group["best_step_time"][0, 0, 1, 0, :, 0]
     # the stored best is the brute-force minimum over every enumerated layout
     m = model("llama3-8b")
     layouts = enumerate_layouts(m, 64)
@@ -246,11 +253,16 @@ def test_full_sweep_states_its_size_refuses_above_the_limit_and_keeps_every_pair
         "-q",
     ]
     refused = run(*args, "--max-full-gb", "0.0001")
-    # the size line first, then the one-sentence error (it states the size too)
+    # the size line first, then the one-sentence error (it states the same size)
     lines = refused.output.strip().splitlines()
     assert refused.exit_code != 0 and "Traceback" not in refused.output and len(lines) == 2
-    assert lines[0].startswith("full LLM sweep: ") and " pairs, " in lines[0]
-    assert lines[1].startswith("paigrid: error: a full LLM sweep of this plan writes 0.00145 GB, more than the limit")
+    assert lines[0].startswith("full LLM sweep: ") and " cells, " in lines[0]
+    stated = re.search(r" cells, ([0-9.e+-]+) GB of results$", lines[0]).group(1)
+    assert float(stated) > 0.0001
+    assert lines[1] == (
+        f"paigrid: error: a full LLM sweep of these flags writes {stated} GB, more than the limit of 0.0001 GB; "
+        "raise --max-full-gb to write it or drop --full."
+    )
     assert not out.exists() and not list(tmp_path.iterdir())
     result = run(*args)
     assert result.exit_code == 0, result.output
@@ -262,14 +274,22 @@ def test_full_sweep_states_its_size_refuses_above_the_limit_and_keeps_every_pair
         for n in ("ib-ndr-400g", "tor-roce-3to1")
     ]
     res = evaluate(m, layouts, designs, CATS, defaults(), LlmOptions.defaults())
+    # the unified cube (paigrid sweep's, group llm): cells over (job, layout, gpu, n_gpu, domain,
+    # network, precision) in float32, the layout axis one list of labels for every GPU count
     with h5py.File(out) as f:
-        group = f["full/0/64"]
-        for name, item in group.items():
-            assert "units" in item.attrs, name
-        assert group["step_time"].shape == (len(layouts), 1, 1, 2)
-        np.testing.assert_array_equal(group["step_time"][:, 0, 0, :], res[:, :, K.R_STEP])
-        np.testing.assert_array_equal(group["reason"][:, 0, 0, :], res[:, :, K.R_REASON].astype(np.int8))
-        assert list(group["tp"][:]) == [lay.tp for lay in layouts]
-        # the reduced part is the minimum of the full one
-        np.testing.assert_array_equal(f["step_time"][0, 1, 0, 0, :], np.nanmin(group["step_time"][:, 0, 0, :], axis=0))
-        assert f.attrs["full"]
+        assert f.attrs["mode"] == "full"
+        group = f["llm"]
+        for name in ("step_time", "invalid_reason", "tp", "best_step_time"):
+            assert "units" in group[name].attrs, name
+        axis = [v.decode() for v in group["layout"][:]]
+        assert group["step_time"].shape == (1, len(axis), 1, 2, 1, 2, 1)
+        at = [axis.index(layout_label(lay, with_dp=False)) for lay in layouts]  # every enumerated layout is there
+        cells = group["step_time"][0, :, 0, 1, 0, :, 0]  # at 64 GPUs
+        expected = np.where(res[:, :, K.R_REASON] == K.REASON_VALID, res[:, :, K.R_STEP], np.nan)
+        np.testing.assert_array_equal(cells[at], expected.astype(np.float32))
+        np.testing.assert_array_equal(group["invalid_reason"][0, :, 0, 1, 0, :, 0][at], res[:, :, K.R_REASON])
+        assert [int(group["tp"][i]) for i in at] == [lay.tp for lay in layouts]
+        # the reduced part is the minimum of the full one (every label of the axis at 64 GPUs)
+        best = group["best_step_time"][0, 0, 1, 0, :, 0]
+        np.testing.assert_array_equal(best.astype(np.float32), np.nanmin(cells, axis=0))
+        assert np.allclose(best, np.nanmin(expected, axis=0), rtol=1e-12)

@@ -9,6 +9,7 @@ import typer
 
 from paigrid.cli.common import guarded, output_format
 from paigrid.errors import PaigridError
+from paigrid.llm.sweep import DEFAULT_MODELS, FULL_LIMIT_GB
 
 app = typer.Typer(
     name="llm",
@@ -80,25 +81,6 @@ def _option_items(items: list[str] | None) -> dict[str, str]:
     return values
 
 
-def _options(items: list[str] | None):
-    from paigrid.llm.compute import LlmOptions
-
-    values = {}
-    for item in items or []:
-        from paigrid.cli.common import option_item
-
-        key, value = option_item(item)
-        values[key] = value
-    return LlmOptions.defaults().with_items(values)
-
-
-def _model(name: str, seq_len: int | None):
-    from paigrid.llm.models import model
-
-    m = model(name)
-    return m.with_seq_len(seq_len) if seq_len else m
-
-
 def _emit(rows, columns, fmt, units=None):
     from paigrid.output import emit
 
@@ -138,14 +120,18 @@ def models(json_out: bool = typer.Option(False, "--json"), csv_out: bool = typer
 @guarded
 def sweep(
     out: Path = typer.Option(
-        ..., "--out", "-o", help="HDF5 file to write (the best layout per model, GPU count and design)."
+        ..., "--out", "-o", help="Cube file to write (the LLM results in its group llm; paigrid sweep's format)."
     ),
-    models: str = typer.Option("llama3-70b,llama3-405b", help="Models of datasets/llm_models.csv, comma-separated."),
+    models: str = typer.Option(
+        ",".join(DEFAULT_MODELS), help="Models of datasets/llm_models.csv, comma-separated (paigrid sweep --workloads)."
+    ),
     n_gpu: str | None = typer.Option(None, "--n-gpu", help="GPU counts, comma-separated; default 8,16,...,16384."),
     gpu: str | None = typer.Option(
         None, help="GPUs, comma-separated; default A100-SXM4-80GB,H100-SXM5-80GB,H200,B200."
     ),
-    domain: str | None = typer.Option(None, help="NVLink domain sizes [GPUs], comma-separated; default 8,72."),
+    domain: str | None = typer.Option(
+        None, help="NVLink domain sizes [GPUs], comma-separated; default: each GPU's (gpus.csv nvlink_domain_GPUs)."
+    ),
     network: str | None = typer.Option(
         None,
         help="Networks, comma-separated: fabrics of datasets/llm_fabrics.csv "
@@ -156,57 +142,93 @@ def sweep(
     ),
     nics_per_gpu: float = typer.Option(1.0, "--nics-per-gpu", min=0.0, help="NICs per GPU (8 per HGX server: 1)."),
     precision: str = typer.Option("amp-bf16", help="Precision of every design."),
-    seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Train at this sequence length [tokens]."),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", min=1, help="Refused: give paigrid sweep a models CSV with the seq_len instead."
+    ),
     max_tp: int = typer.Option(8, "--max-tp", min=1, help="Largest tensor degree tried (powers of two)."),
     option: list[str] | None = typer.Option(None, "--option", help=OPTION_HELP),
     full: bool = typer.Option(
         False,
         "--full",
-        help="Also store every layout x design result (group full/ of the file); the size is stated first.",
+        help="Store every layout x design cell too (paigrid sweep without --reduce-only); the size is stated first.",
     ),
     max_full_gb: float = typer.Option(
-        1.0, "--max-full-gb", min=0.0, help="Refuse a --full sweep whose results exceed this many GB (1e9 bytes)."
+        FULL_LIMIT_GB,
+        "--max-full-gb",
+        min=0.0,
+        help="Refuse a --full sweep whose results exceed this many GB (1e9 bytes).",
+    ),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted sweep of the same flags."),
+    no_space_check: bool = typer.Option(
+        False, "--no-space-check", help="Start even if the cube's estimated size exceeds the free disk space."
+    ),
+    workers: int | None = typer.Option(None, min=1, help="Start a local Dask cluster of this many worker processes."),
+    scheduler: str | None = typer.Option(
+        None, help="Dask scheduler to run blocks on: tcp://HOST:PORT, or a scheduler file (dask-mpi, dask scheduler)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ):
-    """Evaluate every valid layout of each model at each GPU count on every design and keep the
-    best per (model, GPU count, gpu, domain, network) (reduce-only unless --full, which also
-    stores the whole layout x design product after stating its size)."""
+    """An alias of paigrid sweep for LLM models: every layout of each model at each GPU count
+    on every design, into one cube (group llm); the per-design bests only (--reduce-only) unless
+    --full, which also stores every cell after stating its size."""
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.inputs.efficiency import defaults
     from paigrid.llm.fabrics import resolve_network
-    from paigrid.llm.layouts import Space
-    from paigrid.llm.sweep import Plan, run_sweep
+    from paigrid.llm.sweep import alias_spec, check_full_size, in_alias_words
+    from paigrid.sweeping import run_sweep
 
+    if seq_len is not None:
+        from paigrid.llm.sweep import SEQ_LEN_GONE
+
+        raise PaigridError(SEQ_LEN_GONE)
+    if scheduler and workers:
+        raise PaigridError("choose one of --scheduler and --workers.")
     cats = Catalogues.load()
-    plan = Plan(
-        [_model(name, seq_len) for name in _names(models, "--models") or []],
-        space=Space(max_tp=max_tp),
-        nics_per_gpu=nics_per_gpu,
-        precision=cats.precisions.resolve(precision),
-    )
-    plan.n_gpu = _ints(n_gpu, "--n-gpu") or plan.n_gpu
-    plan.gpus = [cats.gpus.resolve(g) for g in (_names(gpu, "--gpu") or plan.gpus)]
-    plan.domains = _ints(domain, "--domain") or plan.domains
-    if len({cats.gpus.resolve(g) for g in plan.gpus}) < len(plan.gpus):
+    gpus = _names(gpu, "--gpu")
+    if gpus is not None and len({cats.gpus.resolve(g) for g in gpus}) < len(gpus):
         raise PaigridError("--gpu names one GPU twice (by two of its names).")
-    names = _names(network, "--network") or plan.networks
-    if any(n.casefold() == "fabrics" for n in names):
-        from paigrid.llm.fabrics import load_fabrics
+    names = _names(network, "--network")
+    if names is not None:
+        if any(n.casefold() == "fabrics" for n in names):
+            from paigrid.llm.fabrics import load_fabrics
 
-        names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
-    plan.networks = [resolve_network(n, cats) for n in names]
-    if len(set(plan.networks)) < len(plan.networks):
-        raise PaigridError("--network names one network twice.")
+            names = [f for n in names for f in (load_fabrics().names if n.casefold() == "fabrics" else [n])]
+        names = [resolve_network(n, cats) for n in names]
+        if len(set(names)) < len(names):
+            raise PaigridError("--network names one network twice.")
+    spec = alias_spec(
+        _names(models, "--models") or [],
+        _ints(n_gpu, "--n-gpu"),
+        gpus,
+        _ints(domain, "--domain"),
+        names,
+        nics_per_gpu,
+        precision,
+        max_tp,
+        _option_items(option),
+    )
 
     def progress(text: str) -> None:
         if not quiet or text.startswith("full LLM sweep"):
             typer.echo(text, err=True)
 
-    done = run_sweep(plan, out, cats, defaults(), _options(option), progress, full, max_full_gb)
+    if full and not resume:
+        check_full_size(spec, max_full_gb, progress)
+    try:
+        result = run_sweep(
+            spec,
+            out,
+            reduce_only=not full,
+            resume=resume,
+            progress=not quiet,
+            space_check=not no_space_check,
+            workers=workers,
+            scheduler=scheduler,
+        )
+    except PaigridError as exc:
+        raise in_alias_words(exc) from None
     typer.echo(
-        f"wrote {out}: {done['pairs']} layout x design pairs in {done['seconds']:.1f} s "
-        f"({done['pairs'] / max(done['seconds'], 1e-9):.3g} configurations/s)",
+        f"wrote {result.path}: {result.configs:,} layout x design cells in {result.blocks} blocks, "
+        f"{result.seconds:.1f} s ({result.configs / max(result.seconds, 1e-9):.3g} configurations/s)",
         err=True,
     )
 
