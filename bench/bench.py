@@ -168,16 +168,18 @@ def bench_llm(figures: dict):
     from paigrid.kernels.llm import evaluate_llm
     from paigrid.llm.compute import LlmOptions
     from paigrid.llm.evaluate import tables
+    from paigrid.llm.grid import DEFAULT_N_GPU
     from paigrid.llm.layouts import enumerate_layouts
     from paigrid.llm.models import model as llm_model
-    from paigrid.llm.sweep import DEFAULT_N_GPU, Plan
-    from paigrid.llm.sweep import run_sweep as run_llm_sweep
+    from paigrid.llm.sweep import alias_spec
+    from paigrid.sweeping import prepare_families, run_sweep
 
     cats, eff, options = Catalogues.load(), defaults(), LlmOptions.defaults()
-    plan = Plan([llm_model("llama3-70b"), llm_model("llama3-405b")])
-    designs = plan.designs(cats)
+    names = ["llama3-70b", "llama3-405b"]
+    spec = alias_spec(names, domains=[8, 72])  # the default paigrid llm sweep of before, on 8- and 72-GPU domains
+    designs = prepare_families(spec)[1].designs()
     work = []
-    for m in plan.models:
+    for m in map(llm_model, names):
         layouts = [lay for n in DEFAULT_N_GPU for lay in enumerate_layouts(m, n)]
         arrays = tables(m, layouts, designs, cats, eff, options)
         work.append((arrays, np.empty((len(layouts) * len(designs), K.N_RESULT_FIELDS))))
@@ -187,7 +189,7 @@ def bench_llm(figures: dict):
     folder = Path(tempfile.mkdtemp(prefix="paigrid-llm-"))
     try:
         started = time.perf_counter()
-        run_llm_sweep(plan, folder / "llm.h5", cats, eff, options)
+        run_sweep(spec, folder / "llm.h5", reduce_only=True, progress=False)  # paigrid llm sweep
         t_sweep = time.perf_counter() - started
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -712,7 +714,7 @@ ratios compare with a baseline measured in the same run, so they move less than 
 - **LLM kernel**: `kernels.llm.evaluate_llm` on every valid layout of Llama-3 70B and 405B at
   8 to 16,384 GPUs (powers of two) on the {llm_designs} designs of the default `paigrid llm sweep`
   ({llm_configs:,} layout x design configurations, outputs preallocated), warm and repeated,
-  beside the data-parallel kernel above; then that whole sweep as `llm.sweep.run_sweep`
+  beside the data-parallel kernel above; then that whole sweep as `paigrid llm sweep` runs it
   (enumeration, blocks, best-layout reduction, HDF5 file). An LLM configuration does more
   arithmetic than a data-parallel one (five parallel degrees, memory, several collectives).
 - **Single configuration**: the median of 1,000 warm `predict_configs` calls of one

@@ -59,7 +59,7 @@ from paigrid.schema import (
     partial_path,
     str_attr,
 )
-from paigrid.userfiles import fault_point, sync_folder
+from paigrid.userfiles import fault_point, new_file_mode, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
 #: a chunk of the cube variables holds at least about this much float32 (unless a block's jobs
@@ -721,6 +721,8 @@ class CubeWriter:
         self.file.close()
         self.h5.close()
         fault_point("before-finish")
+        # a cube replacing a file keeps that file's permissions; a new one gets the usual ones
+        os.chmod(self.tmp, new_file_mode(self.path))
         os.replace(self.tmp, self.path)
         sync_folder(self.path.parent if str(self.path.parent) else ".")
         return self.path

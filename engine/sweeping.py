@@ -424,11 +424,11 @@ def _sweep_into(
             )
         except KeyboardInterrupt:
             if resume or partial_path(out).exists():
-                raise PaigridError(
+                raise _interrupted(
                     f"interrupted: the blocks saved so far are in {partial_path(out)}; run the same "
                     "command with --resume to finish."
                 ) from None
-            raise PaigridError("interrupted before the first block; nothing was saved.") from None
+            raise _interrupted("interrupted before the first block; nothing was saved.") from None
         except (OSError, RuntimeError) as exc:
             if isinstance(exc, RuntimeError) and not _hdf5_io_error(exc):
                 raise
@@ -494,7 +494,7 @@ def _sweep_into(
         except KeyboardInterrupt:
             _commit_quietly(writer)  # the blocks written whole before the interrupt
             writer.close()
-            raise PaigridError(
+            raise _interrupted(
                 f"interrupted: {_saved(writer)} of {len(blocks) + len(writer.llm_blocks)} blocks are "
                 f"saved in "
                 f"{partial_path(out)}; run the same command with --resume to finish."
@@ -520,6 +520,14 @@ def _sweep_into(
             raise
     configs = (grid.configs if grid is not None else 0) + (llm.cells if llm is not None else 0)
     return SweepResult(path, configs, len(blocks) + len(writer.llm_blocks), time.perf_counter() - started)
+
+
+def _interrupted(sentence: str) -> PaigridError:
+    """The error of an interrupted sweep (Ctrl-C): its sentence says what is saved, and the
+    command exits with the interruption's code (130), not bad input's."""
+    error = PaigridError(sentence)
+    error.interrupted = True  # type: ignore[attr-defined]
+    return error
 
 
 def _saved(writer) -> int:

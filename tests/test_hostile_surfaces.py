@@ -122,7 +122,12 @@ case(
     {},
     "line break",
 )
-case("llm-sweep-out-fifo", [*LLM_SWEEP[:-2], "-o", f"{T}/f", "--n-gpu", "8"], {"f": ("fifo",)}, "not a stream")
+case(
+    "llm-sweep-out-fifo",
+    [*LLM_SWEEP[:-2], "-o", f"{T}/f", "--n-gpu", "8"],
+    {"f": ("fifo",)},
+    ("FIFO", "needs a regular file"),
+)
 case("llm-sweep-locked", [*LLM_SWEEP, "--n-gpu", "8"], {"l.h5.lock": ("lock-live",)}, "is writing")
 case("llm-query-folder", ["llm", "query", T, "--model", "llama3-8b"], {}, "folder")
 case("llm-query-fifo", ["llm", "query", f"{T}/f", "--model", "llama3-8b"], {"f": ("fifo",)}, "FIFO")

@@ -1,9 +1,15 @@
-"""Faults of the LLM sweep's file (``paigrid llm sweep``, ``userfiles.replacing_file``): SIGKILL
-at its named points and Ctrl-C leave no file that looks whole, and the next sweep cleans up what
-they left; a second writer is refused; a sweep that would not fit on the disk is refused before
-it starts, and a full disk met while writing is one sentence with nothing replaced; an existing
+"""Faults of the LLM sweep's file (``paigrid llm sweep``, an alias of ``paigrid sweep``: one
+writer, ``store.CubeWriter``): SIGKILL at its named points and Ctrl-C leave no file at the
+output's name, only a partial file that ``--resume`` finishes to the same cube (and that a plain
+rerun refuses to overwrite) and the hidden file of a cube being created, which the next sweep
+removes; a second writer is refused; a sweep that would not fit on the disk is refused before it
+starts, and a full disk met while writing is one sentence with nothing replaced; an existing
 output keeps its permissions.  And the Dask loop's handling of futures the scheduler dropped
 (``distributed._poll_blocks``), on a stand-in client.
+
+These tests guarded the old plain-h5py LLM writer (``userfiles.replacing_file``); each keeps its
+hostile input and checks the same guarantee on the unified writer's files (``l.h5.partial``,
+``.l.h5.creating``, ``l.h5.lock``) instead of the old writer's (``.l.h5.writing``).
 """
 
 from __future__ import annotations
@@ -85,29 +91,46 @@ def reference(tmp_path_factory):
     return contents(out)
 
 
-@pytest.mark.parametrize("point", ["lock-taken", "before-finish"])
+#: what a killed or interrupted sweep may leave beside the output: its lock, the hidden cube being
+#: created, and the resumable partial cube
+LEFT = {"l.h5.lock", ".l.h5.creating", "l.h5.partial"}
+
+
+@pytest.mark.parametrize("point", ["lock-taken", "creating", "llm-block-written-1", "before-finish"])
 def test_a_killed_full_sweep_leaves_nothing_that_looks_whole_and_the_next_one_cleans_up(reference, tmp_path, point):
     out = tmp_path / "l.h5"
     killed = command(out, {"PAIGRID_TEST_KILL_AT": point})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not out.exists()
     left = {p.name for p in tmp_path.iterdir()}
-    assert left <= {"l.h5.lock", ".l.h5.writing"}, left
-    if point == "before-finish":
-        assert ".l.h5.writing" in left  # the hidden, unfinished file: never at the output's name
-    (tmp_path / ".l.h5.x1y2z3.partial").write_bytes(b"left by an older paigrid")  # its temporary-file naming
-    code, _, stderr = invoke(*ARGS, "-o", out)
+    assert left <= LEFT, left
+    if point == "creating":
+        assert ".l.h5.creating" in left  # the hidden, unfinished file: never at the output's name
+    if point in ("llm-block-written-1", "before-finish"):
+        assert "l.h5.partial" in left  # the resumable partial cube: never at the output's name
+        partial = str(tmp_path / "l.h5.partial")
+        before = snapshot(tmp_path)[partial]
+        code, _, stderr = invoke(*ARGS, "-o", out)  # without --resume: refused, the partial kept as it was
+        assert_one_sentence(code, error_line(stderr), "interrupted sweep is waiting", "--resume")
+        assert snapshot(tmp_path) == {partial: before}  # the killed writer's stale lock taken over and released
+        code, _, stderr = invoke(*ARGS, "-o", out, "--resume")
+    else:
+        code, _, stderr = invoke(*ARGS, "-o", out)
     assert code == 0, stderr
-    assert {p.name for p in tmp_path.iterdir()} == {"l.h5"}  # the stale lock taken over, the partials removed
+    assert {p.name for p in tmp_path.iterdir()} == {"l.h5"}  # the stale lock taken over, the hidden file removed
     assert_same(contents(out), reference)
 
 
-def test_ctrl_c_is_one_sentence_and_leaves_nothing(tmp_path):
+def test_ctrl_c_is_one_sentence_and_leaves_nothing_at_the_output(reference, tmp_path):
     out = tmp_path / "l.h5"
-    stopped = command(out, {"PAIGRID_TEST_KILL_AT": "before-finish", "PAIGRID_TEST_SIGNAL": "SIGINT"})
-    assert_one_sentence(stopped.returncode, error_line(stopped.stderr), "interrupted")
+    stopped = command(out, {"PAIGRID_TEST_KILL_AT": "llm-block-written-1", "PAIGRID_TEST_SIGNAL": "SIGINT"})
+    assert_one_sentence(stopped.returncode, error_line(stopped.stderr), "interrupted", "--resume")
     assert stopped.returncode == 130
-    assert list(tmp_path.iterdir()) == []
+    assert {p.name for p in tmp_path.iterdir()} == {"l.h5.partial"}  # the lock released, no output
+    code, _, stderr = invoke(*ARGS, "-o", out, "--resume")
+    assert code == 0, stderr
+    assert {p.name for p in tmp_path.iterdir()} == {"l.h5"}
+    assert_same(contents(out), reference)
 
 
 def test_a_sweep_that_would_not_fit_is_refused_before_it_starts(tmp_path, monkeypatch):
@@ -118,22 +141,25 @@ def test_a_sweep_that_would_not_fit_is_refused_before_it_starts(tmp_path, monkey
     (tmp_path / "l.h5").write_bytes(b"an earlier result")
     before = snapshot(tmp_path)
     code, _, stderr = invoke(*ARGS, "-o", tmp_path / "l.h5")
-    assert_one_sentence(code, error_line(stderr), "the LLM sweep needs about", "free", "drop --full")
+    assert_one_sentence(code, error_line(stderr), "the cube needs about", "free", "drop --full")
     assert snapshot(tmp_path) == before
 
 
 def test_a_full_disk_while_writing_is_one_sentence_and_replaces_nothing(tmp_path, monkeypatch):
-    import paigrid.llm.sweep as llm_sweep
+    from paigrid.store import CubeWriter
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(llm_sweep, "_write", full)
+    monkeypatch.setattr(CubeWriter, "write_llm_block", full)
     (tmp_path / "l.h5").write_bytes(b"an earlier result")
     before = snapshot(tmp_path)
     code, _, stderr = invoke(*ARGS, "-o", tmp_path / "l.h5")
-    assert_one_sentence(code, error_line(stderr), "No space left on device", "nothing was written")
-    assert snapshot(tmp_path) == before
+    assert_one_sentence(code, error_line(stderr), "No space left on device", "0 of 2 blocks are saved", "--resume")
+    after = snapshot(tmp_path)
+    kept = str(tmp_path / "l.h5")
+    assert after[kept] == before[kept]  # the earlier result is not replaced
+    assert set(after) - set(before) <= {str(tmp_path / "l.h5.partial")}  # only the resumable partial cube
 
 
 def test_an_existing_output_keeps_its_permissions_and_a_new_one_gets_the_usual(tmp_path):

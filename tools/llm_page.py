@@ -92,33 +92,32 @@ def summary_tables() -> str:
     to train TOKENS tokens: H100 servers (NVLink domain 8) on every fabric of
     datasets/llm_fabrics.csv but the NVL72 one and on an ideal NDR InfiniBand network; B200 in
     NVL72 racks on the GB200 NVL72 SuperPOD fabric."""
-    from paigrid.inputs.catalog import Catalogues
-    from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import LlmOptions
     from paigrid.llm.fabrics import load_fabrics
-    from paigrid.llm.models import model
     from paigrid.llm.query import query_best
-    from paigrid.llm.sweep import Plan, run_sweep
+    from paigrid.llm.sweep import alias_spec
+    from paigrid.sweeping import run_sweep
 
-    cats = Catalogues.load()
     fabrics = load_fabrics().names
-    plan = Plan(
-        [model("llama3-70b"), model("llama3-405b")],
+    names = ["llama3-70b", "llama3-405b"]
+    spec = alias_spec(  # paigrid llm sweep: the per-design bests of the unified sweep
+        names,
         n_gpu=list(SUMMARY_N_GPU),
         gpus=[g for g, _ in CLUSTERS],
         domains=sorted({d for _, d in CLUSTERS}),
         networks=[*fabrics, "ib-ndr-400g"],
+        nics_per_gpu=1.0,
+        precision="amp-bf16",
     )
     parts = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "llm.h5"
-        run_sweep(plan, path, cats, defaults(), LlmOptions.defaults())
-        for m in plan.models:
+        run_sweep(spec, path, reduce_only=True, progress=False)
+        for name in names:
             table = []
             for (gpu, domain), networks in CLUSTER_NETWORKS.items():
                 rows = query_best(
                     path,
-                    m.name,
+                    name,
                     None,
                     {"gpu": [gpu], "domain": [domain], "network": list(networks)},
                     "time",
@@ -140,7 +139,7 @@ def summary_tables() -> str:
                             "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if ok else "-",
                         }
                     )
-            parts.append(f"**{m.name}**\n\n{_table(table, list(table[0]))}")
+            parts.append(f"**{name}**\n\n{_table(table, list(table[0]))}")
     return "\n\n".join(parts)
 
 

@@ -145,7 +145,8 @@ def guarded(command):
         except PaigridError as exc:
             if getattr(exc, "exit_hard", False) and HARD_EXIT_ALLOWED:
                 hard_exit(str(exc))
-            fail(str(exc))
+            # an interrupted sweep says what it saved in its sentence, and still exits as interrupted
+            fail(str(exc), EXIT_INTERRUPTED if getattr(exc, "interrupted", False) else EXIT_ERROR)
         except _EXITS:
             raise
         except KeyboardInterrupt:

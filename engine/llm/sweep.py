@@ -117,5 +117,5 @@ def in_alias_words(error: PaigridError) -> PaigridError:
     if text == str(error):
         return error
     out = PaigridError(text)
-    out.exit_hard = getattr(error, "exit_hard", False)
+    out.__dict__.update(vars(error))  # exit_hard, interrupted
     return out
