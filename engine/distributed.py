@@ -183,36 +183,58 @@ POLL_SECONDS = 1.0
 def _poll_blocks(
     client, grid: Grid, blocks, queue: list[int], write_cube: bool, compression: str, chunks, threads, in_flight: int
 ):
-    """Yield evaluated blocks as their futures finish, at most ``in_flight`` at a time.  Each
+    """Yield evaluated data-parallel blocks as their futures finish, at most ``in_flight`` at a
+    time (``_poll_tasks`` of ``evaluate_block``)."""
+
+    def arguments(i):
+        start, stop = blocks[i]
+        return (i, start, stop, write_cube, None, compression, chunks, threads)
+
+    yield from _poll_tasks(client, grid, evaluate_block, arguments, queue, in_flight, "paigrid-block")
+
+
+def run_llm_on_dask(client, llm, todo: list[int], write_cube: bool, threads: int | None = None):
+    """Yield the LLM blocks ``todo`` (``sweeping.LlmBlock``, in completion order) computed on the
+    Dask workers of ``client`` (``sweeping.compute_llm_block``): the LLM grid is scattered once,
+    a worker lost with its blocks has them submitted again, as for the data-parallel blocks."""
+    from paigrid.sweeping import compute_llm_block
+
+    n_workers = max(1, len(client.scheduler_info()["workers"]))
+    yield from _poll_tasks(
+        client,
+        llm,
+        compute_llm_block,
+        lambda i: (i, write_cube, threads),
+        list(todo),
+        IN_FLIGHT_PER_WORKER * n_workers,
+        "paigrid-llm-block",
+    )
+
+
+def _poll_tasks(client, payload, task, arguments, queue: list[int], in_flight: int, prefix: str):
+    """Yield ``task(payload, *arguments(i))`` for each block ``i`` of ``queue`` as their futures
+    finish, at most ``in_flight`` at a time (``payload`` scattered to every worker once).  Each
     future's own state is polled (``Future.status``) instead of trusting ``as_completed``: a
     future the scheduler cancelled or forgot (a worker killed while this client was paused,
-    the scattered grid lost with it) is submitted again, under a new key, up to ``RESUBMITS``
+    the scattered payload lost with it) is submitted again, under a new key, up to ``RESUBMITS``
     times, instead of ending the sweep in ``FutureCancelledError``."""
     from concurrent.futures import CancelledError
 
     from dask.distributed import Future, wait
 
-    shared = client.scatter(grid, broadcast=True)
+    shared = client.scatter(payload, broadcast=True)
     attempts: dict[int, int] = {}
 
     def submit(i):
         nonlocal shared
-        if getattr(shared, "status", "finished") != "finished":  # the scattered grid was lost: scatter again
-            shared = client.scatter(grid, broadcast=True)
-        start, stop = blocks[i]
+        if getattr(shared, "status", "finished") != "finished":  # the scattered payload was lost: scatter again
+            shared = client.scatter(payload, broadcast=True)
         attempt = attempts.get(i, 0)
         return client.submit(
-            evaluate_block,
+            task,
             shared,
-            i,
-            start,
-            stop,
-            write_cube,
-            None,
-            compression,
-            chunks,
-            threads,
-            key=f"paigrid-block-{i}-{id(grid)}-{attempt}",
+            *arguments(i),
+            key=f"{prefix}-{i}-{id(payload)}-{attempt}",
             retries=3,
             pure=False,
         )

@@ -81,7 +81,9 @@ def prepare_families(
     grid = None
     if jobs:
         dp_spec = spec
-        if spec.network:  # fabrics are the LLM family's; the data-parallel one takes the network links
+        # fabrics are the LLM family's; the data-parallel one takes the network links, and the
+        # fabrics too with the option fabric_tiers (its all-reduce then crosses their tiers)
+        if spec.network and not spec.options.fabric_tiers:
             dp_spec = copy.copy(spec)
             dp_spec.network = [n for n in spec.network if not is_fabric(n)]
             if not dp_spec.network:
@@ -313,10 +315,10 @@ def run_sweep(
         )
     made_on = device_label(device)  # before any file: no GPU is one sentence, nothing written
     grid, llm, provenance = prepare_families(spec, calibration)
-    if grid is None and (scheduler or workers or device != "cpu"):
+    if grid is None and device != "cpu":
         raise PaigridError(
-            "the LLM family's blocks run on this machine's CPU; --scheduler, --workers and --device "
-            "cuda need data-parallel jobs."
+            "the LLM family's blocks run on CPUs (this machine's, or Dask workers' with --workers or "
+            "--scheduler); --device cuda needs data-parallel jobs."
         )
     with OutputLock(out).acquire(str(out)):
         fault_point("lock-taken")
@@ -489,7 +491,15 @@ def _sweep_into(
                         fault_point(f"after-block-{int(writer.done.sum())}")
                         if on_block is not None:
                             on_block(int(writer.done.sum()))
-                _sweep_llm(writer, llm, llm_todo, bar, per_llm_block, all_blocks, on_block)
+                if llm is not None and llm_todo:
+                    if client is not None:
+                        from paigrid.distributed import run_llm_on_dask
+
+                        llm_source = run_llm_on_dask(client, llm, llm_todo, not reduce_only, threads)
+                    else:
+                        llm_source = _run_llm_local(llm, llm_todo, not reduce_only, threads)
+                    with contextlib.closing(llm_source):
+                        _sweep_llm(writer, llm_source, bar, per_llm_block, all_blocks, on_block)
             path = writer.finish()
         except KeyboardInterrupt:
             _commit_quietly(writer)  # the blocks written whole before the interrupt
@@ -535,23 +545,62 @@ def _saved(writer) -> int:
     return int(writer.done.sum()) + int(writer.llm_done.sum())
 
 
-def _sweep_llm(
-    writer, llm: LlmGrid | None, todo: list[int], bar, per_block: int, all_blocks: int, on_block=None
-) -> None:
-    """Evaluate and write the LLM blocks ``todo`` (one job at one GPU count each), committing
-    as the data-parallel blocks are (``fault_point`` names: ``llm-block-written-K``,
-    ``after-llm-block-K``)."""
-    if llm is None:
-        return
+@dataclass
+class LlmBlock:
+    """One evaluated LLM block (one job at one GPU count, ``LlmGrid.blocks``): its ``index``,
+    the cells (``results`` float32 (layout, gpu, domain, network, precision, fields), None for a
+    reduce-only sweep; ``reason`` uint8 codes) and the per-design ``bests``
+    (``llm.grid.best_over_layouts``)."""
+
+    index: int
+    results: object
+    reason: object
+    bests: dict
+
+
+def compute_llm_block(llm: LlmGrid, index: int, write_cube: bool = True, threads: int | None = None) -> LlmBlock:
+    """Evaluate the LLM block ``index`` and its bests (here, in a pipeline thread, or on a Dask
+    worker): the cells are kept only for a full cube (``write_cube``), in float32 as the cube
+    stores them; ``threads``: numba's thread count for the kernel (None: as it is)."""
     from paigrid.llm.layouts import CUBE_REASON_NAMES
 
-    blocks = llm.blocks()
-    for count, index in enumerate(todo, 1):
-        results, reason = evaluate_llm_block(llm, *blocks[index])
-        bests = best_over_layouts(results, reason, len(CUBE_REASON_NAMES))
-        _check_llm_room(writer, results, reason, bests)
+    if threads is not None:
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    results, reason = evaluate_llm_block(llm, *llm.blocks()[index])
+    bests = best_over_layouts(results, reason, len(CUBE_REASON_NAMES))
+    return LlmBlock(index, results.astype("float32") if write_cube else None, reason, bests)
+
+
+def _run_llm_local(llm: LlmGrid, todo: list[int], write_cube: bool, threads: int | None = None):
+    """Yield the LLM blocks ``todo`` in order, each computed in a helper thread while the caller
+    writes the one before (the kernel releases the GIL), as ``_run_local`` does for the
+    data-parallel blocks."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        ahead = pool.submit(compute_llm_block, llm, todo[0], write_cube, threads) if todo else None
+        for position in range(len(todo)):
+            block = ahead.result()
+            following = position + 1
+            ahead = (
+                pool.submit(compute_llm_block, llm, todo[following], write_cube, threads)
+                if following < len(todo)
+                else None
+            )
+            yield block
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # on an error or an interrupt: the running block finishes first
+
+
+def _sweep_llm(writer, source, bar, per_block: int, all_blocks: int, on_block=None) -> None:
+    """Write the evaluated LLM blocks of ``source`` (``LlmBlock``, in any order), committing as
+    the data-parallel blocks are (``fault_point`` names: ``llm-block-written-K``,
+    ``after-llm-block-K``)."""
+    for count, block in enumerate(source, 1):
+        _check_llm_room(writer, block.results, block.reason, block.bests)
         before = int(writer.llm_done.sum())
-        writer.write_llm_block(index, results, reason, bests)
+        writer.write_llm_block(block.index, block.results, block.reason, block.bests)
         fault_point(f"llm-block-written-{count}")
         written = int(writer.llm_done.sum())
         if written > before:
@@ -567,7 +616,7 @@ def _check_llm_room(writer, results, reason, bests) -> None:
     """``_check_room`` for an LLM block: its uncompressed bytes (the float32 cells of a full
     sweep and the bests) and some slack must fit in the free disk space."""
     need = sum(a.nbytes for a in bests.values()) + ROOM_SLACK
-    if not writer.reduce_only:
+    if not writer.reduce_only and results is not None:
         need += results.size * 4 + reason.nbytes
     folder = writer.path.parent if str(writer.path.parent) else Path(".")
     try:

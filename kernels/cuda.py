@@ -41,6 +41,7 @@ from .layout import (
     L_LATENCY,
     MODEL_PAI_V2,
     O_COLLECTIVE,
+    O_INTER_VOLUME,
     O_MODEL,
     O_PS_SPARSE,
     O_TOPOLOGY,
@@ -57,6 +58,7 @@ from .model import (  # the CPU compilations; ``load`` gives the kernels the GPU
     input_floor_seconds,
     intra_fraction,
     job_gpu_terms,
+    network_terms,
     precision_reason,
     precision_terms,
     ps_host_update_bytes,
@@ -309,6 +311,7 @@ def _configurations_kernel(
             for w in range(n_net):
                 shape = configuration_reason(arch[a], n, k, intra_fits[g, i] != 0, network[w, L_KIND])
                 if shape == REASON_VALID and not missing:
+                    net_bw, net_lat = network_terms(network[w], arch[a], n, k, collective, options[O_INTER_VOLUME])
                     per_byte, latency = exchange_terms(
                         arch[a],
                         n,
@@ -317,8 +320,8 @@ def _configurations_kernel(
                         gpu[G_PCIE_BW],
                         intra_bw,
                         intra[i, L_LATENCY],
-                        network[w, L_BW],
-                        network[w, L_LATENCY],
+                        net_bw,
+                        net_lat,
                         unit,
                         collective,
                         options,

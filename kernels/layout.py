@@ -84,7 +84,15 @@ N_PREC_FIELDS = 4
 L_BW = 0  # achievable bandwidth, bytes/s, one direction (per GPU / per NIC)
 L_LATENCY = 1  # per-message latency, s
 L_KIND = 2  # one of the LINK_* codes below
-N_LINK_FIELDS = 3
+# the switch tiers of a fabric of llm_fabrics.csv in the network axis (option fabric_tiers);
+# a plain link has none: L_TIER1 = L_TIER2 = inf, oversubscription 1, no hop latency, no reduction
+L_TIER1 = 3  # GPUs below one tier-1 switch group; a job of more crosses the tier-1 uplinks
+L_TIER2 = 4  # GPUs below one tier-2 switch group; a job of more crosses the tier-2 uplinks too
+L_OVERSUB1 = 5  # oversubscription of the tier-1 uplinks (down:up, >= 1)
+L_OVERSUB2 = 6  # oversubscription of the tier-2 uplinks (down:up, >= 1)
+L_HOP_LATENCY = 7  # s per extra switch hop (two per tier crossed)
+L_IN_NETWORK = 8  # 1: the switches reduce (SHARP): the inter-server all-reduce sends S once per NIC
+N_LINK_FIELDS = 9
 
 LINK_PCIE = 0
 LINK_NVLINK_HCM = 1

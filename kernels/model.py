@@ -100,8 +100,14 @@ from .layout import (
     J_PS_COUNT,
     J_UPDATE_BYTES,
     L_BW,
+    L_HOP_LATENCY,
+    L_IN_NETWORK,
     L_KIND,
     L_LATENCY,
+    L_OVERSUB1,
+    L_OVERSUB2,
+    L_TIER1,
+    L_TIER2,
     LINK_NETWORK,
     LINK_NONE,
     LINK_NVLINK_HCM,
@@ -222,7 +228,9 @@ def comm_seconds(
         if servers <= 1.0:
             return ring_or_tree_seconds(nbytes, n, intra_bw, intra_lat, collective)
         slowest = min(intra_bw, nics * net_bw)
-        return ring_or_tree_seconds(nbytes, n, slowest, max(intra_lat, net_lat), collective)
+        # the slower hop's latency; a missing (NaN) one stays missing, as max() would drop it
+        latency = net_lat if (net_lat > intra_lat or net_lat != net_lat) else intra_lat
+        return ring_or_tree_seconds(nbytes, n, slowest, latency, collective)
     return hierarchical_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective, servers)
 
 
@@ -253,6 +261,40 @@ def ring_volume_cluster_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw,
     inter-server phase moves 2(n-1)/n S through a server's NICs (NCCL's rings cross every server)
     instead of the hierarchical 2(s-1)/s S (``hierarchical_seconds``)."""
     return hierarchical_seconds(n, k, nics, nbytes, intra_bw, intra_lat, net_bw, net_lat, collective, n)
+
+
+@jit
+def network_terms(link, arch, n, k, collective, inter_volume):
+    """(bytes/s per NIC, s per message) of the network row ``link`` for ``n`` GPUs, ``k`` per
+    server: a plain link's ``L_BW`` and ``L_LATENCY`` as they are; a fabric's (option
+    ``fabric_tiers``) through the switch tiers the job spans: above ``L_TIER2`` GPUs the
+    bandwidth over both uplinks' oversubscriptions and four more hops of ``L_HOP_LATENCY``,
+    above ``L_TIER1`` over the tier-1 one and two more hops.  With in-network reduction
+    (``L_IN_NETWORK``: the switches reduce and multicast) the inter-server phase of a
+    hierarchical or pipelined ``allreduce-cluster`` sends and receives S once per NIC instead of
+    2 (r-1)/r S (r servers, or n GPUs with ``inter_volume``) and pays 2 latencies instead of
+    2 (s-1) for s servers: returned as the bandwidth and latency that give those seconds in
+    ``hierarchical_seconds``."""
+    bw = link[L_BW]
+    lat = link[L_LATENCY]
+    if n > link[L_TIER2]:
+        bw = bw / (link[L_OVERSUB1] * link[L_OVERSUB2])
+        lat = lat + 4.0 * link[L_HOP_LATENCY]
+    elif n > link[L_TIER1]:
+        bw = bw / link[L_OVERSUB1]
+        lat = lat + 2.0 * link[L_HOP_LATENCY]
+    servers = np.ceil(n / k)
+    if (
+        link[L_IN_NETWORK] != 0.0
+        and arch == ARCH_ALLREDUCE_CLUSTER
+        and servers > 1.0
+        and collective != COLLECTIVE_RING
+        and collective != COLLECTIVE_TREE
+    ):
+        ring = n if inter_volume != 0.0 else servers
+        bw = bw * (2.0 * (ring - 1.0) / ring)
+        lat = lat / (servers - 1.0)
+    return bw, lat
 
 
 @jit
@@ -987,6 +1029,9 @@ def _evaluate_block(
                         for w in range(n_w):
                             if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
                                 continue
+                            net_bw, net_lat = network_terms(
+                                network[w], arch[a], n, k, collective, options[O_INTER_VOLUME]
+                            )
                             per_byte, latency = exchange_terms(
                                 arch[a],
                                 n,
@@ -995,8 +1040,8 @@ def _evaluate_block(
                                 gpu[G_PCIE_BW],
                                 intra_bw,
                                 intra[i, L_LATENCY],
-                                network[w, L_BW],
-                                network[w, L_LATENCY],
+                                net_bw,
+                                net_lat,
                                 unit,
                                 collective,
                                 options,
@@ -1028,6 +1073,9 @@ def _evaluate_block(
                     for w in range(n_w):
                         shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
                         if shape == REASON_VALID and not missing:
+                            net_bw, net_lat = network_terms(
+                                network[w], arch[a], n, k, collective, options[O_INTER_VOLUME]
+                            )
                             per_byte, latency = exchange_terms(
                                 arch[a],
                                 n,
@@ -1036,8 +1084,8 @@ def _evaluate_block(
                                 gpu[G_PCIE_BW],
                                 intra_bw,
                                 intra[i, L_LATENCY],
-                                network[w, L_BW],
-                                network[w, L_LATENCY],
+                                net_bw,
+                                net_lat,
                                 unit,
                                 collective,
                                 options,

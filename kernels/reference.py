@@ -60,8 +60,14 @@ from .layout import (
     J_PS_COUNT,
     J_UPDATE_BYTES,
     L_BW,
+    L_HOP_LATENCY,
+    L_IN_NETWORK,
     L_KIND,
     L_LATENCY,
+    L_OVERSUB1,
+    L_OVERSUB2,
+    L_TIER1,
+    L_TIER2,
     LINK_NONE,
     LINK_NVLINK_HCM,
     LINK_PCIE,
@@ -133,6 +139,7 @@ def comm_seconds(
     net_lat,
     collective,
     ring_volume=False,
+    in_network=False,
 ):
     """t_comm [s] of one optimizer step before overlap, the README's table written out per
     architecture (every argument but ``collective`` broadcasts).
@@ -156,6 +163,10 @@ def comm_seconds(
     * ``ring_volume`` (option ``inter_volume = "ring"``): in the default, hierarchical and pipelined
       collectives the inter-server volume 2 (s-1)/s S becomes 2 (n-1)/n S (NCCL's rings cross every
       server)
+    * ``in_network`` (a fabric whose switches reduce, SHARP): in the default, hierarchical and
+      pipelined collectives the inter-server phase is S / (m B_net) + 2 alpha_net (every NIC sends
+      and receives S once, up and down the switch tree) instead of 2 share S / (m B_net) +
+      2 (s-1) alpha_net
     * allreduce-cluster, ring and tree: on one server as allreduce-local; across servers one
       flat all-reduce over n GPUs on the slowest hop:
       2 (n-1)/n S / min(B_intra, m B_net) + H(n) max(alpha_intra, alpha_net)
@@ -179,12 +190,13 @@ def comm_seconds(
         else:
             inside = 2.0 * (kk - 1.0) / kk * S / intra_bw + hops_kk * intra_lat
             share = (n - 1.0) / n if ring_volume else (s - 1.0) / s  # of S through a server's NICs, each way
-            across = 2.0 * share * S / (nics * net_bw) + 2.0 * (s - 1.0) * net_lat
+            inter_volume = np.where(in_network, S / (nics * net_bw), 2.0 * share * S / (nics * net_bw))
+            inter_hops = np.where(in_network, 2.0 * net_lat, 2.0 * (s - 1.0) * net_lat)
+            across = inter_volume + inter_hops
             cluster = np.where(s > 1.0, inside + across, inside)
             if collective == COLLECTIVE_PIPELINED:
                 intra_volume = 2.0 * (kk - 1.0) / kk * S / intra_bw
-                inter_volume = 2.0 * share * S / (nics * net_bw)
-                overlapped = np.maximum(intra_volume, inter_volume) + hops_kk * intra_lat + 2.0 * (s - 1.0) * net_lat
+                overlapped = np.maximum(intra_volume, inter_volume) + hops_kk * intra_lat + inter_hops
                 cluster = np.where(s > 1.0, overlapped, inside)
     return np.select(
         [arch == ARCH_1W1G, arch == ARCH_1WNG, arch == ARCH_ALLREDUCE_LOCAL, arch == ARCH_PS_WORKER],
@@ -422,6 +434,18 @@ def evaluate_block(
         buckets = np.maximum(np.ceil(S / options[O_BUCKET_BYTES]), 1.0)
     per_hop = buckets if options[O_SYNC_LATENCY] == 1.0 else 1.0
     all_reduce = (a == ARCH_ALLREDUCE_LOCAL) | (a == ARCH_ALLREDUCE_CLUSTER)
+    # the network as a job of n GPUs sees it: a fabric's tier-1 and tier-2 uplinks (option
+    # fabric_tiers) divide the bandwidth by their oversubscription and add two switch hops each
+    # once the job outgrows a tier's group; a plain link has no tiers (inf) and stays as it is
+    tier2 = n > _axis(network[:, L_TIER2], 5)
+    tier1 = (n > _axis(network[:, L_TIER1], 5)) & ~tier2
+    over1, over2 = _axis(network[:, L_OVERSUB1], 5), _axis(network[:, L_OVERSUB2], 5)
+    hop = _axis(network[:, L_HOP_LATENCY], 5)
+    net_bw = _axis(network[:, L_BW], 5)
+    net_bw = np.where(tier2, net_bw / (over1 * over2), np.where(tier1, net_bw / over1, net_bw))
+    net_lat = _axis(network[:, L_LATENCY], 5)
+    net_lat = np.where(tier2, net_lat + 4.0 * hop, np.where(tier1, net_lat + 2.0 * hop, net_lat))
+    in_network = _axis(network[:, L_IN_NETWORK], 5) != 0.0
     # sparse all-gather: the all-reduce architectures all-gather the touched embedding rows
     if options[O_SPARSE_ALLGATHER] == 1.0:
         S_wire = S * allgather_fraction(
@@ -440,10 +464,11 @@ def evaluate_block(
         _axis(gpus[:, G_PCIE_BW], 2),
         intra_bw,
         _axis(intra[:, L_LATENCY], 4) * per_hop,
-        _axis(network[:, L_BW], 5),
-        _axis(network[:, L_LATENCY], 5) * per_hop,
+        net_bw,
+        net_lat * per_hop,
         collective,
         options[O_INTER_VOLUME] == 1.0,
+        in_network,
     )
     # coordination: per all-reduce (per bucket with sync_latency), per participant step
     raw = raw + per_hop * coordination(n, all_reduce, options[O_COORDINATION], options[O_COORDINATION_GROWTH])
@@ -463,8 +488,8 @@ def evaluate_block(
         _axis(gpus[:, G_PCIE_BW], 2),
         intra_bw,
         _axis(intra[:, L_LATENCY], 4) * per_hop,
-        _axis(network[:, L_BW], 5),
-        _axis(network[:, L_LATENCY], 5) * per_hop,
+        net_bw,
+        net_lat * per_hop,
         collective,
         options,
     )

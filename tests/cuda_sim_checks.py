@@ -54,6 +54,26 @@ ALL_PS = {
     "inter_volume": "ring",
 }
 
+
+def small_fabric(grid, in_network=1.0):
+    """The grid with its cluster network (ib-hdr-200g) replaced by a fabric's row (option
+    ``fabric_tiers``: ``tables.fabric_link_row`` of tor-roce-3to1) whose tier groups are 2 and 16
+    GPUs, with in-network reduction, so that 4 GPUs cross the tier-1 uplinks and 32 the tier-2
+    ones."""
+    from paigrid.inputs.tables import fabric_link_row
+
+    grid.network_table = grid.network_table.copy()
+    row = fabric_link_row(grid.cats, "tor-roce-3to1", grid.efficiency)
+    row[[L.L_TIER1, L.L_TIER2, L.L_IN_NETWORK]] = [2.0, 16.0, in_network]
+    grid.network_table[1] = row
+    return grid
+
+
+def small_fabric_without_reduction(grid):
+    """``small_fabric`` with no in-network reduction (so that the ring inter-server volume counts)."""
+    return small_fabric(grid, 0.0)
+
+
 #: (name, options, workloads, adjust: None or a function of the grid): both compute models (pai-v2
 #: the default) and every option that changes a formula
 CASES = [
@@ -141,6 +161,13 @@ CASES = [
         },
         SPARSE_WORKLOADS,
         None,
+    ),
+    ("pai-v2 fabric tiers: oversubscribed tiers, hop latency, in-network reduction", {}, WORKLOADS, small_fabric),
+    (
+        "pai-v1 fabric tiers without reduction, pipelined, ring volume, parameter-server latency, 4 GPUs a server",
+        {"model": "pai-v1", "collective": "pipelined", "inter_volume": "ring", "ps_latency": True, "gpus_per_node": 4},
+        WORKLOADS,
+        small_fabric_without_reduction,
     ),
 ]
 

@@ -77,9 +77,11 @@ FP32 = [1.0, 4.0, 4.0, 4.0]  # activation ratio, weight, grad, comm bytes
 AMP = [0.5, 6.0, 2.0, 2.0]
 
 
-def link(bw, latency, kind):
-    """One link-table row."""
-    return [bw, latency, kind]
+def link(bw, latency, kind, tier1=np.inf, tier2=np.inf, oversub1=1.0, oversub2=1.0, hop=0.0, in_network=0):
+    """One link-table row: a plain link (no switch tiers), or with ``tier1`` / ``tier2`` [GPUs],
+    their oversubscriptions, ``hop`` [s per extra switch hop] and ``in_network`` reduction a
+    fabric's row (option ``fabric_tiers``)."""
+    return [bw, latency, kind, tier1, tier2, oversub1, oversub2, hop, in_network]
 
 
 class Tables:

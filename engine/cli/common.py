@@ -362,5 +362,5 @@ OPTION_HELP = (
     "Model option KEY=VALUE (repeatable): collective, topology_aware, grad_accum_steps, overlap, "
     "gpus_per_node, nics_per_node, pcie_roots, ps_count, input_rate_samples_per_s, sync_latency, "
     "bucket_mb, bucket_overlap, ps_local_reduce, ps_nic, ps_placement, ps_latency, ps_update, ps_sparse, "
-    "ps_memory, inter_volume, overlap_efficiency, coordination_us, coordination_growth, sparse_allgather."
+    "ps_memory, inter_volume, overlap_efficiency, coordination_us, coordination_growth, sparse_allgather, fabric_tiers."
 )

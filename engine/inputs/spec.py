@@ -49,6 +49,7 @@ precisions whose ``default_grid`` column is ``yes``; every row of a catalogue wi
     coordination_us = 0.0                           # per participant step of each all-reduce
     coordination_growth = "log2"                    # log2 | linear participant steps of n GPUs
     sparse_allgather = false                        # all-reduce all-gathers the touched embedding rows
+    fabric_tiers = false                            # a fabric in grid.network: its tiers for the all-reduce
     attention = "eager"                             # pai-v2: eager | fused attention kernels
     execution = "eager"                             # pai-v2: eager | graphs kernel launches
 
@@ -134,6 +135,10 @@ class Options:
     coordination_us: float = 0.0
     coordination_growth: str = "log2"
     sparse_allgather: bool = False
+    #: a fabric of llm_fabrics.csv named in grid.network is a network of the data-parallel jobs too:
+    #: their exchange across servers crosses its switch tiers (oversubscription, hop latency) and
+    #: uses its in-network reduction (off: the data-parallel jobs take the network links only)
+    fabric_tiers: bool = False
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVE_NAMES:
@@ -184,6 +189,7 @@ BOOL_OPTIONS = (
     "ps_sparse",
     "ps_memory",
     "sparse_allgather",
+    "fabric_tiers",
 )
 
 
@@ -300,7 +306,8 @@ GRID_KEYS = (
         ("dp", "llm"),
         "",
         "dp: the default_grid networks of links.csv; llm: rdma-100g, ib-hdr-200g, ib-ndr-400g, ib-xdr-800g",
-        "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv (LLM family only)",
+        "networks: links of links.csv (both families) or fabrics of llm_fabrics.csv "
+        "(LLM family; data-parallel too with the option fabric_tiers)",
     ),
     GridKey(
         "precision", "names", ("dp", "llm"), "", "dp: the default_grid precisions; llm: amp-bf16", "numeric precisions"

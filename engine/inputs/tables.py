@@ -350,9 +350,17 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
 
 
 def link_table(cats: Catalogues, names: list[str], eff: Efficiency) -> np.ndarray:
-    """Link table (L, N_LINK_FIELDS): achievable bytes/s, latency [s] and kind code."""
+    """Link table (L, N_LINK_FIELDS): achievable bytes/s, latency [s] and kind code; a plain
+    link has no switch tiers (``L_TIER1`` = ``L_TIER2`` = inf, oversubscription 1, no hop
+    latency, no in-network reduction), a fabric of ``llm_fabrics.csv`` (option
+    ``fabric_tiers``) its tiers (``fabric_link_row``)."""
     table = np.zeros((len(names), L.N_LINK_FIELDS))
+    table[:, [L.L_TIER1, L.L_TIER2]] = np.inf
+    table[:, [L.L_OVERSUB1, L.L_OVERSUB2]] = 1.0
     for i, name in enumerate(names):
+        if name not in cats.links.names:
+            table[i] = fabric_link_row(cats, name, eff)
+            continue
         row = cats.links.row(name)
         nominal = float(row["nominal_GB_per_s"]) * 1e9
         table[i, L.L_BW] = nominal * eff.link_for(name, row["kind"], float(row["efficiency"]))
@@ -361,6 +369,29 @@ def link_table(cats: Catalogues, names: list[str], eff: Efficiency) -> np.ndarra
         if row["kind"] != "none" and not table[i, L.L_BW] > 0:
             raise PaigridError(f"link {name!r} in {cats.links.origin} has no positive bandwidth.")
     return table
+
+
+def fabric_link_row(cats: Catalogues, name: str, eff: Efficiency) -> np.ndarray:
+    """The link-table row of the fabric ``name`` of ``llm_fabrics.csv`` as the data-parallel
+    kernel reads it (option ``fabric_tiers``): bytes/s per NIC (nominal x efficiency, or the
+    calibration's link efficiency for its kind), latency [s] through one switch, kind network,
+    the GPUs below a tier-1 and a tier-2 switch group (inf above the fabric's tiers: one tier
+    has no tier-1 uplinks, two no tier-2 ones), their oversubscriptions, s per extra hop and 1
+    where the switches reduce (SHARP)."""
+    from paigrid.llm.fabrics import fabric
+
+    f = fabric(name, cats, eff)
+    row = np.zeros(L.N_LINK_FIELDS)
+    row[L.L_BW] = f.nic_GB_per_s * 1e9 * f.efficiency
+    row[L.L_LATENCY] = f.latency_us * 1e-6
+    row[L.L_KIND] = L.LINK_NETWORK
+    row[L.L_TIER1] = f.tier1_GPUs if f.tiers >= 2 else np.inf
+    row[L.L_TIER2] = f.tier2_GPUs if f.tiers >= 3 else np.inf
+    row[L.L_OVERSUB1] = f.oversubscription_tier1
+    row[L.L_OVERSUB2] = f.oversubscription_tier2
+    row[L.L_HOP_LATENCY] = f.hop_latency_us * 1e-6
+    row[L.L_IN_NETWORK] = 1.0 if f.sharp else 0.0
+    return row
 
 
 def fits_matrix(cats: Catalogues, gpus: list[str], intra: list[str]) -> np.ndarray:
@@ -407,6 +438,17 @@ def _unique(names: list[str], dim: str) -> list[str]:
     return names
 
 
+def _resolve_network(cats: Catalogues, name: str, fabric_tiers: bool) -> str:
+    """A network of the data-parallel grid: a network link of links.csv, or with the option
+    ``fabric_tiers`` also a fabric of ``llm_fabrics.csv`` (its canonical name)."""
+    if fabric_tiers:
+        from paigrid.llm.fabrics import is_fabric, load_fabrics
+
+        if is_fabric(name):
+            return load_fabrics().resolve(name)
+    return resolve_link(cats, name, "network")
+
+
 def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficiency) -> Grid:
     """Resolve the spec's dimension values against the catalogues and build the tables."""
     if not jobs:
@@ -418,7 +460,10 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
         "intra",
     )
     network = _unique(
-        [resolve_link(cats, n, "network") for n in (spec.network or cats.links_of_scope("network", default_only=True))],
+        [
+            _resolve_network(cats, n, spec.options.fabric_tiers)
+            for n in (spec.network or cats.links_of_scope("network", default_only=True))
+        ],
         "network",
     )
     defaults = cats.precisions.default_names
