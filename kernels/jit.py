@@ -1,9 +1,10 @@
 """The one place that fixes how paigrid's kernels are compiled.
 
-Every kernel is compiled with ``cache=True`` (numba caches in ``__pycache__`` beside this
-package, or in its user cache directory where that is not writable; the ``paigrid`` command
-uses ``~/.cache/paigrid/numba`` unless ``NUMBA_CACHE_DIR`` is set; so a second run does not
-recompile), ``nogil=True`` (so Dask threads and the
+Every kernel is compiled with ``cache=True`` (numba caches in its user cache folder,
+``~/.cache/numba``; the ``paigrid`` command uses ``~/.cache/paigrid/numba`` unless
+``NUMBA_CACHE_DIR`` is set; in either, in a folder per ``source_fingerprint`` of this package's
+modules, so a second run does not recompile and a changed module is never answered by stale
+machine code), ``nogil=True`` (so Dask threads and the
 writer thread run beside a kernel) and ``error_model="numpy"`` (a division by zero gives inf or
 NaN instead of raising).  ``fastmath`` is never enabled: it lets LLVM assume that no value is
 NaN, which would break the NaN-in, NaN-out guarantee the tests check.
@@ -15,6 +16,62 @@ more than the work (the engine's driver picks one by size).
 """
 
 import numba
+import numpy as np
+
+#: the modules of this package whose sources key the kernel cache (``source_fingerprint``;
+#: tests/test_one_engine.py checks that it names every module of the package)
+SOURCES = (
+    "__init__.py",
+    "cuda.py",
+    "jit.py",
+    "layout.py",
+    "llm.py",
+    "llm_layout.py",
+    "llm_reference.py",
+    "model.py",
+    "ps.py",
+    "reference.py",
+    "scan.py",
+)
+
+
+def source_fingerprint() -> str:
+    """16 hex digits that change whenever a module of ``SOURCES`` changes (a position-weighted
+    sum of its bytes and its length, modulo 2^64; a cache key, not a cryptographic hash).
+
+    numba's on-disk cache checks only the source file of the function it compiled, not the
+    modules whose constants and helpers it compiled in (``layout.py``'s column indices,
+    ``ps.py``'s helpers): after a change to those alone it loads stale machine code, and two
+    caches filled at different times (a test's subprocess and its parent process) answer
+    differently.  The kernels are therefore cached per fingerprint (``cache_folder``).
+    """
+    folder = __file__[: max(__file__.rfind("/"), __file__.rfind("\\")) + 1]
+    total = np.zeros(1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for name in SOURCES:
+            try:
+                with open(folder + name, "rb") as handle:
+                    data = np.frombuffer(handle.read(), dtype=np.uint8).astype(np.uint64)
+            except OSError:  # a module this installation lacks counts as empty
+                data = np.zeros(0, dtype=np.uint64)
+            weights = np.arange(1, data.size + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+            total = total * np.uint64(1099511628211) + np.uint64(data.size) + np.sum(data * weights, dtype=np.uint64)
+    return f"{int(total[0]):016x}"
+
+
+def cache_folder(base: str | None) -> str:
+    """The folder numba caches the kernels in: ``base`` (``NUMBA_CACHE_DIR``; None or empty:
+    numba's user-wide cache folder, ``~/.cache/numba``) and in it one named by
+    ``source_fingerprint``."""
+    if not base:
+        from numba.misc.appdirs import AppDirs
+
+        base = AppDirs(appname="numba", appauthor=False).user_cache_dir
+    return f"{base.rstrip('/')}/paigrid-kernels-{source_fingerprint()}"
+
+
+# before any kernel is decorated: numba's cache locator reads the folder when it is
+numba.config.CACHE_DIR = cache_folder(numba.config.CACHE_DIR)
 
 _OPTIONS: dict = dict(cache=True, nogil=True, error_model="numpy")
 
