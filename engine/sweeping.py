@@ -3,7 +3,8 @@
 A spec's jobs may be of both families (``inputs.jobs.split_jobs``): the data-parallel ones make
 the root's grid, the LLM ones the ``llm`` group's (``llm.grid``); one writer, one lock, one
 ``.partial`` file, one resume and one progress bar cover both, the LLM blocks (one per job and
-GPU count) after the data-parallel ones.
+GPU count) after the data-parallel ones, through the same executor (a pipeline thread here, or
+the Dask workers).
 
 Blocks are computed by the numba kernel (in a helper thread, or on Dask workers) while the
 writer streams finished blocks into the file, so the cube is never held in memory whole.

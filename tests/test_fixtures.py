@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import paigrid
-from cli_helpers import run
+from cli_helpers import assert_clean_error, run
 from paigrid.cube import open_cube
 from paigrid.llm.query import query_best
 from paigrid.query import best_configurations
@@ -58,3 +58,13 @@ def test_the_llm_file_of_llm_sweep_still_reads():
     result = run("llm", "query", path, "--model", "llama3-8b", "--json")
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.output)) == 2
+
+
+def test_info_describes_the_llm_file_of_llm_sweep_and_query_names_its_reader():
+    path = DATA / "llm1" / "llm.h5"
+    result = run("info", path)
+    assert result.exit_code == 0, result.output
+    assert "kind paigrid-llm-best" in result.output and "paigrid llm query reads it" in result.output
+    assert "llama3-8b, llama3-70b" in result.output and "ib-ndr-400g, rdma-100g" in result.output
+    assert "step_time                [s]" in result.output
+    assert_clean_error(run("query", path, "--best-arch"), "paigrid llm query reads it")

@@ -319,9 +319,10 @@ def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH
     from paigrid.cube import reading
     from paigrid.errors import printable
     from paigrid.info import describe
+    from paigrid.llm.sweep import describe_llm_file
 
     with reading(path):
-        text = describe(path)
+        text = describe_llm_file(path) or describe(path)  # an LLM file of before the one cube, or a cube
     typer.echo("\n".join(printable(line) for line in text.split("\n")))  # names from the user's files, escaped
 
 

@@ -119,3 +119,61 @@ def in_alias_words(error: PaigridError) -> PaigridError:
     out = PaigridError(text)
     out.__dict__.update(vars(error))  # exit_hard, interrupted
     return out
+
+
+#: the kind attribute of the LLM files ``paigrid llm sweep`` wrote before it became an alias
+LEGACY_KIND = "paigrid-llm-best"
+
+
+def describe_llm_file(path) -> str | None:
+    """``paigrid info``'s text for an LLM file of ``paigrid llm sweep`` of before the one cube
+    (kind ``paigrid-llm-best``): its dimensions with their values, precision, NICs per GPU, the
+    LLM options it was swept with, whether it holds every pair (``full``), its variables with
+    their units, and which command reads it; None for any other file (``info.describe`` says
+    what it is)."""
+    import h5py
+
+    from paigrid.userfiles import input_problem
+
+    if input_problem(path):
+        return None
+    try:
+        f = h5py.File(path, "r")
+    except OSError:
+        return None
+    with f:
+        kind = f.attrs.get("kind")
+        if (kind.decode() if isinstance(kind, bytes) else kind) != LEGACY_KIND:
+            return None
+
+        def values(name):
+            return [v.decode() if isinstance(v, bytes) else str(v) for v in f[name][()]] if name in f else []
+
+        def attr(name):
+            value = f.attrs.get(name, "")
+            return value.decode() if isinstance(value, bytes) else str(value)
+
+        dims = attr("dimensions").split(",")
+        lines = [
+            f"{path}: an LLM sweep file of paigrid llm sweep of before the one cube (kind {LEGACY_KIND}, "
+            "no format version); paigrid llm query reads it, paigrid sweep (and paigrid llm sweep, its alias) "
+            "write cubes now.",
+            "  dimensions:",
+        ]
+        for dim in dims:
+            shown = values(dim)
+            listed = ", ".join(shown[:6]) + (", ..." if len(shown) > 6 else "")
+            lines.append(f"    {dim:<12} {len(shown):>4}  {listed}")
+        lines += [
+            f"  precision: {attr('precision')}",
+            f"  nics_per_gpu: {attr('nics_per_gpu')}",
+            f"  full (every layout x design pair under full/): {attr('full') in ('True', '1')}",
+            f"  options: {attr('options')}",
+            "  variables:",
+        ]
+        for name, item in f.items():
+            if isinstance(item, h5py.Dataset) and name not in dims:
+                units = item.attrs.get("units", "")
+                units = units.decode() if isinstance(units, bytes) else str(units)
+                lines.append(f"    {name:<24} [{units}]  {item.shape}")
+    return "\n".join(lines)
