@@ -16,7 +16,7 @@ import threading
 from contextlib import ExitStack, contextmanager
 
 from paigrid.errors import PaigridError
-from paigrid.evaluate import evaluate_block
+from paigrid.evaluate import compute_llm_block, evaluate_block
 from paigrid.inputs.tables import Grid
 
 IN_FLIGHT_PER_WORKER = 2
@@ -194,11 +194,9 @@ def _poll_blocks(
 
 
 def run_llm_on_dask(client, llm, todo: list[int], write_cube: bool, threads: int | None = None):
-    """Yield the LLM blocks ``todo`` (``sweeping.LlmBlock``, in completion order) computed on the
-    Dask workers of ``client`` (``sweeping.compute_llm_block``): the LLM grid is scattered once,
+    """Yield the LLM blocks ``todo`` (``evaluate.LlmBlock``, in completion order) computed on the
+    Dask workers of ``client`` (``evaluate.compute_llm_block``): the LLM grid is scattered once,
     a worker lost with its blocks has them submitted again, as for the data-parallel blocks."""
-    from paigrid.sweeping import compute_llm_block
-
     n_workers = max(1, len(client.scheduler_info()["workers"]))
     yield from _poll_tasks(
         client,

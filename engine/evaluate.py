@@ -15,6 +15,7 @@ import numpy as np
 
 from paigrid.inputs.tables import Grid, KernelTables
 from paigrid.kernels import layout as L
+from paigrid.llm.grid import LlmGrid, best_over_layouts, evaluate_llm_block
 from paigrid.schema import (
     BEST_VARIABLES,
     CRITERIA,
@@ -278,3 +279,32 @@ def _formula(kernel):
     """The plain Python body of a ``@jit`` scalar formula of ``kernels`` (itself without the JIT),
     which numpy applies to whole arrays with the kernel's operations in the kernel's order."""
     return getattr(kernel, "py_func", kernel)
+
+
+# --- the LLM family's blocks -------------------------------------------------------------------
+@dataclass
+class LlmBlock:
+    """One evaluated LLM block (one job at one GPU count, ``LlmGrid.blocks``): its ``index``,
+    the cells (``results`` float32 (layout, gpu, domain, network, precision, fields), None for a
+    reduce-only sweep; ``reason`` uint8 codes) and the per-design ``bests``
+    (``llm.grid.best_over_layouts``)."""
+
+    index: int
+    results: np.ndarray | None
+    reason: np.ndarray
+    bests: dict
+
+
+def compute_llm_block(llm: LlmGrid, index: int, write_cube: bool = True, threads: int | None = None) -> LlmBlock:
+    """Evaluate the LLM block ``index`` and its bests (here, in a pipeline thread, or on a Dask
+    worker): the cells are kept only for a full cube (``write_cube``), in float32 as the cube
+    stores them; ``threads``: numba's thread count for the kernel (None: as it is)."""
+    from paigrid.llm.layouts import CUBE_REASON_NAMES
+
+    if threads is not None:
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    results, reason = evaluate_llm_block(llm, *llm.blocks()[index])
+    bests = best_over_layouts(results, reason, len(CUBE_REASON_NAMES))
+    return LlmBlock(index, results.astype("float32") if write_cube else None, reason, bests)

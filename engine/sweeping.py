@@ -23,13 +23,13 @@ from pathlib import Path
 
 from paigrid import __version__
 from paigrid.errors import PaigridError
-from paigrid.evaluate import evaluate_block
+from paigrid.evaluate import compute_llm_block, evaluate_block
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import with_calibration
 from paigrid.inputs.jobs import split_jobs
 from paigrid.inputs.spec import SweepSpec
 from paigrid.inputs.tables import Grid, build_grid
-from paigrid.llm.grid import LlmGrid, best_over_layouts, build_llm_grid, evaluate_llm_block
+from paigrid.llm.grid import LlmGrid, build_llm_grid
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
 from paigrid.store import (
@@ -537,7 +537,7 @@ def _interrupted(sentence: str) -> PaigridError:
     """The error of an interrupted sweep (Ctrl-C): its sentence says what is saved, and the
     command exits with the interruption's code (130), not bad input's."""
     error = PaigridError(sentence)
-    error.interrupted = True  # type: ignore[attr-defined]
+    error.interrupted = True
     return error
 
 
@@ -546,49 +546,17 @@ def _saved(writer) -> int:
     return int(writer.done.sum()) + int(writer.llm_done.sum())
 
 
-@dataclass
-class LlmBlock:
-    """One evaluated LLM block (one job at one GPU count, ``LlmGrid.blocks``): its ``index``,
-    the cells (``results`` float32 (layout, gpu, domain, network, precision, fields), None for a
-    reduce-only sweep; ``reason`` uint8 codes) and the per-design ``bests``
-    (``llm.grid.best_over_layouts``)."""
-
-    index: int
-    results: object
-    reason: object
-    bests: dict
-
-
-def compute_llm_block(llm: LlmGrid, index: int, write_cube: bool = True, threads: int | None = None) -> LlmBlock:
-    """Evaluate the LLM block ``index`` and its bests (here, in a pipeline thread, or on a Dask
-    worker): the cells are kept only for a full cube (``write_cube``), in float32 as the cube
-    stores them; ``threads``: numba's thread count for the kernel (None: as it is)."""
-    from paigrid.llm.layouts import CUBE_REASON_NAMES
-
-    if threads is not None:
-        import numba
-
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    results, reason = evaluate_llm_block(llm, *llm.blocks()[index])
-    bests = best_over_layouts(results, reason, len(CUBE_REASON_NAMES))
-    return LlmBlock(index, results.astype("float32") if write_cube else None, reason, bests)
-
-
 def _run_llm_local(llm: LlmGrid, todo: list[int], write_cube: bool, threads: int | None = None):
-    """Yield the LLM blocks ``todo`` in order, each computed in a helper thread while the caller
-    writes the one before (the kernel releases the GIL), as ``_run_local`` does for the
-    data-parallel blocks."""
+    """Yield the LLM blocks ``todo`` (``evaluate.LlmBlock``) in order, each computed in a helper
+    thread while the caller writes the one before (the kernel releases the GIL), as
+    ``_run_local`` does for the data-parallel blocks."""
     pool = ThreadPoolExecutor(max_workers=1)
     try:
-        ahead = pool.submit(compute_llm_block, llm, todo[0], write_cube, threads) if todo else None
-        for position in range(len(todo)):
-            block = ahead.result()
-            following = position + 1
-            ahead = (
-                pool.submit(compute_llm_block, llm, todo[following], write_cube, threads)
-                if following < len(todo)
-                else None
-            )
+        ahead = [pool.submit(compute_llm_block, llm, i, write_cube, threads) for i in todo[:1]]
+        for following in [*todo[1:], None]:
+            block = ahead.pop().result()
+            if following is not None:
+                ahead.append(pool.submit(compute_llm_block, llm, following, write_cube, threads))
             yield block
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # on an error or an interrupt: the running block finishes first

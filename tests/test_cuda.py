@@ -56,7 +56,7 @@ def test_cuda_kernels_give_the_cpu_outputs_in_the_simulator():
     assert "ok missing input numbers (full)" in done.stdout, done.stdout
     assert "ok missing input numbers, every ps option (full)" in done.stdout, done.stdout
     assert done.stdout.count("16 outputs equal") == 14 and done.stdout.count("9 outputs equal") == 12, done.stdout
-    assert done.stdout.count(" exercised: ") == 4, done.stdout
+    assert done.stdout.count(" exercised: ") == 5, done.stdout
     assert "ok run_cuda over several launches" in done.stdout, done.stdout
 
 

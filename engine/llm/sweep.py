@@ -81,6 +81,8 @@ def full_size(spec) -> dict:
     from paigrid.sweeping import prepare_families
 
     _, llm, _ = prepare_families(copy.deepcopy(spec))
+    if llm is None:  # an alias spec names LLM models only
+        raise PaigridError("an LLM sweep needs at least one LLM model.")
     designs = len(llm.gpu) * len(llm.domain) * len(llm.network) * len(llm.precision)
     return {
         "jobs": len(llm.jobs),
