@@ -3,8 +3,9 @@
 ``tests/`` is importable (``cli_helpers``, ``kernel_tables``, ``cube_compare``, ...) through the
 ``pythonpath`` setting of pyproject.toml's [tool.pytest.ini_options], which also registers the
 markers that the fast subset leaves out (docs/development.md).  numba caches the compiled kernels
-as it does outside the tests (``__pycache__`` beside ``kernels/``, or ``NUMBA_CACHE_DIR`` where it
-is set), so a second run does not compile them again.
+as it does outside the tests (numba's user cache folder, or ``NUMBA_CACHE_DIR`` where it is set,
+in a folder per fingerprint of the kernel modules: ``kernels.jit.cache_folder``), so a second run
+does not compile them again and no process is answered from a stale cache.
 """
 
 from pathlib import Path
