@@ -266,12 +266,17 @@ def predict(
             json_out,
         )
         return
-    missing = [
-        flag
-        for flag, value in (("--arch", arch), ("--intra", intra), ("--network", network), ("--precision", precision))
-        if value is None
-    ]
-    if missing:
+    if arch is None or intra is None or network is None or precision is None:
+        missing = [
+            flag
+            for flag, value in (
+                ("--arch", arch),
+                ("--intra", intra),
+                ("--network", network),
+                ("--precision", precision),
+            )
+            if value is None
+        ]
         raise PaigridError(f"a data-parallel workload needs {', '.join(missing)}.")
 
     result = predict_one(
