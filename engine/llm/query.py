@@ -348,7 +348,7 @@ def llm_best(
             layout_of = source.get("best_layout", (j,))[np.ix_(*sel[1:])][None]
         rank = np.asarray(rank, dtype=np.float64)
         if pareto:
-            from paigrid.query import pareto_front
+            from paigrid.ranking import pareto_front
 
             flat = pareto_front(np.asarray(step, np.float64).reshape(-1), np.asarray(cost, np.float64).reshape(-1))
         else:
