@@ -24,6 +24,7 @@ from paigrid.cube import Cube
 from paigrid.errors import PaigridError
 from paigrid.kernels import layout as L
 from paigrid.ranking import (
+    best_per_group,
     distinct_configurations,
     per_sample,
     rows_to_show,
@@ -31,7 +32,6 @@ from paigrid.ranking import (
     step_factor,
     ties_within,
 )
-from paigrid.sources import ChunkReader as _ChunkReader  # noqa: F401  (the scanner's old name here, kept for callers)
 from paigrid.schema import (
     ANY,
     ARCH_IGNORES,
@@ -42,6 +42,7 @@ from paigrid.schema import (
     decode_strings,
     str_attr,
 )
+from paigrid.sources import ChunkReader as _ChunkReader  # noqa: F401  (the scanner's old name here, kept for callers)
 
 
 def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
@@ -107,10 +108,13 @@ def best_configurations(
     jobs: list[str] | None = None,
     top: int = 1,
     pareto: bool = False,
+    per_design: bool = False,
 ) -> list[dict]:
     """The ``top`` best configurations of each job under the filters, as result rows; with
     ``pareto``, every configuration on the job's Pareto front of time per sample and cost per
-    sample instead (fastest first; none is both slower and dearer than another).
+    sample instead (fastest first; none is both slower and dearer than another); with
+    ``per_design``, the best (arch, precision) of each cluster design (gpu, n_gpu, intra,
+    network) that has a feasible one, in the cube's order of designs.
 
     Each row: job, model, arch, intra, network, gpu, n_gpu, precision, step_time [s],
     throughput [samples/s], throughput_tokens [tokens/s], cost [USD per 1e6 samples],
@@ -125,9 +129,16 @@ def best_configurations(
         raise PaigridError(f"--top must be at least 1, not {top}.")
     if pareto and top > 1:
         raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
+    if per_design and (pareto or top > 1):
+        raise PaigridError("--per design gives the best of each design: it goes with neither --top nor --pareto.")
     where = where or {}
     job_rows = job_indices(cube, jobs)
-    needs_cube = top > 1 or any(dim in where for dim in REDUCED_DIMS)
+    needs_cube = top > 1 or per_design or any(dim in where for dim in REDUCED_DIMS)
+    if per_design and cube.mode == "reduce-only":
+        raise PaigridError(
+            f"{cube.path} holds only the per-job reductions (reduce-only sweep), which keep one best "
+            "over every intra and network: it cannot answer --per design."
+        )
     if needs_cube and cube.mode == "reduce-only":
         raise PaigridError(
             f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
@@ -138,7 +149,9 @@ def best_configurations(
     price, power = cube.source.read("price"), cube.source.read("power")
     n_values = _n_values(cube, job_rows)
     if needs_cube:
-        candidates = _scan(cube, job_rows, sel, meta["samples_per_step"], n_values, price, power, by, top, pareto)
+        candidates = _scan(
+            cube, job_rows, sel, meta["samples_per_step"], n_values, price, power, by, top, pareto, per_design
+        )
     else:
         candidates = ((*found, None) for found in _reduced_jobs(cube, job_rows, sel))
     rows = []
@@ -150,7 +163,12 @@ def best_configurations(
         metric = {"time": time, "cost": cost}.get(by)
         if metric is None:
             metric = per_sample(by, step, n, samples, None, power[cfg["g"]])
-        for k in rows_to_show(time, cost, metric, top, pareto):
+        chosen = (
+            [k for k in range(len(step)) if not math.isnan(step[k])] or [0]
+            if per_design
+            else rows_to_show(time, cost, metric, top, pareto)
+        )
+        for k in chosen:
             row = _row(cube, j, pos, k, step, code, cfg, n, meta, price)
             row["band"], row["ties"] = _band_and_ties(cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_step)
             rows.append(row)
@@ -307,6 +325,7 @@ def _scan(
     by: str,
     top: int,
     pareto: bool,
+    per_design: bool = False,
 ):
     """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
     each job (step [s], bottleneck code, configuration indices, and the job's step_time [s] over
@@ -317,8 +336,10 @@ def _scan(
     vectorised, the few configurations that can be rows (``ranking.shortlist``, or in one pass
     the kernel ``kernels.scan.top_configurations``), in (gpu, n_gpu, precision, arch, intra,
     network) order, so ``best_configurations`` ranks them exactly as it would rank every
-    configuration of the job.  ``samples`` [samples/step] and ``n_values`` [GPUs] are per
-    position in ``job_rows``; ``price`` [USD/GPU-hour] and ``power`` [W] per gpu.
+    configuration of the job; with ``per_design``, the best of each (gpu, n_gpu, intra,
+    network) in that order (``ranking.best_per_group``).  ``samples`` [samples/step] and
+    ``n_values`` [GPUs] are per position in ``job_rows``; ``price`` [USD/GPU-hour] and ``power``
+    [W] per gpu.
     """
     cells = len(job_rows) * math.prod(len(sel[d]) for d in LABEL_DIMS)
     compiled = cells >= SCAN_KERNEL_CELLS
@@ -332,7 +353,7 @@ def _scan(
     shape = tuple(len(sel[d]) for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network"))
 
     kernel = None
-    if compiled and not pareto and top <= 256:  # one pass, the k best kept in order (small k)
+    if compiled and not pareto and not per_design and top <= 256:  # one pass, the k best kept in order (small k)
         from paigrid.kernels.scan import top_configurations as kernel
 
         ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
@@ -346,7 +367,9 @@ def _scan(
         return cfg, raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
 
     def select_in_one_pass(raw_step, raw_code, fits, pos):
-        factor, divide = step_factor(by, n_values[pos][n_s][None, :], samples[pos], price[g_s][:, None], power[g_s][:, None])
+        factor, divide = step_factor(
+            by, n_values[pos][n_s][None, :], samples[pos], price[g_s][:, None], power[g_s][:, None]
+        )
         factor = np.ascontiguousarray(np.broadcast_to(factor, (len(g_s), len(n_s))), dtype=np.float64)
         cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
         count = kernel(
@@ -356,7 +379,8 @@ def _scan(
         return step[:count], code, cfg
 
     def select_with_numpy(raw_step, raw_code, fits, pos):
-        step = distinct_configurations(raw_step, fits[np.ix_(lg, lp)], arch_names)
+        # per design, an architecture that ignores the network is a candidate of every network
+        step = distinct_configurations(raw_step, fits[np.ix_(lg, lp)], arch_names, dedupe=not per_design)
         grid = (slice(None), *(None,) * 5)  # a per-gpu value over (gpu, n_gpu, precision, arch, intra, network)
         n = n_values[pos][n_s][None, :, None, None, None, None]
         time = per_sample("time", step, n, samples[pos], None, None)
@@ -364,7 +388,11 @@ def _scan(
         metric = {"time": time, "cost": cost}.get(by)
         if metric is None:
             metric = per_sample(by, step, n, samples[pos], None, power[g_s][grid])
-        cand = shortlist(time, metric, cost, top, pareto)
+        if per_design:  # the grid is (gpu, n_gpu, precision, arch, intra, network)
+            cand = best_per_group(metric, (0, 1, 4, 5))
+            cand = cand if cand.size else np.zeros(1, dtype=np.intp)
+        else:
+            cand = shortlist(time, metric, cost, top, pareto)
         cfg, code = configurations(cand, raw_code)
         return step.reshape(-1)[cand], code, cfg
 

@@ -90,14 +90,16 @@ def shortlist(time: np.ndarray, metric: np.ndarray, cost: np.ndarray, top: int, 
     return np.union1d(below, np.flatnonzero(key == kth)[: k - below.size])
 
 
-def distinct_configurations(step: np.ndarray, fits: np.ndarray, arch_names: list[str]) -> np.ndarray:
+def distinct_configurations(
+    step: np.ndarray, fits: np.ndarray, arch_names: list[str], dedupe: bool = True
+) -> np.ndarray:
     """One job's step times [s] over (arch, gpu, n_gpu, intra, network, precision) as (gpu, n_gpu,
     precision, arch, intra, network), NaN where the (gpu, precision) does not fit in memory
-    (``fits`` over (gpu, precision), 1 where it does) and each distinct configuration once
-    (``schema.first_of_equivalents``: an architecture that ignores intra or network counts its
-    first finite cell along it)."""
-    masked = np.where((fits == 1)[None, :, None, None, None, :], step, np.float32(np.nan))
-    return first_of_equivalents(masked.transpose(1, 2, 5, 0, 3, 4), arch_names)
+    (``fits`` over (gpu, precision), 1 where it does) and, with ``dedupe``, each distinct
+    configuration once (``schema.first_of_equivalents``: an architecture that ignores intra or
+    network counts its first finite cell along it; without, it stays in every design)."""
+    masked = np.where((fits == 1)[None, :, None, None, None, :], step, np.float32(np.nan)).transpose(1, 2, 5, 0, 3, 4)
+    return first_of_equivalents(masked, arch_names) if dedupe else masked
 
 
 def ties_within(block: np.ndarray, arch_names: list[str], step: float, band: float) -> float:
@@ -105,3 +107,23 @@ def ties_within(block: np.ndarray, arch_names: list[str], step: float, band: flo
     network)) have a step time within ``band`` (a fraction) of ``step`` [s]."""
     within = np.sum(first_of_equivalents(block, arch_names) <= step * (1.0 + band))
     return float(max(int(within) - 1, 0))
+
+
+def best_per_group(metric: np.ndarray, group_axes: tuple[int, ...]) -> np.ndarray:
+    """Flat positions in ``metric`` (any shape) of the best of each group, the groups being the
+    coordinates along ``group_axes`` (a cluster design: e.g. gpu, n_gpu, intra, network), in the
+    groups' order; the best is the smallest (ties: the first by position), a group without a
+    finite value has none."""
+    shape = metric.shape
+    others = tuple(a for a in range(metric.ndim) if a not in group_axes)
+    key = np.where(np.isnan(metric), np.inf, metric).transpose(*group_axes, *others)
+    groups = math.prod(shape[a] for a in group_axes)
+    flat = key.reshape(groups, -1)
+    best = np.argmin(flat, axis=1)  # the first of equals: the other axes keep their order
+    found = np.isfinite(flat[np.arange(groups), best])
+    index = [np.empty(0, np.intp)] * metric.ndim
+    for a, idx in zip(group_axes, np.unravel_index(np.arange(groups), [shape[a] for a in group_axes])):
+        index[a] = idx
+    for a, idx in zip(others, np.unravel_index(best, [shape[a] for a in others])):
+        index[a] = idx
+    return np.ravel_multi_index(tuple(index), shape)[found]

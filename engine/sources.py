@@ -45,11 +45,13 @@ class CubeSource(Protocol):
     def close(self) -> None: ...
 
 
-def positions(sel: dict[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """Each coordinate's place in the selection along each label dimension (the first place of a
-    coordinate selected twice; -1 where not selected); ``shape`` is the (job, *LABEL_DIMS) shape."""
+def positions(
+    sel: dict[str, np.ndarray], shape: tuple[int, ...], dims: tuple[str, ...] = LABEL_DIMS
+) -> dict[str, np.ndarray]:
+    """Each coordinate's place in the selection along each dimension ``dims`` (the first place
+    of a coordinate selected twice; -1 where not selected); ``shape`` is the (job, *dims) shape."""
     out = {}
-    for dim, n in zip(LABEL_DIMS, shape[1:]):
+    for dim, n in zip(dims, shape[1:]):
         wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
         out[dim] = np.full(n, -1, np.intp)
         out[dim][wanted[::-1]] = np.arange(len(wanted))[::-1]
@@ -191,7 +193,14 @@ class ChunkReader:
         "none": {"fletcher32"},
     }
 
-    def __init__(self, owner, names, sel: dict[str, np.ndarray] | None = None, parallel: bool = True):
+    def __init__(
+        self,
+        owner,
+        names,
+        sel: dict[str, np.ndarray] | None = None,
+        parallel: bool = True,
+        dims: tuple[str, ...] = LABEL_DIMS,
+    ):
         import itertools
 
         from paigrid.codecs import chunk_decoder
@@ -199,15 +208,15 @@ class ChunkReader:
         file = owner.file
         self.datasets = [file[name] for name in names]
         first = self.datasets[0]
-        shape = tuple(first.shape)  # (job, *LABEL_DIMS)
+        shape = tuple(first.shape)  # (job, *dims)
         stored = getattr(first, "chunks", None)
         self.chunks = tuple(stored) if stored else (1, *shape[1:])  # no stored chunks: read per job
         self.rows = self.chunks[0]
         self.jobs = shape[0]
         sel = sel or {}
         self.coords, self.local, runs = {}, {}, []
-        self.position = positions(sel, shape)
-        for dim, n, c in zip(LABEL_DIMS, shape[1:], self.chunks[1:]):
+        self.position = positions(sel, shape, dims)
+        for dim, n, c in zip(dims, shape[1:], self.chunks[1:]):
             wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
             self.coords[dim], self.local[dim] = wanted, np.arange(len(wanted))
             runs.append(
@@ -216,7 +225,7 @@ class ChunkReader:
                     for s0 in sorted({int(k) // c * c for k in wanted})
                 ]
             )
-        self.shape = tuple(len(self.coords[dim]) for dim in LABEL_DIMS)
+        self.shape = tuple(len(self.coords[dim]) for dim in dims)
         # each chunk to read: its corner (after the job), where its cells go and which they are
         self.pieces = [
             (tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
@@ -323,4 +332,3 @@ def _cut(members: np.ndarray, wanted: np.ndarray, s0: int) -> tuple:
 def _indices(part) -> np.ndarray:
     """A slice or an index array as an index array."""
     return np.arange(part.start, part.stop) if isinstance(part, slice) else np.asarray(part)
-

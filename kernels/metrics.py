@@ -37,3 +37,10 @@ def energy_per_sample(step, power, samples_per_step):
     ``samples_per_step`` samples each: ``energy_per_step_second`` x step (the ``energy``
     criterion)."""
     return power / samples_per_step * step
+
+
+def model_flops_utilisation(flop_per_sample, samples_per_step, step, peak_flop_per_s):
+    """Model FLOPs utilisation [fraction]: the model's training FLOPs of one step of one GPU
+    (``flop_per_sample`` [FLOP/sample] x ``samples_per_step`` [samples]) over what the GPU's
+    dense peak ``peak_flop_per_s`` [FLOP/s] does in the step time ``step`` [s]."""
+    return flop_per_sample * samples_per_step / (step * peak_flop_per_s)

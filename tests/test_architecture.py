@@ -63,7 +63,15 @@ LAYERS = [
     ("cli", ["paigrid.cli", "paigrid.cli.*"]),
 ]
 #: modules that only read cubes, and the write side they must never reach, even indirectly
-READERS = ("paigrid.cube", "paigrid.sources", "paigrid.ranking", "paigrid.query", "paigrid.info", "paigrid.dataset", "paigrid.llm.query")
+READERS = (
+    "paigrid.cube",
+    "paigrid.sources",
+    "paigrid.ranking",
+    "paigrid.query",
+    "paigrid.info",
+    "paigrid.dataset",
+    "paigrid.llm.query",
+)
 WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.gpu", "paigrid.sweeping", "paigrid.distributed")
 
 
