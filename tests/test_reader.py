@@ -83,7 +83,9 @@ def test_the_backend_presents_the_llm_group_with_derived_variables(mixed):
         # lazily: a selection reads and derives only its part, with the same values
         part = ds.cost.isel(layout=[3, 1], gpu=1).values
         np.testing.assert_array_equal(part, ds.cost.values[:, [3, 1], 1])
-        assert ds.paigrid.best().arch.values[0] == paigrid.open_dataset(mixed, group="llm").paigrid.best().arch.values[0]
+        assert (
+            ds.paigrid.best().arch.values[0] == paigrid.open_dataset(mixed, group="llm").paigrid.best().arch.values[0]
+        )
     with xr.open_dataset(mixed, engine="paigrid", drop_variables=["t_comm"]) as root:
         assert "t_comm" not in root and "throughput" in root
 
@@ -179,7 +181,8 @@ def test_per_design_is_each_job_s_best_at_each_design(mixed):
     rows, _ = query_every_family(mixed, per="design")
     dp = [r for r in rows if r["family"] == "dp"]
     seen = [
-        (r["job"], r["arch"], r["gpu"], r["n_gpu"], r["intra"], r["network"], r["precision"], r["step_time"]) for r in dp
+        (r["job"], r["arch"], r["gpu"], r["n_gpu"], r["intra"], r["network"], r["precision"], r["step_time"])
+        for r in dp
     ]
     assert seen == _dp_brute_per_design(mixed)
     assert len({(r["gpu"], r["n_gpu"], r["intra"], r["network"]) for r in dp if r["job"] == "resnet50"}) > 8
@@ -190,7 +193,9 @@ def test_per_design_is_each_job_s_best_at_each_design(mixed):
         tp = f["llm/tp"][()]
     rows, _ = query_every_family(mixed, per="design", where=["tp=2"])
     chosen = [k for k, t in enumerate(tp) if t == 2]
-    assert _llm_seen([r for r in rows if r["family"] == "llm"]) == _llm_brute(mixed, {"layout": chosen}, per_design=True)
+    assert _llm_seen([r for r in rows if r["family"] == "llm"]) == _llm_brute(
+        mixed, {"layout": chosen}, per_design=True
+    )
 
 
 def test_per_design_on_the_command_line(mixed):

@@ -1,5 +1,7 @@
-"""Read an LLM sweep file (h5py, read-only): the best layouts, and time, cost and energy to
-train a stated number of tokens."""
+"""The LLM family's queries: the best layouts of a cube's LLM jobs (the array core of best / top
+/ Pareto over the group ``llm``, from its bests or from the chunks of its cells), one query over
+every family of a cube, and the LLM files of ``paigrid llm sweep`` (h5py, read-only); time, cost
+and energy to train a stated number of tokens."""
 
 from __future__ import annotations
 
