@@ -31,6 +31,7 @@ from paigrid.ranking import (
     shortlist,
     step_factor,
     ties_within,
+    time_cost_and_metric,
 )
 from paigrid.schema import (
     ANY,
@@ -158,11 +159,7 @@ def best_configurations(
     for pos, (j, (step, code, cfg, job_step)) in enumerate(zip(job_rows, candidates)):
         n = n_values[pos][cfg["n"]]
         samples = meta["samples_per_step"][pos]
-        time = per_sample("time", step, n, samples, None, None)
-        cost = per_sample("cost", step, n, samples, price[cfg["g"]], None)
-        metric = {"time": time, "cost": cost}.get(by)
-        if metric is None:
-            metric = per_sample(by, step, n, samples, None, power[cfg["g"]])
+        time, cost, metric = time_cost_and_metric(by, step, n, samples, price[cfg["g"]], power[cfg["g"]])
         chosen = (
             [k for k in range(len(step)) if not math.isnan(step[k])] or [0]
             if per_design
@@ -383,11 +380,7 @@ def _scan(
         step = distinct_configurations(raw_step, fits[np.ix_(lg, lp)], arch_names, dedupe=not per_design)
         grid = (slice(None), *(None,) * 5)  # a per-gpu value over (gpu, n_gpu, precision, arch, intra, network)
         n = n_values[pos][n_s][None, :, None, None, None, None]
-        time = per_sample("time", step, n, samples[pos], None, None)
-        cost = per_sample("cost", step, n, samples[pos], price[g_s][grid], None)
-        metric = {"time": time, "cost": cost}.get(by)
-        if metric is None:
-            metric = per_sample(by, step, n, samples[pos], None, power[g_s][grid])
+        time, cost, metric = time_cost_and_metric(by, step, n, samples[pos], price[g_s][grid], power[g_s][grid])
         if per_design:  # the grid is (gpu, n_gpu, precision, arch, intra, network)
             cand = best_per_group(metric, (0, 1, 4, 5))
             cand = cand if cand.size else np.zeros(1, dtype=np.intp)

@@ -38,6 +38,15 @@ def per_sample(by: str, step, n, samples_per_step, price, power):
     return energy_per_sample(step, power, samples_per_step)
 
 
+def time_cost_and_metric(by: str, step, n, samples_per_step, price, power) -> tuple:
+    """(time, cost, the metric ``by`` ranks) per sample of step times ``step`` [s] (``per_sample``;
+    the metric is one of the other two unless ``by`` is energy)."""
+    time = per_sample("time", step, n, samples_per_step, price, power)
+    cost = per_sample("cost", step, n, samples_per_step, price, power)
+    metric = time if by == "time" else cost if by == "cost" else per_sample(by, step, n, samples_per_step, price, power)
+    return time, cost, metric
+
+
 def step_factor(by: str, n, samples_per_step, price, power) -> tuple[np.ndarray, bool]:
     """(factor, divide): ``per_sample(by, step, ...)`` is ``step / factor`` with ``divide`` (time:
     factor = GPUs x samples per step) and ``factor x step`` without (cost and energy: their
