@@ -380,7 +380,11 @@ def _scan(
         step = distinct_configurations(raw_step, fits[np.ix_(lg, lp)], arch_names, dedupe=not per_design)
         grid = (slice(None), *(None,) * 5)  # a per-gpu value over (gpu, n_gpu, precision, arch, intra, network)
         n = n_values[pos][n_s][None, :, None, None, None, None]
-        time, cost, metric = time_cost_and_metric(by, step, n, samples[pos], price[g_s][grid], power[g_s][grid])
+        prices, powers = price[g_s][grid], power[g_s][grid]
+        if pareto:
+            time, cost, metric = time_cost_and_metric(by, step, n, samples[pos], prices, powers)
+        else:  # the metric alone: a shortlist by it needs neither of the others
+            time = cost = metric = per_sample(by, step, n, samples[pos], prices, powers)
         if per_design:  # the grid is (gpu, n_gpu, precision, arch, intra, network)
             cand = best_per_group(metric, (0, 1, 4, 5))
             cand = cand if cand.size else np.zeros(1, dtype=np.intp)
