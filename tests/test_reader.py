@@ -234,6 +234,20 @@ def test_the_data_parallel_mfu_is_model_flops_over_the_dense_peak(mixed):
     assert all(0 < r["mfu"] < 1 for r in rows if r["family"] == "llm")
 
 
+def test_no_mfu_from_catalogues_other_than_the_cube_s(mixed, tmp_path):
+    import shutil
+
+    copy = tmp_path / "other-catalogues.h5"
+    shutil.copy(mixed, copy)
+    with h5py.File(copy, "r+") as f:
+        recorded = json.loads(f.attrs["catalogue_sha256"])
+        f.attrs["catalogue_sha256"] = json.dumps({**recorded, "gpus": "0" * 64})  # a user's GPU catalogue
+    rows, notes = query_every_family(copy)
+    assert all(math.isnan(r["mfu"]) for r in rows if r["family"] == "dp")
+    assert any("mfu is empty" in n and "gpus" in n for n in notes)
+    assert all(r["mfu"] > 0 for r in rows if r["family"] == "llm")  # the kernel's own, unaffected
+
+
 # --- the LLM chunk scanner ------------------------------------------------------------------
 
 

@@ -527,12 +527,27 @@ class DpPeaks:
     (forward, and a backward pass of twice its FLOPs: the model's FLOPs, not the hardware's),
     and each GPU's dense datasheet peak at the precision [FLOP/s] (``gpus.csv``'s column that
     ``precisions.csv`` names as the precision's ``peak_column``, e.g. ``bf16_TFLOP_per_s`` for
-    ``amp-bf16``: no sparsity)."""
+    ``amp-bf16``: no sparsity).  When the cube records other checksums of those three
+    catalogues than the built-in ones (a sweep with the user's catalogues), the FLOPs and peaks
+    would not be the cube's: ``note`` says so and every MFU is NaN."""
 
-    def __init__(self):
+    KINDS = ("gpus", "workloads", "precisions")
+
+    def __init__(self, attrs=None):
+        import json
+
         from paigrid.inputs.catalog import Catalogues
+        from paigrid.schema import str_attr
 
         self.cats = Catalogues.load()
+        recorded = json.loads(str_attr(attrs, "catalogue_sha256") or "{}") if attrs is not None else {}
+        other = [k for k in self.KINDS if k in recorded and recorded[k] != getattr(self.cats, k).sha256]
+        self.note = (
+            f"mfu is empty for the data-parallel jobs: the cube was swept with other {', '.join(other)} "
+            "catalogues than the built-in ones, which hold the FLOPs and peaks the MFU needs."
+            if other
+            else ""
+        )
 
     def flop_per_sample(self, model: str) -> float:
         """Training FLOPs per sample [FLOP] of the workload ``model`` (NaN: not in the catalogue)."""
@@ -554,7 +569,7 @@ class DpPeaks:
         (``kernels.metrics.model_flops_utilisation``); NaN for a row without a configuration."""
         from paigrid.kernels.metrics import model_flops_utilisation
 
-        if row.get("gpu") is None or row["step_time"] != row["step_time"]:
+        if self.note or row.get("gpu") is None or row["step_time"] != row["step_time"]:
             return math.nan
         return float(
             model_flops_utilisation(
@@ -689,7 +704,9 @@ def query_every_family(
                 else:
                     power = dp.source.read("power")
                     samples = dict(zip(dp.labels["job"], dp.source.read("samples_per_step")))
-                    peaks = DpPeaks()
+                    peaks = DpPeaks(dp.source.attrs)
+                    if peaks.note:
+                        notes.append(peaks.note)
                     for row in best_configurations(dp, by, dp_where, dp_jobs, top, pareto, per_design):
                         g = dp.labels["gpu"].index(row["gpu"]) if row["gpu"] else 0
                         rows.append(dp_family_row(row, float(power[g]), float(samples[row["job"]]), peaks))
