@@ -161,7 +161,7 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
         return
     if not Path(calibration).is_file():
         raise PaigridError(f"the calibration file {calibration} does not exist.")
-    stored = str_attr(cube.file.attrs, "calibration_sha256")
+    stored = str_attr(cube.source.attrs, "calibration_sha256")
     if stored != file_sha256(calibration):
         made = "with another calibration" if stored else "with the default efficiencies"
         raise PaigridError(
