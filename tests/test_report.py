@@ -420,9 +420,9 @@ def test_paper_figures_from_the_cube_equal_those_of_the_population(study, number
     assert len(pop.jobs) == int(numbers["analysed"].sum()) == 69
     direct = P.compute_paper(pop)
     assert P.render_paper(numbers["paper"]) == P.render_paper(direct)
-    assert numbers["paper"]["figures"]["v1"]["ps_comm_share"] == direct["figures"]["v1"]["ps_comm_share"]
+    assert numbers["paper"]["figures"]["base"]["ps_comm_share"] == direct["figures"]["base"]["ps_comm_share"]
     cube_times = numbers["current"]["step_time"][numbers["analysed"]]
-    np.testing.assert_allclose(numbers["paper"]["figures"]["v1"]["current"]["step_time"], cube_times, rtol=1e-6)
+    np.testing.assert_allclose(numbers["paper"]["figures"]["base"]["current"]["step_time"], cube_times, rtol=1e-6)
 
 
 def _bench_study():

@@ -128,11 +128,16 @@ def test_llm_cheapest_count_by_hand(cube):
         fam = llm_family(f, Catalogues.load())
     with xr.open_dataset(cube, engine="h5netcdf", group="llm") as g:
         best = g.best_step_time.isel(job=1).sel(precision="amp-bf16").load()
-    k = next(i for i, lab in enumerate(fam["labels"]) if lab["domain"] == "8" and lab["network"] == "eth-25g"
-             and lab["gpu"] == "H100-SXM5-80GB")
+    k = next(
+        i
+        for i, lab in enumerate(fam["labels"])
+        if lab["domain"] == "8" and lab["network"] == "eth-25g" and lab["gpu"] == "H100-SXM5-80GB"
+    )
     t0 = float(best.sel(gpu="H100-SXM5-80GB", n_gpu=16, domain=8, network="ib-ndr-400g"))
-    hours = {int(n): int(n) * float(best.sel(gpu="H100-SXM5-80GB", n_gpu=n, domain=8, network="eth-25g")) / t0
-             for n in best.n_gpu.values}
+    hours = {
+        int(n): int(n) * float(best.sel(gpu="H100-SXM5-80GB", n_gpu=n, domain=8, network="eth-25g")) / t0
+        for n in best.n_gpu.values
+    }
     hours = {n: h for n, h in hours.items() if np.isfinite(h)}
     fewest = min(hours, key=hours.get)
     assert fam["cheap_count"][1, k] == fewest and fam["cheap_hours"][1, k] == pytest.approx(hours[fewest])
@@ -176,3 +181,45 @@ def test_variables_are_read_by_their_dimension_names(tmp_path):
         b = read_at(f, "turned", slice(0, 3), choice, ("job", "gpu", "precision"))
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, values[np.arange(3), :, [1, 0, 1]])
+
+
+# --- section 4: the variants of the cube's own model --------------------------------------------
+def _paper_times(numbers):
+    return numbers["paper"]["figures"]["base"]["current"]["step_time"], numbers["current"]["step_time"][
+        numbers["analysed"]
+    ]
+
+
+def test_a_pai_v2_cube_gets_variants_of_its_own_model(numbers):
+    paper = numbers["paper"]
+    assert paper["model"].startswith("pai-v2") and "built-in efficiencies" in paper["model"]
+    ours, cube = _paper_times(numbers)
+    np.testing.assert_allclose(ours, cube, rtol=1e-6)  # the base is the model that made the cube
+    assert {"base", "nic", "comm-v2"} <= set(paper["figures"]) and "shared-nic" not in paper["figures"]
+    assert paper["bracket"]["ps_comm_share"][0] == paper["figures"]["base"]["ps_comm_share"]
+    assert (
+        "**pai-v2 (compute model pai-v2; built-in efficiencies)**"
+        in R.write_report(numbers["cube"]["path"], Path(numbers["cube"]["path"]).parent / "rep-v2").read_text()
+    )
+
+
+def test_a_calibrated_cube_gets_variants_with_its_efficiencies(tmp_path):
+    calibration = tmp_path / "cal.toml"
+    calibration.write_text(
+        '[flop_efficiency]\nfp32 = 0.31\n[memory_efficiency]\ndefault = 0.41\n[options]\nps_nic = "per-worker"\n'
+    )
+    write_population(ROWS[:3], tmp_path / "pop.csv")
+    spec = spec_from_dict({"workloads": str(tmp_path / "pop.csv"), "model": "pai-v1", **SPEC}, "test.toml")
+    run_sweep(spec, tmp_path / "cal.h5", calibration=calibration, progress=False)
+    numbers = R.compute_report(tmp_path / "cal.h5")
+    paper = numbers["paper"]
+    assert f"the calibration {calibration}" in paper["model"] and "ps_nic = per-worker" in paper["model"]
+    ours, cube = _paper_times(numbers)
+    np.testing.assert_allclose(ours, cube, rtol=1e-6)
+    # a per-worker base: the bracket's other side is the shared NIC
+    assert "shared-nic" in paper["figures"] and "nic" not in paper["figures"]
+    assert paper["bracket"]["ps_comm_share"][1] == paper["figures"]["base"]["ps_comm_share"]
+    # the calibration changed since the sweep: the built-in efficiencies, and the report says so
+    calibration.write_text("[flop_efficiency]\nfp32 = 0.9\n")
+    again = R.compute_report(tmp_path / "cal.h5")["paper"]
+    assert "built-in efficiencies: the calibration" in again["model"] and "has changed" in again["model"]

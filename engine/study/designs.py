@@ -39,6 +39,7 @@ network of a 1w1g job) -- give it the same step time and are one design to it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -346,8 +347,8 @@ def compute_designs(
     hours_now = n0[:, None] * step / t0[:, None]
     wall_now = step / t0[:, None]  # hours per job's work
     wall_cheap = np.where(cheap_ok, cheap_hours / np.maximum(cheap_count, 1), np.nan)
+    out: list[dict[str, Any]] = []
     order_names = L.BOTTLENECK_NAMES + (_llm_bottlenecks() if llm is not None and llm["jobs"] else ())
-    out = []
     for d, lab in enumerate(labels):
         g = lab["gpu"]
         o, c = ok[:, d], cheap_ok[:, d]
@@ -410,7 +411,7 @@ def compute_designs(
     n_dp = len(families[0]["n0"]) if len(rows) else 0
     is_llm = np.arange(len(n0)) >= n_dp
 
-    def counts(mask: np.ndarray) -> dict[int, int]:
+    def counts(mask: Any) -> dict[int, int]:
         found: dict[int, int] = {}
         for k in best[mask]:
             found[int(k)] = found.get(int(k), 0) + 1

@@ -502,7 +502,7 @@ def _llm_summary(llm: dict | None, designs: dict | None) -> dict | None:
     from paigrid.study.llm_designs import BOTTLENECKS
 
     out["bottlenecks_today"] = {b: int(np.sum(llm["today_bottleneck"] == b)) for b in BOTTLENECKS}
-    tp_pp = {}
+    tp_pp: dict[str, int] = {}
     for label in llm["today_layout"]:
         key = "-".join(label.split("-")[:2])  # tp{t}-pp{p}
         tp_pp[key] = tp_pp.get(key, 0) + 1
