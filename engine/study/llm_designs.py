@@ -107,6 +107,7 @@ def llm_family(f, cats, block_jobs: int = 256) -> dict | None:
         j1 = min(n, j0 + block_jobs)
         best = np.asarray(g["best_step_time"][j0:j1], dtype=float)  # (jobs, gpu, n_gpu, domain, network, precision)
         parts = np.stack([np.asarray(g[f"best_{p}"][j0:j1], dtype=float) for p in PARTS], axis=-1)
+        best_layout = np.asarray(g["best_layout"][j0:j1])
         for j in range(j0, j1):
             if not in_cube[j]:
                 continue
@@ -118,7 +119,7 @@ def llm_family(f, cats, block_jobs: int = 256) -> dict | None:
             code = np.argmax(np.nan_to_num(parts[k][..., pi[j], :], nan=-np.inf), axis=-1)
             names_at = np.where(np.isfinite(t), parts_names[code], "")
             today_bn[j] = names_at[gi[j], ni[j], di[j], wi[j]]
-            today_layout[j] = int(g["best_layout"][j, gi[j], ni[j], di[j], wi[j], pi[j]])
+            today_layout[j] = int(best_layout[k, gi[j], ni[j], di[j], wi[j], pi[j]])
             now = t[:, ni[j]]  # (gpu, domain, network)
             step[j] = now.reshape(-1)
             bottleneck[j] = names_at[:, ni[j]].reshape(-1)
