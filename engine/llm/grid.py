@@ -118,7 +118,7 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
         {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
     )
     gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
-    if spec.n_gpu == CURRENT:  # every job's count of today, and the powers of two below and above it
+    if spec.n_gpu == CURRENT:  # every power of two from 1 to 16384, and each job's count of today
         n_gpu = sorted({2**k for k in range(15)} | {int(j.current["n_gpu"]) for j in jobs if j.current})
     else:
         n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu is None else list(spec.n_gpu)
