@@ -28,6 +28,7 @@ SOURCES = (
     "llm.py",
     "llm_layout.py",
     "llm_reference.py",
+    "metrics.py",
     "model.py",
     "ps.py",
     "reference.py",
