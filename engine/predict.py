@@ -387,7 +387,9 @@ def predict_llm(
     m = m.with_seq_len(seq_len) if seq_len else m
     searched = None
     if str(layout.get("label", "")).strip().casefold() == "best":
-        lay, searched = _searched_layout(m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch)
+        lay, searched = _searched_layout(
+            m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch
+        )
     elif layout.get("label"):
         lay = parse_label(layout["label"], n_gpu)
         if lay.n_gpu != n_gpu:

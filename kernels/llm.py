@@ -20,7 +20,7 @@ import numpy as np
 from numba import prange
 
 from . import llm_layout as K
-from .jit import jit, parallel_jit
+from .jit import jit, parallel_jit, serial_twin
 
 
 @jit
@@ -170,7 +170,11 @@ def layout_reason(lay, hw, model, ctab, options, mem_bytes):
     if not ctab[ct, int(lay[K.LA_TP_INDEX]), int(lay[K.LA_RECOMPUTE]), int(lay[K.LA_SP]), K.CT_LAYER] > 0.0:
         return K.REASON_PRECISION
     heads, kv_heads = model[K.M_HEADS], model[K.M_KV_HEADS]
-    if not divides(t, heads) or (t < kv_heads and not divides(t, kv_heads)) or (t > kv_heads and not divides(kv_heads, t)):
+    if (
+        not divides(t, heads)
+        or (t < kv_heads and not divides(t, kv_heads))
+        or (t > kv_heads and not divides(kv_heads, t))
+    ):
         return K.REASON_TP_HEADS
     if not divides(t, model[K.M_FFN]) or (model[K.M_EXPERTS] > 0.0 and not divides(t, model[K.M_MOE_FFN])):
         return K.REASON_TP_FFN
@@ -359,3 +363,5 @@ def _evaluate_llm(layouts, hw, model, ctab, options, out):
 
 
 evaluate_llm = parallel_jit(_evaluate_llm)
+#: the same, serial: for a few pairs (one layout's prediction), where starting the thread pool costs more than the work
+evaluate_llm_serial = jit(serial_twin(_evaluate_llm, "_evaluate_llm_serial"))

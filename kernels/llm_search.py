@@ -24,7 +24,7 @@ import numpy as np
 from numba import prange
 
 from . import llm_layout as K
-from .jit import jit, parallel_jit
+from .jit import jit, parallel_jit, serial_twin
 from .llm import data_parallel_seconds, evaluate_pair, memory_bytes, stage_layers, tensor_seconds
 
 # --- stem table: one row per (tp, pp, dp, cp, ep, micro-batch) --------------------------------
@@ -284,6 +284,8 @@ def _search_llm(stems, hw, model, ctab, options, choices, incumbent, best_res, b
 
 
 search_llm = parallel_jit(_search_llm)
+#: the same, serial: for a few stems, where starting the thread pool costs more than the work
+search_llm_serial = jit(serial_twin(_search_llm, "_search_llm_serial"))
 
 
 @jit
@@ -331,3 +333,5 @@ def _probe_llm(stems, hw, model, ctab, options, choices, probe):
 
 
 probe_llm = parallel_jit(_probe_llm)
+#: the same, serial
+probe_llm_serial = jit(serial_twin(_probe_llm, "_probe_llm_serial"))

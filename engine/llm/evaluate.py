@@ -35,6 +35,11 @@ RESULTS = {
 }
 
 
+#: layout x design pairs from which the kernel runs on every thread (fewer, e.g. one prediction:
+#: serially, which spares loading and starting the thread pool)
+SERIAL_PAIRS = 2_000
+
+
 def tables(
     model: Transformer,
     layouts: list[Layout],
@@ -91,11 +96,11 @@ def evaluate(
     global_batch: int | None = None,
 ) -> np.ndarray:
     """(len(layouts), len(designs), N_RESULT_FIELDS) results from the numba kernel."""
-    from paigrid.kernels.llm import evaluate_llm
+    from paigrid.kernels import llm as kernel
 
     arrays = tables(model, layouts, designs, cats, eff, options, global_batch)
     out = np.empty((len(layouts) * len(designs), K.N_RESULT_FIELDS))
-    evaluate_llm(*arrays, out)
+    (kernel.evaluate_llm if out.shape[0] >= SERIAL_PAIRS else kernel.evaluate_llm_serial)(*arrays, out)
     return out.reshape(len(layouts), len(designs), K.N_RESULT_FIELDS)
 
 

@@ -214,7 +214,9 @@ def count_layouts(model: Transformer, n_gpu: int, space: Space = Space(), global
     batch = global_batch or model.global_batch
     rest = len(space.zero) * len(space.recompute)
     return sum(
-        len(stem_interleaves(model, pp, batch // (dp * mb), space)) * rest * (len(space.sequence_parallel) if tp > 1 else 1)
+        len(stem_interleaves(model, pp, batch // (dp * mb), space))
+        * rest
+        * (len(space.sequence_parallel) if tp > 1 else 1)
         for tp, pp, dp, cp, ep, mb in layout_stems(model, n_gpu, space, batch)
     )
 
@@ -250,7 +252,9 @@ def reason_text(
         K.REASON_PP_LAYERS: (
             f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the {model.layers} layers"
         ),
-        K.REASON_INTERLEAVE: "an interleaved schedule needs pipeline degree > 1 and at least as many micro-batches as stages",
+        K.REASON_INTERLEAVE: (
+            "an interleaved schedule needs pipeline degree > 1 and at least as many micro-batches as stages"
+        ),
         K.REASON_NO_NETWORK: "the job spans several NVLink domains but the network is none",
         K.REASON_FABRIC: (
             f"the job's {-(-layout.n_gpu // max(domain, 1))} NVLink domains exceed what the fabric's tiers connect"

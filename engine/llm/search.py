@@ -116,10 +116,14 @@ def best_layout(
     best_lay = np.empty((rows, K.N_LAYOUT_FIELDS))
     counts = np.zeros((rows, S.N_COUNTS))
     if rows:
-        S.search_llm(*arrays, incumbents(arrays), best_res, best_lay, counts)
+        search = S.search_llm if rows >= PARALLEL_ROWS else S.search_llm_serial
+        search(*arrays, incumbents(arrays), best_res, best_lay, counts)
     return reduce_stems(best_res, best_lay, counts, len(designs))
 
 
+#: stem x design rows from which the search runs on every thread (fewer: serially; one stem of the
+#: wide space costs about a microsecond once pruned, so the thread pool pays off only on many)
+PARALLEL_ROWS = 20_000
 #: stems per design searched first to find the incumbent (those whose probe is fastest)
 LEADING_STEMS = 16
 
@@ -134,13 +138,13 @@ def incumbents(arrays: tuple) -> np.ndarray:
 
     stems, hw = arrays[0], arrays[1]
     probe = np.empty(stems.shape[0] * hw.shape[0])
-    S.probe_llm(*arrays, probe)
+    (S.probe_llm if probe.size >= PARALLEL_ROWS else S.probe_llm_serial)(*arrays, probe)
     probe = probe.reshape(stems.shape[0], hw.shape[0])
     incumbent = probe.min(axis=0)
     leading = np.unique(np.argsort(probe, axis=0, kind="stable")[:LEADING_STEMS].ravel())
     rows = leading.size * hw.shape[0]
     best_res = np.empty((rows, K.N_RESULT_FIELDS))
-    S.search_llm(
+    S.search_llm_serial(
         stems[leading],
         *arrays[1:],
         incumbent,
