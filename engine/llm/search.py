@@ -104,9 +104,11 @@ def best_layout(
     options: LlmOptions,
     space: Space = WIDE,
     global_batch: int | None = None,
+    device: str = "cpu",
 ) -> SearchResult:
     """The fastest valid layout of ``model`` on ``n_gpu`` GPUs of each design in ``space``
-    (pruned search, ``kernels.llm_search``)."""
+    (pruned search, ``kernels.llm_search``; on ``device`` cuda the same kernels on the GPU,
+    ``kernels.cuda_llm``)."""
     from paigrid.kernels import llm_search as S
 
     arrays = search_tables(model, n_gpu, designs, cats, eff, options, space, global_batch)
@@ -116,9 +118,38 @@ def best_layout(
     best_lay = np.empty((rows, K.N_LAYOUT_FIELDS))
     counts = np.zeros((rows, S.N_COUNTS))
     if rows:
-        search = S.search_llm if rows >= PARALLEL_ROWS else S.search_llm_serial
-        search(*arrays, incumbents(arrays), best_res, best_lay, counts)
+        probe, search = backend(device, rows)
+        best_res, best_lay, counts = search(arrays, incumbents(arrays, probe, search))
     return reduce_stems(best_res, best_lay, counts, len(designs))
+
+
+def backend(device: str, rows: int):
+    """(probe, search) of ``device``: functions of (the search tables) and of (the tables, the
+    incumbents) giving the kernels' outputs; on the CPU serial below ``PARALLEL_ROWS`` rows."""
+    from paigrid.kernels import llm_search as S
+
+    if device == "cuda":
+        from paigrid.kernels import cuda_llm
+
+        return (lambda arrays: cuda_llm.probe_llm_cuda(*arrays)), (
+            lambda arrays, incumbent: cuda_llm.search_llm_cuda(*arrays, incumbent)
+        )
+    if device != "cpu":
+        raise PaigridError(f"the LLM search runs on cpu or cuda, not {device!r}.")
+    parallel = rows >= PARALLEL_ROWS
+
+    def probe(arrays):
+        out = np.empty(arrays[0].shape[0] * arrays[1].shape[0])
+        (S.probe_llm if parallel else S.probe_llm_serial)(*arrays, out)
+        return out
+
+    def search(arrays, incumbent):
+        n = arrays[0].shape[0] * arrays[1].shape[0]
+        outs = (np.empty((n, K.N_RESULT_FIELDS)), np.empty((n, K.N_LAYOUT_FIELDS)), np.zeros((n, S.N_COUNTS)))
+        (S.search_llm if n >= PARALLEL_ROWS else S.search_llm_serial)(*arrays, incumbent, *outs)
+        return outs
+
+    return probe, search
 
 
 #: stem x design rows from which the search runs on every thread (fewer: serially; one stem of the
@@ -128,30 +159,17 @@ PARALLEL_ROWS = 20_000
 LEADING_STEMS = 16
 
 
-def incumbents(arrays: tuple) -> np.ndarray:
+def incumbents(arrays: tuple, probe, search) -> np.ndarray:
     """Per hardware row, the step [s] of a valid layout of the space (inf where the probes find
-    none), to prune against: ``probe_llm`` evaluates a few layouts of every stem, then the
-    ``LEADING_STEMS`` stems whose probes are fastest on some design are searched in full and the
-    best step found is the incumbent.  Any valid layout's step would keep the search exact; a
-    fast one prunes more."""
-    from paigrid.kernels import llm_search as S
-
+    none), to prune against: ``probe`` (``probe_llm``) evaluates a few layouts of every stem,
+    then ``search`` searches in full the ``LEADING_STEMS`` stems whose probes are fastest on
+    some design, and the best step found is the incumbent.  Any valid layout's step would keep
+    the search exact; a fast one prunes more."""
     stems, hw = arrays[0], arrays[1]
-    probe = np.empty(stems.shape[0] * hw.shape[0])
-    (S.probe_llm if probe.size >= PARALLEL_ROWS else S.probe_llm_serial)(*arrays, probe)
-    probe = probe.reshape(stems.shape[0], hw.shape[0])
-    incumbent = probe.min(axis=0)
-    leading = np.unique(np.argsort(probe, axis=0, kind="stable")[:LEADING_STEMS].ravel())
-    rows = leading.size * hw.shape[0]
-    best_res = np.empty((rows, K.N_RESULT_FIELDS))
-    S.search_llm_serial(
-        stems[leading],
-        *arrays[1:],
-        incumbent,
-        best_res,
-        np.empty((rows, K.N_LAYOUT_FIELDS)),
-        np.zeros((rows, S.N_COUNTS)),
-    )
+    probed = probe(arrays).reshape(stems.shape[0], hw.shape[0])
+    incumbent = probed.min(axis=0)
+    leading = np.unique(np.argsort(probed, axis=0, kind="stable")[:LEADING_STEMS].ravel())
+    best_res = search((stems[leading], *arrays[1:]), incumbent)[0]
     found = best_res[:, K.R_STEP].reshape(leading.size, hw.shape[0])
     return np.fmin(incumbent, np.nanmin(np.where(np.isnan(found), np.inf, found), axis=0))
 
