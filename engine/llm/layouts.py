@@ -392,14 +392,30 @@ class SpaceKey:
     doc: str
     least: int = 1
     choices: tuple = ()
+    every: bool = False  # an empty list means every value that can apply
 
 
 SPACE_KEYS = (
-    SpaceKey("max_tp", "int", "largest tensor degree tried (powers of two up to it)"),
-    SpaceKey("pp", "ints", "pipeline degrees tried (empty: every divisor that fits the layers)"),
+    SpaceKey(
+        "max_tp",
+        "int",
+        "largest tensor degree tried (powers of two up to it; beyond the NVLink domain costed on the fabric)",
+    ),
+    SpaceKey("pp", "ints", "pipeline degrees tried (empty: every divisor that fits the layers)", every=True),
     SpaceKey("cp", "ints", "context-parallel degrees tried"),
-    SpaceKey("vpp", "ints", "virtual stages per pipeline rank tried (1: 1F1B; more: interleaved)"),
-    SpaceKey("micro_batch", "ints", "micro-batch sizes tried [sequences]"),
+    SpaceKey(
+        "vpp",
+        "ints",
+        "virtual stages per pipeline rank tried (1: 1F1B; more: interleaved, uneven stages allowed; "
+        "empty: every one up to (layers + 2) / p)",
+        every=True,
+    ),
+    SpaceKey(
+        "micro_batch",
+        "ints",
+        "micro-batch sizes tried [sequences] (empty: every divisor of the replica's batch, up to what fits)",
+        every=True,
+    ),
     SpaceKey("zero", "ints", "ZeRO stages tried (3 = FSDP)", least=0, choices=(0, 1, 2, 3)),
     SpaceKey("recompute", "words", "activation recomputation tried", choices=RECOMPUTE),
     SpaceKey("sequence_parallel", "flags", "sequence parallelism tried in tensor groups > 1"),
@@ -430,7 +446,7 @@ def space_from_table(table: dict, origin: str) -> Space:
                 raise PaigridError(f"{where} must be a whole number >= {key.least}, not {value!r}.")
             values[name] = value
             continue
-        if not isinstance(value, list) or (not value and name != "pp"):
+        if not isinstance(value, list) or (not value and not key.every):
             raise PaigridError(f"{where} must be a non-empty list ({key.doc}).")
         for v in value:
             if key.kind == "ints" and (
@@ -463,5 +479,5 @@ def space_keys_table() -> str:
             if isinstance(default, list)
             else str(default)
         )
-        lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every divisor'} |")
+        lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every one'} |")
     return "\n".join(lines)
