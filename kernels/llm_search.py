@@ -109,15 +109,23 @@ def compute_ceiling(most, fewest, tokens, ct_layer, logits):
 
 @jit
 def step_lower_bound(lay, hw, model, ctab, options):
-    """``step_bound`` of one layout on one hardware row [s] (NaN where the compute table has no
-    entry): never above the step ``evaluate_pair`` computes (tested)."""
+    """The bound ``search_stem`` prunes one layout on one hardware row with [s], computed as it
+    computes it: ``step_bound`` of ``micro_batch_bound``, plus ``exposed_bound`` under the
+    window's ceiling (``compute_ceiling``; m times it under ZeRO-3) and the optimizer time.  It
+    never exceeds the step ``evaluate_pair`` computes (tested; NaN where the compute table has
+    no entry)."""
     p, v, b = lay[K.LA_PP], lay[K.LA_VPP], lay[K.LA_MB]
     most, fewest = stage_layers(model[K.M_LAYERS], p, v)
     tokens = b * model[K.M_SEQ] / lay[K.LA_CP]
     ct = ctab[int(hw[K.HW_CT]), int(lay[K.LA_TP_INDEX]), int(lay[K.LA_RECOMPUTE]), int(lay[K.LA_SP])]
+    logits = tokens * ct[K.CT_LOGITS]
     tp = tensor_seconds(lay, hw, model, options, tokens)
-    t_mb = micro_batch_bound(most, fewest, tokens, ct[K.CT_LAYER], tokens * ct[K.CT_LOGITS], tp)
-    return step_bound(t_mb, model[K.M_GLOBAL_BATCH] / (lay[K.LA_DP] * b), p, v)
+    m = model[K.M_GLOBAL_BATCH] / (lay[K.LA_DP] * b)
+    bound = step_bound(micro_batch_bound(most, fewest, tokens, ct[K.CT_LAYER], logits, tp), m, p, v)
+    ceiling = compute_ceiling(most, fewest, tokens, ct[K.CT_LAYER], logits)
+    dp, optimizer = update_terms(lay, hw, model, options, most, m)
+    window = m * ceiling if lay[K.LA_ZERO] >= 3.0 else ceiling
+    return bound + exposed_bound(dp, window, options) + optimizer
 
 
 @jit
