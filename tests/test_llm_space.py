@@ -22,6 +22,7 @@ from paigrid.llm.layouts import (
     Space,
     count_layouts,
     enumerate_layouts,
+    layout_label,
     layout_stems,
     parse_label,
     stem_interleaves,
@@ -189,3 +190,23 @@ def test_search_tables_cover_every_stem_shape():
     shapes = {(tp, mb / cp, ep) for tp, cp, ep, mb in stems[:, [0, 3, 4, 5]]}  # one GEMM shape each
     assert ctab.shape[1] == len(shapes) and set(stems[:, 6]) == set(range(len(shapes)))
     assert np.all(ctab[0, :, 0, 0, K.CT_LAYER] > 0)
+
+
+def test_predict_layout_best_prints_the_searched_best():
+    """``paigrid predict --layout best``: the search's best layout and its full breakdown (the
+    same step as the search), the counts in the JSON; no valid layout is one sentence."""
+    import json
+
+    from cli_helpers import assert_clean_error, run
+
+    args = ["predict", "--workload", "nemo-gpt3-5b", "--gpu", "H100-SXM5-80GB", "--n-gpu", 16, "--domain", 8]
+    done = run(*args, "--network", "ib-ndr-400g", "--layout", "best", "--json")
+    assert done.exit_code == 0, done.output
+    out = json.loads(done.output)
+    found = best_layout(model("nemo-gpt3-5b"), 16, [H100], CATS, EFF, OPTIONS)
+    assert out["layout"] == layout_label(found.layouts[0]) and out["step_time"] == found.fields()["step_time"]
+    assert out["searched"]["layouts"] == count_layouts(model("nemo-gpt3-5b"), 16, WIDE)
+    table = run(*args, "--network", "ib-ndr-400g", "--layout", "BEST")
+    assert table.exit_code == 0 and "layouts searched in" in table.output, table.output
+    v100 = ["predict", "--workload", "nemo-gpt3-5b", "--gpu", "V100-SXM2-16GB", "--n-gpu", 16, "--layout", "best"]
+    assert_clean_error(run(*v100), "no layout of 16 GPUs is valid", "precision")  # V100 has no bf16
