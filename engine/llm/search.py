@@ -35,7 +35,8 @@ COUNT_NAMES = ("layouts", "pruned_memory", "pruned_bound", "evaluated", "valid")
 class SearchResult:
     """The best layout per design: ``layouts`` (a ``Layout`` or None where none is valid),
     ``results`` (D, N_RESULT_FIELDS; NaN where none), ``reasons`` (D,) reason codes (0 where a
-    layout is valid; else the last invalid one's), and ``counts`` (name of ``COUNT_NAMES`` ->
+    layout is valid; else the first in the kernel's order of checks that refused an evaluated
+    layout, memory where every layout was pruned by memory), and ``counts`` (name of ``COUNT_NAMES`` ->
     layouts summed over designs)."""
 
     layouts: list
@@ -176,7 +177,8 @@ def incumbents(arrays: tuple, probe, search) -> np.ndarray:
 
 def reduce_stems(best_res: np.ndarray, best_lay: np.ndarray, counts: np.ndarray, n_designs: int) -> SearchResult:
     """The per-design best over the stems' bests (the kernel's outputs, row stem x D + design):
-    the first stem with the least step (the enumeration's order, as in the exhaustive search)."""
+    the first stem with the least step (the enumeration's order, as in the exhaustive search);
+    where none is valid, the reason of ``SearchResult.reasons``."""
     res = best_res.reshape(-1, n_designs, K.N_RESULT_FIELDS)
     lay = best_lay.reshape(-1, n_designs, K.N_LAYOUT_FIELDS)
     step = res[..., K.R_STEP]
@@ -190,8 +192,8 @@ def reduce_stems(best_res: np.ndarray, best_lay: np.ndarray, counts: np.ndarray,
         i = int(np.argmin(key[:, j]))
         if not np.isfinite(key[i, j]):
             codes = res[:, j, K.R_REASON]
-            known = codes[~np.isnan(codes)]
-            reasons[j] = int(known[-1]) if known.size else K.REASON_MEMORY
+            known = codes[~np.isnan(codes) & (codes != K.REASON_MEMORY)]
+            reasons[j] = int(known.min()) if known.size else K.REASON_MEMORY
             layouts.append(None)
             continue
         results[j] = res[i, j]
