@@ -348,7 +348,7 @@ def _searched_layout(m, gpu, n_gpu, domain, network, precision, nics_per_gpu, op
             raise PaigridError(f"no layout of {n_gpu} GPUs suits {m.name}'s shape and batch.")
         raise PaigridError(
             f"no layout of {n_gpu} GPUs is valid for {m.name} on {design.gpu} (NVLink domain {design.domain}, "
-            f"{design.network}): every layout is refused, for {CUBE_REASON_NAMES[int(found.reasons[0])]} first."
+            f"{design.network}): every layout is refused (first reason: {CUBE_REASON_NAMES[int(found.reasons[0])]})."
         )
     return found.layouts[0], {**found.counts, "seconds": seconds}
 
