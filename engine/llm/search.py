@@ -132,9 +132,15 @@ def backend(device: str, rows: int):
     if device == "cuda":
         from paigrid.kernels import cuda_llm
 
-        return (lambda arrays: cuda_llm.probe_llm_cuda(*arrays)), (
-            lambda arrays, incumbent: cuda_llm.search_llm_cuda(*arrays, incumbent)
-        )
+        def probe_cuda(arrays: tuple) -> np.ndarray:
+            stems, hw, model, ctab, options, choices = arrays
+            return cuda_llm.probe_llm_cuda(stems, hw, model, ctab, options, choices)
+
+        def search_cuda(arrays: tuple, incumbent: np.ndarray) -> tuple:
+            stems, hw, model, ctab, options, choices = arrays
+            return cuda_llm.search_llm_cuda(stems, hw, model, ctab, options, choices, incumbent)
+
+        return probe_cuda, search_cuda
     if device != "cpu":
         raise PaigridError(f"the LLM search runs on cpu or cuda, not {device!r}.")
     parallel = rows >= PARALLEL_ROWS
@@ -183,7 +189,8 @@ def reduce_stems(best_res: np.ndarray, best_lay: np.ndarray, counts: np.ndarray,
     lay = best_lay.reshape(-1, n_designs, K.N_LAYOUT_FIELDS)
     step = res[..., K.R_STEP]
     key = np.where(np.isnan(step), np.inf, step)
-    layouts, results = [], np.full((n_designs, K.N_RESULT_FIELDS), np.nan)
+    layouts: list[Layout | None] = []
+    results = np.full((n_designs, K.N_RESULT_FIELDS), np.nan)
     reasons = np.full(n_designs, K.REASON_MEMORY, dtype=np.int64)
     for j in range(n_designs):
         if not res.shape[0]:
