@@ -325,17 +325,15 @@ def _design(cats, gpu: str, n_domain: int | None, network: str, precision: str, 
     )
 
 
-def _searched_layout(m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch):
+def _searched_layout(cats, m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch):
     """(the fastest layout of the wide space, the search's counts and seconds) for ``--layout
     best`` (``llm.search.best_layout``); one sentence where no layout is valid."""
     import time
 
-    from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
     from paigrid.llm.compute import LlmOptions
     from paigrid.llm.search import best_layout
 
-    cats = Catalogues.load()
     design = _design(cats, gpu, domain, network, precision, nics_per_gpu)
     options = LlmOptions.defaults().with_items(option_items or {})
     started = time.perf_counter()
@@ -388,7 +386,7 @@ def predict_llm(
     searched = None
     if str(layout.get("label", "")).strip().casefold() == "best":
         lay, searched = _searched_layout(
-            m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch
+            cats, m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch
         )
     elif layout.get("label"):
         lay = parse_label(layout["label"], n_gpu)
