@@ -23,11 +23,13 @@ import numpy as np
 SOURCES = (
     "__init__.py",
     "cuda.py",
+    "cuda_llm.py",
     "jit.py",
     "layout.py",
     "llm.py",
     "llm_layout.py",
     "llm_reference.py",
+    "llm_search.py",
     "metrics.py",
     "model.py",
     "ps.py",
