@@ -114,9 +114,7 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     if not isinstance(option_items, dict):
         raise PaigridError(f"{spec.origin}: [llm.options] must be a table of KEY = VALUE.")
     space = space_from_table(table, spec.origin)
-    options = LlmOptions.defaults().with_items(
-        {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
-    )
+    options = LlmOptions.defaults().with_items(option_items, f"{spec.origin}: [llm.options]")
     gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
     n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
     domain = spec.domain or sorted({catalogue_default(cats, g, "nvlink_domain_GPUs") for g in gpus})

@@ -118,7 +118,7 @@ FAMILY_DEFAULTS = {
         "zero": 1,
         "recompute": "none",
         "sp": True,
-        "attention": "flash",
+        "attention": "fused",
         "overlap_dp": True,
         "micro_batch": 1,
         "tp_overlap": True,
@@ -127,7 +127,7 @@ FAMILY_DEFAULTS = {
         "zero": 3,
         "recompute": "selective",
         "sp": True,
-        "attention": "flash",
+        "attention": "fused",
         "overlap_dp": True,
         "micro_batch": 1,
     },
@@ -415,10 +415,10 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     domain = _whole(cells, "nvlink_domain", origin, 1, per_node)
     design = Hardware(gpu, precision, domain, intra, network, (nics / per_node) if per_node else 0.0)
     attention_word = _first_word(_cell(cells, "attention"))
-    attention = {"sdpa": "flash", "flash": "flash", "fused": "flash", "eager": "eager"}.get(attention_word)
+    attention = {"sdpa": "fused", "flash": "fused", "fused": "fused", "eager": "eager"}.get(attention_word)
     if attention is None:
         if attention_word:
-            raise PaigridError(f"{origin}: attention must be flash, sdpa, fused or eager, not {cells['attention']!r}.")
+            raise PaigridError(f"{origin}: attention must be fused, flash, sdpa or eager, not {cells['attention']!r}.")
         attention = defaults["attention"]
         if family != "legacy":
             used.append(f"attention={attention}")
