@@ -83,7 +83,8 @@ class Option:
     of ``kernels.llm_layout``); ``encode``: the slot's value from the option's value (for
     options-vector slots); ``aliases``: old spellings of a word, accepted with a deprecation
     sentence; ``per_job``: a workloads, population or measurements CSV may set it per job;
-    ``example``: a valid value other than the default (the tests set it and see the slot move)."""
+    ``example``: a valid value other than the default (the tests set it and see the slot move);
+    ``needs``: the other option values under which the slot reads this option."""
 
     name: str
     family: str
@@ -98,6 +99,7 @@ class Option:
     aliases: dict[str, str] = field(default_factory=dict)
     per_job: bool = False
     nullable: bool = False  # ``None`` is a value: unset (``sync_latency``: by compute model)
+    needs: dict[str, object] = field(default_factory=dict)
 
     @property
     def flag(self) -> str:
@@ -116,6 +118,11 @@ _COUNT = Bound(1, MAX_WHOLE, "", "a count: at least 1, at most the int32 range t
 def _index(value, options, option: Option) -> float:
     """A word option's slot value: the word's index in its ``choices`` (the kernels' code)."""
     return float(option.choices.index(value))
+
+
+def _same(value, *_) -> float:
+    """A number option's slot value: the number itself, in the unit declared."""
+    return float(value)
 
 
 def _flag(value, *_) -> float:
@@ -470,6 +477,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "bytes per parameter of the working weights (bf16: 2)",
         example=4.0,
         slot="OP_WEIGHT_BYTES",
+        encode=_same,
         bound=_bytes_per("bytes", "parameter"),
     ),
     Option(
@@ -479,6 +487,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "bytes per parameter of the gradient buffer (Megatron: fp32 main gradients, 4)",
         example=2.0,
         slot="OP_GRAD_BYTES",
+        encode=_same,
         bound=_bytes_per("bytes", "parameter"),
     ),
     Option(
@@ -488,6 +497,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "bytes per parameter of the optimizer state (fp32 master + Adam moments: 12)",
         example=8.0,
         slot="OP_OPT_BYTES",
+        encode=_same,
         bound=_bytes_per("bytes", "parameter"),
     ),
     Option(
@@ -497,6 +507,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "bytes per logit kept for the loss (fp32: 4)",
         example=2.0,
         slot="OP_LOGIT_BYTES",
+        encode=_same,
         bound=_bytes_per("bytes", "logit"),
     ),
     Option(
@@ -521,6 +532,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "bytes per parameter of the gradient reduction and parameter gather (bf16: 2)",
         example=4.0,
         slot="OP_GRAD_COMM_BYTES",
+        encode=_same,
         bound=_bytes_per("bytes", "parameter"),
     ),
     Option(
@@ -530,6 +542,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "bytes per activation value sent between GPUs (bf16: 2)",
         example=4.0,
         slot="OP_ACT_BYTES",
+        encode=_same,
         bound=_bytes_per("bytes", "value"),
     ),
     Option(
@@ -559,6 +572,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "HBM bytes moved per parameter by the optimizer update",
         example=20.0,
         slot="OP_UPDATE_BYTES",
+        encode=_same,
         bound=Bound(0.0, 256.0, "bytes", "bytes per parameter: 0 to 256, 8 times the 30 of an Adam update (a bound)"),
     ),
     Option(
@@ -590,6 +604,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         example=0.25,
         slot="OP_TP_HIDE",
         bound=Bound(0.0, 1.0, "fraction", FRACTION),
+        needs={"tp_overlap": True},
         encode=lambda value, options, _: value if options.tp_overlap else 0.0,
     ),
     Option(
@@ -610,6 +625,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "a layout is refused only when the memory estimate exceeds (1 + margin) x the GPU's memory",
         example=0.0,
         slot="OP_MEMORY_MARGIN",
+        encode=_same,
         bound=Bound(0.0, 10.0, "fraction", "0 to 10: a margin of 10 already admits any layout (a bound)"),
     ),
     Option(
@@ -619,6 +635,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "allocator fragmentation: fraction added to the activations; fitted by `paigrid calibrate`",
         example=0.1,
         slot="OP_FRAGMENTATION",
+        encode=_same,
         bound=Bound(0.0, 10.0, "fraction", "0 to 10 times the activations (a bound, not a measurement)"),
     ),
     Option(
