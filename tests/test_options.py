@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import typer
 
+from cli_helpers import assert_clean_error, run
 from paigrid.cli import app
 from paigrid.errors import PaigridError
 from paigrid.inputs import options as D
@@ -24,11 +25,10 @@ from paigrid.kernels import llm_layout as K
 from paigrid.llm.compute import LlmOptions, model_vector
 from paigrid.llm.models import model as llm_model
 
-from cli_helpers import assert_clean_error, run
-
 ROOT = Path(__file__).resolve().parent.parent
 ALL = [*D.DP_OPTIONS, *D.LLM_OPTIONS]
 IDS = [f"{o.family}-{o.name}" for o in ALL]
+LLM_PREDICT = ("llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8")
 
 
 def _tool():
@@ -197,8 +197,16 @@ def test_a_bad_value_is_one_sentence(family, values, fragments):
 def test_both_families_read_command_line_values_the_same_way():
     from paigrid.cli.common import parse_option_items
 
-    items = parse_option_items(["overlap=0.5", "overlap_dp=false", "workspace_GB=4", "attention=fused", "ps_nic=per-worker"])
-    assert items == {"overlap": 0.5, "overlap_dp": False, "workspace_GB": 4, "attention": "fused", "ps_nic": "per-worker"}
+    items = parse_option_items(
+        ["overlap=0.5", "overlap_dp=false", "workspace_GB=4", "attention=fused", "ps_nic=per-worker"]
+    )
+    assert items == {
+        "overlap": 0.5,
+        "overlap_dp": False,
+        "workspace_GB": 4,
+        "attention": "fused",
+        "ps_nic": "per-worker",
+    }
     llm = LlmOptions.defaults().with_items({k: items[k] for k in ("overlap_dp", "workspace_GB", "attention")})
     assert (llm.overlap_dp, llm.workspace_GB, llm.attention) == (False, 4.0, "fused")
     dp = Options().with_overrides({k: items[k] for k in ("overlap", "attention", "ps_nic")}, "--option")
@@ -211,15 +219,13 @@ def test_the_old_attention_spelling_is_read_as_fused_with_a_note():
     with pytest.warns(D.OldSpelling):
         assert spec_from_dict({"options": {"attention": "flash"}}, "s.toml").options.attention == "fused"
     assert LlmOptions.defaults().attention == "fused"  # the shipped default's spelling
-    result = run(
-        "llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8", "--option", "attention=flash", "--json"
-    )
+    result = run(*LLM_PREDICT, "--option", "attention=flash", "--json")
     assert result.exit_code == 0, result.output
     assert "paigrid: note: --option: attention 'flash' is the old spelling of 'fused'" in result.output
 
 
 def test_an_out_of_range_llm_option_on_the_command_line_is_one_sentence():
-    result = run("llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8", "--option", "workspace_GB=1e308")
+    result = run(*LLM_PREDICT, "--option", "workspace_GB=1e308")
     assert_clean_error(result, "workspace_GB", "at most 1000 GB", "1e+308")
 
 
