@@ -549,8 +549,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "overlap_dp",
         "llm",
         "bool",
-        "data-parallel communication overlaps compute (Megatron-LM `--overlap-grad-reduce` / "
-        "`--overlap-param-gather`)",
+        "data-parallel communication overlaps compute (Megatron-LM `--overlap-grad-reduce` / `--overlap-param-gather`)",
         example=False,
         slot="OP_DP_OVERLAP",
         encode=_flag,
@@ -590,8 +589,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "tp_overlap",
         "llm",
         "bool",
-        "async tensor parallelism: `tp_overlap_fraction` of the tensor-parallel collectives hides behind the "
-        "GEMMs",
+        "async tensor parallelism: `tp_overlap_fraction` of the tensor-parallel collectives hides behind the GEMMs",
         example=True,
         slot="OP_TP_HIDE",
         encode=lambda value, options, _: options.tp_overlap_fraction if value else 0.0,
@@ -886,3 +884,136 @@ def bounds_csv() -> str:
     for name, bound in PARAMETER_BOUNDS.items():
         writer.writerow([name, f"{bound.lower!r}", f"{bound.upper!r}", bound.unit, bound.source])
     return buffer.getvalue()
+
+
+# --- the physical bounds of the numbers of catalogue and measurement columns ---------------------
+# A column's number reaches a model (a peak, a bandwidth, a size, a count); a number outside these
+# bounds is a mistake in the file (a unit slip, a typo, 1e308), not a faster GPU or a larger model,
+# and is refused in one sentence naming the file, line, column, value and bounds.  Each upper
+# bound is generous: where it is "10x the largest of" a built-in catalogue, it is an estimate of
+# what no hardware or model of 2026 comes near, not a measurement.
+def _ten_x(what: str) -> str:
+    return f"an estimate: 10x {what}, beyond any hardware or model of 2026"
+
+
+_GPUS_PER = "a count of GPUs: at least 1, at most the int32 range the kernels count in"
+COLUMN_BOUNDS: dict[str, Bound] = {
+    # gpus.csv
+    "TFLOP_per_s": Bound(
+        0.0, 150000.0, "TFLOP/s", _ten_x("the fastest datasheet peak of gpus.csv (GB300, FP4 dense, 15,000 TFLOP/s)")
+    ),
+    "hbm_GB_per_s": Bound(
+        0.0, 80000.0, "GB/s", _ten_x("the fastest HBM of gpus.csv (GB300, 8,000 GB/s)"), lower_open=True
+    ),
+    "memory_GB": Bound(
+        0.0, 2800.0, "GB", _ten_x("the largest GPU memory of gpus.csv (GB300, 279 GB)"), lower_open=True
+    ),
+    "memory_GiB": Bound(
+        0.0, 2600.0, "GiB", _ten_x("the largest GPU memory of gpus.csv (GB300, 279 GB = 260 GiB)"), lower_open=True
+    ),
+    "nvlink_GB_per_s": Bound(0.0, 9000.0, "GB/s", _ten_x("NVLink 5 (900 GB/s per GPU, the fastest of gpus.csv)")),
+    "tdp_W": Bound(0.0, 14000.0, "W", _ten_x("the largest board power of gpus.csv (GB300, 1,400 W)"), lower_open=True),
+    "price_USD_per_gpu_hour": Bound(
+        0.0,
+        200.0,
+        "USD/GPU-hour",
+        _ten_x("the dearest rental of gpus.csv (GB300, 17.09 USD/GPU-hour)"),
+        lower_open=True,
+    ),
+    "gpus_per_server": Bound(1.0, 1024.0, "GPUs", "a server of 1 to 1,024 GPUs (a bound: the largest sold hold 8-16)"),
+    "nvlink_domain_GPUs": Bound(
+        1.0, 100000.0, "GPUs", _ten_x("the largest NVLink domain announced by 2026 (NVL576, about 10,000 with margin)")
+    ),
+    # links.csv and llm_fabrics.csv
+    "nominal_GB_per_s": Bound(0.0, 9000.0, "GB/s", _ten_x("the fastest link of links.csv (NVLink 5, 900 GB/s)")),
+    "nic_GB_per_s": Bound(0.0, 1000.0, "GB/s", _ten_x("an 800 Gb/s NIC (100 GB/s)"), lower_open=True),
+    "latency_us": Bound(
+        0.0, 10000.0, "us", "10 ms per message, over 300x the slowest link of links.csv (30 us); a bound"
+    ),
+    "hop_latency_us": Bound(0.0, 10000.0, "us", "10 ms per switch hop; a bound"),
+    # workloads.csv
+    "params_M": Bound(
+        0.0,
+        1e7,
+        "M",
+        _ten_x("the largest model of llm_models.csv (Kimi K2, 1.04 trillion parameters)"),
+        lower_open=True,
+    ),
+    "embedding_params_M": Bound(0.0, 1e7, "M", "at most the bound of params_M (embedding tables are parameters)"),
+    "fwd_GFLOP_per_sample": Bound(
+        0.0,
+        1e9,
+        "GFLOP",
+        "an estimate: 2 FLOPs per parameter and token for a model of 1e13 parameters (10x the largest of 2026) at "
+        "50,000 tokens a sample",
+        lower_open=True,
+    ),
+    "membound_MB_per_sample": Bound(0.0, 1e8, "MB", "100 TB a sample, over 700x gpt2-xl's 135,572 MB; a bound"),
+    "activation_MB_per_sample": Bound(0.0, 1e8, "MB", "100 TB a sample, over 5,000x gpt2-xl's 16,942 MB; a bound"),
+    "input_MB_per_sample": Bound(
+        0.0, 1e5, "MB", "100 GB of input a sample, 40,000x the largest of workloads.csv (mask-rcnn, 2.6 MB); a bound"
+    ),
+    "batch": Bound(1.0, 1e7, "samples", "ten million samples a GPU, 10,000x the largest of workloads.csv; a bound"),
+    "default_batch": Bound(
+        1.0, 1e7, "samples", "ten million samples a GPU, 10,000x the largest of workloads.csv; a bound"
+    ),
+    "tokens_per_sample": Bound(0.0, 1e7, "tokens", _ten_x("the one-million-token contexts of 2026"), lower_open=True),
+    "embedding_params_per_sample": Bound(0.0, 1e13, "parameters", "at most 1e13 parameters (the bound of params_M)"),
+    # llm_models.csv and the shape columns of LLM measurement rows
+    "layers": Bound(1, 10000, "layers", "over 75x the deepest model of llm_models.csv (128 layers); a bound"),
+    "hidden": Bound(1, 1000000, "features", "about 40x the widest model of llm_models.csv (25,600); a bound"),
+    "heads": Bound(1, 100000, "heads", "over 600x the most heads of llm_models.csv (160); a bound"),
+    "kv_heads": Bound(1, 100000, "heads", "as heads"),
+    "ffn_hidden": Bound(1, 10000000, "features", "about 100x the widest FFN of llm_models.csv (102,400); a bound"),
+    "moe_ffn_hidden": Bound(0, 10000000, "features", "as ffn_hidden"),
+    "vocab": Bound(1, 100000000, "tokens", "about 400x the largest vocabulary of llm_models.csv (256,000); a bound"),
+    "seq_len": Bound(1, 100000000, "tokens", "100x the one-million-token contexts of 2026; a bound"),
+    "experts": Bound(0, 1000000, "experts", "over 2,500x the most experts of llm_models.csv (384); a bound"),
+    "experts_per_token": Bound(0, 1000000, "experts", "at most the bound of experts"),
+    "shared_experts": Bound(0, 1000000, "experts", "at most the bound of experts"),
+    "dense_layers": Bound(0, 10000, "layers", "at most the bound of layers"),
+    "global_batch_sequences": Bound(
+        1, 100000000, "sequences", "over 6,000x the largest batch of llm_models.csv (15,360); a bound"
+    ),
+    "capacity_factor": Bound(1.0, 1000.0, "factor", "buffer slots per routed token: 1 (dropless) to 1000; a bound"),
+    "head_size": Bound(0, 100000, "features", "about 400x the largest of llm_models.csv (256); a bound"),
+    "q_lora_rank": Bound(0, 1000000, "features", "at most the bound of hidden"),
+    "kv_lora_rank": Bound(0, 1000000, "features", "at most the bound of hidden"),
+    "rope_head_dim": Bound(0, 100000, "features", "at most the bound of head_size"),
+    "v_head_dim": Bound(0, 100000, "features", "at most the bound of head_size"),
+    # measurement rows (measurements_public.csv, scaling and collective files)
+    "gpus_per_node": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "nodes": Bound(1, 10000000, "servers", "ten million servers, 100x the largest clusters of 2026; a bound"),
+    "batch_per_gpu": Bound(
+        0.0, 1e7, "samples", "ten million samples a GPU (the bound of default_batch)", lower_open=True
+    ),
+    "throughput": Bound(0.0, 1e15, "per s", "1e15 samples or tokens per second; a bound", lower_open=True),
+    "scaling_efficiency": Bound(
+        0.0, 2.0, "fraction", "0 to 2: superlinear scaling beyond 2x is a mistake; a bound", lower_open=True
+    ),
+    "message_size_bytes": Bound(0.0, 1e15, "bytes", "a petabyte per collective; a bound", lower_open=True),
+    "bus_bandwidth_GB_per_s": Bound(
+        0.0, 9000.0, "GB/s", _ten_x("the fastest link of links.csv (NVLink 5, 900 GB/s)"), lower_open=True
+    ),
+}
+#: the gpus.csv peak columns (``fp32_TFLOP_per_s`` ...) share one bound
+PEAK_SUFFIX = "_TFLOP_per_s"
+
+
+def column_bound(column: str) -> Bound | None:
+    """The declared physical bound of a numeric column (``COLUMN_BOUNDS``; every peak column
+    ``*_TFLOP_per_s`` shares one), None for a column without one."""
+    if column.endswith(PEAK_SUFFIX):
+        return COLUMN_BOUNDS["TFLOP_per_s"]
+    return COLUMN_BOUNDS.get(column)
+
+
+def check_column(column: str, value: float, origin: str) -> float:
+    """``value`` of ``column`` when it lies within the column's declared bound; one sentence naming
+    ``origin`` (the file and line), the column, the value and the bounds otherwise."""
+    bound = column_bound(column)
+    if bound is not None and math.isfinite(value) and not bound.holds(value):
+        raise PaigridError(
+            f"{origin}: column {column} holds {number_text(value)}, outside its bounds {bound.text()} ({bound.source})."
+        )
+    return value
