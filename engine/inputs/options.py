@@ -115,7 +115,7 @@ FRACTION = "a fraction: 0 to 1"
 _COUNT = Bound(1, MAX_WHOLE, "", "a count: at least 1, at most the int32 range the kernels count in")
 
 
-def _index(value, options, option: Option) -> float:
+def _index(value, options, option: Option, *_) -> float:
     """A word option's slot value: the word's index in its ``choices`` (the kernels' code)."""
     return float(option.choices.index(value))
 
@@ -275,7 +275,7 @@ DP_OPTIONS: tuple[Option, ...] = (
         slot="O_SYNC_LATENCY",
         default=None,
         nullable=True,
-        encode=lambda value, options, _: 1.0 if options.sync_latency_on else 0.0,
+        encode=lambda value, options, *_: 1.0 if options.sync_latency_on else 0.0,
     ),
     Option(
         "bucket_mb",
@@ -361,7 +361,7 @@ DP_OPTIONS: tuple[Option, ...] = (
         example=True,
         slot="O_PS_HOST_BW",
         default=False,
-        encode=lambda value, *_: _ps_host_bandwidth() if value else 0.0,
+        encode=lambda value, options, option, context: context["ps_host_bandwidth"] if value else 0.0,
     ),
     Option(
         "ps_sparse",
@@ -592,7 +592,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "async tensor parallelism: `tp_overlap_fraction` of the tensor-parallel collectives hides behind the GEMMs",
         example=True,
         slot="OP_TP_HIDE",
-        encode=lambda value, options, _: options.tp_overlap_fraction if value else 0.0,
+        encode=lambda value, options, *_: options.tp_overlap_fraction if value else 0.0,
     ),
     Option(
         "tp_overlap_fraction",
@@ -603,7 +603,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         slot="OP_TP_HIDE",
         bound=Bound(0.0, 1.0, "fraction", FRACTION),
         needs={"tp_overlap": True},
-        encode=lambda value, options, _: value if options.tp_overlap else 0.0,
+        encode=lambda value, options, *_: value if options.tp_overlap else 0.0,
     ),
     Option(
         "overlap_efficiency",
@@ -699,13 +699,6 @@ PARAMETER_BOUNDS: dict[str, Bound] = {
         "its efficiency; a bound, not a measurement",
     ),
 }
-
-
-@functools.cache
-def _ps_host_bandwidth() -> float:
-    from paigrid.inputs.efficiency import ps_host_bandwidth
-
-    return ps_host_bandwidth()
 
 
 @functools.cache
@@ -823,16 +816,18 @@ def parse_options(family: str, values: dict, origin: str) -> dict:
 
 
 # --- what derives from the declarations ----------------------------------------------------------
-def option_vector(family: str, options, layout) -> list[tuple[int, float]]:
+def option_vector(family: str, options, layout, context: dict | None = None) -> list[tuple[int, float]]:
     """(slot index, value) of every options-vector slot of ``family`` from ``options`` (an
     ``Options`` or ``LlmOptions``); ``layout``: the kernel layout module whose constants name the
-    slots.  Options that reach another table (the job table, the model vector) are not in it."""
+    slots; ``context``: catalogue values an encoding reads (``ps_host_bandwidth`` [bytes/s] for
+    ``ps_update``).  Options that reach another table (the job table, the model vector) are not
+    in it."""
     out = []
     for option in OPTIONS[family]:
         if option.encode is None:
             continue
         value = getattr(options, option.name)
-        out.append((getattr(layout, option.slot), float(option.encode(value, options, option))))
+        out.append((getattr(layout, option.slot), float(option.encode(value, options, option, context or {}))))
     return out
 
 
@@ -908,9 +903,7 @@ COLUMN_BOUNDS: dict[str, Bound] = {
     "memory_GB": Bound(
         0.0, 2800.0, "GB", _ten_x("the largest GPU memory of gpus.csv (GB300, 279 GB)"), lower_open=True
     ),
-    "memory_GiB": Bound(
-        0.0, 2600.0, "GiB", _ten_x("the largest GPU memory of gpus.csv (GB300, 279 GB = 260 GiB)"), lower_open=True
-    ),
+    # memory_GiB has no bound of its own: it must lie within 15% of memory_GB (catalog._check_gpu)
     "nvlink_GB_per_s": Bound(0.0, 9000.0, "GB/s", _ten_x("NVLink 5 (900 GB/s per GPU, the fastest of gpus.csv)")),
     "tdp_W": Bound(0.0, 14000.0, "W", _ten_x("the largest board power of gpus.csv (GB300, 1,400 W)"), lower_open=True),
     "price_USD_per_gpu_hour": Bound(

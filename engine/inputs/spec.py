@@ -81,7 +81,7 @@ MAX_N_GPU = MAX_WHOLE
 #: the model options of the data-parallel family, each declared once (``inputs.options``)
 _DP = BY_NAME["dp"]
 #: the compute model of a sweep, predict, validate or calibrate that names none
-DEFAULT_MODEL: str = _DP["model"].default  # type: ignore[assignment]
+DEFAULT_MODEL: str = _DP["model"].default
 #: options whose values are words, and the words each accepts
 TEXT_OPTIONS = {o.name: o.choices for o in DP_OPTIONS if o.kind == "word"}
 #: options whose values are true or false

@@ -15,7 +15,7 @@ import numpy as np
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
-from paigrid.inputs.efficiency import Efficiency, workspace_bytes
+from paigrid.inputs.efficiency import Efficiency, ps_host_bandwidth, workspace_bytes
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.options import option_vector as declared_option_vector
 from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
@@ -382,7 +382,7 @@ def option_vector(options: Options) -> np.ndarray:
     data-parallel options (``inputs.options.DP_OPTIONS``: slot and encoding), and the framework
     workspace per GPU (``model_defaults.toml``, not an option)."""
     vec = np.zeros(L.N_OPTIONS)
-    for slot, value in declared_option_vector("dp", options, L):
+    for slot, value in declared_option_vector("dp", options, L, {"ps_host_bandwidth": ps_host_bandwidth()}):
         vec[slot] = value
     vec[L.O_WORKSPACE] = workspace_bytes()
     return vec
