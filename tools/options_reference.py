@@ -60,15 +60,32 @@ A value is read the same way for both families: as a TOML scalar (`true`, `0.5`,
 outside its bounds are each one sentence naming the option, the value and the bounds, and a
 non-zero exit. `attention` takes `fused` in both families; the old LLM spelling `flash` is read
 as `fused`, with a note on stderr saying so.
+
+## Bounds of catalogue and measurement columns
+
+Every number of a catalogue or measurement column that reaches a model (GPUs, links, workloads,
+LLM models and fabrics, measurement rows, a population's batch) is also checked against its
+physical bounds when the file is read: a value outside is one sentence naming the file, line,
+column, value and bounds, and a non-zero exit (`PaigridError` in Python). An upper bound of
+"10x the largest of" a catalogue is an estimate of what no hardware or model of 2026 comes near,
+wide enough for the next generations; the calibration parameters' bounds are
+`datasets/parameter_bounds.csv`, written from the same declarations.
+
+{column_table}
 """
 
 
 def render_page() -> str:
     """docs/options.md as the declarations say it."""
-    from paigrid.inputs.options import DP_OPTIONS, options_table
+    from paigrid.inputs.options import DP_OPTIONS, column_bounds_table, options_table
 
     per_job = ", ".join(f"`{o.name}`" for o in DP_OPTIONS if o.per_job)
-    return TEMPLATE.format(per_job=per_job, dp_table=options_table("dp"), llm_table=options_table("llm"))
+    return TEMPLATE.format(
+        per_job=per_job,
+        dp_table=options_table("dp"),
+        llm_table=options_table("llm"),
+        column_table=column_bounds_table(),
+    )
 
 
 def render_bounds() -> str:

@@ -64,7 +64,7 @@ class Bound:
         low = f"above {number_text(self.lower)}" if self.lower_open else number_text(self.lower)
         if self.upper == math.inf:
             return f"{low}{unit}" if self.lower_open else f"{low}{unit} or more"
-        return f"{low} to {number_text(self.upper)}{unit}"
+        return f"{low} {'up to' if self.lower_open else 'to'} {number_text(self.upper)}{unit}"
 
 
 def number_text(value: float) -> str:
@@ -865,6 +865,16 @@ def options_table(family: str) -> str:
             kind = {"bool": "true/false", "whole": "whole number", "number": "number"}[option.kind]
         bounds = f"{option.bound.text()} ({option.bound.source})" if option.bound else ""
         lines.append(f"| `{option.name}` | {kind} | {shown} | {_cell(bounds)} | {_cell(option.doc)} |")
+    return "\n".join(lines)
+
+
+def column_bounds_table() -> str:
+    """The physical bounds of catalogue and measurement columns (``COLUMN_BOUNDS``) as a Markdown
+    table (docs/options.md)."""
+    lines = ["| column | bounds | why |", "|---|---|---|"]
+    for column, bound in COLUMN_BOUNDS.items():
+        name = f"`*{PEAK_SUFFIX}`" if column == PEAK_SUFFIX.lstrip("_") else f"`{column}`"
+        lines.append(f"| {name} | {bound.text()} | {_cell(bound.source)} |")
     return "\n".join(lines)
 
 
