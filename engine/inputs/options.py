@@ -984,7 +984,21 @@ COLUMN_BOUNDS: dict[str, Bound] = {
     "kv_lora_rank": Bound(0, 1000000, "features", "at most the bound of hidden"),
     "rope_head_dim": Bound(0, 100000, "features", "at most the bound of head_size"),
     "v_head_dim": Bound(0, 100000, "features", "at most the bound of head_size"),
+    # the layouts of LLM measurement rows (llm_public*.csv)
+    "tensor_parallel": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "pipeline_parallel": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "context_parallel": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "data_parallel": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "expert_parallel": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "nvlink_domain": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
+    "virtual_stages": Bound(1, 10000, "stages", "at most the bound of layers"),
+    "micro_batch": Bound(1, 100000000, "sequences", "at most the bound of global_batch_sequences"),
+    "zero_stage": Bound(0, 3, "stage", "ZeRO stages 0 to 3 (Rajbhandari et al., SC 2020)"),
+    "peak_memory_GB": Bound(
+        0.0, 2800.0, "GB", _ten_x("the largest GPU memory of gpus.csv (GB300, 279 GB)"), lower_open=True
+    ),
     # measurement rows (measurements_public.csv, scaling and collective files)
+    "nics_per_node": Bound(0, MAX_WHOLE, "NICs", "a count of NICs, at most the int32 range the kernels count in"),
     "gpus_per_node": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
     "nodes": Bound(1, 10000000, "servers", "ten million servers, 100x the largest clusters of 2026; a bound"),
     "batch_per_gpu": Bound(

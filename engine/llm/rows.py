@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.options import check_column
 from paigrid.llm.compute import Hardware, LlmOptions, framework_state_bytes, intra_link_for
 from paigrid.llm.layouts import Layout, check_layout
 from paigrid.llm.models import Transformer, load_catalogue, transformer_from_cells, whole_cell
@@ -473,7 +474,7 @@ def _memory(cells: dict, origin: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise PaigridError(f"{origin}: peak_memory_GB must be a positive number, not {text!r}.")
-    return value
+    return check_column("peak_memory_GB", value, origin)
 
 
 def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int, cats: Catalogues, gpu: str) -> float:
@@ -490,6 +491,7 @@ def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise PaigridError(f"{origin}: throughput must be a positive number, not {cells['throughput']!r}.")
+    check_column("throughput", value, origin)
     framework = _cell(cells, "framework").casefold()
     if "torchtitan" in framework:
         flops = torchtitan_flops_per_token(model)
