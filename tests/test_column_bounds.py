@@ -118,3 +118,32 @@ def test_a_population_batch_beyond_the_bounds_is_refused(tmp_path):
     path.write_text("job,model,batch\na,resnet50,32\nb,resnet50,1e12\n", encoding="utf-8")
     result = run("sweep", "--workloads", path, "--out", tmp_path / "c.h5", "-q")
     assert_clean_error(result, f"{path} line 3", "column batch holds 1000000000000", "outside its bounds")
+
+
+def test_a_calibration_llm_factor_beyond_its_bound_is_one_sentence(tmp_path):
+    from paigrid.inputs.efficiency import load_calibration
+
+    path = tmp_path / "c.toml"
+    path.write_text("[llm]\nworkspace = 1e300\n", encoding="utf-8")
+    with pytest.raises(PaigridError, match=r"\[llm\] workspace = 1e\+300 is outside the bounds of an LLM factor"):
+        load_calibration(path)
+    path.write_text("[llm]\nworkspace = 2.0\n", encoding="utf-8")
+    assert load_calibration(path).llm == {"workspace": 2.0}
+
+
+def test_the_shipped_llm_defaults_are_checked_as_a_users_values(monkeypatch):
+    import dataclasses
+
+    from paigrid.inputs import options as D
+
+    assert D.llm_default_values()["attention"] == "fused"  # the file's spelling is the declared one
+    tight = dataclasses.replace(D.BY_NAME["llm"]["workspace_GB"], bound=D.Bound(0.0, 1.0, "GB", "a test bound"))
+    monkeypatch.setattr(D, "LLM_OPTIONS", tuple(tight if o.name == "workspace_GB" else o for o in D.LLM_OPTIONS))
+    D.llm_default_values.cache_clear()
+    try:
+        with pytest.raises(
+            PaigridError, match="datasets/llm_defaults.toml: workspace_GB must be a finite number at most 1"
+        ):
+            D.llm_default_values()  # the shipped 2 GB is outside the tightened bound
+    finally:
+        D.llm_default_values.cache_clear()

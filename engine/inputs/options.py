@@ -690,6 +690,13 @@ PARAMETER_BOUNDS: dict[str, Bound] = {
         "Blog, 2019)",
     ),
     "overlap": Bound(0.05, 1.0, "fraction", "a fraction of the gradient exchange hidden behind the backward pass"),
+    "llm_factor": Bound(
+        0.001,
+        1000.0,
+        "factor",
+        "a calibration's factor on an LLM default ([llm] of a calibration file): paigrid calibrate keeps its "
+        "fits within 1/4 to 16 of the default; beyond 1000x either way the file is wrong, not the model (a bound)",
+    ),
     "workload_efficiency": Bound(
         0.33,
         3.0,
@@ -710,9 +717,10 @@ def llm_default_values() -> dict[str, object]:
     data = tomllib.loads(text)
     shipped = {**data["memory"], **data["communication"], **data["compute"]}
     out: dict[str, object] = {}
-    for option in LLM_OPTIONS:
+    for option in LLM_OPTIONS:  # the shipped values are checked as a user's would be
         value = shipped.get(option.name, option.default)
-        out[option.name] = option.aliases.get(value, value) if isinstance(value, str) else value
+        value = option.aliases.get(value, value) if isinstance(value, str) else value
+        out[option.name] = parse_value(option, value, "datasets/llm_defaults.toml")
     return out
 
 
