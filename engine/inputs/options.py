@@ -101,11 +101,6 @@ class Option:
     nullable: bool = False  # ``None`` is a value: unset (``sync_latency``: by compute model)
     needs: dict[str, object] = field(default_factory=dict)
 
-    @property
-    def flag(self) -> str:
-        """How the option is set on the command line."""
-        return f"--option {self.name}=VALUE"
-
 
 def _bytes_per(unit: str, what: str) -> Bound:
     return Bound(0.0, 64.0, unit, f"bytes per {what}: 0 to 64, eight times an FP64 value (a bound, not a measurement)")
