@@ -68,7 +68,6 @@ from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, parse_options
 from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.userfiles import read_text
 
-DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
 DEFAULT_N_GPU = tuple(2**i for i in range(11))  # 1 .. 1024
 CURRENT = "current"
