@@ -17,8 +17,8 @@ CSV, the page) are then data a user can read without Python.  Default values wit
 the sourced data files where they are (``datasets/llm_defaults.toml`` for the LLM family,
 ``datasets/model_defaults.toml`` for the workspace and parameter-server host), named here.
 
-This module imports only the kernels' column layouts (the slot names are checked against them),
-so every layer above may use it.
+This module imports only ``paigrid.errors`` and the kernels' column layouts (the slot names are
+checked against them), so every layer above may use it.
 """
 
 from __future__ import annotations
@@ -80,9 +80,11 @@ class Option:
     ``number``; ``default``: the value an absent option means (for the LLM family ``None`` reads
     it from ``datasets/llm_defaults.toml``); ``bound``: the range of a number; ``slot``: the
     kernel constant the option reaches (``O_*``/``J_*`` of ``kernels.layout``, ``OP_*``/``M_*``
-    of ``kernels.llm_layout``); ``encode``: the slot's value from the option's value (for
-    options-vector slots); ``aliases``: old spellings of a word, accepted with a deprecation
-    sentence; ``per_job``: a workloads, population or measurements CSV may set it per job;
+    of ``kernels.llm_layout``); ``encode``: for an options-vector slot, its value as
+    ``encode(value, options, option, context)`` (``options``: the whole ``Options`` or
+    ``LlmOptions``; ``context``: catalogue values, see ``option_vector``); ``aliases``: old
+    spellings of a word, accepted with a deprecation sentence; ``per_job``: a workloads,
+    population or measurements CSV may set it per job;
     ``example``: a valid value other than the default (the tests set it and see the slot move);
     ``needs``: the other option values under which the slot reads this option."""
 
