@@ -147,3 +147,12 @@ def test_the_shipped_llm_defaults_are_checked_as_a_users_values(monkeypatch):
             D.llm_default_values()  # the shipped 2 GB is outside the tightened bound
     finally:
         D.llm_default_values.cache_clear()
+
+
+def test_nics_per_gpu_beyond_its_bound_is_one_sentence(tmp_path):
+    from paigrid.inputs.spec import spec_from_dict
+
+    with pytest.raises(PaigridError, match=r"s.toml: \[grid\]: nics_per_gpu 1e\+300 is outside its bounds 0 to 64"):
+        spec_from_dict({"grid": {"nics_per_gpu": 1e300}}, "s.toml")
+    result = run("llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8", "--nics-per-gpu", "1e300")
+    assert_clean_error(result, "nics_per_gpu 1e+300 is outside its bounds 0 to 64 NICs")

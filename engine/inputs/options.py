@@ -1002,6 +1002,10 @@ COLUMN_BOUNDS: dict[str, Bound] = {
     "peak_memory_GB": Bound(
         0.0, 2800.0, "GB", _ten_x("the largest GPU memory of gpus.csv (GB300, 279 GB)"), lower_open=True
     ),
+    # cluster designs ([grid] nics_per_gpu, --nics-per-gpu)
+    "nics_per_gpu": Bound(
+        0.0, 64.0, "NICs", "at most 64 NICs per GPU, 64x the one NIC per GPU of a rail-optimised server; a bound"
+    ),
     # measurement rows (measurements_public.csv, scaling and collective files)
     "nics_per_node": Bound(0, MAX_WHOLE, "NICs", "a count of NICs, at most the int32 range the kernels count in"),
     "gpus_per_node": Bound(1, MAX_WHOLE, "GPUs", _GPUS_PER),
@@ -1037,5 +1041,17 @@ def check_column(column: str, value: float, origin: str) -> float:
     if bound is not None and math.isfinite(value) and not bound.holds(value):
         raise PaigridError(
             f"{origin}: column {column} holds {number_text(value)}, outside its bounds {bound.text()} ({bound.source})."
+        )
+    return value
+
+
+def check_number(name: str, value: float, origin: str) -> float:
+    """``value`` of the quantity ``name`` (a design dimension such as ``nics_per_gpu``) when it
+    lies within its declared bound (``COLUMN_BOUNDS``); one sentence naming ``origin``, the
+    quantity, the value and the bounds otherwise."""
+    bound = column_bound(name)
+    if bound is not None and not bound.holds(value):
+        raise PaigridError(
+            f"{origin}: {name} {number_text(value)} is outside its bounds {bound.text()} ({bound.source})."
         )
     return value

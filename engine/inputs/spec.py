@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, parse_options, parse_value
+from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, check_number, parse_options, parse_value
 from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.userfiles import read_text
 
@@ -317,7 +317,7 @@ def _grid_value(key: GridKey, value, origin: str):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise PaigridError(f"{origin}: {where} must be one number of {key.unit} >= 0, not {value!r}.")
-    return float(value)
+    return check_number(key.name, float(value), f"{origin}: [grid]")
 
 
 def _server_options(spec: SweepSpec, options: dict, origin: str) -> dict:

@@ -27,7 +27,7 @@ import numpy as np
 
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
-from paigrid.inputs.options import BY_NAME, llm_default_values, option_vector, parse_options
+from paigrid.inputs.options import BY_NAME, check_number, llm_default_values, option_vector, parse_options
 from paigrid.inputs.tables import generation
 from paigrid.kernels import llm_layout as K
 from paigrid.llm import shapes as S
@@ -299,6 +299,9 @@ class Hardware:
     intra: str
     network: str
     nics_per_gpu: float
+
+    def __post_init__(self) -> None:
+        check_number("nics_per_gpu", self.nics_per_gpu, "the cluster design")
 
 
 def intra_link_for(cats: Catalogues, gpu: str) -> str:
