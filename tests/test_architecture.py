@@ -41,6 +41,7 @@ LAYERS = [
             "paigrid.llm.layouts",
             "paigrid.llm.grid",
             "paigrid.llm.evaluate",
+            "paigrid.llm.search",
             "paigrid.llm.rows",
         ],
     ),

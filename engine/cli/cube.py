@@ -200,7 +200,8 @@ def predict(
     layout: str | None = typer.Option(
         None,
         help="LLM job: a layout label (tp8-pp4-v2-cp1-ep1-mb1-zero1-selective-"
-        "sp, dp from --n-gpu) instead of the degree flags.",
+        "sp, dp from --n-gpu) instead of the degree flags, or 'best': the fastest "
+        "layout of the wide space (docs/llm.md).",
     ),
     tp: int = typer.Option(1, "--tp", min=1, help="LLM job: tensor-parallel degree."),
     pp: int = typer.Option(1, "--pp", min=1, help="LLM job: pipeline-parallel degree."),
