@@ -360,7 +360,7 @@ def predict_llm(
     network: str = "ib-ndr-400g",
     precision: str = "amp-bf16",
     nics_per_gpu: float = 1.0,
-    option_items: dict[str, str] | None = None,
+    option_items: dict | None = None,
     global_batch: int | None = None,
     seq_len: int | None = None,
     tokens: float | None = None,

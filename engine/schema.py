@@ -121,6 +121,13 @@ DERIVED_VARIABLES = {
     "energy": ("energy_per_step_second", "multiply", np.float32, "J/sample", "GPU energy per sample at board power"),
 }
 
+#: the dimensions of the smaller variables' groups
+JOB_GPU_DIMS = ("job", "gpu", "precision")
+BEST_DIMS = ("job", "gpu", "n_gpu", "precision")
+OVERALL_BEST_DIMS = ("job", "criterion", "dimension")
+OVERALL_STEP_DIMS = ("job", "criterion")
+BAND_DIMS = ("job", "n_gpu")
+
 #: outputs over (job, gpu, precision)
 JOB_GPU_VARIABLES = {
     "t_data": (np.float32, "s", "host-to-GPU input copy per step"),
@@ -338,3 +345,39 @@ def decode_best(best_index: np.ndarray, n_intra: int, n_network: int):
 def bottleneck_name(code: int) -> str:
     """Readable name of a bottleneck flag."""
     return L.BOTTLENECK_NAMES[code] if code < len(L.BOTTLENECK_NAMES) else "invalid"
+
+
+def _flag_text(name: str) -> str:
+    values, meanings = FLAG_ATTRS[name]
+    return "; flags: " + ", ".join(f"{v} {m}" for v, m in zip(values, meanings))
+
+
+def variables_table() -> str:
+    """The root group's declared variables (``CUBE_VARIABLES``, ``DERIVED_VARIABLES``,
+    ``FACTOR_VARIABLES``, ``JOB_GPU_VARIABLES``, ``BEST_VARIABLES``, ``OVERALL_VARIABLES``,
+    ``BAND_VARIABLE``) as a Markdown table: name, dimensions, dtype, units and meaning, with the
+    flag meanings of the flag variables (docs/cube.md holds it; a test checks it is current)."""
+    rows = []
+
+    def add(name: str, dims, dtype, units: str, meaning: str, note: str = "") -> None:
+        flags = _flag_text(name) if name in FLAG_ATTRS else ""
+        text = " ".join(f"{meaning}{flags}{note}".split()).replace("|", "\\|")
+        rows.append(f"| `{name}` | {', '.join(dims)} | {np.dtype(dtype).name} | {units} | {text} |")
+
+    for name, (dtype, units, meaning) in CUBE_VARIABLES.items():
+        note = " (format 2 on; format 1 stores `valid`)" if name == "invalid_reason" else ""
+        add(name, DIMS, dtype, units, meaning, note)
+    for name, (_, _, dtype, units, meaning) in DERIVED_VARIABLES.items():
+        add(name, DIMS, dtype, units, meaning, " (derived by readers from format 4 on, stored before)")
+    for name, (dims, dtype, units, meaning) in FACTOR_VARIABLES.items():
+        add(name, dims, dtype, units, meaning, " (format 4 on)")
+    for name, (dtype, units, meaning) in JOB_GPU_VARIABLES.items():
+        add(name, JOB_GPU_DIMS, dtype, units, meaning)
+    for name, (dtype, units, meaning) in BEST_VARIABLES.items():
+        add(name, BEST_DIMS, dtype, units, meaning)
+    for name, (dtype, units, meaning) in OVERALL_VARIABLES.items():
+        add(name, OVERALL_BEST_DIMS if name == "overall_best" else OVERALL_STEP_DIMS, dtype, units, meaning)
+    name, dtype, units, meaning = BAND_VARIABLE
+    add(name, BAND_DIMS, dtype, units, meaning, " (format 3 on)")
+    header = ["| variable | dims | dtype | units | meaning |", "|---|---|---|---|---|"]
+    return "\n".join(header + rows)

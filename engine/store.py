@@ -43,7 +43,9 @@ from paigrid.evaluate import Block, cube_chunks
 from paigrid.inputs.tables import Grid
 from paigrid.llm.grid import LLM_BEST_DIMS, LLM_DIMS, LlmGrid, result_fields
 from paigrid.schema import (
+    BAND_DIMS,
     BAND_VARIABLE,
+    BEST_DIMS,
     BEST_VARIABLES,
     CRITERIA,
     CUBE_VARIABLES,
@@ -51,8 +53,11 @@ from paigrid.schema import (
     FACTOR_VARIABLES,
     FLAG_ATTRS,
     FORMAT_VERSION,
+    JOB_GPU_DIMS,
     JOB_GPU_VARIABLES,
+    OVERALL_BEST_DIMS,
     OVERALL_DIMS,
+    OVERALL_STEP_DIMS,
     OVERALL_VARIABLES,
     decode_strings,
     format_version,
@@ -303,20 +308,20 @@ class CubeWriter:
         jobs_per_chunk = max(1, min(self.blocks[0][1] - self.blocks[0][0], CHUNK_TARGET_BYTES // per_job))
         cube_chunk = self.chunks
         groups = [
-            (JOB_GPU_VARIABLES, ("job", "gpu", "precision"), (jobs_per_chunk, grid.shape[2], grid.shape[6])),
+            (JOB_GPU_VARIABLES, JOB_GPU_DIMS, (jobs_per_chunk, grid.shape[2], grid.shape[6])),
             (
                 BEST_VARIABLES,
-                ("job", "gpu", "n_gpu", "precision"),
+                BEST_DIMS,
                 (jobs_per_chunk, grid.shape[2], grid.shape[3], grid.shape[6]),
             ),
             (
                 {"overall_best": OVERALL_VARIABLES["overall_best"]},
-                ("job", "criterion", "dimension"),
+                OVERALL_BEST_DIMS,
                 (jobs_per_chunk, len(CRITERIA), len(OVERALL_DIMS)),
             ),
             (
                 {"overall_step_time": OVERALL_VARIABLES["overall_step_time"]},
-                ("job", "criterion"),
+                OVERALL_STEP_DIMS,
                 (jobs_per_chunk, len(CRITERIA)),
             ),
         ]
@@ -545,7 +550,7 @@ class CubeWriter:
             var = f.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
             var.attrs.update(units=units, long_name=long_name)
         name, dtype, units, long_name = BAND_VARIABLE
-        var = f.create_variable(name, ("job", "n_gpu"), dtype=dtype, data=prediction_bands(grid))
+        var = f.create_variable(name, BAND_DIMS, dtype=dtype, data=prediction_bands(grid))
         var.attrs.update(units=units, long_name=long_name, model=grid_model(grid))
         for name, column, units in (("price", "price_USD_per_gpu_hour", "USD/GPU-hour"), ("power", "tdp_W", "W")):
             var = f.create_variable(

@@ -2,8 +2,11 @@
 
 The engine builds these tables from the catalogues (all quantities in SI units: seconds, bytes,
 bytes/s, FLOP/s, W, USD); the kernels loop over their Cartesian product themselves, so the grid
-is never materialised as input arrays.
+is never materialised as input arrays.  Each table column is declared once (``columns.Table``):
+its index, unit, width and meaning; the indices are unique and dense by construction.
 """
+
+from .columns import Table
 
 # --- architectures (values of the ``arch`` codes array) -------------------------------------
 ARCH_1W1G = 0  # one worker, one GPU
@@ -12,46 +15,6 @@ ARCH_ALLREDUCE_LOCAL = 2  # ring all-reduce among the GPUs of one server
 ARCH_PS_WORKER = 3  # workers and parameter servers on several servers
 ARCH_ALLREDUCE_CLUSTER = 4  # hierarchical all-reduce across servers
 ARCH_NAMES = ("1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster")
-
-# --- job table: one row per job, per-step quantities of ONE micro-batch on one GPU ----------
-J_FLOP = 0  # FLOPs of compute-bound ops per micro-batch (3 x forward x batch)
-J_MEMBOUND = 1  # bytes of memory-bound traffic per micro-batch at FP32
-J_INPUT = 2  # input bytes copied host -> GPU per micro-batch
-J_PARAMS = 3  # trainable parameters
-J_ACTIVATION = 4  # activation bytes per micro-batch at FP32
-J_OPT_STATE = 5  # optimizer state bytes per parameter
-J_BATCH = 6  # samples per micro-batch per GPU
-J_ACCUM = 7  # micro-batches per optimizer step (gradient accumulation), >= 1
-J_GPUS_PER_NODE = 8  # k, GPUs per server
-J_NICS_PER_NODE = 9  # m, NICs per server
-J_PCIE_ROOTS = 10  # r, PCIe root links per server (1wng)
-J_PS_COUNT = 11  # p, parameter servers; 0 = one per worker server
-J_OVERLAP = 12  # fraction of communication that may hide behind the backward pass, [0, 1]
-J_INPUT_RATE = 13  # samples/s one server's input pipeline can deliver; inf = unbounded
-# the operator classes of compute model pai-v2 (read only by ``model.compute_terms`` under
-# MODEL_PAI_V2).  Per micro-batch on one GPU, forward + backward:
-J_CLASS_FLOP = 14  # first of N_CLASSES fields: FLOPs of each class (CLASS_* order)
-J_CLASS_BYTES = 21  # first of N_CLASSES fields: HBM bytes of each class at FP32
-J_LAUNCHES = 28  # kernel launches per micro-batch (forward + backward)
-J_UPDATE_BYTES = 29  # optimizer-update bytes per parameter that do not depend on the precision
-J_ACTIVATION_V2 = 30  # activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)
-J_GRAPHS = 31  # 1: CUDA graphs / compiled execution (short launch overhead), 0: eager
-J_AMP_FP32_BYTES = 32  # part of the element-wise/norm class bytes whose tensors stay FP32 under mixed precision
-# sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
-J_EMB_PARAMS = 33  # parameters in embedding tables (part of J_PARAMS); 0 when none are declared
-J_EMB_TOUCHED = 34  # embedding parameters one micro-batch touches (rows x dim, at most batch x per sample)
-N_JOB_FIELDS = 35
-
-# --- GPU table ------------------------------------------------------------------------------
-G_MEM_BW = 0  # achievable memory bandwidth, bytes/s (eta_mem x HBM bandwidth)
-G_PCIE_BW = 1  # achievable host PCIe bandwidth, bytes/s (eta_pcie x nominal)
-G_MEMORY = 2  # device memory, bytes
-G_PRICE = 3  # USD per GPU-hour
-G_POWER = 4  # W drawn while training (TDP)
-G_CLASS_MEM_BW = 5  # pai-v2: achievable HBM bandwidth, bytes/s (eta_mem of the GPU's generation x HBM)
-G_LAUNCH_EAGER = 6  # pai-v2: seconds per kernel launch in eager execution
-G_LAUNCH_GRAPHS = 7  # pai-v2: seconds per kernel launch with CUDA graphs / compiled execution
-N_GPU_FIELDS = 8
 
 # --- operator classes (pai-v2): the last axis of the ``class_peak`` table (G, P, N_CLASSES) ----
 CLASS_GEMM_CONV = 0  # dense GEMMs and convolutions
@@ -73,26 +36,90 @@ CLASS_NAMES = (
     "embedding",
 )
 
+# --- job table: one row per job, per-step quantities of ONE micro-batch on one GPU ----------
+JOB = Table("job")
+J_FLOP = JOB.column("flop", "FLOP", "FLOPs of compute-bound ops per micro-batch (3 x forward x batch)")
+J_MEMBOUND = JOB.column("membound", "bytes", "bytes of memory-bound traffic per micro-batch at FP32")
+J_INPUT = JOB.column("input", "bytes", "input bytes copied host -> GPU per micro-batch")
+J_PARAMS = JOB.column("params", "count", "trainable parameters")
+J_ACTIVATION = JOB.column("activation", "bytes", "activation bytes per micro-batch at FP32")
+J_OPT_STATE = JOB.column("opt_state", "bytes/parameter", "optimizer state bytes per parameter")
+J_BATCH = JOB.column("batch", "samples", "samples per micro-batch per GPU")
+J_ACCUM = JOB.column("accum", "count", "micro-batches per optimizer step (gradient accumulation), >= 1")
+J_GPUS_PER_NODE = JOB.column("gpus_per_node", "GPUs", "k, GPUs per server")
+J_NICS_PER_NODE = JOB.column("nics_per_node", "NICs", "m, NICs per server")
+J_PCIE_ROOTS = JOB.column("pcie_roots", "count", "r, PCIe root links per server (1wng)")
+J_PS_COUNT = JOB.column("ps_count", "count", "p, parameter servers; 0 = one per worker server")
+J_OVERLAP = JOB.column("overlap", "fraction", "fraction of communication that may hide behind the backward pass")
+J_INPUT_RATE = JOB.column(
+    "input_rate", "samples/s", "samples/s one server's input pipeline can deliver; inf = unbounded"
+)
+# the operator classes of compute model pai-v2 (read only by ``model.compute_terms`` under
+# MODEL_PAI_V2).  Per micro-batch on one GPU, forward + backward:
+J_CLASS_FLOP = JOB.column("class_flop", "FLOP", "FLOPs of each operator class (CLASS_* order)", width=N_CLASSES)
+J_CLASS_BYTES = JOB.column("class_bytes", "bytes", "HBM bytes of each operator class at FP32", width=N_CLASSES)
+J_LAUNCHES = JOB.column("launches", "count", "kernel launches per micro-batch (forward + backward)")
+J_UPDATE_BYTES = JOB.column(
+    "update_bytes", "bytes/parameter", "optimizer-update bytes per parameter that do not depend on the precision"
+)
+J_ACTIVATION_V2 = JOB.column(
+    "activation_v2", "bytes", "activation bytes kept for backward per micro-batch at FP32 (eager or fused attention)"
+)
+J_GRAPHS = JOB.column("graphs", "flag", "1: CUDA graphs / compiled execution (short launch overhead), 0: eager")
+J_AMP_FP32_BYTES = JOB.column(
+    "amp_fp32_bytes", "bytes", "part of the element-wise/norm class bytes whose tensors stay FP32 under mixed precision"
+)
+# sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
+J_EMB_PARAMS = JOB.column("emb_params", "count", "parameters in embedding tables (part of J_PARAMS); 0 when none")
+J_EMB_TOUCHED = JOB.column(
+    "emb_touched", "count", "embedding parameters one micro-batch touches (rows x dim, at most batch x per sample)"
+)
+N_JOB_FIELDS = JOB.width
+
+# --- GPU table ------------------------------------------------------------------------------
+GPU = Table("gpu")
+G_MEM_BW = GPU.column("mem_bw", "bytes/s", "achievable memory bandwidth (eta_mem x HBM bandwidth)")
+G_PCIE_BW = GPU.column("pcie_bw", "bytes/s", "achievable host PCIe bandwidth (eta_pcie x nominal)")
+G_MEMORY = GPU.column("memory", "bytes", "device memory")
+G_PRICE = GPU.column("price", "USD/GPU-hour", "price per GPU-hour")
+G_POWER = GPU.column("power", "W", "power drawn while training (TDP)")
+G_CLASS_MEM_BW = GPU.column(
+    "class_mem_bw", "bytes/s", "pai-v2: achievable HBM bandwidth (eta_mem of the GPU's generation x HBM)"
+)
+G_LAUNCH_EAGER = GPU.column("launch_eager", "s", "pai-v2: seconds per kernel launch in eager execution")
+G_LAUNCH_GRAPHS = GPU.column(
+    "launch_graphs", "s", "pai-v2: seconds per kernel launch with CUDA graphs / compiled execution"
+)
+N_GPU_FIELDS = GPU.width
+
 # --- precision table ------------------------------------------------------------------------
-P_ACT_RATIO = 0  # activation / memory-bound bytes relative to FP32
-P_WEIGHT_BYTES = 1  # weight bytes kept per parameter (master copy included)
-P_GRAD_BYTES = 2  # gradient bytes kept per parameter
-P_COMM_BYTES = 3  # bytes per gradient element on the wire
-N_PREC_FIELDS = 4
+PRECISION = Table("precision")
+P_ACT_RATIO = PRECISION.column("act_ratio", "fraction", "activation / memory-bound bytes relative to FP32")
+P_WEIGHT_BYTES = PRECISION.column(
+    "weight_bytes", "bytes/parameter", "weight bytes kept per parameter (master copy included)"
+)
+P_GRAD_BYTES = PRECISION.column("grad_bytes", "bytes/parameter", "gradient bytes kept per parameter")
+P_COMM_BYTES = PRECISION.column("comm_bytes", "bytes/parameter", "bytes per gradient element on the wire")
+N_PREC_FIELDS = PRECISION.width
 
 # --- link tables (intra-server links and networks) ------------------------------------------
-L_BW = 0  # achievable bandwidth, bytes/s, one direction (per GPU / per NIC)
-L_LATENCY = 1  # per-message latency, s
-L_KIND = 2  # one of the LINK_* codes below
+LINK = Table("link")
+L_BW = LINK.column("bw", "bytes/s", "achievable bandwidth, one direction (per GPU / per NIC)")
+L_LATENCY = LINK.column("latency", "s", "per-message latency")
+L_KIND = LINK.column("kind", "code", "one of the LINK_* codes below")
 # the switch tiers of a fabric of llm_fabrics.csv in the network axis (option fabric_tiers);
 # a plain link has none: L_TIER1 = L_TIER2 = inf, oversubscription 1, no hop latency, no reduction
-L_TIER1 = 3  # GPUs below one tier-1 switch group; a job of more crosses the tier-1 uplinks
-L_TIER2 = 4  # GPUs below one tier-2 switch group; a job of more crosses the tier-2 uplinks too
-L_OVERSUB1 = 5  # oversubscription of the tier-1 uplinks (down:up, >= 1)
-L_OVERSUB2 = 6  # oversubscription of the tier-2 uplinks (down:up, >= 1)
-L_HOP_LATENCY = 7  # s per extra switch hop (two per tier crossed)
-L_IN_NETWORK = 8  # 1: the switches reduce (SHARP): the inter-server all-reduce sends S once per NIC
-N_LINK_FIELDS = 9
+L_TIER1 = LINK.column("tier1", "GPUs", "GPUs below one tier-1 switch group; a job of more crosses the tier-1 uplinks")
+L_TIER2 = LINK.column(
+    "tier2", "GPUs", "GPUs below one tier-2 switch group; a job of more crosses the tier-2 uplinks too"
+)
+L_OVERSUB1 = LINK.column("oversub1", "ratio", "oversubscription of the tier-1 uplinks (down:up, >= 1)")
+L_OVERSUB2 = LINK.column("oversub2", "ratio", "oversubscription of the tier-2 uplinks (down:up, >= 1)")
+L_HOP_LATENCY = LINK.column("hop_latency", "s", "seconds per extra switch hop (two per tier crossed)")
+L_IN_NETWORK = LINK.column(
+    "in_network", "flag", "1: the switches reduce (SHARP): the inter-server all-reduce sends S once per NIC"
+)
+N_LINK_FIELDS = LINK.width
 
 LINK_PCIE = 0
 LINK_NVLINK_HCM = 1
@@ -100,33 +127,70 @@ LINK_NVSWITCH = 2
 LINK_NONE = 3  # the "none" network: single server only
 LINK_NETWORK = 4  # any real network
 
-# --- model options (global) -----------------------------------------------------------------
-O_COLLECTIVE = 0  # COLLECTIVE_* code for the all-reduce algorithm
-O_TOPOLOGY = 1  # 0: every intra link gives full bandwidth (version 1); 1: topology-aware
-O_WORKSPACE = 2  # framework workspace per GPU, bytes (memory feasibility)
-O_MODEL = 3  # MODEL_* code of the compute model (``model.compute_terms``)
+# --- model options (global; ``paigrid.inputs.options`` declares the option that sets each) ------
+OPTIONS = Table("options")
+O_COLLECTIVE = OPTIONS.column("collective", "code", "COLLECTIVE_* code for the all-reduce algorithm")
+O_TOPOLOGY = OPTIONS.column(
+    "topology", "flag", "0: every intra link gives full bandwidth (version 1); 1: topology-aware"
+)
+O_WORKSPACE = OPTIONS.column("workspace", "bytes", "framework workspace per GPU (memory feasibility)")
+O_MODEL = OPTIONS.column("model", "code", "MODEL_* code of the compute model (``model.compute_terms``)")
 # communication v2 (each 0 in version 1): gradients travel in buckets of O_BUCKET_BYTES
 # (ceil(S / bucket) all-reduces per step, at least 1)
-O_SYNC_LATENCY = 4  # 1: the latency hops of the exchange are paid once per gradient bucket (0: once per step)
-O_BUCKET_BYTES = 5  # gradient bucket size, bytes (read only when O_SYNC_LATENCY or O_BUCKET_OVERLAP is 1)
-O_BUCKET_OVERLAP = 6  # 1: all but the last bucket may hide behind the backward pass (replaces J_OVERLAP)
+O_SYNC_LATENCY = OPTIONS.column(
+    "sync_latency", "flag", "1: the latency hops of the exchange are paid once per gradient bucket (0: once per step)"
+)
+O_BUCKET_BYTES = OPTIONS.column(
+    "bucket_bytes", "bytes", "gradient bucket size (read only when O_SYNC_LATENCY or O_BUCKET_OVERLAP is 1)"
+)
+O_BUCKET_OVERLAP = OPTIONS.column(
+    "bucket_overlap", "flag", "1: all but the last bucket may hide behind the backward pass (replaces J_OVERLAP)"
+)
 # parameter server done properly (``kernels.ps``; each 0 in version 1)
-O_PS_LOCAL_REDUCE = 7  # 1: each server all-reduces its GPUs' gradients before one push per server
-O_PS_NIC_PER_WORKER = 8  # 1: every pushing worker and parameter server has a NIC share of its own (0: shared NIC)
-O_PS_COLOCATED = 9  # 1: parameter servers on the worker servers, one NIC carries both (sum, not max)
-O_PS_LATENCY = 10  # 1: per-message latency, 2 max(p, W) alpha_net per step
-O_PS_HOST_BW = 11  # parameter server host's achievable memory bandwidth, bytes/s; 0: no update time
-O_PS_SPARSE = 12  # 1: a PS moves (and a PS GPU holds) only the embedding rows a step touches
-O_PS_MEMORY = 13  # 1: a PS GPU holds no optimizer state (memory check per architecture)
-O_INTER_VOLUME = 14  # 1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross
-#                         every server), 0: 2(s-1)/s S (an ideal hierarchical all-reduce, version 1)
+O_PS_LOCAL_REDUCE = OPTIONS.column(
+    "ps_local_reduce", "flag", "1: each server all-reduces its GPUs' gradients before one push per server"
+)
+O_PS_NIC_PER_WORKER = OPTIONS.column(
+    "ps_nic_per_worker",
+    "flag",
+    "1: every pushing worker and parameter server has a NIC share of its own (0: shared NIC)",
+)
+O_PS_COLOCATED = OPTIONS.column(
+    "ps_colocated", "flag", "1: parameter servers on the worker servers, one NIC carries both (sum, not max)"
+)
+O_PS_LATENCY = OPTIONS.column("ps_latency", "flag", "1: per-message latency, 2 max(p, W) alpha_net per step")
+O_PS_HOST_BW = OPTIONS.column(
+    "ps_host_bw", "bytes/s", "parameter server host's achievable memory bandwidth; 0: no update time"
+)
+O_PS_SPARSE = OPTIONS.column(
+    "ps_sparse", "flag", "1: a PS moves (and a PS GPU holds) only the embedding rows a step touches"
+)
+O_PS_MEMORY = OPTIONS.column(
+    "ps_memory", "flag", "1: a PS GPU holds no optimizer state (memory check per architecture)"
+)
+O_INTER_VOLUME = OPTIONS.column(
+    "inter_volume",
+    "flag",
+    "1: the inter-server phase of an all-reduce moves 2(n-1)/n S per NIC (NCCL's rings cross every server), "
+    "0: 2(s-1)/s S (an ideal hierarchical all-reduce, version 1)",
+)
 # scaling losses of data-parallel all-reduce (communication v2; each 0 in version 1)
-O_OVERLAP_IDLE = 15  # fraction of the backward pass during which the exchange cannot proceed,
-#                            1 - option ``overlap_efficiency`` (0: it proceeds during all of it)
-O_COORDINATION = 16  # coordination seconds per all-reduce and participant step (0: none)
-O_COORDINATION_GROWTH = 17  # participant steps of n GPUs: 0 ceil(log2 n) (tree-like), 1 n - 1 (linear)
-O_SPARSE_ALLGATHER = 18  # 1: all-reduce architectures all-gather the touched embedding rows (dense: all-reduce)
-N_OPTIONS = 19
+O_OVERLAP_IDLE = OPTIONS.column(
+    "overlap_idle",
+    "fraction",
+    "fraction of the backward pass during which the exchange cannot proceed, 1 - option overlap_efficiency",
+)
+O_COORDINATION = OPTIONS.column("coordination", "s", "coordination seconds per all-reduce and participant step")
+O_COORDINATION_GROWTH = OPTIONS.column(
+    "coordination_growth", "code", "participant steps of n GPUs: 0 ceil(log2 n) (tree-like), 1 n - 1 (linear)"
+)
+O_SPARSE_ALLGATHER = OPTIONS.column(
+    "sparse_allgather", "flag", "1: all-reduce architectures all-gather the touched embedding rows (dense: all-reduce)"
+)
+N_OPTIONS = OPTIONS.width
+
+#: every kernel table of the data-parallel model, by name
+TABLES = {t.name: t for t in (JOB, GPU, PRECISION, LINK, OPTIONS)}
 
 # --- compute models (per-(job, gpu, precision) terms t_data, t_flop, t_mem, fits_memory) ------
 MODEL_PAI_V1 = 0  # the PAI additive model: whole-step FLOPs and memory-bound bytes

@@ -22,6 +22,7 @@ LAYERS = [
         "inputs",
         [
             "paigrid.inputs",
+            "paigrid.inputs.options",
             "paigrid.inputs.catalog",
             "paigrid.inputs.spec",
             "paigrid.inputs.efficiency",

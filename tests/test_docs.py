@@ -104,6 +104,16 @@ def test_cli_reference_is_up_to_date():
     )
 
 
+def test_cube_variable_table_is_up_to_date():
+    cube_reference = _module(ROOT / "tools" / "cube_reference.py")
+    text = (DOCS / "cube.md").read_text(encoding="utf-8")
+    assert cube_reference.render(text) == text, (
+        "docs/cube.md's variable table is not what paigrid.schema declares: run python tools/cube_reference.py"
+    )
+    for name in ("step_time", "throughput", "samples_per_job_step", "best_index", "prediction_band"):
+        assert f"| `{name}` |" in text
+
+
 @pytest.mark.slow
 def test_accuracy_page_is_up_to_date():
     accuracy = _module(ROOT / "bench" / "accuracy.py")

@@ -42,3 +42,70 @@ def test_a_gpu_value_the_model_cannot_use_names_its_column():
     cats.gpus = dataclasses.replace(cats.gpus, rows=rows, _index={}, _numbers={}, _seen={})
     with pytest.raises(PaigridError, match=r"lacks a positive tdp_W value"):
         gpu_tables(cats, [rows[0]["name"]], ["fp32"], defaults())
+
+
+# prefix of each declared table's constants (``kernels.columns.Table`` in kernels/layout.py)
+DECLARED_PREFIX = {"job": "J_", "gpu": "G_", "precision": "P_", "link": "L_", "options": "O_"}
+UNITS = {
+    "FLOP",
+    "bytes",
+    "bytes/s",
+    "bytes/parameter",
+    "count",
+    "samples",
+    "samples/s",
+    "GPUs",
+    "NICs",
+    "fraction",
+    "ratio",
+    "flag",
+    "code",
+    "s",
+    "W",
+    "USD/GPU-hour",
+}
+
+
+@pytest.mark.parametrize("table", sorted(L.TABLES))
+def test_declared_columns_are_the_constants(table):
+    """Each declared column is the module constant of its name, with a unit and a meaning, and
+    the declared widths add up to the table's count constant."""
+    declared = L.TABLES[table]
+    prefix = DECLARED_PREFIX[table]
+    assert declared.columns and declared.width == getattr(L, TABLES[prefix])
+    for column in declared.columns:
+        assert getattr(L, prefix + column.name.upper()) == column.index, column
+        assert column.unit in UNITS and column.doc, column
+    constants = {n for n, v in vars(L).items() if n.startswith(prefix) and n.isupper() and isinstance(v, int)}
+    assert constants == {prefix + c.name.upper() for c in declared.columns}
+
+
+def test_a_table_refuses_a_column_declared_twice():
+    from paigrid.kernels.columns import Table
+
+    table = Table("t")
+    assert (table.column("a", "s", "first"), table.column("b", "s", "second", width=3), table.width) == (0, 1, 4)
+    with pytest.raises(ValueError, match="declared twice"):
+        table.column("a", "s", "again")
+
+
+# the LLM kernel's tables (kernels/llm_layout.py): prefix -> (count constant, runs wider than one)
+LLM_TABLES = {
+    "LA_": ("N_LAYOUT_FIELDS", {}),
+    "HW_": ("N_HW_FIELDS", {}),
+    "M_": ("N_MODEL_FIELDS", {"M_HW_FLOPS": 3}),
+    "OP_": ("N_OPTION_FIELDS", {}),
+    "CT_": ("N_CT_FIELDS", {}),
+    "R_": ("N_RESULT_FIELDS", {}),
+}
+
+
+@pytest.mark.parametrize("prefix", sorted(LLM_TABLES))
+def test_llm_columns_tile_their_table(prefix):
+    from paigrid.kernels import llm_layout as K
+
+    count, runs = LLM_TABLES[prefix]
+    fields = {n: v for n, v in vars(K).items() if n.startswith(prefix) and n.isupper() and isinstance(v, int)}
+    assert fields, f"no {prefix} columns in kernels/llm_layout.py"
+    covered = sorted(column for name, first in fields.items() for column in range(first, first + runs.get(name, 1)))
+    assert covered == list(range(getattr(K, count))), f"{prefix} columns are not each used once: {sorted(fields)}"

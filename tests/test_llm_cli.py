@@ -208,7 +208,7 @@ def test_predict_breakdown_and_invalid_layouts():
     )
     assert_clean_error(
         run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8", "--option", "attention=magic"),
-        "flash or eager",
+        "one of eager, fused",
     )
 
 

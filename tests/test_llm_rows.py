@@ -65,7 +65,7 @@ def test_every_row_is_predicted_or_refused_with_its_reason():
 def test_stack_defaults_are_named_per_family():
     megatron = read_row(CELLS["A-mbridge-26.04-h100-LLAMA3_70B-64g-fp8-pre-tps"], "x", CATS)
     assert megatron.family == "megatron" and megatron.layout.zero == 1 and megatron.layout.recompute == "none"
-    assert {"recompute=none", "zero_stage=1", "attention=flash", "overlap_dp=true"} <= set(megatron.defaults)
+    assert {"recompute=none", "zero_stage=1", "attention=fused", "overlap_dp=true"} <= set(megatron.defaults)
     assert megatron.layout.vpp == 5 and megatron.layout.sp
     titan = read_row(CELLS["A-torchtitan-202506-trainy-h200-llama3.1-8b-32g"], "x", CATS)
     assert titan.family == "torchtitan" and titan.layout.zero == 3 and titan.layout.recompute == "selective"

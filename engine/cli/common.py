@@ -21,6 +21,7 @@ except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions
 
 from paigrid.errors import PaigridError, tidy
+from paigrid.inputs.options import OldSpelling, option_help, read_scalar
 from paigrid.inputs.spec import DEFAULT_MODEL
 
 EXIT_ERROR = 2
@@ -130,6 +131,19 @@ def os_error_sentence(exc: OSError) -> str:
     return f"{exc.filename}: {reason}." if exc.filename else f"{reason[:1].lower()}{reason[1:]}."
 
 
+def _show_notes(show):
+    """A ``warnings.showwarning`` that prints an old spelling's sentence as ``paigrid: note: ...``
+    on stderr (no file, line or class name) and leaves every other warning to ``show``."""
+
+    def show_note(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, OldSpelling):
+            typer.echo(f"paigrid: note: {tidy(str(message))}", err=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_note
+
+
 def guarded(command):
     """Turn a PaigridError (and any unexpected error) into one sentence on stderr and a non-zero
     exit: 2 for bad input, 130 for an interruption, 141 (quietly) for a closed stdout pipe.
@@ -141,6 +155,8 @@ def guarded(command):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 warnings.filterwarnings("ignore", "No artists with labels found", UserWarning)  # empty figure panels
+                warnings.simplefilter("once", OldSpelling)
+                warnings.showwarning = _show_notes(warnings.showwarning)
                 return command(*args, **kwargs)
         except PaigridError as exc:
             if getattr(exc, "exit_hard", False) and HARD_EXIT_ALLOWED:
@@ -299,16 +315,12 @@ class By(StrEnum):
 
 
 def parse_option_items(items: list[str] | None) -> dict:
-    """``KEY=VALUE`` option overrides, values read as TOML scalars (true, 0.5, inf, "tree") or bare words."""
-    import tomllib
-
+    """``KEY=VALUE`` option overrides, values read as TOML scalars (true, 0.5, inf, "tree") or bare
+    words (``options.read_scalar``: the same for both families)."""
     values = {}
     for item in items or []:
         key, text = option_item(item)
-        try:
-            values[key] = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            values[key] = text
+        values[key] = read_scalar(text)
     return values
 
 
@@ -358,9 +370,7 @@ def parse_catalogue_items(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-OPTION_HELP = (
-    "Model option KEY=VALUE (repeatable): collective, topology_aware, grad_accum_steps, overlap, "
-    "gpus_per_node, nics_per_node, pcie_roots, ps_count, input_rate_samples_per_s, sync_latency, "
-    "bucket_mb, bucket_overlap, ps_local_reduce, ps_nic, ps_placement, ps_latency, ps_update, ps_sparse, "
-    "ps_memory, inter_volume, overlap_efficiency, coordination_us, coordination_growth, sparse_allgather, fabric_tiers."
-)
+#: help of the data-parallel commands' --option (every option of ``options.DP_OPTIONS``)
+OPTION_HELP = option_help("dp")
+#: help of the LLM commands' --option (every option of ``options.LLM_OPTIONS``)
+LLM_OPTION_HELP = option_help("llm")

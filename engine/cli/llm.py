@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.common import guarded, output_format
+from paigrid.cli.common import LLM_OPTION_HELP, guarded, output_format
 from paigrid.errors import PaigridError
 from paigrid.llm.sweep import DEFAULT_MODELS, FULL_LIMIT_GB
 
@@ -17,11 +17,7 @@ app = typer.Typer(
     help="LLM-scale training: tensor, pipeline, data, context and expert parallel layouts.",
 )
 
-OPTION_HELP = (
-    "LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_bytes, grad_bytes, optimizer_bytes, "
-    "logit_bytes, workspace_GB, grad_comm_bytes, activation_bytes, overlap_dp, update_bytes, attention). "
-    "Repeatable."
-)
+OPTION_HELP = LLM_OPTION_HELP
 
 
 #: the most GPUs an LLM sweep counts (layouts are enumerated over the divisors of the count)
@@ -70,15 +66,12 @@ def _names(text: str | None, what: str = "the list") -> list[str] | None:
     return names
 
 
-def _option_items(items: list[str] | None) -> dict[str, str]:
-    """``--option KEY=VALUE`` items of the LLM model as strings (``LlmOptions.with_items`` reads them)."""
-    from paigrid.cli.common import option_item
+def _option_items(items: list[str] | None) -> dict:
+    """``--option KEY=VALUE`` items of the LLM model, values read as TOML scalars as the
+    data-parallel ones are (``cli.common.parse_option_items``; ``LlmOptions.with_items`` checks them)."""
+    from paigrid.cli.common import parse_option_items
 
-    values = {}
-    for item in items or []:
-        key, value = option_item(item)  # one sentence for a missing '=' or a line break
-        values[key] = value
-    return values
+    return parse_option_items(items)
 
 
 def _emit(rows, columns, fmt, units=None):

@@ -5,7 +5,8 @@ A catalogue is a table of rows keyed by a canonical ``name`` with optional ``;``
 errors that list the closest known names.
 
 Every column the model reads has a rule (``COLUMN_RULES``, one table per catalogue kind): whether
-the header must have it, whether a cell may be empty, and the range of its numbers.  Every row
+the header must have it, whether a cell may be empty, and the range of its numbers (its sign or
+kind here, its physical bounds with their sources in ``inputs.options.COLUMN_BOUNDS``).  Every row
 of a catalogue, built-in or user, is checked against it when the file is read, so a bad cell is
 one sentence naming the file, line and column, never a wrong number later.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from paigrid.errors import PaigridError
+from paigrid.inputs.options import check_column
 from paigrid.userfiles import read_text
 
 BUILTIN = ("gpus", "links", "workloads", "optimizers", "precisions")
@@ -242,7 +244,7 @@ class Rule:
         below = value <= self.low if self.low_open else value < self.low
         if not math.isfinite(value) or below or value > self.high or (self.whole and value != int(value)):
             raise PaigridError(f"{origin}: column {column} holds {text}; it must be {self.describe()}.")
-        return value
+        return check_column(column, value, origin)  # the column's declared physical bounds
 
 
 _TEXT = Rule(number=False)

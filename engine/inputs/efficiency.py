@@ -340,6 +340,13 @@ def _factors(table: dict, origin: str, section: str) -> dict[str, float]:
     for key, value in table.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
             raise PaigridError(f"{origin}: [{section}] {key} must be a positive number, not {value!r}.")
+        if section == "llm":  # the declared bounds of an LLM factor (datasets/parameter_bounds.csv)
+            lower, upper, unit = declared_bounds()["llm_factor"]
+            if not lower <= value <= upper:
+                raise PaigridError(
+                    f"{origin}: [llm] {key} = {value:g} is outside the bounds of an LLM factor, {lower:g} to "
+                    f"{upper:g} (datasets/parameter_bounds.csv)."
+                )
         values[key] = float(value)
     return values
 

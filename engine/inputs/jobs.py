@@ -21,6 +21,7 @@ from pathlib import Path
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
+from paigrid.inputs.options import check_column
 from paigrid.inputs.spec import JOB_OPTIONS, MAX_N_GPU, Options, SweepSpec, coerce_options
 from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.userfiles import read_text
@@ -245,7 +246,7 @@ def _batch(row: dict[str, str], model_row: dict[str, str], origin: str) -> float
         batch = to_float(model_row["default_batch"], origin, "default_batch")
     if not 1 <= batch < math.inf:
         raise PaigridError(f"{origin}: batch must be a finite number of at least 1 sample, not {batch}.")
-    return batch
+    return check_column("batch", batch, origin)
 
 
 def load_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], Catalogues]:

@@ -61,92 +61,80 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.kernels.layout import ARCH_NAMES, COLLECTIVE_NAMES, MODEL_NAMES
+from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, check_number, parse_options, parse_value
+from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.userfiles import read_text
 
-DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
 DEFAULT_N_GPU = tuple(2**i for i in range(11))  # 1 .. 1024
 CURRENT = "current"
 #: where a sweep's kernels run (``device`` in a spec, ``paigrid sweep --device``)
 DEVICES = ("cpu", "cuda")
 #: the largest GPU count (the cube stores GPU counts as 32-bit integers)
-MAX_N_GPU = 2**31 - 1
+MAX_N_GPU = MAX_WHOLE
 
 
+#: the model options of the data-parallel family, each declared once (``inputs.options``)
+_DP = BY_NAME["dp"]
 #: the compute model of a sweep, predict, validate or calibrate that names none
-DEFAULT_MODEL = "pai-v2"
+DEFAULT_MODEL: str = _DP["model"].default
 #: options whose values are words, and the words each accepts
-TEXT_OPTIONS = {
-    "model": MODEL_NAMES,
-    "attention": ("eager", "fused"),
-    "execution": ("eager", "graphs"),
-    "ps_nic": ("shared", "per-worker"),
-    "ps_placement": ("separate", "colocated"),
-    "inter_volume": ("hierarchical", "ring"),
-    "coordination_growth": ("log2", "linear"),
-}
+TEXT_OPTIONS = {o.name: o.choices for o in DP_OPTIONS if o.kind == "word"}
+#: options whose values are true or false
+BOOL_OPTIONS = tuple(o.name for o in DP_OPTIONS if o.kind == "bool")
+#: per-job options: a workloads or population CSV may set them in columns of the same name
+JOB_OPTIONS = tuple(o.name for o in DP_OPTIONS if o.per_job)
+
+
+def _default(name: str):
+    """The declared default of the data-parallel option ``name`` (a dataclass field default)."""
+    return field(default=_DP[name].default)
 
 
 @dataclass(frozen=True)
 class Options:
-    """The model's named options; with ``model="pai-v1"`` and every other option at its default they
-    are version 1 of the model, value for value."""
+    """The model's named options (declared in ``inputs.options.DP_OPTIONS``: type, default,
+    bounds, documentation and kernel slot; a test checks that these fields are those
+    declarations); with ``model="pai-v1"`` and every other option at its default they are
+    version 1 of the model, value for value."""
 
-    collective: str = "default"
-    topology_aware: bool = False
-    grad_accum_steps: int = 1
-    overlap: float = 0.0
-    gpus_per_node: int = 8
-    nics_per_node: int = 1
-    pcie_roots: int = 2
-    ps_count: int = 0
-    input_rate_samples_per_s: float = math.inf
-    model: str = DEFAULT_MODEL  # compute model: pai-v1 | pai-v2 (``kernels.layout.MODEL_NAMES``)
-    attention: str = "eager"  # pai-v2: eager | fused attention kernels
-    execution: str = "eager"  # pai-v2: eager | graphs (CUDA graphs / compiled) kernel launches
-    # communication v2 (docs/model.md): gradients in buckets of ``bucket_mb`` MiB (PyTorch DDP's
-    # bucket_cap_mb default, 25); ``sync_latency`` pays the exchange's latency hops once per
-    # bucket (None: on under pai-v2, off under pai-v1), ``bucket_overlap`` hides all buckets but
-    # the last behind the backward pass
-    sync_latency: bool | None = None
-    bucket_mb: float = 25.0
-    bucket_overlap: bool = False
-    # parameter server done properly (docs/model.md, "Parameter server"; each off by default)
-    ps_local_reduce: bool = False  # each server all-reduces its GPUs' gradients, then pushes once
-    ps_nic: str = "shared"  # shared: a server's workers share its NICs; per-worker: a NIC share each
-    ps_placement: str = "separate"  # separate: PS hosts of their own (max); colocated: on the worker servers (sum)
-    ps_latency: bool = False  # per-message latency, 2 max(p, W) alpha_net per step
-    ps_update: bool = False  # the update on the PS hosts' memory (model_defaults.toml [ps_host])
-    ps_sparse: bool = False  # a PS moves only the embedding rows a step touches
-    ps_memory: bool = False  # a PS GPU holds no optimizer state (memory check per architecture)
-    # all-reduce across servers: the volume through a server's NICs, hierarchical 2(s-1)/s S
-    # (version 1) or ring 2(n-1)/n S (NCCL's rings cross every server)
-    inter_volume: str = "hierarchical"
-    # scaling losses of data-parallel all-reduce (docs/model.md, "Overlap efficiency and
-    # coordination"; the defaults are version 1): the fraction of the backward pass during which
-    # the exchange proceeds, coordination seconds per participant step of each all-reduce
-    # (ceil(log2 n) or n - 1 steps), and a sparse all-gather of the touched embedding rows
-    overlap_efficiency: float = 1.0
-    coordination_us: float = 0.0
-    coordination_growth: str = "log2"
-    sparse_allgather: bool = False
-    #: a fabric of llm_fabrics.csv named in grid.network is a network of the data-parallel jobs too:
-    #: their exchange across servers crosses its switch tiers (oversubscription, hop latency) and
-    #: uses its in-network reduction (off: the data-parallel jobs take the network links only)
-    fabric_tiers: bool = False
+    collective: str = _default("collective")
+    topology_aware: bool = _default("topology_aware")
+    grad_accum_steps: int = _default("grad_accum_steps")
+    overlap: float = _default("overlap")
+    gpus_per_node: int = _default("gpus_per_node")
+    nics_per_node: int = _default("nics_per_node")
+    pcie_roots: int = _default("pcie_roots")
+    ps_count: int = _default("ps_count")
+    input_rate_samples_per_s: float = _default("input_rate_samples_per_s")
+    model: str = _default("model")
+    attention: str = _default("attention")
+    execution: str = _default("execution")
+    sync_latency: bool | None = _default("sync_latency")
+    bucket_mb: float = _default("bucket_mb")
+    bucket_overlap: bool = _default("bucket_overlap")
+    ps_local_reduce: bool = _default("ps_local_reduce")
+    ps_nic: str = _default("ps_nic")
+    ps_placement: str = _default("ps_placement")
+    ps_latency: bool = _default("ps_latency")
+    ps_update: bool = _default("ps_update")
+    ps_sparse: bool = _default("ps_sparse")
+    ps_memory: bool = _default("ps_memory")
+    inter_volume: str = _default("inter_volume")
+    overlap_efficiency: float = _default("overlap_efficiency")
+    coordination_us: float = _default("coordination_us")
+    coordination_growth: str = _default("coordination_growth")
+    sparse_allgather: bool = _default("sparse_allgather")
+    fabric_tiers: bool = _default("fabric_tiers")
 
     def __post_init__(self) -> None:
-        if self.collective not in COLLECTIVE_NAMES:
-            raise PaigridError(f"collective must be one of {', '.join(COLLECTIVE_NAMES)}, not {self.collective!r}.")
-        for key, choices in TEXT_OPTIONS.items():
-            if getattr(self, key) not in choices:
-                raise PaigridError(f"{key} must be one of {', '.join(choices)}, not {getattr(self, key)!r}.")
-        check_options(asdict(self), "options")
+        for option in DP_OPTIONS:  # a value set in Python is checked as one read from a file
+            value = getattr(self, option.name)
+            object.__setattr__(self, option.name, parse_value(option, value, "options"))
 
     @property
     def sync_latency_on(self) -> bool:
@@ -156,106 +144,18 @@ class Options:
 
     def with_overrides(self, values: dict, origin: str) -> Options:
         """A copy with ``values`` (from a spec, a calibration or the command line) applied."""
-        names = {f.name for f in fields(self)}
-        unknown = set(values) - names
-        if unknown:
-            raise PaigridError(
-                f"{origin}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}."
-            )
         return replace(self, **coerce_options(values, origin))
 
 
-#: per-job options: a workloads or population CSV may set them in columns of the same name
-JOB_OPTIONS = (
-    "grad_accum_steps",
-    "overlap",
-    "gpus_per_node",
-    "nics_per_node",
-    "pcie_roots",
-    "ps_count",
-    "input_rate_samples_per_s",
-)
-_INTEGER_OPTIONS = {"grad_accum_steps": 1, "gpus_per_node": 1, "nics_per_node": 1, "pcie_roots": 1, "ps_count": 0}
-
-
-#: options whose values are true or false
-BOOL_OPTIONS = (
-    "topology_aware",
-    "sync_latency",
-    "bucket_overlap",
-    "ps_local_reduce",
-    "ps_latency",
-    "ps_update",
-    "ps_sparse",
-    "ps_memory",
-    "sparse_allgather",
-    "fabric_tiers",
-)
-
-
 def coerce_options(values: dict, origin: str) -> dict:
-    """Convert option values to their types, with one clear sentence for a bad one."""
-    out = {}
-    for key, value in values.items():
-        if key == "collective" or key in TEXT_OPTIONS:
-            if not isinstance(value, str):
-                raise PaigridError(f"{origin}: {key} must be a word, not {value!r}.")
-            if key in TEXT_OPTIONS and value not in TEXT_OPTIONS[key]:
-                raise PaigridError(f"{origin}: {key} must be one of {', '.join(TEXT_OPTIONS[key])}, not {value!r}.")
-            out[key] = str(value)
-        elif key in BOOL_OPTIONS:
-            if not isinstance(value, bool):
-                raise PaigridError(f"{origin}: {key} must be true or false, not {value!r}.")
-            out[key] = value
-        elif key in _INTEGER_OPTIONS:
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value != int(value)
-            ):
-                raise PaigridError(f"{origin}: {key} must be a whole number, not {value!r}.")
-            out[key] = int(value)
-        else:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise PaigridError(f"{origin}: {key} must be a number, not {value!r}.")
-            out[key] = float(value)
-    check_options(out, origin)
-    return out
-
-
-#: the largest coordination time per all-reduce [us]: one second, far beyond any measured
-#: (calibrate's grid reaches 1000 us); a larger one makes every step time infinite in effect
-MAX_COORDINATION_US = 1e6
+    """Option values converted to their declared types and range-checked against their declared
+    bounds (``inputs.options.parse_options``), with one clear sentence for an unknown or bad one."""
+    return parse_options("dp", values, origin)
 
 
 def check_options(values: dict, origin: str) -> None:
-    """Range checks of option values."""
-    for key, minimum in _INTEGER_OPTIONS.items():
-        if key in values and values[key] < minimum:
-            raise PaigridError(f"{origin}: {key} must be at least {minimum}, not {values[key]}.")
-        if key in values and values[key] > MAX_N_GPU:  # the kernels count GPUs, servers and steps in int32 range
-            raise PaigridError(f"{origin}: {key} must be at most {MAX_N_GPU}, not {values[key]}.")
-    for key, value in values.items():  # inf is a bound only for the input rate (no bound)
-        if isinstance(value, float) and not math.isfinite(value) and key != "input_rate_samples_per_s":
-            raise PaigridError(f"{origin}: {key} must be a finite number, not {value}.")
-    if "overlap" in values and not 0.0 <= values["overlap"] <= 1.0:
-        raise PaigridError(f"{origin}: overlap must be a fraction between 0 and 1, not {values['overlap']}.")
-    bucket = values.get("bucket_mb")
-    if bucket is not None and not 0 < bucket < math.inf:
-        raise PaigridError(f"{origin}: bucket_mb must be a positive number of MiB, not {bucket}.")
-    efficiency = values.get("overlap_efficiency")
-    if efficiency is not None and not 0.0 <= efficiency <= 1.0:
-        raise PaigridError(f"{origin}: overlap_efficiency must be a fraction between 0 and 1, not {efficiency}.")
-    coordination = values.get("coordination_us")
-    if coordination is not None and not 0.0 <= coordination <= MAX_COORDINATION_US:
-        raise PaigridError(
-            f"{origin}: coordination_us must be a finite number of microseconds from 0 to "
-            f"{MAX_COORDINATION_US:g} (one second per all-reduce), not {coordination:g}."
-        )
-    rate = values.get("input_rate_samples_per_s")
-    if rate is not None and not rate > 0:
-        raise PaigridError(f"{origin}: input_rate_samples_per_s must be positive (inf for no bound), not {rate}.")
+    """Range checks of option values (``coerce_options`` without the result)."""
+    parse_options("dp", values, origin)
 
 
 @dataclass(frozen=True)
@@ -420,7 +320,7 @@ def _grid_value(key: GridKey, value, origin: str):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise PaigridError(f"{origin}: {where} must be one number of {key.unit} >= 0, not {value!r}.")
-    return float(value)
+    return check_number(key.name, float(value), f"{origin}: [grid]")
 
 
 def _server_options(spec: SweepSpec, options: dict, origin: str) -> dict:

@@ -17,6 +17,7 @@ from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, ps_host_bandwidth, workspace_bytes
 from paigrid.inputs.jobs import Job, resolve_link
+from paigrid.inputs.options import option_vector as declared_option_vector
 from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
 from paigrid.kernels import layout as L
 
@@ -410,27 +411,13 @@ def fits_matrix(cats: Catalogues, gpus: list[str], intra: list[str]) -> np.ndarr
 
 
 def option_vector(options: Options) -> np.ndarray:
-    """The global options array of the kernel."""
+    """The global options array of the kernel: every options-vector slot of the declared
+    data-parallel options (``inputs.options.DP_OPTIONS``: slot and encoding), and the framework
+    workspace per GPU (``model_defaults.toml``, not an option)."""
     vec = np.zeros(L.N_OPTIONS)
-    vec[L.O_COLLECTIVE] = COLLECTIVE_CODES[options.collective]
-    vec[L.O_TOPOLOGY] = 1.0 if options.topology_aware else 0.0
+    for slot, value in declared_option_vector("dp", options, L, {"ps_host_bandwidth": ps_host_bandwidth()}):
+        vec[slot] = value
     vec[L.O_WORKSPACE] = workspace_bytes()
-    vec[L.O_MODEL] = L.MODEL_NAMES.index(options.model)
-    vec[L.O_SYNC_LATENCY] = 1.0 if options.sync_latency_on else 0.0
-    vec[L.O_BUCKET_BYTES] = options.bucket_mb * 2.0**20
-    vec[L.O_BUCKET_OVERLAP] = 1.0 if options.bucket_overlap else 0.0
-    vec[L.O_PS_LOCAL_REDUCE] = 1.0 if options.ps_local_reduce else 0.0
-    vec[L.O_PS_NIC_PER_WORKER] = 1.0 if options.ps_nic == "per-worker" else 0.0
-    vec[L.O_PS_COLOCATED] = 1.0 if options.ps_placement == "colocated" else 0.0
-    vec[L.O_PS_LATENCY] = 1.0 if options.ps_latency else 0.0
-    vec[L.O_PS_HOST_BW] = ps_host_bandwidth() if options.ps_update else 0.0
-    vec[L.O_PS_SPARSE] = 1.0 if options.ps_sparse else 0.0
-    vec[L.O_PS_MEMORY] = 1.0 if options.ps_memory else 0.0
-    vec[L.O_INTER_VOLUME] = 1.0 if options.inter_volume == "ring" else 0.0
-    vec[L.O_OVERLAP_IDLE] = 1.0 - options.overlap_efficiency
-    vec[L.O_COORDINATION] = options.coordination_us * 1e-6
-    vec[L.O_COORDINATION_GROWTH] = 1.0 if options.coordination_growth == "linear" else 0.0
-    vec[L.O_SPARSE_ALLGATHER] = 1.0 if options.sparse_allgather else 0.0
     return vec
 
 

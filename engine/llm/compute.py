@@ -25,13 +25,16 @@ from importlib import resources
 
 import numpy as np
 
-from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
+from paigrid.inputs.options import BY_NAME, check_number, llm_default_values, option_vector, parse_options
 from paigrid.inputs.tables import generation
 from paigrid.kernels import llm_layout as K
 from paigrid.llm import shapes as S
 from paigrid.llm.models import Transformer
+
+#: the LLM options' declarations by name
+LLM = BY_NAME["llm"]
 
 
 @functools.cache
@@ -42,8 +45,9 @@ def _defaults() -> dict:
 
 @dataclass(frozen=True)
 class LlmOptions:
-    """Options of the LLM model (defaults: ``datasets/llm_defaults.toml``).  Bytes per
-    parameter or per value; ``workspace_GB`` in 1e9 bytes; ``attention`` flash or eager."""
+    """Options of the LLM model, declared in ``inputs.options.LLM_OPTIONS`` (type, bounds,
+    documentation, kernel slot; defaults: ``datasets/llm_defaults.toml``).  Bytes per parameter
+    or per value; ``workspace_GB`` in 1e9 bytes; ``attention`` fused or eager."""
 
     weight_bytes: float
     grad_bytes: float
@@ -63,57 +67,27 @@ class LlmOptions:
     fragmentation: float = 0.0
     stored_activation_bytes: float = 2.0
 
+    def __post_init__(self) -> None:
+        if self.attention in LLM["attention"].aliases:  # the old spelling "flash", set in Python
+            object.__setattr__(self, "attention", LLM["attention"].aliases[self.attention])
+
     @classmethod
     def defaults(cls) -> LlmOptions:
-        """The shipped defaults."""
-        d = _defaults()
-        values = {**d["memory"], **d["communication"], **d["compute"]}
-        return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+        """The shipped defaults (``inputs.options.llm_default_values``)."""
+        values = llm_default_values()
+        return cls(**{f.name: values[f.name] for f in fields(cls)})
 
-    def with_items(self, items: dict[str, str]) -> LlmOptions:
-        """A copy with ``KEY=VALUE`` strings applied (one sentence for an unknown key or a bad value)."""
-        known = {f.name: f for f in fields(self)}
-        out = {}
-        for key, text in items.items():
-            if key not in known:
-                raise PaigridError(f"unknown LLM option {key!r}; known: {', '.join(known)}.")
-            current = getattr(self, key)
-            if isinstance(current, bool):
-                if text.strip().casefold() not in ("true", "false"):
-                    raise PaigridError(f"LLM option {key} must be true or false, not {text!r}.")
-                out[key] = text.strip().casefold() == "true"
-            elif isinstance(current, str):
-                if text.strip() not in ("flash", "eager"):
-                    raise PaigridError(f"LLM option {key} must be flash or eager, not {text!r}.")
-                out[key] = text.strip()
-            else:
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = math.nan
-                if not (math.isfinite(value) and value >= 0):
-                    raise PaigridError(f"LLM option {key} must be a number >= 0, not {text!r}.")
-                out[key] = value
-        return replace(self, **out)
+    def with_items(self, items: dict, origin: str = "--option") -> LlmOptions:
+        """A copy with ``items`` applied: values as a spec's ``[llm.options]`` holds them or as
+        ``--option`` reads them (TOML scalars, ``options.read_scalar``), checked against their
+        declarations (``options.parse_options``: one sentence for an unknown key or a bad value)."""
+        return replace(self, **parse_options("llm", items, origin))
 
     def vector(self) -> np.ndarray:
-        """The kernel's options vector."""
+        """The kernel's options vector: every declared LLM option's slot (``options.LLM_OPTIONS``)."""
         vec = np.zeros(K.N_OPTION_FIELDS)
-        vec[K.OP_WEIGHT_BYTES] = self.weight_bytes
-        vec[K.OP_GRAD_BYTES] = self.grad_bytes
-        vec[K.OP_OPT_BYTES] = self.optimizer_bytes
-        vec[K.OP_GRAD_COMM_BYTES] = self.grad_comm_bytes
-        vec[K.OP_ACT_BYTES] = self.activation_bytes
-        vec[K.OP_DP_OVERLAP] = 1.0 if self.overlap_dp else 0.0
-        vec[K.OP_WORKSPACE] = self.workspace_GB * 1e9
-        vec[K.OP_UPDATE_BYTES] = self.update_bytes
-        vec[K.OP_LOGIT_BYTES] = self.logit_bytes
-        vec[K.OP_IN_NETWORK] = 1.0 if self.in_network_reduction else 0.0
-        vec[K.OP_TP_HIDE] = self.tp_overlap_fraction if self.tp_overlap else 0.0
-        vec[K.OP_OVERLAP_EFF] = min(1.0, self.overlap_efficiency)
-        vec[K.OP_MEMORY_MARGIN] = self.memory_margin
-        vec[K.OP_FRAGMENTATION] = self.fragmentation
-        vec[K.OP_ACT_STORE] = self.stored_activation_bytes / 2.0
+        for slot, value in option_vector("llm", self, K):
+            vec[slot] = value
         return vec
 
 
@@ -170,7 +144,7 @@ def _mean_layer(model: Transformer, fn) -> float:
 
 def model_vector(model: Transformer, global_batch: int | None = None, attention: str = "eager") -> np.ndarray:
     """The kernel's model vector (``llm_layout.M_*``) of ``model`` at ``global_batch``
-    sequences per step (default: the model's).  With ``attention`` flash the attention core
+    sequences per step (default: the model's).  With ``attention`` fused (flash) the attention core
     keeps no s x s softmax for the backward pass, only its fp32 log-sum-exp, 4 bytes a head and
     token (Dao et al., FlashAttention, 2022, section 3.1), instead of Korthikanti's 5 a s."""
     vec = np.zeros(K.N_MODEL_FIELDS)
@@ -193,7 +167,7 @@ def model_vector(model: Transformer, global_batch: int | None = None, attention:
     vec[K.M_ACT_SPLIT] = _mean_layer(model, lambda moe: S.activation_terms(model, moe)["split"])
     vec[K.M_ACT_CORE] = (
         4.0 * model.heads
-        if attention == "flash"
+        if attention == "fused"
         else _mean_layer(model, lambda moe: S.activation_terms(model, moe)["core"])
     )
     vec[K.M_MODEL_FLOPS] = S.model_flops_per_token(model)
@@ -219,7 +193,7 @@ def _forward_seconds(
     peak, large, half, attn_rate, hbm = rates
     flops = S.layer_forward_flops(model, moe)
     terms = S.activation_terms(model, moe)
-    causal = 0.5 if attention == "flash" else 1.0
+    causal = 0.5 if attention == "fused" else 1.0
     gemm = 0.0
     for m, n, k, copies in S.layer_gemms(model, moe, t, tokens, ep):
         gemm += 2.0 * m * n * k * copies / (peak * shape_efficiency(m, n, k, large, half))
@@ -246,7 +220,7 @@ def compute_table(
     the expert degree ``ep`` set the GEMM shapes."""
     tokens = float(tokens or model.seq_len)
     out = np.full((len(pairs), len(tensor), 3, 2, K.N_CT_FIELDS), np.nan)
-    attention_class = "attention_fused" if attention == "flash" else "attention_eager"
+    attention_class = "attention_fused" if attention == "fused" else "attention_eager"
     for ci, (gpu, precision) in enumerate(pairs):
         peak = peak_flops(cats, gpu, precision)
         if not peak > 0:
@@ -325,6 +299,9 @@ class Hardware:
     intra: str
     network: str
     nics_per_gpu: float
+
+    def __post_init__(self) -> None:
+        check_number("nics_per_gpu", self.nics_per_gpu, "the cluster design")
 
 
 def intra_link_for(cats: Catalogues, gpu: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table
+from paigrid.inputs.options import check_column
 from paigrid.userfiles import read_text
 
 REQUIRED = (
@@ -78,7 +79,7 @@ def _number(row: dict, column: str, origin: str, low: float, high: float = math.
         value = math.nan
     if not (low <= value <= high):
         raise PaigridError(f"{origin}: {column} must be a number in [{low:g}, {high:g}], not {row[column]!r}.")
-    return value
+    return check_column(column, value, origin)
 
 
 def _flag(row: dict, column: str, origin: str) -> bool:

@@ -114,9 +114,7 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     if not isinstance(option_items, dict):
         raise PaigridError(f"{spec.origin}: [llm.options] must be a table of KEY = VALUE.")
     space = space_from_table(table, spec.origin)
-    options = LlmOptions.defaults().with_items(
-        {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
-    )
+    options = LlmOptions.defaults().with_items(option_items, f"{spec.origin}: [llm.options]")
     gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
     if spec.n_gpu == CURRENT:  # every power of two from 1 to 16384, and each job's count of today
         n_gpu = sorted({2**k for k in range(15)} | {int(j.current["n_gpu"]) for j in jobs if j.current})

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogue, csv_table
+from paigrid.inputs.options import check_column
 from paigrid.userfiles import read_text
 
 REQUIRED = ("name", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "source")
@@ -112,7 +113,7 @@ def whole_cell(cell: str, origin: str, column: str, minimum: int, default: int |
         value = math.nan
     if not (math.isfinite(value) and value == int(value) and value >= minimum):
         raise PaigridError(f"{origin}: {column} must be a whole number >= {minimum}, not {cell!r}.")
-    return int(value)
+    return int(check_column(column, value, origin))
 
 
 def _flag(cell: str, origin: str, column: str, default: bool) -> bool:
@@ -175,7 +176,7 @@ def _capacity(cell: str, origin: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value >= 1.0):
         raise PaigridError(f"{origin}: capacity_factor must be a number >= 1 (1: dropless), not {cell!r}.")
-    return value
+    return check_column("capacity_factor", value, origin)
 
 
 def check(model: Transformer, origin: str) -> Transformer:

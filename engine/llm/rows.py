@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.options import check_column
 from paigrid.llm.compute import Hardware, LlmOptions, framework_state_bytes, intra_link_for
 from paigrid.llm.layouts import Layout, check_layout
 from paigrid.llm.models import Transformer, load_catalogue, transformer_from_cells, whole_cell
@@ -118,7 +119,7 @@ FAMILY_DEFAULTS = {
         "zero": 1,
         "recompute": "none",
         "sp": True,
-        "attention": "flash",
+        "attention": "fused",
         "overlap_dp": True,
         "micro_batch": 1,
         "tp_overlap": True,
@@ -127,7 +128,7 @@ FAMILY_DEFAULTS = {
         "zero": 3,
         "recompute": "selective",
         "sp": True,
-        "attention": "flash",
+        "attention": "fused",
         "overlap_dp": True,
         "micro_batch": 1,
     },
@@ -415,10 +416,10 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     domain = _whole(cells, "nvlink_domain", origin, 1, per_node)
     design = Hardware(gpu, precision, domain, intra, network, (nics / per_node) if per_node else 0.0)
     attention_word = _first_word(_cell(cells, "attention"))
-    attention = {"sdpa": "flash", "flash": "flash", "fused": "flash", "eager": "eager"}.get(attention_word)
+    attention = {"sdpa": "fused", "flash": "fused", "fused": "fused", "eager": "eager"}.get(attention_word)
     if attention is None:
         if attention_word:
-            raise PaigridError(f"{origin}: attention must be flash, sdpa, fused or eager, not {cells['attention']!r}.")
+            raise PaigridError(f"{origin}: attention must be fused, flash, sdpa or eager, not {cells['attention']!r}.")
         attention = defaults["attention"]
         if family != "legacy":
             used.append(f"attention={attention}")
@@ -473,7 +474,7 @@ def _memory(cells: dict, origin: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise PaigridError(f"{origin}: peak_memory_GB must be a positive number, not {text!r}.")
-    return value
+    return check_column("peak_memory_GB", value, origin)
 
 
 def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int, cats: Catalogues, gpu: str) -> float:
@@ -490,6 +491,7 @@ def _tokens(cells: dict, origin: str, model: Transformer, recompute: str, n: int
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise PaigridError(f"{origin}: throughput must be a positive number, not {cells['throughput']!r}.")
+    check_column("throughput", value, origin)
     framework = _cell(cells, "framework").casefold()
     if "torchtitan" in framework:
         flops = torchtitan_flops_per_token(model)

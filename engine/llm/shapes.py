@@ -25,9 +25,11 @@ sequence length, b micro-batch [sequences], t tensor-parallel degree.
 
 from __future__ import annotations
 
+from paigrid.kernels.llm_layout import RECOMPUTE_NAMES
 from paigrid.llm.models import Transformer
 
-RECOMPUTE = ("none", "selective", "full")
+#: the recomputation choices, in the order of the kernel's codes
+RECOMPUTE = RECOMPUTE_NAMES
 
 
 def _ffn_params(model: Transformer, ffn: int) -> int:

@@ -43,6 +43,7 @@ from typing import Any
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues, csv_table, to_float
 from paigrid.inputs.jobs import Job, resolve_link
+from paigrid.inputs.options import check_column
 from paigrid.inputs.spec import JOB_OPTIONS, Options, coerce_options
 from paigrid.kernels.layout import ARCH_NAMES
 from paigrid.llm.rows import REQUIRED as LLM_REQUIRED
@@ -205,14 +206,14 @@ def _whole(cell: str, origin: str, column: str, minimum: int) -> int:
     value = to_float(cell, origin, column)
     if not (math.isfinite(value) and value == int(value) and value >= minimum):
         raise PaigridError(f"{origin}: {column} must be a whole number >= {minimum}, not {cell!r}.")
-    return int(value)
+    return int(check_column(column, value, origin))
 
 
 def _positive(cell: str, origin: str, column: str) -> float:
     value = to_float(cell, origin, column)
     if not (math.isfinite(value) and value > 0):
         raise PaigridError(f"{origin}: {column} must be a positive number, not {cell!r}.")
-    return value
+    return check_column(column, value, origin)
 
 
 def _samples_per_s(cells: dict[str, str], workload: str, cats: Catalogues, origin: str) -> float:
