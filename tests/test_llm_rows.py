@@ -171,15 +171,35 @@ def test_layer_gemms_add_up_to_the_layer_flops():
             assert flops == pytest.approx(want, rel=1e-12), (name, t, ep, moe)
 
 
-def test_ridge_shrinks_to_the_defaults():
+def test_llm_fit_is_the_shared_shrinkage():
+    """llmfit fits through trust.shrinkage: a weak strength recovers the truth of a linear
+    problem, inf keeps the defaults, the bounds hold, and the strength cross-validated over
+    groups is one of STRENGTHS."""
     rng = np.random.default_rng(3)
     jac = rng.normal(size=(40, 3))
     truth = np.array([0.3, -0.2, 0.1])
     r0 = -jac @ truth
     w = np.ones(40)
-    assert np.allclose(llmfit._ridge(r0, jac, w, 1e-9), truth, atol=1e-6)
-    assert np.allclose(llmfit._ridge(r0, jac, w, 1e12), 0.0, atol=1e-9)
-    assert np.all(llmfit._ridge(100 * r0, jac, w, 1e-9) <= llmfit.BOUNDS[1] + 1e-12)
+    keys = ["gemm", "hbm", "attention"]
+    assert np.allclose(llmfit.fit_linearised(r0, jac, w, 1e-9, keys), truth, atol=1e-5)
+    assert np.allclose(llmfit.fit_linearised(r0, jac, w, math.inf, keys), 0.0)
+    assert np.all(llmfit.fit_linearised(100 * r0, jac, w, 1e-9, keys) <= llmfit.BOUNDS[1] + 1e-12)
+    groups = [f"m{i % 5}" for i in range(40)]
+    assert llmfit.choose_llm_strength(r0, jac, w, groups, keys) in llmfit.STRENGTHS
+    assert math.isinf(llmfit.choose_llm_strength(r0, jac, w, ["one"] * 40, keys))
+
+
+def test_software_release_keys_need_two_releases_of_one_model_and_gpu():
+    rows = [r for r in load_measurements(PUBLIC, CATS) if not r.refused]
+    keys = llmfit.software_keys(rows)
+    assert "software/megatron-26.06.01" in keys
+    seen = {}
+    for r in rows:
+        seen.setdefault((r.llm_row.model.name, r.llm_row.design.gpu, r.llm_row.design.precision), set()).add(
+            r.llm_row.software
+        )
+    assert all(any(key in s and len(s) > 1 for s in seen.values()) for key in keys)
+    assert not any(r.llm_row.software for r in rows if r.llm_row.family == "torchtitan")
 
 
 def test_memory_fit_recovers_workspace_and_fragmentation():
@@ -237,3 +257,21 @@ def test_a_calibration_never_turns_a_measured_run_away(tmp_path):
     result = run("validate", path, "--calibration", toml, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["summary"]["overall"]["count"] == plain > 0
+
+
+def test_torchtitan_local_batch_is_split_into_one_microbatch_per_stage():
+    rows = {r.id: r for r in load_measurements(PUBLIC, CATS)}
+    row = rows["A-torchtitan-202412-T5-llama3.1-405b-512g-1f1b"].llm_row
+    assert row.layout.pp == 8 and row.layout.micro_batch == 32 // 8
+    assert any("pipeline microbatches" in d for d in row.defaults)
+
+
+def test_a_release_factor_slows_only_its_own_rows():
+    from paigrid.llm.rows import predict_row
+
+    rows = [r for r in load_measurements(PUBLIC, CATS) if not r.refused and r.llm_row.container]
+    mine = next(r.llm_row for r in rows if r.llm_row.container == "megatron-26.08")
+    other = next(r.llm_row for r in rows if r.llm_row.container == "megatron-26.06")
+    slow = dataclasses.replace(EFF, llm={"software/megatron-26.08": 0.5})
+    assert predict_row(mine, CATS, slow)["tokens_per_s"] < predict_row(mine, CATS, EFF)["tokens_per_s"]
+    assert predict_row(other, CATS, slow)["tokens_per_s"] == predict_row(other, CATS, EFF)["tokens_per_s"]

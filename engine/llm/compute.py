@@ -141,7 +141,8 @@ def llm_factor(eff, key: str) -> float:
 def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[float, float]:
     """(large-GEMM efficiency [fraction of the dense peak], half-efficiency side [elements]) of
     ``gpu`` at ``precision``: ``[gemm]`` of ``datasets/llm_defaults.toml`` by generation and
-    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor."""
+    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor (and, for an FP8
+    variant, its ``gemm/GENERATION/PRECISION`` factor)."""
     table = _defaults()["gemm"]
     gen = generation(cats, gpu)
     family = "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
@@ -151,6 +152,10 @@ def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[fl
         if key in table["large_efficiency"]
     )
     factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, "gemm")
+    if family == "fp8" and precision != "fp8":
+        # an FP8 variant (current scaling, MXFP8's 32-element blocks, blockwise) also has its
+        # own factor: its scaling kernels and GEMMs run at their own share of the FP8 peak
+        factor *= llm_factor(eff, f"gemm/{gen}/{precision}")
     return min(1.0, value * factor), table["half_side"] * llm_factor(eff, "gemm_half_side")
 
 

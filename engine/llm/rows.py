@@ -187,6 +187,13 @@ class LlmRow:
     peak_memory_GiB: float = math.nan
     run: str = ""
     tp_overlap: bool = False
+    container: str = ""
+
+    @property
+    def software(self) -> str:
+        """The calibration key of the row's software release (``software/FAMILY-VERSION``), empty
+        when the row names none."""
+        return f"software/{self.container}" if self.container else ""
 
     @property
     def n_gpu(self) -> int:
@@ -198,6 +205,19 @@ def run_key(ident: str) -> str:
     """The run a row measures: its id without a ``-tps`` / ``-tflops`` / ``-mfu`` suffix, so the
     twin rows of one published run share it."""
     return re.sub(r"-(tps|tflops|mfu)$", "", ident.strip())
+
+
+#: a container / release version in the ``framework`` cell or the notes ("NeMo 26.08 container",
+#: "NeMo24.03.01.framework", "NeMo (NeMo25.04.rc2)")
+CONTAINER_PATTERN = re.compile(r"(?:NeMo|container)\s?(\d\d\.\d\d(?:\.\d+)?(?:\.rc\d+)?)")
+
+
+def container_of(cells: dict, family: str) -> str:
+    """The software release a row ran, ``FAMILY-VERSION`` (``megatron-26.08``), from its
+    ``framework`` cell, else its notes; empty when neither names one (torchtitan rows name
+    commits, not releases)."""
+    match = CONTAINER_PATTERN.search(_cell(cells, "framework")) or CONTAINER_PATTERN.search(_cell(cells, "notes"))
+    return f"{family}-{match.group(1)}" if match else ""
 
 
 def _cell(cells: dict, column: str) -> str:
@@ -395,6 +415,12 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     if not _cell(cells, "micro_batch") and family != "legacy":
         used.append(f"micro_batch={micro_default}")
     micro = _whole(cells, "micro_batch", origin, 1, micro_default)
+    if family == "torchtitan" and pp > 1 and _cell(cells, "micro_batch") and micro % pp == 0:
+        # torchtitan's micro_batch column is its local batch per data-parallel rank; with
+        # pipeline parallelism it splits it into pipeline_parallel_microbatches, which
+        # defaults to the number of stages
+        micro //= pp
+        used.append(f"micro_batch={micro} (local batch / {pp} pipeline microbatches, torchtitan's default)")
     recompute = _recompute(cells, origin, family, used)
     zero = _whole(cells, "zero_stage", origin, 0, defaults["zero"])
     if not _cell(cells, "zero_stage") and family != "legacy":
@@ -460,6 +486,7 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         _memory(cells, origin),
         run_key(ident),
         tp_overlap,
+        container_of(cells, family),
     )
 
 
@@ -646,4 +673,21 @@ def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None =
         workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
         fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0,
     )
-    return predict(row.model, row.layout, row.design, cats, eff, opts)
+    return predict(row.model, row.layout, row.design, cats, software_efficiency(eff, row), opts)
+
+
+def software_efficiency(eff, row: LlmRow):
+    """``eff`` with a calibration's factor on the row's software release (``LlmRow.software``)
+    applied to the rates its kernels reach: the GEMM and attention efficiencies (a release's
+    kernels, fusions and CUDA graphs change how fast the same work runs on the same GPU; the
+    factor is 1 unless ``trust.llmfit`` fitted it on rows of one model and GPU under several
+    releases)."""
+    from paigrid.llm.compute import llm_factor
+
+    factor = llm_factor(eff, row.software) if row.software else 1.0
+    if factor == 1.0:
+        return eff
+    llm = dict(getattr(eff, "llm", None) or {})
+    llm["gemm"] = llm_factor(eff, "gemm") * factor
+    llm["attention"] = llm_factor(eff, "attention") * factor
+    return replace(eff, llm=llm)
