@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "datasets" / "llm_public_v2.csv"
 NAME = "datasets/llm_public_v2.csv"
+PUBLIC_DATA = ROOT / "datasets" / "measured_public_v2.csv"
+PUBLIC_NAME = "datasets/measured_public_v2.csv"
 PAGE = ROOT / "docs" / "accuracy.md"
 BEGIN, END = "<!-- llm held out: begin -->", "<!-- llm held out: end -->"
 #: the goals of the LLM model (each published run counted once)
@@ -78,12 +80,14 @@ def llm_section(full: bool = False) -> str:
     held-out block (minutes), else keep it as the committed page has it."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.rows import public_llm_measurements
     from paigrid.trust import llmfit
     from paigrid.trust.measurements import load_measurements
 
     cats, eff = Catalogues.load(), defaults()
     data = _validate()
     rows = load_measurements(DATA, cats)
+    mpt = public_llm_measurements(PUBLIC_DATA, cats)
     runs_all = {r.run or r.id for r in rows}
     predicted = [r for r in rows if not r.refused]
     refused = [r for r in rows if r.refused]
@@ -110,7 +114,9 @@ def llm_section(full: bool = False) -> str:
         f"{_pct(overall['mean_error'])}: the model is mostly too fast).",
         "",
     ]
-    block = calibrated_lines(rows, cats, eff, predicted) if full else _committed_block()
+    lines += _mpt_lines(mpt, cats, eff)
+    judged = rows + mpt
+    block = calibrated_lines(judged, cats, eff, [r for r in judged if not r.refused]) if full else _committed_block()
     lines += [
         "The held-out judgement below takes minutes (a shrunk fit with its own cross-validation and a second "
         "Gauss-Newton step for every fold of three fold kinds); `python bench/accuracy.py` regenerates it, and "
@@ -186,6 +192,26 @@ def calibrated_lines(rows, cats, eff, predicted) -> list[str]:
         "",
     ]
     return lines
+
+
+def _mpt_lines(mpt, cats, eff) -> list[str]:
+    """The LLM-family rows of the data-parallel public file (llm-foundry's MPT runs), uncalibrated."""
+    from paigrid.trust.rowkinds import predict_observed
+
+    predicted = [r for r in mpt if not r.refused]
+    if not predicted:
+        return []
+    values = predict_observed(predicted, cats, eff, None)
+    errors = [p / r.measured - 1.0 for r, p in zip(predicted, values)]
+    return [
+        f"`{PUBLIC_NAME}` also holds {len(mpt)} LLM-family rows (llm-foundry's MPT runs, FSDP over every GPU), "
+        f"which the LLM model predicts as ZeRO-3 data-parallel layouts (ZeRO-2 for SHARD_GRAD_OP): {len(predicted)} "
+        f"predicted, {len(mpt) - len(predicted)} refused; uncalibrated, their median |error| is "
+        f"{_pct(statistics.median(abs(e) for e in errors))} (mean signed error {_pct(statistics.fmean(errors))}). "
+        "They are judged with the rows above in every held-out figure below (their framework family is its own "
+        "fold).",
+        "",
+    ]
 
 
 def _committed_block() -> list[str]:

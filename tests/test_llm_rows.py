@@ -275,3 +275,37 @@ def test_a_release_factor_slows_only_its_own_rows():
     slow = dataclasses.replace(EFF, llm={"software/megatron-26.08": 0.5})
     assert predict_row(mine, CATS, slow)["tokens_per_s"] < predict_row(mine, CATS, EFF)["tokens_per_s"]
     assert predict_row(other, CATS, slow)["tokens_per_s"] == predict_row(other, CATS, EFF)["tokens_per_s"]
+
+
+def test_mpt_rows_of_the_data_parallel_file_are_zero3_llm_jobs():
+    from paigrid.llm.rows import public_llm_measurements
+
+    rows = public_llm_measurements(ROOT / "datasets" / "measured_public_v2.csv", CATS)
+    assert len(rows) == 174 and not [r.id for r in rows if r.refused]
+    for r in rows:
+        lay = r.llm_row.layout
+        assert r.kind == "llm" and r.llm_row.family == "foundry"
+        assert (lay.tp, lay.pp, lay.cp) == (1, 1, 1) and lay.dp == r.llm_row.n_gpu
+        assert lay.zero == (2 if "SHARD_GRAD_OP" in r.cells["notes"] else 3)
+        assert lay.recompute == ("full" if "activation checkpointing True" in r.cells["notes"] else "none")
+        assert r.llm_row.model.name.startswith("mpt-")
+    first = next(r for r in rows if r.id == "MPT-0001")
+    # 512 H100 at 8 sequences of 2048 tokens, one accumulation step: 4096 sequences a step
+    assert first.llm_row.n_gpu == 512 and first.llm_row.model.global_batch == 4096
+    assert first.measured == pytest.approx(515636.0)
+    assert first.llm_row.design.network == "ib-ndr-400g"  # "not stated": the H100's default network
+    # the cells are the llm row's: a "1600 Gbps ... (RoCE)" network cell became rdma-100g
+    roce = [r for r in rows if r.cells["network"] and r.llm_row.nodes > 1]
+    assert len(roce) == 26 and all(r.llm_row.design.network == "rdma-100g" for r in roce)
+    assert all(r.llm_row.design.nics_per_gpu == 2.0 for r in roce)  # 16 x 100 Gb/s a server of 8
+
+
+def test_the_data_parallel_reader_hands_mpt_rows_to_the_llm_model():
+    from paigrid.trust.publicrows import read_public
+
+    reading = read_public(ROOT / "datasets" / "measured_public_v2.csv", CATS)
+    mpt = [r for r in reading.refused if r.id.startswith("MPT-")]
+    assert len(mpt) == 174
+    assert all(r.reason.startswith("LLM-family FSDP run, judged by the LLM model") for r in mpt)
+    assert all("tokens/s predicted against" in r.reason for r in mpt)
+    assert not [r for r in reading.rows if r.id.startswith("MPT-")]

@@ -121,15 +121,19 @@ def framework_state_bytes(family: str, precision: str) -> dict[str, float]:
     """Bytes per parameter of the working weights, gradients and optimizer state of a framework
     family at a precision (``[state_bytes.FAMILY]`` of ``datasets/llm_defaults.toml``: Megatron
     keeps FP32 main gradients, FSDP2 FP32 sharded parameters and gradients; an FP8 precision adds
-    the family's cached FP8 weight copy)."""
+    the family's cached FP8 weight copy), and where the family's table says so the bytes per
+    logit its loss keeps at its peak (``logit_bytes``)."""
     table = _defaults()["state_bytes"]
     row = table.get(family, table["megatron"])
     extra = row.get("fp8_weight_cache_bytes", 0.0) if precision.startswith(("fp8", "mxfp8", "nvfp4")) else 0.0
-    return {
+    out = {
         "weight_bytes": row["weight_bytes"] + extra,
         "grad_bytes": row["grad_bytes"],
         "optimizer_bytes": row["optimizer_bytes"],
     }
+    if "logit_bytes" in row:
+        out["logit_bytes"] = row["logit_bytes"]
+    return out
 
 
 def llm_factor(eff, key: str) -> float:
@@ -232,6 +236,7 @@ def _forward_seconds(
     attn = causal * flops["attention"] / t / attn_rate
     core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
     elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
+    elementwise += S.moe_permute_bytes(model, moe) / t / hbm
     return gemm + attn + elementwise + core, attn + core
 
 

@@ -104,13 +104,21 @@ ROW_OPTIONS = {"attention": "eager", "overlap_dp": False}
 DEFAULT_RECOMPUTE = "selective"
 
 #: framework families by a word of the ``framework`` cell (first match)
-FAMILIES = (("torchtitan", "torchtitan"), ("deepspeed", "deepspeed"), ("megatron", "megatron"), ("nemo", "megatron"))
+FAMILIES = (
+    ("torchtitan", "torchtitan"),
+    ("deepspeed", "deepspeed"),
+    ("llm-foundry", "foundry"),
+    ("megatron", "megatron"),
+    ("nemo", "megatron"),
+)
 #: what an empty cell means, per family: Megatron-Core's performance recipes (NeMo 2.0 /
 #: Megatron-Bridge: distributed optimizer = ZeRO-1, no recomputation, sequence parallelism with
 #: TP, TE fused attention, overlapped gradient reduce and parameter gather); torchtitan's
 #: defaults (FSDP2 = ZeRO-3, selective activation checkpointing, SDPA flash attention, FSDP
-#: prefetch overlap); DeepSpeed's Megatron-DeepSpeed (ZeRO as stated, full recomputation);
-#: the 2020-2021 Megatron-LM runs (ZeRO-0, selective recomputation, eager attention, no overlap).
+#: prefetch overlap); MosaicML's llm-foundry (Composer's FSDP FULL_SHARD = ZeRO-3, flash
+#: attention, FSDP prefetch overlap, no recomputation unless stated); DeepSpeed's
+#: Megatron-DeepSpeed (ZeRO as stated, full recomputation); the 2020-2021 Megatron-LM runs
+#: (ZeRO-0, selective recomputation, eager attention, no overlap).
 #: Megatron-Core's recipes also overlap the tensor-parallel collectives with the GEMMs
 #: (``tp_comm_overlap``, Transformer Engine userbuffers, with sequence parallelism) where t > 1.
 FAMILY_DEFAULTS = {
@@ -136,6 +144,14 @@ FAMILY_DEFAULTS = {
         "recompute": "full",
         "sp": False,
         "attention": "eager",
+        "overlap_dp": True,
+        "micro_batch": 1,
+    },
+    "foundry": {
+        "zero": 3,
+        "recompute": "none",
+        "sp": False,
+        "attention": "flash",
         "overlap_dp": True,
         "micro_batch": 1,
     },
@@ -691,3 +707,107 @@ def software_efficiency(eff, row: LlmRow):
     llm["gemm"] = llm_factor(eff, "gemm") * factor
     llm["attention"] = llm_factor(eff, "attention") * factor
     return replace(eff, llm=llm)
+
+
+#: a data-parallel public row (``measured_public_v2.csv``) of the LLM family: llm-foundry's MPT
+#: runs, FSDP over every GPU
+LLM_FAMILY_FRAMEWORKS = ("llm-foundry",)
+#: the inter-server network of a public row's free-text cell: "1600 Gbps node-node interconnect
+#: (RoCE)" is 16 x 100 Gb/s RDMA NICs a server of 8 GPUs (``rdma-100g`` of links.csv)
+PUBLIC_NETWORKS = (("1600 gbps", "rdma-100g", 16),)
+
+
+def is_llm_family(cells: dict[str, str]) -> bool:
+    """True for a data-parallel public row that is an LLM-family job (an MPT run of llm-foundry)."""
+    framework = _cell(cells, "framework").casefold()
+    return _cell(cells, "id").startswith("MPT-") or any(word in framework for word in LLM_FAMILY_FRAMEWORKS)
+
+
+def _note_flag(notes: str, phrase: str) -> bool | None:
+    match = re.search(re.escape(phrase) + r"\s+(true|false)", notes, re.IGNORECASE)
+    return None if match is None else match.group(1).casefold() == "true"
+
+
+def llm_cells_from_public(cells: dict[str, str]) -> dict[str, str]:
+    """An LLM-family row of the data-parallel public schema as the columns of an llm row
+    (``llm_public_v2.csv``'s): one transformer of ``llm_models.csv`` by name, data parallel over
+    every GPU (tensor, pipeline, context degree 1), FSDP's FULL_SHARD as ZeRO-3 and
+    SHARD_GRAD_OP as ZeRO-2, ``batch_per_gpu`` the micro-batch, global batch = micro-batch x
+    accumulation steps x GPUs, "activation checkpointing True" of the notes full recomputation
+    (False: none), pure BF16 ("bf16", "MP mode PURE") at amp-bf16's peak, the network as
+    ``PUBLIC_NETWORKS`` reads it (empty or "not stated": the GPU's default network)."""
+    notes = _cell(cells, "notes")
+    per_node = int(_cell(cells, "gpus_per_node") or 8)
+    nodes = int(_cell(cells, "nodes") or 1)
+    n = per_node * nodes
+    micro = int(float(_cell(cells, "batch_per_gpu") or 1))
+    accum = int(float(_cell(cells, "grad_accum_steps") or 1))
+    checkpointing = _note_flag(notes, "activation checkpointing")
+    network_text = _cell(cells, "network").casefold()
+    network, nics = "", ""
+    for word, link, count in PUBLIC_NETWORKS:
+        if word in network_text and nodes > 1:
+            network, nics = link, str(count)
+    precision = _cell(cells, "precision")
+    return {
+        "id": _cell(cells, "id"),
+        "model": _cell(cells, "model"),
+        "layers": "",
+        "hidden": "",
+        "heads": "",
+        "ffn_hidden": "",
+        "vocab": "",
+        "seq_len": _cell(cells, "seq_len_or_image_size"),
+        "gpu": _cell(cells, "gpu").split(" (")[0].strip(),
+        "gpus_per_node": str(per_node),
+        "nodes": str(nodes),
+        "intra_link": "",
+        "network": network,
+        "nics_per_node": nics,
+        "precision": "amp-bf16" if precision.casefold() == "bf16" else precision,
+        "tensor_parallel": "1",
+        "pipeline_parallel": "1",
+        "context_parallel": "1",
+        "data_parallel": str(n),
+        "zero_stage": "2" if "SHARD_GRAD_OP" in notes else "3",
+        "micro_batch": str(micro),
+        "global_batch": str(micro * accum * n),
+        "recompute": "" if checkpointing is None else ("full" if checkpointing else "none"),
+        "framework": _cell(cells, "framework"),
+        "throughput": _cell(cells, "throughput"),
+        "throughput_unit": _cell(cells, "throughput_unit"),
+        "source": _cell(cells, "source"),
+        "notes": notes,
+    }
+
+
+def public_llm_reason(cells: dict[str, str], cats: Catalogues) -> str:
+    """What the data-parallel public reader says of an LLM-family row: that the LLM model judges
+    it, with its prediction against the measurement (or the LLM reader's reason it cannot)."""
+    row, reason = read_measured(llm_cells_from_public(cells), _cell(cells, "id"), cats)
+    if row is None or reason:
+        return f"LLM-family FSDP run, refused by the LLM model: {reason}"
+    from paigrid.inputs.efficiency import defaults
+
+    predicted = predict_row(row, cats, defaults())["tokens_per_s"]
+    return (
+        f"LLM-family FSDP run, judged by the LLM model (docs/accuracy.md, LLM section): ZeRO-{row.layout.zero} "
+        f"data parallel over {row.n_gpu} GPUs, {predicted:.0f} tokens/s predicted against "
+        f"{row.measured:.0f} measured ({100 * (predicted / row.measured - 1):+.1f}%)"
+    )
+
+
+def public_llm_measurements(path, cats: Catalogues) -> list:
+    """The LLM-family rows of a data-parallel public file (``measured_public_v2.csv``) as llm
+    Measurements (``trust.measurements``), refused ones with their reason, for the LLM
+    accuracy section and its cross-validation."""
+    from paigrid.inputs.catalog import csv_table
+    from paigrid.trust.measurements import _llm as llm_measurement  # the llm row kind's reader
+    from paigrid.userfiles import read_text
+
+    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file")
+    return [
+        llm_measurement(llm_cells_from_public(cells), cats, f"{path} line {line}")
+        for line, cells in table
+        if is_llm_family(cells)
+    ]

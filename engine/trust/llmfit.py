@@ -360,7 +360,8 @@ MEMORY_BOUNDS = ((0.5, 8.0), (0.0, 1.0))
 
 
 def fit_memory(points: list[dict]) -> tuple[float, float]:
-    """(workspace GiB, fragmentation) minimising the squared relative error of
+    """(workspace GiB, fragmentation) minimising the absolute relative error (robust: a few
+    rows the estimate misses by a third do not drag the others) of
     ``base + workspace + fragmentation x activations`` against the reported peaks, bounded by
     ``MEMORY_BOUNDS`` (a small grid refined once: two parameters)."""
     if not points:
@@ -368,7 +369,7 @@ def fit_memory(points: list[dict]) -> tuple[float, float]:
     best = (math.inf, 0.0, 0.0)
     for w in np.linspace(*MEMORY_BOUNDS[0], 81):
         for f in np.linspace(*MEMORY_BOUNDS[1], 101):
-            loss = sum(((p["base"] + w + f * p["activations"]) / p["reported"] - 1.0) ** 2 for p in points)
+            loss = sum(abs((p["base"] + w + f * p["activations"]) / p["reported"] - 1.0) for p in points)
             best = min(best, (loss, float(w), float(f)))
     return best[1], best[2]
 
