@@ -234,7 +234,7 @@ def test_kernel_activation_memory_is_korthikanti_with_sequence_parallelism():
     m = model("gpt3-175b")
     lay = Layout(tp=8, pp=1, dp=1, micro_batch=1, zero=0, recompute="selective", sp=True)
     a100 = Hardware("A100-SXM4-80GB", "amp-bf16", 8, "nvswitch-nvlink3", "ib-hdr-200g", 1.0)
-    base = dataclasses.replace(LlmOptions.defaults(), workspace_GB=0.0, memory_margin=math.inf)
+    base = dataclasses.replace(LlmOptions.defaults(), workspace_GiB=0.0, memory_margin=math.inf)
     r = predict(m, lay, a100, CATS, EFF, base, 8)
     states = S.parameters(m) / 8 * (base.weight_bytes + base.grad_bytes + base.optimizer_bytes)
     logits = m.seq_len * m.vocab * base.logit_bytes / 8

@@ -18,7 +18,7 @@ app = typer.Typer(
 
 OPTION_HELP = (
     "LLM model option KEY=VALUE (datasets/llm_defaults.toml: weight_bytes, grad_bytes, optimizer_bytes, "
-    "logit_bytes, workspace_GB, grad_comm_bytes, activation_bytes, overlap_dp, update_bytes, attention). "
+    "logit_bytes, workspace_GiB, grad_comm_bytes, activation_bytes, overlap_dp, update_bytes, attention). "
     "Repeatable."
 )
 
@@ -220,14 +220,14 @@ QUERY_COLUMNS = [
     "mfu",
     "step_time",
     "tokens_per_s",
-    "memory_per_gpu_GB",
+    "memory_per_gpu_GiB",
     "cost_per_hour",
 ]
 TRAIN_COLUMNS = ["train_days", "train_cost", "train_energy_MWh"]
 UNITS = {
     "step_time": "s",
     "tokens_per_s": "tokens/s",
-    "memory_per_gpu_GB": "GB",
+    "memory_per_gpu_GiB": "GiB",
     "cost_per_hour": "USD/h",
     "train_days": "days",
     "train_cost": "USD",

@@ -43,13 +43,13 @@ def _defaults() -> dict:
 @dataclass(frozen=True)
 class LlmOptions:
     """Options of the LLM model (defaults: ``datasets/llm_defaults.toml``).  Bytes per
-    parameter or per value; ``workspace_GB`` in 1e9 bytes; ``attention`` flash or eager."""
+    parameter or per value; ``workspace_GiB`` in GiB (2^30 bytes, as GPUs report memory); ``attention`` flash or eager."""
 
     weight_bytes: float
     grad_bytes: float
     optimizer_bytes: float
     logit_bytes: float
-    workspace_GB: float
+    workspace_GiB: float
     grad_comm_bytes: float
     activation_bytes: float
     overlap_dp: bool
@@ -105,7 +105,7 @@ class LlmOptions:
         vec[K.OP_GRAD_COMM_BYTES] = self.grad_comm_bytes
         vec[K.OP_ACT_BYTES] = self.activation_bytes
         vec[K.OP_DP_OVERLAP] = 1.0 if self.overlap_dp else 0.0
-        vec[K.OP_WORKSPACE] = self.workspace_GB * 1e9
+        vec[K.OP_WORKSPACE] = self.workspace_GiB * 2.0**30
         vec[K.OP_UPDATE_BYTES] = self.update_bytes
         vec[K.OP_LOGIT_BYTES] = self.logit_bytes
         vec[K.OP_IN_NETWORK] = 1.0 if self.in_network_reduction else 0.0

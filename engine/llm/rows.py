@@ -686,7 +686,7 @@ def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None =
         tp_overlap=opts.tp_overlap or row.tp_overlap,
         tp_overlap_fraction=min(1.0, opts.tp_overlap_fraction * llm_factor(eff, "tp_overlap")),
         overlap_efficiency=opts.overlap_efficiency * llm_factor(eff, "overlap"),
-        workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
+        workspace_GiB=opts.workspace_GiB * llm_factor(eff, "workspace"),
         fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0,
     )
     return predict(row.model, row.layout, row.design, cats, software_efficiency(eff, row), opts)

@@ -300,7 +300,7 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
         from paigrid.llm.compute import LlmOptions
 
         workspace, fragmentation = fit_memory(points)
-        result.factors["workspace"] = workspace * 2**30 / 1e9 / LlmOptions.defaults().workspace_GB
+        result.factors["workspace"] = workspace / LlmOptions.defaults().workspace_GiB
         result.factors["fragmentation"] = 1.0 + fragmentation
         memory_note = (
             f"memory fitted on {len(points)} row(s) that report peak memory: workspace "
@@ -337,8 +337,8 @@ def memory_points(rows, cats, eff) -> list[dict]:
         llm = getattr(r, "llm_row", None)
         if r.refused or llm is None or not math.isfinite(llm.peak_memory_GiB):
             continue
-        bare = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=0.0))
-        doubled = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=1.0))
+        bare = replace(llm, options=replace(llm.options, workspace_GiB=0.0, fragmentation=0.0))
+        doubled = replace(llm, options=replace(llm.options, workspace_GiB=0.0, fragmentation=1.0))
         base = predict_row(bare, cats, eff)["memory_per_gpu"] / 2**30
         activations = predict_row(doubled, cats, eff)["memory_per_gpu"] / 2**30 - base
         out.append(
