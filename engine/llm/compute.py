@@ -43,7 +43,8 @@ def _defaults() -> dict:
 @dataclass(frozen=True)
 class LlmOptions:
     """Options of the LLM model (defaults: ``datasets/llm_defaults.toml``).  Bytes per
-    parameter or per value; ``workspace_GiB`` in GiB (2^30 bytes, as GPUs report memory); ``attention`` flash or eager."""
+    parameter or per value; ``workspace_GiB`` in GiB (2^30 bytes, as GPUs report memory);
+    ``attention`` flash or eager."""
 
     weight_bytes: float
     grad_bytes: float
