@@ -162,6 +162,7 @@ def calibrated_lines(rows, cats, eff, predicted) -> list[str]:
             f"{_pct(result['median_abs_error'])} | {_pct(result['median_abs_error_defaults'])} | "
             f"{_met(result['median_abs_error'] <= GOAL_MEDIAN)} |"
         )
+    lines += ["", _family_line(cv["model"]["errors"], predicted)]
     worse = [k for k in FOLD_KINDS_ORDER if cv[k]["median_abs_error"] > cv[k]["median_abs_error_defaults"]]
     lines += [
         "",
@@ -212,6 +213,21 @@ def _mpt_lines(mpt, cats, eff) -> list[str]:
         "fold).",
         "",
     ]
+
+
+def _family_line(errors: dict[str, float], rows) -> str:
+    """The leave-one-model-out median |error| per framework family (the MPT rows are llm-foundry's)."""
+    from paigrid.llm.rows import family_of
+
+    family = {r.run or r.id: family_of(r.framework) for r in rows}
+    groups = defaultdict(list)
+    for run, error in errors.items():
+        groups[family[run]].append(abs(error))
+    parts = [
+        f"{name} {_pct(statistics.median(values))} ({len(values)} runs)"
+        for name, values in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return "Leave one model out, by framework family: " + ", ".join(parts) + "."
 
 
 def _committed_block() -> list[str]:

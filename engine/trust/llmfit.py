@@ -310,8 +310,8 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
     refused = sum(1 for r in rows if r.refused)
     lines = [
         f"fitted {len(result.factors)} LLM factor(s) to {len(result.rows)} llm row(s) "
-        f"({refused} refused row(s) left out; ridge in log-factor space toward the sourced defaults, "
-        f"strength {result.strength:g} chosen by leave-one-model-out on these rows)",
+        f"({refused} refused row(s) left out; trust.shrinkage's robust fit in log-factor space shrunk toward "
+        f"the sourced defaults, strength {result.strength:g} chosen by cross-validation over the rows' models)",
         "factor                          value",
     ]
     lines += [f"{key:30s}  {value:.3f}" for key, value in sorted(result.factors.items())] or ["(none: the defaults)"]
