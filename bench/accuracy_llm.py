@@ -80,14 +80,13 @@ def llm_section(full: bool = False) -> str:
     held-out block (minutes), else keep it as the committed page has it."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.rows import public_llm_measurements
     from paigrid.trust import llmfit
     from paigrid.trust.measurements import load_measurements
 
     cats, eff = Catalogues.load(), defaults()
     data = _validate()
     rows = load_measurements(DATA, cats)
-    mpt = public_llm_measurements(PUBLIC_DATA, cats)
+    mpt = llmfit.public_llm_measurements(PUBLIC_DATA, cats)
     runs_all = {r.run or r.id for r in rows}
     predicted = [r for r in rows if not r.refused]
     refused = [r for r in rows if r.refused]

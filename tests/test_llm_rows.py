@@ -72,6 +72,15 @@ def test_stack_defaults_are_named_per_family():
     assert titan.options.grad_bytes == 4 and titan.options.weight_bytes == 4 and titan.options.optimizer_bytes == 8
     assert megatron.options.weight_bytes == 3  # bf16 weights + Transformer Engine's FP8 copy
     assert framework_state_bytes("megatron", "amp-bf16")["grad_bytes"] == 4  # fp32 main gradients
+    # torchtitan's loss keeps bf16 logits, their fp32 copy, the log-softmax and its gradient
+    assert titan.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+    t2 = read_row(CELLS["A-torchtitan-202412-T2-llama3.1-8b-8g-cp4"], "x", CATS)
+    plain = dataclasses.replace(t2, options=dataclasses.replace(t2.options, logit_bytes=4.0))
+    from paigrid.llm.rows import predict_row
+
+    extra = predict_row(t2, CATS, EFF)["memory_per_gpu"] - predict_row(plain, CATS, EFF)["memory_per_gpu"]
+    tokens = t2.layout.micro_batch * t2.model.seq_len / t2.layout.cp
+    assert extra == pytest.approx(10.0 * tokens * t2.model.vocab, rel=1e-9)  # 14 - 4 bytes a logit, t = 1
 
 
 def test_free_text_cells_and_units():
@@ -278,9 +287,7 @@ def test_a_release_factor_slows_only_its_own_rows():
 
 
 def test_mpt_rows_of_the_data_parallel_file_are_zero3_llm_jobs():
-    from paigrid.llm.rows import public_llm_measurements
-
-    rows = public_llm_measurements(ROOT / "datasets" / "measured_public_v2.csv", CATS)
+    rows = llmfit.public_llm_measurements(ROOT / "datasets" / "measured_public_v2.csv", CATS)
     assert len(rows) == 174 and not [r.id for r in rows if r.refused]
     for r in rows:
         lay = r.llm_row.layout

@@ -795,19 +795,3 @@ def public_llm_reason(cells: dict[str, str], cats: Catalogues) -> str:
         f"data parallel over {row.n_gpu} GPUs, {predicted:.0f} tokens/s predicted against "
         f"{row.measured:.0f} measured ({100 * (predicted / row.measured - 1):+.1f}%)"
     )
-
-
-def public_llm_measurements(path, cats: Catalogues) -> list:
-    """The LLM-family rows of a data-parallel public file (``measured_public_v2.csv``) as llm
-    Measurements (``trust.measurements``), refused ones with their reason, for the LLM
-    accuracy section and its cross-validation."""
-    from paigrid.inputs.catalog import csv_table
-    from paigrid.trust.measurements import _llm as llm_measurement  # the llm row kind's reader
-    from paigrid.userfiles import read_text
-
-    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file")
-    return [
-        llm_measurement(llm_cells_from_public(cells), cats, f"{path} line {line}")
-        for line, cells in table
-        if is_llm_family(cells)
-    ]

@@ -220,6 +220,23 @@ def fit_llm(rows, cats, eff, linear=None) -> LlmFit:
     return LlmFit(factors, strength, rows, np.exp(r0) * measured, _predict(rows, cats, eff, factors))
 
 
+def public_llm_measurements(path, cats) -> list:
+    """The LLM-family rows of a data-parallel public file (``measured_public_v2.csv``) as llm
+    Measurements (``trust.measurements``), refused ones with their reason, for the LLM
+    accuracy section and its cross-validation."""
+    from paigrid.inputs.catalog import csv_table
+    from paigrid.llm.rows import is_llm_family, llm_cells_from_public
+    from paigrid.trust.measurements import _llm as llm_measurement  # the llm row kind's reader
+    from paigrid.userfiles import read_text
+
+    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file")
+    return [
+        llm_measurement(llm_cells_from_public(cells), cats, f"{path} line {line}")
+        for line, cells in table
+        if is_llm_family(cells)
+    ]
+
+
 def fold_of(row, kind: str) -> str:
     """The fold a row belongs to under ``kind`` (model, generation or framework family)."""
     from paigrid.llm.rows import family_of
