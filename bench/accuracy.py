@@ -16,9 +16,10 @@ After the PAI-era sections come those of ``page_sections()`` (functions of ``ful
 markdown with their own ``##`` heading): the public data-parallel rows of
 ``datasets/measured_public_v2.csv`` (``bench/accuracy_public.py``); the LLM rows'
 ``llm_section()`` of ``bench/accuracy_llm.py`` ends the page.  The calibrated cross-validation of the public rows
-takes minutes, so ``tests/test_docs.py`` checks ``render_page(full=False)``: every section
-recomputed except that block, which is kept as committed (between its ``<!-- public-v2
-calibrated -->`` markers); ``python bench/accuracy.py`` reruns it (``--cheap`` keeps it).
+takes minutes (and so does the LLM section's held-out block), so ``tests/test_docs.py`` checks
+``render_page(full=False)``: every section recomputed except those blocks, which are kept as
+committed (between their ``<!-- public-v2 calibrated -->`` and ``<!-- llm held out -->``
+markers); ``python bench/accuracy.py`` reruns them (``--cheap`` keeps them).
 """
 
 from __future__ import annotations
@@ -1232,7 +1233,7 @@ def render_page(measurements: str | None = None, computed: tuple | None = None, 
         sections="\n\n".join(section(full) for section in page_sections()),
         commands="\n".join(f"    {c}" for c in commands),
     )
-    page += "\n" + __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_llm.py")))["llm_section"]()
+    page += "\n" + __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_llm.py")))["llm_section"](full)
     # the page names the shipped file by its place in the repository, wherever the script runs from
     return page.replace(measurements, "datasets/measurements_public.csv")
 

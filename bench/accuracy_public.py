@@ -131,7 +131,7 @@ def cheap_part(cats, reading) -> list[str]:
     lines += [
         "",
         "The rows not modelled wait mostly for workloads.csv rows of models the zoo describes (and the "
-        "MPT rows for an LLM shape); every number below is of the modelled rows only, so it describes "
+        "MPT rows, which the LLM section judges); every number below is of the modelled rows only, so it describes "
         f"{len({r.workload for r in rows})} workloads on {len({r.gpu for r in rows})} GPUs.",
         "",
         "### Uncalibrated (the shipped defaults, none fitted to these rows)",

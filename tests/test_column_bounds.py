@@ -137,12 +137,12 @@ def test_the_shipped_llm_defaults_are_checked_as_a_users_values(monkeypatch):
     from paigrid.inputs import options as D
 
     assert D.llm_default_values()["attention"] == "fused"  # the file's spelling is the declared one
-    tight = dataclasses.replace(D.BY_NAME["llm"]["workspace_GB"], bound=D.Bound(0.0, 1.0, "GB", "a test bound"))
-    monkeypatch.setattr(D, "LLM_OPTIONS", tuple(tight if o.name == "workspace_GB" else o for o in D.LLM_OPTIONS))
+    tight = dataclasses.replace(D.BY_NAME["llm"]["workspace_GiB"], bound=D.Bound(0.0, 1.0, "GiB", "a test bound"))
+    monkeypatch.setattr(D, "LLM_OPTIONS", tuple(tight if o.name == "workspace_GiB" else o for o in D.LLM_OPTIONS))
     D.llm_default_values.cache_clear()
     try:
         with pytest.raises(
-            PaigridError, match="datasets/llm_defaults.toml: workspace_GB must be a finite number at most 1"
+            PaigridError, match="datasets/llm_defaults.toml: workspace_GiB must be a finite number at most 1"
         ):
             D.llm_default_values()  # the shipped 2 GB is outside the tightened bound
     finally:

@@ -353,7 +353,10 @@ case(
     "recompute must be one of",
 )
 case(
-    "llm-predict-memory", ["llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"], {}, "GB per GPU"
+    "llm-predict-memory",
+    ["llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"],
+    {},
+    "GiB per GPU",
 )
 case(
     "llm-predict-option",

@@ -200,7 +200,7 @@ def test_predict_breakdown_and_invalid_layouts():
     assert_clean_error(
         run("llm", "predict", "--model", "llama3-70b", "--gpu", "H100", "--n-gpu", "8"),
         "invalid layout tp1 pp1 dp8",
-        "GB per GPU",
+        "GiB per GPU",
     )
     assert_clean_error(run("llm", "predict", "--model", "llama9", "--gpu", "H100", "--n-gpu", "8"), "unknown")
     assert_clean_error(

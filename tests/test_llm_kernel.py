@@ -233,7 +233,7 @@ def test_every_reason_code_has_its_sentence():
         r = _one(m, lay, hw)
         assert r["reason_code"] == code, (code, r["reason"])
         assert not r["valid"] and r["reason"].endswith(".") and np.isnan(r["step_time"])
-    assert "GB per GPU" in _one(m, *cases[K.REASON_MEMORY])["reason"]
+    assert "GiB per GPU" in _one(m, *cases[K.REASON_MEMORY])["reason"]
     assert reason_text(K.REASON_TP_FFN, Layout(tp=3), m).startswith("tensor degree 3")
 
 

@@ -72,6 +72,15 @@ def test_stack_defaults_are_named_per_family():
     assert titan.options.grad_bytes == 4 and titan.options.weight_bytes == 4 and titan.options.optimizer_bytes == 8
     assert megatron.options.weight_bytes == 3  # bf16 weights + Transformer Engine's FP8 copy
     assert framework_state_bytes("megatron", "amp-bf16")["grad_bytes"] == 4  # fp32 main gradients
+    # torchtitan's loss keeps bf16 logits, their fp32 copy, the log-softmax and its gradient
+    assert titan.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+    t2 = read_row(CELLS["A-torchtitan-202412-T2-llama3.1-8b-8g-cp4"], "x", CATS)
+    plain = dataclasses.replace(t2, options=dataclasses.replace(t2.options, logit_bytes=4.0))
+    from paigrid.llm.rows import predict_row
+
+    extra = predict_row(t2, CATS, EFF)["memory_per_gpu"] - predict_row(plain, CATS, EFF)["memory_per_gpu"]
+    tokens = t2.layout.micro_batch * t2.model.seq_len / t2.layout.cp
+    assert extra == pytest.approx(10.0 * tokens * t2.model.vocab, rel=1e-9)  # 14 - 4 bytes a logit, t = 1
 
 
 def test_free_text_cells_and_units():
@@ -171,15 +180,35 @@ def test_layer_gemms_add_up_to_the_layer_flops():
             assert flops == pytest.approx(want, rel=1e-12), (name, t, ep, moe)
 
 
-def test_ridge_shrinks_to_the_defaults():
+def test_llm_fit_is_the_shared_shrinkage():
+    """llmfit fits through trust.shrinkage: a weak strength recovers the truth of a linear
+    problem, inf keeps the defaults, the bounds hold, and the strength cross-validated over
+    groups is one of STRENGTHS."""
     rng = np.random.default_rng(3)
     jac = rng.normal(size=(40, 3))
     truth = np.array([0.3, -0.2, 0.1])
     r0 = -jac @ truth
     w = np.ones(40)
-    assert np.allclose(llmfit._ridge(r0, jac, w, 1e-9), truth, atol=1e-6)
-    assert np.allclose(llmfit._ridge(r0, jac, w, 1e12), 0.0, atol=1e-9)
-    assert np.all(llmfit._ridge(100 * r0, jac, w, 1e-9) <= llmfit.BOUNDS[1] + 1e-12)
+    keys = ["gemm", "hbm", "attention"]
+    assert np.allclose(llmfit.fit_linearised(r0, jac, w, 1e-9, keys), truth, atol=1e-5)
+    assert np.allclose(llmfit.fit_linearised(r0, jac, w, math.inf, keys), 0.0)
+    assert np.all(llmfit.fit_linearised(100 * r0, jac, w, 1e-9, keys) <= llmfit.BOUNDS[1] + 1e-12)
+    groups = [f"m{i % 5}" for i in range(40)]
+    assert llmfit.choose_llm_strength(r0, jac, w, groups, keys) in llmfit.STRENGTHS
+    assert math.isinf(llmfit.choose_llm_strength(r0, jac, w, ["one"] * 40, keys))
+
+
+def test_software_release_keys_need_two_releases_of_one_model_and_gpu():
+    rows = [r for r in load_measurements(PUBLIC, CATS) if not r.refused]
+    keys = llmfit.software_keys(rows)
+    assert "software/megatron-26.06.01" in keys
+    seen = {}
+    for r in rows:
+        seen.setdefault((r.llm_row.model.name, r.llm_row.design.gpu, r.llm_row.design.precision), set()).add(
+            r.llm_row.software
+        )
+    assert all(any(key in s and len(s) > 1 for s in seen.values()) for key in keys)
+    assert not any(r.llm_row.software for r in rows if r.llm_row.family == "torchtitan")
 
 
 def test_memory_fit_recovers_workspace_and_fragmentation():
@@ -214,7 +243,7 @@ def test_kernel_activation_memory_is_korthikanti_with_sequence_parallelism():
     m = model("gpt3-175b")
     lay = Layout(tp=8, pp=1, dp=1, micro_batch=1, zero=0, recompute="selective", sp=True)
     a100 = Hardware("A100-SXM4-80GB", "amp-bf16", 8, "nvswitch-nvlink3", "ib-hdr-200g", 1.0)
-    base = dataclasses.replace(LlmOptions.defaults(), workspace_GB=0.0, memory_margin=math.inf)
+    base = dataclasses.replace(LlmOptions.defaults(), workspace_GiB=0.0, memory_margin=math.inf)
     r = predict(m, lay, a100, CATS, EFF, base, 8)
     states = S.parameters(m) / 8 * (base.weight_bytes + base.grad_bytes + base.optimizer_bytes)
     logits = m.seq_len * m.vocab * base.logit_bytes / 8
@@ -237,3 +266,53 @@ def test_a_calibration_never_turns_a_measured_run_away(tmp_path):
     result = run("validate", path, "--calibration", toml, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["summary"]["overall"]["count"] == plain > 0
+
+
+def test_torchtitan_local_batch_is_split_into_one_microbatch_per_stage():
+    rows = {r.id: r for r in load_measurements(PUBLIC, CATS)}
+    row = rows["A-torchtitan-202412-T5-llama3.1-405b-512g-1f1b"].llm_row
+    assert row.layout.pp == 8 and row.layout.micro_batch == 32 // 8
+    assert any("pipeline microbatches" in d for d in row.defaults)
+
+
+def test_a_release_factor_slows_only_its_own_rows():
+    from paigrid.llm.rows import predict_row
+
+    rows = [r for r in load_measurements(PUBLIC, CATS) if not r.refused and r.llm_row.container]
+    mine = next(r.llm_row for r in rows if r.llm_row.container == "megatron-26.08")
+    other = next(r.llm_row for r in rows if r.llm_row.container == "megatron-26.06")
+    slow = dataclasses.replace(EFF, llm={"software/megatron-26.08": 0.5})
+    assert predict_row(mine, CATS, slow)["tokens_per_s"] < predict_row(mine, CATS, EFF)["tokens_per_s"]
+    assert predict_row(other, CATS, slow)["tokens_per_s"] == predict_row(other, CATS, EFF)["tokens_per_s"]
+
+
+def test_mpt_rows_of_the_data_parallel_file_are_zero3_llm_jobs():
+    rows = llmfit.public_llm_measurements(ROOT / "datasets" / "measured_public_v2.csv", CATS)
+    assert len(rows) == 174 and not [r.id for r in rows if r.refused]
+    for r in rows:
+        lay = r.llm_row.layout
+        assert r.kind == "llm" and r.llm_row.family == "foundry"
+        assert (lay.tp, lay.pp, lay.cp) == (1, 1, 1) and lay.dp == r.llm_row.n_gpu
+        assert lay.zero == (2 if "SHARD_GRAD_OP" in r.cells["notes"] else 3)
+        assert lay.recompute == ("full" if "activation checkpointing True" in r.cells["notes"] else "none")
+        assert r.llm_row.model.name.startswith("mpt-")
+    first = next(r for r in rows if r.id == "MPT-0001")
+    # 512 H100 at 8 sequences of 2048 tokens, one accumulation step: 4096 sequences a step
+    assert first.llm_row.n_gpu == 512 and first.llm_row.model.global_batch == 4096
+    assert first.measured == pytest.approx(515636.0)
+    assert first.llm_row.design.network == "ib-ndr-400g"  # "not stated": the H100's default network
+    # the cells are the llm row's: a "1600 Gbps ... (RoCE)" network cell became rdma-100g
+    roce = [r for r in rows if r.cells["network"] and r.llm_row.nodes > 1]
+    assert len(roce) == 26 and all(r.llm_row.design.network == "rdma-100g" for r in roce)
+    assert all(r.llm_row.design.nics_per_gpu == 2.0 for r in roce)  # 16 x 100 Gb/s a server of 8
+
+
+def test_the_data_parallel_reader_hands_mpt_rows_to_the_llm_model():
+    from paigrid.trust.publicrows import read_public
+
+    reading = read_public(ROOT / "datasets" / "measured_public_v2.csv", CATS)
+    mpt = [r for r in reading.refused if r.id.startswith("MPT-")]
+    assert len(mpt) == 174
+    assert all(r.reason.startswith("LLM-family FSDP run, judged by the LLM model") for r in mpt)
+    assert all("tokens/s predicted against" in r.reason for r in mpt)
+    assert not [r for r in reading.rows if r.id.startswith("MPT-")]

@@ -114,3 +114,10 @@ def test_bad_shapes_are_one_sentence():
     with pytest.raises(PaigridError, match="unknown"):
         model("no-such-model")
     assert math.isfinite(S.parameters(transformer_from_cells({**cells, "heads": "4"}, "x")))
+
+
+def test_moe_permutations_move_sixteen_bytes_per_routed_copy_and_feature():
+    m = model("deepseek-v3")
+    assert S.moe_permute_bytes(m, True) == 16.0 * m.capacity_factor * m.experts_per_token * m.hidden
+    assert S.moe_permute_bytes(m, False) == 0.0
+    assert S.moe_permute_bytes(model("llama3-70b"), True) == 0.0

@@ -183,7 +183,7 @@ BAD = [
     ("dp", {"topology_aware": "yes"}, ["topology_aware must be true or false"]),
     ("dp", {"gpus_per_node": "8"}, ["gpus_per_node must be a number"]),
     ("dp", {"warp": 9}, ["unknown option(s) warp"]),
-    ("llm", {"workspace_GB": 1e308}, ["workspace_GB must be a finite number at most 1000 GB, not 1e+308"]),
+    ("llm", {"workspace_GiB": 1e308}, ["workspace_GiB must be a finite number at most 1000 GiB, not 1e+308"]),
     ("llm", {"weight_bytes": -1.0}, ["weight_bytes must be a finite number at least 0 bytes, not -1"]),
     ("llm", {"overlap_efficiency": 1.5}, ["overlap_efficiency must be a fraction at most 1"]),
     ("llm", {"attention": "magic"}, ["attention must be one of eager, fused, not 'magic'"]),
@@ -207,17 +207,17 @@ def test_both_families_read_command_line_values_the_same_way():
     from paigrid.cli.common import parse_option_items
 
     items = parse_option_items(
-        ["overlap=0.5", "overlap_dp=false", "workspace_GB=4", "attention=fused", "ps_nic=per-worker"]
+        ["overlap=0.5", "overlap_dp=false", "workspace_GiB=4", "attention=fused", "ps_nic=per-worker"]
     )
     assert items == {
         "overlap": 0.5,
         "overlap_dp": False,
-        "workspace_GB": 4,
+        "workspace_GiB": 4,
         "attention": "fused",
         "ps_nic": "per-worker",
     }
-    llm = LlmOptions.defaults().with_items({k: items[k] for k in ("overlap_dp", "workspace_GB", "attention")})
-    assert (llm.overlap_dp, llm.workspace_GB, llm.attention) == (False, 4.0, "fused")
+    llm = LlmOptions.defaults().with_items({k: items[k] for k in ("overlap_dp", "workspace_GiB", "attention")})
+    assert (llm.overlap_dp, llm.workspace_GiB, llm.attention) == (False, 4.0, "fused")
     dp = Options().with_overrides({k: items[k] for k in ("overlap", "attention", "ps_nic")}, "--option")
     assert (dp.overlap, dp.attention, dp.ps_nic) == (0.5, "fused", "per-worker")
 
@@ -234,13 +234,13 @@ def test_the_old_attention_spelling_is_read_as_fused_with_a_note():
 
 
 def test_an_out_of_range_llm_option_on_the_command_line_is_one_sentence():
-    result = run(*LLM_PREDICT, "--option", "workspace_GB=1e308")
-    assert_clean_error(result, "workspace_GB", "at most 1000 GB", "1e+308")
+    result = run(*LLM_PREDICT, "--option", "workspace_GiB=1e308")
+    assert_clean_error(result, "workspace_GiB", "at most 1000 GiB", "1e+308")
 
 
 def test_an_out_of_range_llm_option_in_a_spec_is_one_sentence(tmp_path):
     spec = tmp_path / "s.toml"
-    spec.write_text('workloads = ["llama3-8b"]\n[llm.options]\nworkspace_GB = 1e308\n', encoding="utf-8")
+    spec.write_text('workloads = ["llama3-8b"]\n[llm.options]\nworkspace_GiB = 1e308\n', encoding="utf-8")
     result = run("sweep", spec, "--out", tmp_path / "c.h5", "-q")
-    assert_clean_error(result, "[llm.options]", "workspace_GB", "at most 1000 GB")
+    assert_clean_error(result, "[llm.options]", "workspace_GiB", "at most 1000 GiB")
     assert not (tmp_path / "c.h5").exists()

@@ -134,7 +134,7 @@ def summary_tables() -> str:
                             "MFU": f"{r['mfu']:.2f}" if ok else "-",
                             "step [s]": f"{r['step_time']:.2f}" if ok else "-",
                             "DP exposed [s]": f"{r['dp_comm_exposed']:.2f}" if ok else "-",
-                            "GB/GPU": f"{r['memory_per_gpu_GB']:.0f}" if ok else "-",
+                            "GiB/GPU": f"{r['memory_per_gpu_GiB']:.0f}" if ok else "-",
                             "days for 15T tokens": f"{r['train_days']:.0f}" if ok else "-",
                             "cost [M USD]": f"{r['train_cost'] / 1e6:.0f}" if ok else "-",
                         }

@@ -235,14 +235,14 @@ QUERY_COLUMNS = [
     "mfu",
     "step_time",
     "tokens_per_s",
-    "memory_per_gpu_GB",
+    "memory_per_gpu_GiB",
     "cost_per_hour",
 ]
 TRAIN_COLUMNS = ["train_days", "train_cost", "train_energy_MWh"]
 UNITS = {
     "step_time": "s",
     "tokens_per_s": "tokens/s",
-    "memory_per_gpu_GB": "GB",
+    "memory_per_gpu_GiB": "GiB",
     "cost_per_hour": "USD/h",
     "train_days": "days",
     "train_cost": "USD",

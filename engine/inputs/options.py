@@ -520,19 +520,19 @@ LLM_OPTIONS: tuple[Option, ...] = (
         bound=_bytes_per("bytes", "logit"),
     ),
     Option(
-        "workspace_GB",
+        "workspace_GiB",
         "llm",
         "number",
-        "memory per GPU beyond states and activations: CUDA context, NCCL buffers, allocator [1e9 bytes]",
+        "memory per GPU beyond states and activations: CUDA context, NCCL buffers, allocator [GiB, 2^30 bytes]",
         example=4.0,
         slot="OP_WORKSPACE",
         bound=Bound(
             0.0,
             1000.0,
-            "GB",
+            "GiB",
             "more than 3x the largest GPU memory of gpus.csv (GB300, 279 GB); a bound, not a measurement",
         ),
-        encode=lambda value, *_: value * 1e9,
+        encode=lambda value, *_: value * 2.0**30,
     ),
     Option(
         "grad_comm_bytes",

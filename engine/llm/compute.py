@@ -47,13 +47,13 @@ def _defaults() -> dict:
 class LlmOptions:
     """Options of the LLM model, declared in ``inputs.options.LLM_OPTIONS`` (type, bounds,
     documentation, kernel slot; defaults: ``datasets/llm_defaults.toml``).  Bytes per parameter
-    or per value; ``workspace_GB`` in 1e9 bytes; ``attention`` fused or eager."""
+    or per value; ``workspace_GiB`` in GiB (2^30 bytes, as GPUs report memory); ``attention`` fused or eager."""
 
     weight_bytes: float
     grad_bytes: float
     optimizer_bytes: float
     logit_bytes: float
-    workspace_GB: float
+    workspace_GiB: float
     grad_comm_bytes: float
     activation_bytes: float
     overlap_dp: bool
@@ -95,15 +95,19 @@ def framework_state_bytes(family: str, precision: str) -> dict[str, float]:
     """Bytes per parameter of the working weights, gradients and optimizer state of a framework
     family at a precision (``[state_bytes.FAMILY]`` of ``datasets/llm_defaults.toml``: Megatron
     keeps FP32 main gradients, FSDP2 FP32 sharded parameters and gradients; an FP8 precision adds
-    the family's cached FP8 weight copy)."""
+    the family's cached FP8 weight copy), and where the family's table says so the bytes per
+    logit its loss keeps at its peak (``logit_bytes``)."""
     table = _defaults()["state_bytes"]
     row = table.get(family, table["megatron"])
     extra = row.get("fp8_weight_cache_bytes", 0.0) if precision.startswith(("fp8", "mxfp8", "nvfp4")) else 0.0
-    return {
+    out = {
         "weight_bytes": row["weight_bytes"] + extra,
         "grad_bytes": row["grad_bytes"],
         "optimizer_bytes": row["optimizer_bytes"],
     }
+    if "logit_bytes" in row:
+        out["logit_bytes"] = row["logit_bytes"]
+    return out
 
 
 def llm_factor(eff, key: str) -> float:
@@ -115,7 +119,8 @@ def llm_factor(eff, key: str) -> float:
 def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[float, float]:
     """(large-GEMM efficiency [fraction of the dense peak], half-efficiency side [elements]) of
     ``gpu`` at ``precision``: ``[gemm]`` of ``datasets/llm_defaults.toml`` by generation and
-    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor."""
+    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor (and, for an FP8
+    variant, its ``gemm/GENERATION/PRECISION`` factor)."""
     table = _defaults()["gemm"]
     gen = generation(cats, gpu)
     family = "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
@@ -125,6 +130,10 @@ def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[fl
         if key in table["large_efficiency"]
     )
     factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, "gemm")
+    if family == "fp8" and precision != "fp8":
+        # an FP8 variant (current scaling, MXFP8's 32-element blocks, blockwise) also has its
+        # own factor: its scaling kernels and GEMMs run at their own share of the FP8 peak
+        factor *= llm_factor(eff, f"gemm/{gen}/{precision}")
     return min(1.0, value * factor), table["half_side"] * llm_factor(eff, "gemm_half_side")
 
 
@@ -201,6 +210,7 @@ def _forward_seconds(
     attn = causal * flops["attention"] / t / attn_rate
     core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
     elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
+    elementwise += S.moe_permute_bytes(model, moe) / t / hbm
     return gemm + attn + elementwise + core, attn + core
 
 

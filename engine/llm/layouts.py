@@ -229,7 +229,8 @@ def reason_text(
     memory: float = float("nan"),
     capacity: float = float("nan"),
 ) -> str:
-    """The sentence of an invalid-layout reason code."""
+    """The sentence of an invalid-layout reason code (``memory`` and ``capacity`` in bytes; the
+    sentence speaks GiB, 2^30 bytes, as GPUs report memory)."""
     lay = asdict(layout)
     texts = {
         K.REASON_PRECISION: "the GPU has no peak at this precision",
@@ -260,8 +261,8 @@ def reason_text(
             f"the job's {-(-layout.n_gpu // max(domain, 1))} NVLink domains exceed what the fabric's tiers connect"
         ),
         K.REASON_MEMORY: (
-            f"the busiest pipeline stage needs {memory / 1e9:.1f} GB per GPU, more than the "
-            f"{capacity / 1e9:.0f} GB it has"
+            f"the busiest pipeline stage needs {memory / 2**30:.1f} GiB per GPU, more than the "
+            f"{capacity / 2**30:.1f} GiB it allows (its memory and the estimate's margin)"
         ),
     }
     return texts.get(code, f"invalid (reason code {code})") + "."

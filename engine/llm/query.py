@@ -179,7 +179,7 @@ def _row(labels, data, c, batch_tokens: float, tokens: float | None) -> dict:
     )
     row.update(degrees)
     row.update({k: float(data[k][c]) for k in VALUE_FIELDS})
-    row["memory_per_gpu_GB"] = row.pop("memory_per_gpu") / 1e9
+    row["memory_per_gpu_GiB"] = row.pop("memory_per_gpu") / 2**30
     row["cost_per_hour"] = row["cost_per_step"] / row["step_time"] * 3600.0
     if tokens:
         row.update(
@@ -427,7 +427,7 @@ def llm_best(
                     "energy": values["energy_per_step"] / batch,
                     "energy_tokens": values["energy_per_step"] / (batch * seq),
                     "mfu": values["mfu"],
-                    "memory_per_gpu_GB": values["memory_per_gpu"] / 1e9,
+                    "memory_per_gpu_GiB": values["memory_per_gpu"] / 2**30,
                     "bottleneck": max(parts, key=lambda c: parts[c]),
                     "speedup": float("nan"),
                     "layout": layout_label(lay),

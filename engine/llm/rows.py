@@ -105,13 +105,21 @@ ROW_OPTIONS = {"attention": "eager", "overlap_dp": False}
 DEFAULT_RECOMPUTE = "selective"
 
 #: framework families by a word of the ``framework`` cell (first match)
-FAMILIES = (("torchtitan", "torchtitan"), ("deepspeed", "deepspeed"), ("megatron", "megatron"), ("nemo", "megatron"))
+FAMILIES = (
+    ("torchtitan", "torchtitan"),
+    ("deepspeed", "deepspeed"),
+    ("llm-foundry", "foundry"),
+    ("megatron", "megatron"),
+    ("nemo", "megatron"),
+)
 #: what an empty cell means, per family: Megatron-Core's performance recipes (NeMo 2.0 /
 #: Megatron-Bridge: distributed optimizer = ZeRO-1, no recomputation, sequence parallelism with
 #: TP, TE fused attention, overlapped gradient reduce and parameter gather); torchtitan's
 #: defaults (FSDP2 = ZeRO-3, selective activation checkpointing, SDPA flash attention, FSDP
-#: prefetch overlap); DeepSpeed's Megatron-DeepSpeed (ZeRO as stated, full recomputation);
-#: the 2020-2021 Megatron-LM runs (ZeRO-0, selective recomputation, eager attention, no overlap).
+#: prefetch overlap); MosaicML's llm-foundry (Composer's FSDP FULL_SHARD = ZeRO-3, flash
+#: attention, FSDP prefetch overlap, no recomputation unless stated); DeepSpeed's
+#: Megatron-DeepSpeed (ZeRO as stated, full recomputation); the 2020-2021 Megatron-LM runs
+#: (ZeRO-0, selective recomputation, eager attention, no overlap).
 #: Megatron-Core's recipes also overlap the tensor-parallel collectives with the GEMMs
 #: (``tp_comm_overlap``, Transformer Engine userbuffers, with sequence parallelism) where t > 1.
 FAMILY_DEFAULTS = {
@@ -137,6 +145,14 @@ FAMILY_DEFAULTS = {
         "recompute": "full",
         "sp": False,
         "attention": "eager",
+        "overlap_dp": True,
+        "micro_batch": 1,
+    },
+    "foundry": {
+        "zero": 3,
+        "recompute": "none",
+        "sp": False,
+        "attention": "flash",
         "overlap_dp": True,
         "micro_batch": 1,
     },
@@ -188,6 +204,13 @@ class LlmRow:
     peak_memory_GiB: float = math.nan
     run: str = ""
     tp_overlap: bool = False
+    container: str = ""
+
+    @property
+    def software(self) -> str:
+        """The calibration key of the row's software release (``software/FAMILY-VERSION``), empty
+        when the row names none."""
+        return f"software/{self.container}" if self.container else ""
 
     @property
     def n_gpu(self) -> int:
@@ -199,6 +222,19 @@ def run_key(ident: str) -> str:
     """The run a row measures: its id without a ``-tps`` / ``-tflops`` / ``-mfu`` suffix, so the
     twin rows of one published run share it."""
     return re.sub(r"-(tps|tflops|mfu)$", "", ident.strip())
+
+
+#: a container / release version in the ``framework`` cell or the notes ("NeMo 26.08 container",
+#: "NeMo24.03.01.framework", "NeMo (NeMo25.04.rc2)")
+CONTAINER_PATTERN = re.compile(r"(?:NeMo|container)\s?(\d\d\.\d\d(?:\.\d+)?(?:\.rc\d+)?)")
+
+
+def container_of(cells: dict, family: str) -> str:
+    """The software release a row ran, ``FAMILY-VERSION`` (``megatron-26.08``), from its
+    ``framework`` cell, else its notes; empty when neither names one (torchtitan rows name
+    commits, not releases)."""
+    match = CONTAINER_PATTERN.search(_cell(cells, "framework")) or CONTAINER_PATTERN.search(_cell(cells, "notes"))
+    return f"{family}-{match.group(1)}" if match else ""
 
 
 def _cell(cells: dict, column: str) -> str:
@@ -396,6 +432,12 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     if not _cell(cells, "micro_batch") and family != "legacy":
         used.append(f"micro_batch={micro_default}")
     micro = _whole(cells, "micro_batch", origin, 1, micro_default)
+    if family == "torchtitan" and pp > 1 and _cell(cells, "micro_batch") and micro % pp == 0:
+        # torchtitan's micro_batch column is its local batch per data-parallel rank; with
+        # pipeline parallelism it splits it into pipeline_parallel_microbatches, which
+        # defaults to the number of stages
+        micro //= pp
+        used.append(f"micro_batch={micro} (local batch / {pp} pipeline microbatches, torchtitan's default)")
     recompute = _recompute(cells, origin, family, used)
     zero = _whole(cells, "zero_stage", origin, 0, defaults["zero"])
     if not _cell(cells, "zero_stage") and family != "legacy":
@@ -461,6 +503,7 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         _memory(cells, origin),
         run_key(ident),
         tp_overlap,
+        container_of(cells, family),
     )
 
 
@@ -645,7 +688,112 @@ def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None =
         tp_overlap=opts.tp_overlap or row.tp_overlap,
         tp_overlap_fraction=min(1.0, opts.tp_overlap_fraction * llm_factor(eff, "tp_overlap")),
         overlap_efficiency=opts.overlap_efficiency * llm_factor(eff, "overlap"),
-        workspace_GB=opts.workspace_GB * llm_factor(eff, "workspace"),
+        workspace_GiB=opts.workspace_GiB * llm_factor(eff, "workspace"),
         fragmentation=opts.fragmentation + llm_factor(eff, "fragmentation") - 1.0,
     )
-    return predict(row.model, row.layout, row.design, cats, eff, opts)
+    return predict(row.model, row.layout, row.design, cats, software_efficiency(eff, row), opts)
+
+
+def software_efficiency(eff, row: LlmRow):
+    """``eff`` with a calibration's factor on the row's software release (``LlmRow.software``)
+    applied to the rates its kernels reach: the GEMM and attention efficiencies (a release's
+    kernels, fusions and CUDA graphs change how fast the same work runs on the same GPU; the
+    factor is 1 unless ``trust.llmfit`` fitted it on rows of one model and GPU under several
+    releases)."""
+    from paigrid.llm.compute import llm_factor
+
+    factor = llm_factor(eff, row.software) if row.software else 1.0
+    if factor == 1.0:
+        return eff
+    llm = dict(getattr(eff, "llm", None) or {})
+    llm["gemm"] = llm_factor(eff, "gemm") * factor
+    llm["attention"] = llm_factor(eff, "attention") * factor
+    return replace(eff, llm=llm)
+
+
+#: a data-parallel public row (``measured_public_v2.csv``) of the LLM family: llm-foundry's MPT
+#: runs, FSDP over every GPU
+LLM_FAMILY_FRAMEWORKS = ("llm-foundry",)
+#: the inter-server network of a public row's free-text cell: "1600 Gbps node-node interconnect
+#: (RoCE)" is 16 x 100 Gb/s RDMA NICs a server of 8 GPUs (``rdma-100g`` of links.csv)
+PUBLIC_NETWORKS = (("1600 gbps", "rdma-100g", 16),)
+
+
+def is_llm_family(cells: dict[str, str]) -> bool:
+    """True for a data-parallel public row that is an LLM-family job (an MPT run of llm-foundry)."""
+    framework = _cell(cells, "framework").casefold()
+    return _cell(cells, "id").startswith("MPT-") or any(word in framework for word in LLM_FAMILY_FRAMEWORKS)
+
+
+def _note_flag(notes: str, phrase: str) -> bool | None:
+    match = re.search(re.escape(phrase) + r"\s+(true|false)", notes, re.IGNORECASE)
+    return None if match is None else match.group(1).casefold() == "true"
+
+
+def llm_cells_from_public(cells: dict[str, str]) -> dict[str, str]:
+    """An LLM-family row of the data-parallel public schema as the columns of an llm row
+    (``llm_public_v2.csv``'s): one transformer of ``llm_models.csv`` by name, data parallel over
+    every GPU (tensor, pipeline, context degree 1), FSDP's FULL_SHARD as ZeRO-3 and
+    SHARD_GRAD_OP as ZeRO-2, ``batch_per_gpu`` the micro-batch, global batch = micro-batch x
+    accumulation steps x GPUs, "activation checkpointing True" of the notes full recomputation
+    (False: none), pure BF16 ("bf16", "MP mode PURE") at amp-bf16's peak, the network as
+    ``PUBLIC_NETWORKS`` reads it (empty or "not stated": the GPU's default network)."""
+    notes = _cell(cells, "notes")
+    per_node = int(_cell(cells, "gpus_per_node") or 8)
+    nodes = int(_cell(cells, "nodes") or 1)
+    n = per_node * nodes
+    micro = int(float(_cell(cells, "batch_per_gpu") or 1))
+    accum = int(float(_cell(cells, "grad_accum_steps") or 1))
+    checkpointing = _note_flag(notes, "activation checkpointing")
+    network_text = _cell(cells, "network").casefold()
+    network, nics = "", ""
+    for word, link, count in PUBLIC_NETWORKS:
+        if word in network_text and nodes > 1:
+            network, nics = link, str(count)
+    precision = _cell(cells, "precision")
+    return {
+        "id": _cell(cells, "id"),
+        "model": _cell(cells, "model"),
+        "layers": "",
+        "hidden": "",
+        "heads": "",
+        "ffn_hidden": "",
+        "vocab": "",
+        "seq_len": _cell(cells, "seq_len_or_image_size"),
+        "gpu": _cell(cells, "gpu").split(" (")[0].strip(),
+        "gpus_per_node": str(per_node),
+        "nodes": str(nodes),
+        "intra_link": "",
+        "network": network,
+        "nics_per_node": nics,
+        "precision": "amp-bf16" if precision.casefold() == "bf16" else precision,
+        "tensor_parallel": "1",
+        "pipeline_parallel": "1",
+        "context_parallel": "1",
+        "data_parallel": str(n),
+        "zero_stage": "2" if "SHARD_GRAD_OP" in notes else "3",
+        "micro_batch": str(micro),
+        "global_batch": str(micro * accum * n),
+        "recompute": "" if checkpointing is None else ("full" if checkpointing else "none"),
+        "framework": _cell(cells, "framework"),
+        "throughput": _cell(cells, "throughput"),
+        "throughput_unit": _cell(cells, "throughput_unit"),
+        "source": _cell(cells, "source"),
+        "notes": notes,
+    }
+
+
+def public_llm_reason(cells: dict[str, str], cats: Catalogues) -> str:
+    """What the data-parallel public reader says of an LLM-family row: that the LLM model judges
+    it, with its prediction against the measurement (or the LLM reader's reason it cannot)."""
+    row, reason = read_measured(llm_cells_from_public(cells), _cell(cells, "id"), cats)
+    if row is None or reason:
+        return f"LLM-family FSDP run, refused by the LLM model: {reason}"
+    from paigrid.inputs.efficiency import defaults
+
+    predicted = predict_row(row, cats, defaults())["tokens_per_s"]
+    return (
+        f"LLM-family FSDP run, judged by the LLM model (docs/accuracy.md, LLM section): ZeRO-{row.layout.zero} "
+        f"data parallel over {row.n_gpu} GPUs, {predicted:.0f} tokens/s predicted against "
+        f"{row.measured:.0f} measured ({100 * (predicted / row.measured - 1):+.1f}%)"
+    )

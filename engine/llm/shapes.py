@@ -206,6 +206,21 @@ def ffn_activation_bytes(model: Transformer, moe_layer: bool = False) -> float:
     return float(copies * (4 if model.ffn_gated else 2) * ffn)
 
 
+#: bytes moved per routed token copy and hidden feature in a MoE layer's forward pass: the
+#: token dispatcher of Megatron-Core (and torchtitan's) permutes the tokens by destination
+#: rank, sorts the received chunks by local expert, and undoes both on the way back (four
+#: gathers / scatters), each reading and writing 16-bit values: 4 x 2 x 2 bytes
+MOE_PERMUTE_BYTES = 16.0
+
+
+def moe_permute_bytes(model: Transformer, moe_layer: bool = False) -> float:
+    """Bytes per token a MoE layer's token permutations read and write in the forward pass
+    (``MOE_PERMUTE_BYTES`` x routed copies x hidden; 0 in a dense layer) [bytes/token]."""
+    if not (moe_layer and model.moe):
+        return 0.0
+    return MOE_PERMUTE_BYTES * model.capacity_factor * model.experts_per_token * model.hidden
+
+
 def activation_bytes_per_layer(
     model: Transformer,
     micro_batch: float,

@@ -7,13 +7,21 @@ efficiencies, the data-parallel overlap efficiency, the hidden fraction of overl
 tensor-parallel collectives and the fixed per-layer and per-MoE-layer overheads.  A factor of
 1 (log 0) is the default.
 
-The fit is ridge regression in log-parameter space on the rows' log(predicted / measured),
-one Gauss-Newton step from the defaults (the Jacobian by forward differences of the real
-model): ``theta = argmin |r0 + J theta|^2 + lambda |theta|^2``, each factor bounded to
-``BOUNDS`` (``WIDE`` for the fixed overheads).  ``lambda`` is chosen on the training rows
-alone, by leave-one-model-out inside them on the linearised residuals, from ``LAMBDAS``,
-whose largest keeps the defaults: on those inner folds the chosen fit is no worse than none.
-Twin rows of one run (``Measurement.run``) are weighted 1/2 each, so a run counts once.
+The fit is the shrinkage of ``trust.shrinkage`` (the one mechanism of both families): over the
+log-factors theta it minimises the robust (soft-l1, scale ``F_SCALE``) loss of the rows'
+log(predicted / measured) plus ``lambda |theta|^2``, each factor bounded to ``BOUNDS`` (``WIDE``
+for the fixed overheads), on the residuals linearised at the defaults (the Jacobian by forward
+differences of the real model), then linearised again at that fit and refitted
+(``GAUSS_NEWTON_STEPS``).  ``lambda`` is chosen on the training rows alone by
+``shrinkage.choose_strength`` over whole models (``INNER_FOLDS`` folds) on the linearised
+residuals, from ``STRENGTHS``, whose last (inf) keeps the defaults: on those inner folds the
+chosen fit is no worse than none.  Twin rows of one run (``Measurement.run``) are weighted 1/2
+each, so a run counts once.
+
+Beside the model's rates, two kinds of factor describe the software stack: an FP8 variant's
+own GEMM factor (``gemm/GENERATION/PRECISION``: current scaling, MXFP8, blockwise), and a
+software release's (``software/FAMILY-VERSION``, ``llm.rows.software_efficiency``) where the
+rows hold one model on one GPU at one precision under two releases or more.
 
 ``crossval`` reports the held-out error of three fold kinds (leave one model out, one GPU
 generation out, one framework family out): each fold fits on the other rows and predicts its
@@ -31,8 +39,15 @@ import numpy as np
 
 from paigrid.errors import PaigridError
 
-#: ridge strengths tried (per row-weight unit); the last keeps the defaults
-LAMBDAS = (0.01, 0.1, 1.0, 10.0, 1e6)
+#: shrinkage strengths tried (``shrinkage.shrunk_least_squares``'s lambda, in squared log-factor
+#: units against the rows' summed robust loss); inf keeps the defaults
+STRENGTHS = (0.01, 0.1, 1.0, 10.0, math.inf)
+#: inner cross-validation folds (whole models) that choose the strength
+INNER_FOLDS = 5
+#: the robust loss's scale in log units: a row off by more than about 10% counts linearly
+F_SCALE = 0.1
+#: Gauss-Newton steps of the fit (1: linearised at the defaults only)
+GAUSS_NEWTON_STEPS = 2
 #: each factor stays within [1/4, 4] of its default; the fixed overheads, whose defaults are
 #: order-of-magnitude estimates, within [1/4, 16] (``WIDE``)
 BOUNDS = (math.log(0.25), math.log(4.0))
@@ -61,17 +76,41 @@ def parameter_keys(rows) -> list[str]:
     """The factors the rows can inform: a GEMM factor per (generation, precision family) of the
     rows, and the shared ones."""
     gemm = sorted({f"gemm/{r.generation or '*'}/{_family(r.precision)}" for r in rows})
-    return gemm + [
-        "gemm_half_side",
-        "attention",
-        "hbm",
-        "intra",
-        "network",
-        "overlap",
-        "tp_overlap",
-        "overhead",
-        "moe_overhead",
-    ]
+    variants = sorted(
+        {
+            f"gemm/{r.generation or '*'}/{r.precision}"
+            for r in rows
+            if _family(r.precision) == "fp8" and r.precision != "fp8"
+        }
+    )
+    return (
+        gemm
+        + variants
+        + software_keys(rows)
+        + [
+            "gemm_half_side",
+            "attention",
+            "hbm",
+            "intra",
+            "network",
+            "overlap",
+            "tp_overlap",
+            "overhead",
+            "moe_overhead",
+        ]
+    )
+
+
+def software_keys(rows) -> list[str]:
+    """The software-release factors the rows can inform (``llm.rows.LlmRow.software``): only a
+    release that some model, GPU and precision of the rows ran under another release too, so
+    that the factor measures the release, not the model or the GPU."""
+    releases = defaultdict(set)
+    for r in rows:
+        llm = getattr(r, "llm_row", None)
+        if llm is not None and llm.software:
+            releases[(llm.model.name, llm.design.gpu, llm.design.precision)].add(llm.software)
+    return sorted({key for keys in releases.values() if len(keys) > 1 for key in keys})
 
 
 def _with(eff, factors: dict[str, float]):
@@ -91,42 +130,81 @@ def _weights(rows) -> np.ndarray:
     return np.array([1.0 / counts[r.run or r.id] for r in rows])
 
 
-def _linearise(rows, cats, eff, keys: list[str]):
-    """(r0, J): log(predicted / measured) at the defaults and its derivative by each log-factor."""
+def _linearise(rows, cats, eff, keys: list[str], at: dict[str, float] | None = None):
+    """(r0, J): log(predicted / measured) at the factors ``at`` (default: the defaults) and its
+    derivative by each log-factor (forward differences of the real model)."""
+    at = at or {}
     measured = np.array([r.measured for r in rows])
-    base = np.log(_predict(rows, cats, eff, {}) / measured)
+    base = np.log(_predict(rows, cats, eff, at) / measured)
     jac = np.zeros((len(rows), len(keys)))
     for j, key in enumerate(keys):
-        shifted = np.log(_predict(rows, cats, eff, {key: math.exp(STEP)}) / measured)
+        shifted = np.log(_predict(rows, cats, eff, {**at, key: at.get(key, 1.0) * math.exp(STEP)}) / measured)
         jac[:, j] = (shifted - base) / STEP
     return base, jac
 
 
-def _ridge(r0, jac, w, strength: float, keys: list[str] | None = None) -> np.ndarray:
-    sw = np.sqrt(w)[:, None]
-    a, b = jac * sw, -r0 * sw[:, 0]
-    theta = np.linalg.solve(a.T @ a + strength * np.eye(jac.shape[1]), a.T @ b)
-    low = np.array([WIDE.get(k, BOUNDS)[0] for k in keys]) if keys else BOUNDS[0]
-    high = np.array([WIDE.get(k, BOUNDS)[1] for k in keys]) if keys else BOUNDS[1]
-    return np.clip(theta, low, high)
+def _bounds(keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) log-factor bounds of ``keys`` (``BOUNDS``, ``WIDE`` for the overheads)."""
+    low = np.array([WIDE.get(k, BOUNDS)[0] for k in keys])
+    high = np.array([WIDE.get(k, BOUNDS)[1] for k in keys])
+    return low, high
 
 
-def _choose_strength(r0, jac, w, groups: list[str], keys: list[str] | None = None) -> float:
-    """The ridge strength with the least weighted median-free squared held-out residual of
-    leave-one-group-out on these rows (linearised)."""
-    names = sorted(set(groups))
-    if len(names) < 2:
-        return LAMBDAS[-1]
-    best, best_loss = LAMBDAS[-1], math.inf
-    for strength in LAMBDAS:
-        loss = 0.0
-        for name in names:
-            out = np.array([g == name for g in groups])
-            theta = _ridge(r0[~out], jac[~out], w[~out], strength, keys)
-            loss += float(np.sum(w[out] * (r0[out] + jac[out] @ theta) ** 2))
-        if loss < best_loss - 1e-12:
-            best, best_loss = strength, loss
-    return best
+def fit_linearised(r0, jac, w, strength: float, keys: list[str], at=None) -> np.ndarray:
+    """The log-factors of ``shrinkage.shrunk_least_squares`` on the linearised residuals
+    ``r0 + J (theta - at)`` (``at``: where they were linearised, default the defaults), each
+    row's residual weighted by sqrt(w), shrunk toward the defaults (theta = 0) with ``strength``
+    and bounded by ``BOUNDS`` / ``WIDE``."""
+    from paigrid.trust.shrinkage import shrunk_least_squares
+
+    at = np.zeros(jac.shape[1]) if at is None else np.asarray(at, dtype=float)
+    sw = np.sqrt(np.asarray(w, dtype=float))
+    low, high = _bounds(keys)
+    result = shrunk_least_squares(
+        lambda x: sw * (r0 + jac @ (x - at)),
+        lambda x: sw[:, None] * jac,
+        np.zeros(jac.shape[1]),
+        low,
+        high,
+        strength,
+        f_scale=F_SCALE,
+    )
+    return np.clip(result.x, low, high)
+
+
+def choose_llm_strength(r0, jac, w, groups: list[str], keys: list[str]) -> float:
+    """The shrinkage strength (``STRENGTHS``, inf = the defaults) that ``shrinkage.choose_strength``
+    picks by cross-validation over whole ``groups`` (models) of these rows, on the linearised
+    residuals."""
+    from paigrid.trust.shrinkage import choose_strength
+
+    def held_out(train, test, strength):
+        theta = fit_linearised(r0[train], jac[train], w[train], strength, keys)
+        return r0[test] + jac[test] @ theta
+
+    k = min(INNER_FOLDS, len(set(groups)))
+    if k < 2:
+        return math.inf
+    return choose_strength(len(r0), groups, held_out, STRENGTHS, k).strength
+
+
+def _fit(rows, cats, eff, keys: list[str], r0, jac, steps: int = 1) -> tuple[float, np.ndarray]:
+    """(strength, log-factors) fitted to ``rows`` from their linearisation at the defaults; with
+    ``steps`` > 1 the real model is linearised again at the fit (Gauss-Newton) and refitted at
+    the same strength, so a factor far from 1 is fitted where the model's response is measured."""
+    w = _weights(rows)
+    strength = choose_llm_strength(r0, jac, w, [r.model for r in rows], keys)
+    theta = fit_linearised(r0, jac, w, strength, keys)
+    for _ in range(steps - 1):
+        if math.isinf(strength) or not np.any(theta):
+            break
+        r1, j1 = _linearise(rows, cats, eff, keys, _factors(keys, theta))
+        theta = fit_linearised(r1, j1, w, strength, keys, at=theta)
+    return strength, theta
+
+
+def _factors(keys: list[str], theta) -> dict[str, float]:
+    return {k: float(math.exp(t)) for k, t in zip(keys, theta) if abs(t) > 1e-9}
 
 
 def fit_llm(rows, cats, eff, linear=None) -> LlmFit:
@@ -136,12 +214,27 @@ def fit_llm(rows, cats, eff, linear=None) -> LlmFit:
         raise PaigridError("calibrate needs at least two llm rows the model predicts.")
     keys = parameter_keys(rows)
     r0, jac = linear if linear is not None else _linearise(rows, cats, eff, keys)
-    w = _weights(rows)
-    strength = _choose_strength(r0, jac, w, [r.model for r in rows], keys)
-    theta = _ridge(r0, jac, w, strength, keys)
-    factors = {k: float(math.exp(t)) for k, t in zip(keys, theta) if abs(t) > 1e-9}
+    strength, theta = _fit(rows, cats, eff, keys, r0, jac, GAUSS_NEWTON_STEPS)
+    factors = _factors(keys, theta)
     measured = np.array([r.measured for r in rows])
     return LlmFit(factors, strength, rows, np.exp(r0) * measured, _predict(rows, cats, eff, factors))
+
+
+def public_llm_measurements(path, cats) -> list:
+    """The LLM-family rows of a data-parallel public file (``measured_public_v2.csv``) as llm
+    Measurements (``trust.measurements``), refused ones with their reason, for the LLM
+    accuracy section and its cross-validation."""
+    from paigrid.inputs.catalog import csv_table
+    from paigrid.llm.rows import is_llm_family, llm_cells_from_public
+    from paigrid.trust.measurements import _llm as llm_measurement  # the llm row kind's reader
+    from paigrid.userfiles import read_text
+
+    _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file")
+    return [
+        llm_measurement(llm_cells_from_public(cells), cats, f"{path} line {line}")
+        for line, cells in table
+        if is_llm_family(cells)
+    ]
 
 
 def fold_of(row, kind: str) -> str:
@@ -172,10 +265,8 @@ def crossval(rows, cats, eff) -> dict:
             train = [r for r, t in zip(rows, test) if not t]
             if not train:
                 continue
-            w = _weights(train)
-            strength = _choose_strength(r0_all[~test], jac_all[~test], w, [r.model for r in train], keys)
-            theta = _ridge(r0_all[~test], jac_all[~test], w, strength, keys)
-            factors = {k: float(math.exp(t)) for k, t in zip(keys, theta) if abs(t) > 1e-9}
+            strength, theta = _fit(train, cats, eff, keys, r0_all[~test], jac_all[~test], GAUSS_NEWTON_STEPS)
+            factors = _factors(keys, theta)
             held = [r for r, t in zip(rows, test) if t]
             predicted = _predict(held, cats, eff, factors)
             runs = defaultdict(list)
@@ -226,7 +317,7 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
         from paigrid.llm.compute import LlmOptions
 
         workspace, fragmentation = fit_memory(points)
-        result.factors["workspace"] = workspace * 2**30 / 1e9 / LlmOptions.defaults().workspace_GB
+        result.factors["workspace"] = workspace / LlmOptions.defaults().workspace_GiB
         result.factors["fragmentation"] = 1.0 + fragmentation
         memory_note = (
             f"memory fitted on {len(points)} row(s) that report peak memory: workspace "
@@ -236,8 +327,8 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
     refused = sum(1 for r in rows if r.refused)
     lines = [
         f"fitted {len(result.factors)} LLM factor(s) to {len(result.rows)} llm row(s) "
-        f"({refused} refused row(s) left out; ridge in log-factor space toward the sourced defaults, "
-        f"strength {result.strength:g} chosen by leave-one-model-out on these rows)",
+        f"({refused} refused row(s) left out; trust.shrinkage's robust fit in log-factor space shrunk toward "
+        f"the sourced defaults, strength {result.strength:g} chosen by cross-validation over the rows' models)",
         "factor                          value",
     ]
     lines += [f"{key:30s}  {value:.3f}" for key, value in sorted(result.factors.items())] or ["(none: the defaults)"]
@@ -263,8 +354,8 @@ def memory_points(rows, cats, eff) -> list[dict]:
         llm = getattr(r, "llm_row", None)
         if r.refused or llm is None or not math.isfinite(llm.peak_memory_GiB):
             continue
-        bare = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=0.0))
-        doubled = replace(llm, options=replace(llm.options, workspace_GB=0.0, fragmentation=1.0))
+        bare = replace(llm, options=replace(llm.options, workspace_GiB=0.0, fragmentation=0.0))
+        doubled = replace(llm, options=replace(llm.options, workspace_GiB=0.0, fragmentation=1.0))
         base = predict_row(bare, cats, eff)["memory_per_gpu"] / 2**30
         activations = predict_row(doubled, cats, eff)["memory_per_gpu"] / 2**30 - base
         out.append(
@@ -286,7 +377,8 @@ MEMORY_BOUNDS = ((0.5, 8.0), (0.0, 1.0))
 
 
 def fit_memory(points: list[dict]) -> tuple[float, float]:
-    """(workspace GiB, fragmentation) minimising the squared relative error of
+    """(workspace GiB, fragmentation) minimising the absolute relative error (robust: a few
+    rows the estimate misses by a third do not drag the others) of
     ``base + workspace + fragmentation x activations`` against the reported peaks, bounded by
     ``MEMORY_BOUNDS`` (a small grid refined once: two parameters)."""
     if not points:
@@ -294,7 +386,7 @@ def fit_memory(points: list[dict]) -> tuple[float, float]:
     best = (math.inf, 0.0, 0.0)
     for w in np.linspace(*MEMORY_BOUNDS[0], 81):
         for f in np.linspace(*MEMORY_BOUNDS[1], 101):
-            loss = sum(((p["base"] + w + f * p["activations"]) / p["reported"] - 1.0) ** 2 for p in points)
+            loss = sum(abs((p["base"] + w + f * p["activations"]) / p["reported"] - 1.0) for p in points)
             best = min(best, (loss, float(w), float(f)))
     return best[1], best[2]
 

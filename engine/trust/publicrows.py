@@ -58,8 +58,9 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
 * ``framework``, ``notes``, ``data_pipeline``: the settings of ``settings.row_settings``.
 * rows whose notes say DOUBTFUL are read and kept apart (``PublicReading.doubtful``): reported,
   left out of fits and summaries unless ``include_doubtful``.
-* the MPT rows (llm-foundry, FSDP) are LLM-family: listed with the reason that the LLM row kind
-  needs their shape (``llm_models.csv`` has none).
+* the MPT rows (llm-foundry, FSDP) are LLM-family: the LLM model predicts them as ZeRO-3 data
+  parallel layouts (``llm.rows.public_llm_reason``; docs/accuracy.md judges them in its LLM
+  section), and they are listed here with that prediction as their reason.
 """
 
 from __future__ import annotations
@@ -430,12 +431,10 @@ def _optimizer(cell: str, cats: Catalogues) -> str:
 
 def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[str], cache: dict) -> dict[str, str]:
     """The row in the strict schema of ``measurements.py``, every awkward value decided."""
-    if (cells.get("id") or "").startswith("MPT-") or "llm-foundry" in (cells.get("framework") or ""):
-        raise NotModelled(
-            "LLM-family FSDP run (ZeRO-3 data parallel): the llm row kind needs its transformer "
-            "shape (layers, hidden, heads, FFN, vocabulary), which datasets/llm_models.csv does "
-            "not hold for MPT"
-        )
+    from paigrid.llm.rows import is_llm_family, public_llm_reason
+
+    if is_llm_family(cells):  # the LLM model judges it; its reason carries that prediction
+        raise NotModelled(public_llm_reason(cells, cats))
     if not (cells.get("batch_per_gpu") or "").strip():
         raise NotModelled("batch per GPU not stated")
     gpus_per_node, nodes = int(cells["gpus_per_node"]), int(cells["nodes"])
