@@ -271,9 +271,14 @@ def families_of(path: str | Path) -> list[str]:
     is no cube (``open_cube``'s sentences)."""
     import h5py
 
+    from paigrid.userfiles import input_problem
+
     path = Path(path)
     if not path.exists():
         open_cube(path)  # its sentence for a missing or unfinished cube
+    problem = input_problem(path)  # a FIFO or a device would never end: refused before HDF5 waits on it
+    if problem:
+        raise PaigridError(f"{path} is not a readable HDF5 cube: {problem}.")
     try:
         with h5py.File(path, "r") as f:
             families = cube_families(f.attrs, has_root_jobs="block_done" in f and "job" in f)

@@ -235,6 +235,27 @@ def output_target(path: str | Path) -> OutputTarget:
     return OutputTarget(given, real, False, "file")
 
 
+def check_output_is_no_input(out: str | Path, inputs) -> None:
+    """One sentence when the output ``out`` is one of ``inputs`` (pairs of what the file is and its
+    path, None for none): paigrid never writes its result over a file it reads (``sweep spec.toml
+    -o spec.toml`` would replace the spec by the cube).  A link to an input counts as the input."""
+    try:
+        out_id = os.stat(out)
+    except OSError:
+        return  # a new file: no input can be it
+    for what, path in inputs:
+        if path is None or str(path) == "":
+            continue
+        try:
+            same = os.path.samestat(out_id, os.stat(path))
+        except OSError:
+            continue
+        if same:
+            raise PaigridError(
+                f"the output {out} is {what}; paigrid does not write over a file it reads: give another output path."
+            )
+
+
 def check_writable_file(path: str | Path) -> OutputTarget:
     """One sentence for an output file that cannot be written, before any work is done; returns
     where it goes (``output_target``)."""

@@ -105,6 +105,15 @@ def catalogue_default(cats: Catalogues, gpu: str, column: str) -> int:
     return DEFAULT_SERVER_GPUS
 
 
+def _once(names: list[str], dim: str, origin: str) -> list[str]:
+    """``names`` (resolved catalogue names), one sentence when two of them are one entry (an alias
+    and its name): a grid value given twice would sweep the same cells twice."""
+    twice = [name for k, name in enumerate(names) if name in names[:k]]
+    if twice:
+        raise PaigridError(f"{origin}: grid.{dim} names {twice[0]} twice (an alias and its name, or a repeat).")
+    return names
+
+
 def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: Efficiency) -> LlmGrid:
     """The LLM family's grid of ``spec``: the [grid] keys it shares with the data-parallel family
     where given (``inputs.spec.GRID_KEYS``), else this family's defaults; its [llm] table's
@@ -117,11 +126,13 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     options = LlmOptions.defaults().with_items(
         {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
     )
-    gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
+    gpus = _once([cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)], "gpu", spec.origin)
     n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
     domain = spec.domain or sorted({catalogue_default(cats, g, "nvlink_domain_GPUs") for g in gpus})
-    networks = list(dict.fromkeys(resolve_network(n, cats) for n in (spec.network or DEFAULT_NETWORKS)))
-    precision = list(dict.fromkeys(cats.precisions.resolve(p) for p in (spec.precision or DEFAULT_PRECISIONS)))
+    networks = _once([resolve_network(n, cats) for n in (spec.network or DEFAULT_NETWORKS)], "network", spec.origin)
+    precision = _once(
+        [cats.precisions.resolve(p) for p in (spec.precision or DEFAULT_PRECISIONS)], "precision", spec.origin
+    )
     per_node = [spec.gpus_per_node or catalogue_default(cats, g, "gpus_per_server") for g in gpus]
     layouts = layout_axis([j.model for j in jobs], n_gpu, space)
     if not layouts:

@@ -331,6 +331,8 @@ class SpaceKey:
     choices: tuple = ()
 
 
+#: the largest degree or size an [llm] key takes (a GPU count's bound: no degree exceeds the GPUs)
+MAX_SPACE_VALUE = 2**31 - 1
 SPACE_KEYS = (
     SpaceKey("max_tp", "int", "largest tensor degree tried (powers of two up to it)"),
     SpaceKey("pp", "ints", "pipeline degrees tried (empty: every divisor that fits the layers)"),
@@ -363,17 +365,26 @@ def space_from_table(table: dict, origin: str) -> Space:
         key = known[name]
         where = f"{origin}: llm.{name}"
         if key.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int) or value < key.least:
-                raise PaigridError(f"{where} must be a whole number >= {key.least}, not {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, int) or not key.least <= value <= MAX_SPACE_VALUE:
+                raise PaigridError(
+                    f"{where} must be a whole number from {key.least} to {MAX_SPACE_VALUE}, not {value!r}."
+                )
             values[name] = value
             continue
         if not isinstance(value, list) or (not value and name != "pp"):
             raise PaigridError(f"{where} must be a non-empty list ({key.doc}).")
         for v in value:
             if key.kind == "ints" and (
-                isinstance(v, bool) or not isinstance(v, int) or v < key.least or (key.choices and v not in key.choices)
+                isinstance(v, bool)
+                or not isinstance(v, int)
+                or not key.least <= v <= MAX_SPACE_VALUE
+                or (key.choices and v not in key.choices)
             ):
-                allowed = ", ".join(map(str, key.choices)) if key.choices else f"whole numbers >= {key.least}"
+                allowed = (
+                    ", ".join(map(str, key.choices))
+                    if key.choices
+                    else f"whole numbers from {key.least} to {MAX_SPACE_VALUE}"
+                )
                 raise PaigridError(f"{where} takes {allowed}, not {v!r}.")
             if key.kind == "words" and v not in key.choices:
                 raise PaigridError(f"{where} takes {', '.join(key.choices)}, not {v!r}.")
