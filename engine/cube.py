@@ -218,18 +218,20 @@ def damage(path: str | Path, exc: BaseException | None = None) -> PaigridError:
         path = partial_path(path)
     try:
         with h5py.File(path, "r") as f:
-            jobs = decode_strings(f["job"][:]) if "job" in f else []
-            for name, dataset in f.items():
-                if not isinstance(dataset, h5py.Dataset) or dataset.chunks is None or dataset.ndim == 0:
-                    continue
-                for chunk in dataset.iter_chunks():
-                    try:
-                        dataset[chunk]
-                    except (OSError, RuntimeError):
-                        return PaigridError(
-                            f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
-                            f"of {name} fails its checksum."
-                        )
+            groups = [("", f)] + ([("llm/", f["llm"])] if isinstance(f.get("llm"), h5py.Group) else [])
+            for prefix, group in groups:  # the root (data-parallel family), then the group llm
+                jobs = decode_strings(group["job"][:]) if "job" in group else []
+                for name, dataset in group.items():
+                    if not isinstance(dataset, h5py.Dataset) or dataset.chunks is None or dataset.ndim == 0:
+                        continue
+                    for chunk in dataset.iter_chunks():
+                        try:
+                            dataset[chunk]
+                        except (OSError, RuntimeError):
+                            return PaigridError(
+                                f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
+                                f"of {prefix}{name} fails its checksum."
+                            )
     except (OSError, RuntimeError, KeyError, ValueError):
         pass
     reason = f" ({str(exc).strip().rstrip('.')})" if exc is not None and str(exc).strip() else ""

@@ -159,11 +159,11 @@ def _open_llm_dataset(path, chunks, group: str) -> xr.Dataset:
     open_llm(path).close()  # the checks and their sentences
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", group="llm", chunks=chunks)
-    except (OSError, ValueError) as exc:
-        raise PaigridError(f"xarray cannot open {path} group llm ({exc}).") from None
-    with xr.open_dataset(path, engine="h5netcdf") as root:
-        ds.attrs["mode"] = root.attrs.get("mode", "full")
-    return ds
+        with xr.open_dataset(path, engine="h5netcdf") as root:
+            ds.attrs["mode"] = root.attrs.get("mode", "full")
+    except (OSError, ValueError, RuntimeError, KeyError, AttributeError) as exc:
+        raise damage(path, exc) from None
+    return _guarded(ds, path)  # a damaged chunk of the group: the CLI's sentence naming it
 
 
 def present(ds: xr.Dataset) -> xr.Dataset:
