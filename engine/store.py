@@ -59,7 +59,7 @@ from paigrid.schema import (
     partial_path,
     str_attr,
 )
-from paigrid.userfiles import fault_point, sync_folder
+from paigrid.userfiles import fault_point, new_file_mode, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
 #: a chunk of the cube variables holds at least about this much float32 (unless a block's jobs
@@ -205,8 +205,15 @@ class CubeWriter:
         # that this writer holds it: it flushes it itself and writes blocks straight to its datasets.
         # track_order: the creation order netCDF-4 needs, as h5netcdf sets it on files it creates.
         if resume:  # checked read-only first: a refused resume leaves the file byte for byte as it was
-            with h5py.File(self.tmp, "r") as probe:
-                self._check_resumable(provenance, probe.attrs)
+            try:
+                with h5py.File(self.tmp, "r") as probe:
+                    probe.visit(lambda name: None)  # every object header: damaged metadata fails here
+                    self._check_resumable(provenance, probe.attrs)
+            except (OSError, RuntimeError, KeyError):
+                raise PaigridError(
+                    f"{self.tmp} cannot be resumed: its metadata is damaged (as when the disk filled while HDF5 "
+                    "was writing); delete it and run the sweep again without --resume."
+                ) from None
         self.h5 = h5py.File(self.tmp, "r+") if resume else h5py.File(self.creating, "w", track_order=True)
         try:
             self.file = h5netcdf.File(self.h5, "r+" if resume else "w")
@@ -721,6 +728,7 @@ class CubeWriter:
         self.file.close()
         self.h5.close()
         fault_point("before-finish")
+        os.chmod(self.tmp, new_file_mode(self.path))  # a cube swept again keeps its file's permissions
         os.replace(self.tmp, self.path)
         sync_folder(self.path.parent if str(self.path.parent) else ".")
         return self.path

@@ -281,6 +281,99 @@ case(
 case("predict-workload-long", ["predict", "--workload", "w" * 100_000, *PREDICT[3:]], {}, "100,000 characters")
 
 
+# --- the unified commands with LLM jobs: the same kinds as above --------------------------------------
+LLM_SPEC = 'workloads = ["llama3-8b"]\n[grid]\ngpu = ["H100"]\nn_gpu = [8]\n'
+for id, text, fragment in (
+    ("gpu-alias-twice", LLM_SPEC.replace('["H100"]', '["H100", "H100-SXM5-80GB"]'), "names H100-SXM5-80GB twice"),
+    ("precision-twice", LLM_SPEC + 'precision = ["amp-bf16", "amp-bf16"]\n', "names amp-bf16 twice"),
+    ("network-alias-twice", LLM_SPEC + 'network = ["ib-ndr-400g", "IB-NDR-400G"]\n', "twice"),
+    ("network-empty-name", LLM_SPEC + 'network = [""]\n', "unknown network ''"),
+    ("n-gpu-beyond-int64", LLM_SPEC.replace("[8]", f"[{HUGE}]"), "from 1 to"),
+    ("n-gpu-trillion", LLM_SPEC.replace("[8]", "[1000000000000]"), "from 1 to"),
+    ("max-tp-beyond-int64", LLM_SPEC + f"[llm]\nmax_tp = {HUGE}\n", "llm.max_tp"),
+    ("pp-beyond-int64", LLM_SPEC + f"[llm]\npp = [{HUGE}]\n", "llm.pp"),
+    ("micro-batch-twice", LLM_SPEC + "[llm]\nmicro_batch = [1, 1]\n", "twice"),
+    ("recompute-empty", LLM_SPEC + "[llm]\nrecompute = []\n", "llm.recompute"),
+    ("option-nan", LLM_SPEC + '[llm.options]\nworkspace_GB = "nan"\n', "workspace_GB"),
+    ("option-inf", LLM_SPEC + "[llm.options]\nweight_bytes = 1e400\n", "weight_bytes"),
+    ("option-line-break", LLM_SPEC + '[llm.options]\nattention = "flash\\neager"\n', "flash\\neager"),
+    ("nics-inf", LLM_SPEC + "nics_per_gpu = inf\n", "nics_per_gpu"),
+):
+    case(f"unified-sweep-llm-{id}", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"], {"s.toml": text}, fragment)
+case(
+    "unified-sweep-workloads-empty",
+    ["sweep", f"{W}/spec.toml", "--workloads", "", "--out", f"{T}/o.h5", "-q"],
+    {},
+    "--workloads is empty",
+)
+case(
+    "unified-sweep-workloads-empty-name",
+    ["sweep", f"{W}/spec.toml", "--workloads", "llama3-8b,,resnet50", "--out", f"{T}/o.h5", "-q"],
+    {},
+    "names an empty job",
+)
+case("unified-predict-network-empty", [*UNIFIED, "--tp", "8", "--network", ""], {}, "unknown network ''")
+case("unified-predict-precision-empty", [*UNIFIED, "--tp", "8", "--precision", ""], {}, "unknown precision ''")
+case("unified-predict-json-invalid-layout", [*UNIFIED, "--tp", "3", "--json"], {}, "not a multiple of tp")
+case("unified-predict-json-no-memory", [*UNIFIED, "--json"], {}, ("invalid layout", "GB per GPU"))
+case(
+    "unified-predict-layout-beyond-int64",
+    [*UNIFIED, "--layout", f"tp{HUGE}-pp1-v1-cp1-ep1-mb1-zero1-none-sp"],
+    {},
+    "does not divide 8 GPUs",
+)
+case("unified-predict-calibration-for-llm", [*UNIFIED, "--calibration", f"{W}/calib.toml"], {}, "--calibration")
+case("llm-models-json-and-csv", ["llm", "models", "--json", "--csv"], {}, "--json")
+case("unified-query-fifo", ["query", f"{T}/f", "--best-arch"], {"f": ("fifo",)}, "FIFO")
+case("unified-query-socket", ["query", f"{T}/f", "--best-arch", "--tokens", "1e12"], {"f": ("socket",)}, "socket")
+case("unified-info-fifo", ["info", f"{T}/f"], {"f": ("fifo",)}, "FIFO")
+case("unified-report-fifo", ["report", f"{T}/f", "--out", f"{T}/r"], {"f": ("fifo",)}, "FIFO")
+case("unified-query-tokens-inf", ["query", f"{W}/cube.h5", "--best-arch", "--tokens", "inf"], {}, "finite")
+case("unified-query-tokens-overflow", ["query", f"{W}/cube.h5", "--best-arch", "--tokens", "1e400"], {}, "finite")
+case("unified-query-per-unknown", ["query", f"{W}/cube.h5", "--best-arch", "--per", "layout"], {}, "--per")
+
+# --- an output that is one of the command's inputs: never written over --------------------------------
+case(
+    "sweep-out-is-the-spec",
+    ["sweep", f"{T}/s.toml", "--out", f"{T}/s.toml", "-q"],
+    {"s.toml": LLM_SPEC},
+    "is the spec file",
+)
+case(
+    "sweep-out-is-the-calibration",
+    ["sweep", f"{W}/spec.toml", "--calibration", f"{T}/c.toml", "--out", f"{T}/c.toml", "-q"],
+    {"c.toml": "[link_efficiency]\nnvswitch = 0.5\n"},
+    "is the calibration file",
+)
+case(
+    "sweep-out-is-a-catalogue",
+    ["sweep", f"{W}/spec.toml", "--catalogue", f"gpus={W}/gpus.csv", "--out", f"{W}/gpus.csv", "-q"],
+    {},
+    "is the gpus catalogue",
+)
+case(
+    "calibrate-out-is-the-measurements",
+    ["calibrate", f"{W}/measurements.csv", "--out", f"{W}/measurements.csv"],
+    {},
+    "is the measurements file",
+)
+case(
+    "trace-import-out-is-a-table",
+    ["trace", "import", f"{W}/trace", "--out", f"{W}/trace/pai_job_table.csv"],
+    {},
+    "is the trace table pai_job_table.csv",
+)
+
+# --- text outputs that are FIFOs nobody reads: refused at once, never waited on -------------------------
+for what, args in (
+    ("study-spec", ["study-spec", "--out", f"{T}/f"]),
+    ("population", ["population", "--jobs", "3", "--out", f"{T}/f"]),
+    ("population-llm", ["population", "--jobs", "3", "--llm-share", "0.5", "--out", f"{T}/f"]),
+    ("trace-import", ["trace", "import", f"{W}/trace", "--out", f"{T}/f"]),
+):
+    case(f"out-fifo-no-reader-{what}", args, {"f": ("fifo",)}, "no process is reading")
+
+
 # --- the world and the runner ---------------------------------------------------------------------------
 def _make(folder: Path, name: str, content) -> None:
     path = folder / name

@@ -333,11 +333,11 @@ def output_format(json_out: bool, csv_out: bool) -> str:
 
 def workloads_arg(text: str):
     """A workloads argument: a CSV path, or comma-separated catalogue names."""
+    names = [t.strip() for t in text.split(",")]
+    if not any(names):  # before the path test: Path("") is the current folder
+        raise PaigridError("--workloads is empty; give job names (comma-separated) or a CSV file.")
     if text.endswith(".csv") or Path(text).exists():
         return text
-    names = [t.strip() for t in text.split(",")]
-    if not any(names):
-        raise PaigridError("--workloads is empty; give job names (comma-separated) or a CSV file.")
     if not all(names):
         raise PaigridError(f"--workloads {quoted(text)} names an empty job (two commas, or one at an end).")
     return names
