@@ -5,6 +5,13 @@ never end (FIFOs, devices, sockets), numbers beyond int64 or not finite, line br
 one sentence on stderr, print nothing on stdout and leave every file as it was (as in
 ``test_hostile.py``).
 
+The unified commands with LLM jobs (``paigrid sweep`` of a spec naming LLM models, ``predict``
+of an LLM job, ``query``/``info``/``report`` of a cube with an ``llm`` group) get the same kinds;
+an output that is one of the command's inputs is refused, and so is a text output that is a
+FIFO nobody reads.  Two tests keep the corpus whole: every CLI command must have a case here or
+in ``test_hostile.py``, and every public callable of the Python API (and of its ``ds.paigrid``
+accessor) one in ``API_CASES``.
+
 Then the kinds that are not one sentence but must hold: text written back (CSV cells that a
 spreadsheet would run, control characters in a table), the Python API's sentences, a resume
 that says what changed, trace tables with a byte-order mark or rows the population reader would
@@ -762,3 +769,194 @@ def test_a_command_that_prints_nothing_runs_with_stdout_closed(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "s.toml").read_text().startswith(("#", "[", "jobs", "workloads"))
+
+
+# --- text outputs that are streams: bounded, never waited on ----------------------------------------------
+def test_a_fifo_whose_reader_stops_reading_ends_in_one_sentence(tmp_path, monkeypatch):
+    """A reader that opened the FIFO and reads nothing: once the pipe's buffer is full the write
+    would wait forever; after ``STREAM_STALL_SECONDS`` without progress it is one sentence."""
+    import paigrid.userfiles as userfiles
+
+    monkeypatch.setattr(userfiles, "STREAM_STALL_SECONDS", 0.5)
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, never read
+    try:
+        code, stdout, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
+    finally:
+        os.close(reader)
+    assert_one_sentence(code, stderr, "its reader took no text for 0.5 s", "bytes written")
+    assert stdout == "" and fifo.is_fifo() and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_a_fifo_whose_reader_went_away_ends_in_one_sentence(tmp_path, monkeypatch):
+    """The reader closes the FIFO after the first piece: the rest cannot be written (a broken
+    pipe), which is one sentence, not a traceback or a silent success."""
+    import paigrid.userfiles as userfiles
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    real_write = os.write
+
+    def write_then_reader_gone(fd, data):
+        written = real_write(fd, data)
+        with contextlib.suppress(OSError):
+            os.close(reader)
+        return written
+
+    monkeypatch.setattr(userfiles.os, "write", write_then_reader_gone)
+    code, _, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
+    monkeypatch.undo()
+    assert_one_sentence(code, stderr, "its reader closed it before the end")
+    assert fifo.is_fifo()
+
+
+def test_a_fifo_with_a_reader_receives_the_whole_text(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader is there before paigrid writes
+    received = []
+
+    def read_all():  # until the text and then its end (before paigrid opens the FIFO, a read sees an end too)
+        import select
+        import time
+
+        chunks = []
+        while select.select([reader], [], [], 60)[0]:
+            data = os.read(reader, 1 << 16)
+            if data:
+                chunks.append(data)
+            elif chunks:
+                break
+            else:
+                time.sleep(0.01)
+        os.close(reader)
+        received.append(b"".join(chunks))
+
+    thread = threading.Thread(target=read_all)
+    thread.start()
+    code, _, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
+    thread.join(timeout=60)
+    assert code == 0, stderr
+    rows = list(csv.DictReader(io.StringIO(received[0].decode())))
+    assert len(rows) == 3000 and fifo.is_fifo()
+
+
+# --- whole numbers of the public files: bounded, a row refused, never a crash --------------------------------
+PUBLIC = Path(__file__).resolve().parent.parent / "datasets"
+
+
+@pytest.mark.parametrize(
+    "name,column",
+    [
+        ("llm_public.csv", "layers"),
+        ("llm_public.csv", "seq_len"),
+        ("llm_public.csv", "micro_batch"),
+        ("llm_public_v2.csv", "hidden"),
+        ("llm_public_v2.csv", "layers"),
+        ("llm_public_v2.csv", "seq_len"),
+        ("llm_public_v2.csv", "micro_batch"),
+        ("measured_public_v2.csv", "gpus_per_node"),
+        ("measured_public_v2.csv", "nodes"),
+    ],
+)
+@pytest.mark.parametrize("value", ["1e308", HUGE, "inf", "nan"])
+def test_a_public_files_whole_number_beyond_range_refuses_its_row(tmp_path, name, column, value):
+    """A layer count, width, sequence length, micro-batch or GPU count of 1e308 (or beyond int64,
+    or not finite) in a row of a public file: that row is refused with its reason (or the file
+    is one sentence when no row is left), never an OverflowError or a ValueError."""
+    with open(PUBLIC / name, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))[:4]
+    rows[1][rows[0].index(column)] = value
+    path = tmp_path / name
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    code, stdout, stderr = invoke("validate", path)
+    assert "unexpected error" not in stderr and "Error" not in stderr, stderr
+    if code == 0:
+        assert "refused" in stdout and column in stdout, stdout
+    else:
+        assert_one_sentence(code, stderr, column)
+
+
+# --- the corpus covers every command and the Python API ---------------------------------------------------
+def _commands() -> set[str]:
+    """Every command of the CLI by its full name ("sweep", "llm query", "trace import", ...)."""
+    import typer.main
+
+    from paigrid.cli import app
+
+    def walk(command, prefix=()):
+        subs = getattr(command, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                yield from walk(sub, (*prefix, name))
+        else:
+            yield " ".join(prefix)
+
+    return set(walk(typer.main.get_command(app)))
+
+
+def _command_of(args: list[str], groups: set[str]) -> str:
+    return " ".join(args[:2]) if args[0] in groups else args[0]
+
+
+def test_the_hostile_corpus_has_a_case_for_every_command():
+    """A command added to the CLI without a hostile case fails here: give it cases in this table
+    or in test_hostile.py's."""
+    import test_hostile
+
+    commands = _commands()
+    groups = {name.split()[0] for name in commands if " " in name}
+    covered = {_command_of(c.args, groups) for c in CASES + test_hostile.CASES}
+    missing = sorted(commands - covered)
+    assert not missing, f"commands with no hostile case: {missing}"
+
+
+#: the Python API's hostile cases: each public callable and accessor method -> a call that must
+#: raise PaigridError with the CLI's kind of sentence (FIXTURE: the world folder)
+API_CASES = {
+    "open_dataset": [
+        lambda w: __import__("paigrid").open_dataset(w / "text.txt"),
+        lambda w: __import__("paigrid").open_dataset(w / "trace"),
+        lambda w: __import__("paigrid").open_dataset(w / "cube.h5", group="llm"),
+        lambda w: __import__("paigrid").open_dataset(w / "cube.h5", group="bogus"),
+    ],
+    "sweep": [
+        lambda w: __import__("paigrid").sweep(w / "spec.toml", workers=0),
+        lambda w: __import__("paigrid").sweep(w / "spec.toml", w / "spec.toml"),
+        lambda w: __import__("paigrid").sweep({"workloads": ["llama3-8b"], "llm": {"max_tp": 10**30}}),
+        lambda w: __import__("paigrid").sweep({"workloads": ["llama3-8b"], "grid": {"gpu": ["H100", "H100"]}}),
+        lambda w: __import__("paigrid").sweep(w / "spec.toml", group="bogus"),
+    ],
+    "best": [lambda w: __import__("paigrid").open_dataset(w / "cube.h5").paigrid.best(by="speed")],
+    "pareto": [lambda w: __import__("paigrid").open_dataset(w / "cube.h5").paigrid.pareto(job="resnet5")],
+    "breakdown": [lambda w: __import__("paigrid").open_dataset(w / "cube.h5").paigrid.breakdown(job="resnet5")],
+}
+
+
+@pytest.mark.parametrize(
+    "call", [(name, k) for name, calls in API_CASES.items() for k in range(len(calls))], ids=lambda c: f"{c[0]}-{c[1]}"
+)
+def test_the_api_refuses_hostile_input_in_one_sentence(world, call):
+    name, k = call
+    before = snapshot(world)
+    with pytest.raises(PaigridError) as error:
+        API_CASES[name][k](world)
+    message = str(error.value)
+    assert "\n" not in message and "Traceback" not in message and len(message) <= MAX_MESSAGE_CHARS + 200
+    assert message.endswith((".", "?")), message
+    assert snapshot(world) == before
+
+
+def test_the_api_corpus_has_cases_for_every_public_callable():
+    import inspect
+
+    import paigrid
+    from paigrid.dataset import PaigridAccessor
+
+    public = {n for n in paigrid.__all__ if callable(getattr(paigrid, n))}
+    methods = {n for n, m in inspect.getmembers(PaigridAccessor, inspect.isfunction) if not n.startswith("_")}
+    missing = sorted((public | methods) - set(API_CASES))
+    assert not missing, f"public API with no hostile case: {missing}"

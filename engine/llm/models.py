@@ -116,7 +116,9 @@ def whole_cell(cell: str, origin: str, column: str, minimum: int, default: int |
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value == int(value) and minimum <= value <= MAX_WHOLE_CELL):
-        raise PaigridError(f"{origin}: {column} must be a whole number from {minimum} to {MAX_WHOLE_CELL}, not {cell!r}.")
+        raise PaigridError(
+            f"{origin}: {column} must be a whole number from {minimum} to {MAX_WHOLE_CELL}, not {cell!r}."
+        )
     return int(value)
 
 

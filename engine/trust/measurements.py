@@ -208,7 +208,9 @@ MAX_WHOLE_CELL = 2**31 - 1
 def _whole(cell: str, origin: str, column: str, minimum: int) -> int:
     value = to_float(cell, origin, column)
     if not (math.isfinite(value) and value == int(value) and minimum <= value <= MAX_WHOLE_CELL):
-        raise PaigridError(f"{origin}: {column} must be a whole number from {minimum} to {MAX_WHOLE_CELL}, not {cell!r}.")
+        raise PaigridError(
+            f"{origin}: {column} must be a whole number from {minimum} to {MAX_WHOLE_CELL}, not {cell!r}."
+        )
     return int(value)
 
 
