@@ -297,6 +297,8 @@ for id, text, fragment in (
     ("network-empty-name", LLM_SPEC + 'network = [""]\n', "unknown network ''"),
     ("n-gpu-beyond-int64", LLM_SPEC.replace("[8]", f"[{HUGE}]"), "from 1 to"),
     ("n-gpu-trillion", LLM_SPEC.replace("[8]", "[1000000000000]"), "from 1 to"),
+    ("n-gpu-int32-max", LLM_SPEC.replace("[8]", "[2147483647]"), "from 1 to 1,048,576"),
+    ("n-gpu-above-the-llm-bound", LLM_SPEC.replace("[8]", "[8, 1048577]"), "not 1,048,577"),
     ("max-tp-beyond-int64", LLM_SPEC + f"[llm]\nmax_tp = {HUGE}\n", "llm.max_tp"),
     ("pp-beyond-int64", LLM_SPEC + f"[llm]\npp = [{HUGE}]\n", "llm.pp"),
     ("micro-batch-twice", LLM_SPEC + "[llm]\nmicro_batch = [1, 1]\n", "twice"),

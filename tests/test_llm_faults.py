@@ -579,3 +579,30 @@ def test_a_mixed_sweep_survives_a_dask_worker_killed_while_the_client_is_paused(
     run_sweep(load_spec(mixed / "spec.toml"), tmp_path / "cube.h5", progress=False, workers=2, on_block=pause)
     assert killed
     assert_same(contents(tmp_path / "cube.h5"), contents(mixed / "reference.h5"))
+
+
+@pytest.mark.parametrize(
+    "old,new,fragment",
+    [
+        ('recompute = ["selective"]', 'recompute = ["full"]', "llm.recompute: ['selective'] then, ['full'] now"),
+        ("[llm]\n", '[llm.options]\nattention = "eager"\n\n[llm]\n', "llm.options"),
+        ('n_gpu = [8, 16, 64]', 'n_gpu = [8, 16]', "n_gpu"),
+    ],
+)
+def test_a_resume_of_a_mixed_partial_with_another_llm_space_says_what_changed(mixed, tmp_path, old, new, fragment):
+    """Interrupted during its LLM blocks, then resumed from a spec whose [llm] table (or grid)
+    changed: refused, naming the change, and the partial is left byte for byte."""
+    out = tmp_path / "cube.h5"
+
+    def stop(written):
+        if written > N_DP_BLOCKS:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match="--resume"):
+        run_sweep(load_spec(mixed / "spec.toml"), out, progress=False, on_block=stop)
+    assert new not in MIXED_SPEC and old in MIXED_SPEC
+    (tmp_path / "spec.toml").write_text(MIXED_SPEC.replace(old, new, 1))
+    before = snapshot(tmp_path)
+    code, _, stderr = invoke("sweep", tmp_path / "spec.toml", "-o", out, "-q", "--resume")
+    assert_one_sentence(code, stderr, "different spec", fragment)
+    assert snapshot(tmp_path) == before

@@ -105,6 +105,10 @@ def catalogue_default(cats: Catalogues, gpu: str, column: str) -> int:
     return DEFAULT_SERVER_GPUS
 
 
+#: the most GPUs an LLM job is swept at (as ``paigrid llm sweep``'s --n-gpu)
+MAX_LLM_GPUS = 1 << 20
+
+
 def _once(names: list[str], dim: str, origin: str) -> list[str]:
     """``names`` (resolved catalogue names), one sentence when two of them are one entry (an alias
     and its name): a grid value given twice would sweep the same cells twice."""
@@ -128,6 +132,12 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     )
     gpus = _once([cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)], "gpu", spec.origin)
     n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
+    beyond = [n for n in n_gpu if n > MAX_LLM_GPUS]
+    if beyond:  # the layouts are enumerated over the divisors of each count: beyond this, hours
+        raise PaigridError(
+            f"{spec.origin}: the LLM jobs take GPU counts from 1 to {MAX_LLM_GPUS:,}, not {beyond[0]:,} "
+            "(its layouts would be enumerated over every divisor)."
+        )
     domain = spec.domain or sorted({catalogue_default(cats, g, "nvlink_domain_GPUs") for g in gpus})
     networks = _once([resolve_network(n, cats) for n in (spec.network or DEFAULT_NETWORKS)], "network", spec.origin)
     precision = _once(
