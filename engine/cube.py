@@ -181,8 +181,11 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
     """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
     if calibration is None:
         return
-    if not Path(calibration).is_file():
-        raise PaigridError(f"the calibration file {calibration} does not exist.")
+    from paigrid.userfiles import input_problem
+
+    problem = input_problem(calibration)  # a FIFO is refused, not read (file_sha256 would wait on it)
+    if problem:
+        raise PaigridError(f"the calibration file {calibration} cannot be read: {problem}.")
     stored = str_attr(cube.file.attrs, "calibration_sha256")
     if stored != file_sha256(calibration):
         made = "with another calibration" if stored else "with the default efficiencies"

@@ -339,6 +339,13 @@ case("unified-info-fifo", ["info", f"{T}/f"], {"f": ("fifo",)}, "FIFO")
 case("unified-report-fifo", ["report", f"{T}/f", "--out", f"{T}/r"], {"f": ("fifo",)}, "FIFO")
 case("unified-query-tokens-inf", ["query", f"{W}/cube.h5", "--best-arch", "--tokens", "inf"], {}, "finite")
 case("unified-query-tokens-overflow", ["query", f"{W}/cube.h5", "--best-arch", "--tokens", "1e400"], {}, "finite")
+case(
+    "unified-query-calibration-fifo",
+    ["query", f"{W}/cube.h5", "--best-arch", "--calibration", f"{T}/f"],
+    {"f": ("fifo",)},
+    "FIFO",
+)
+case("unified-query-calibration-folder", ["query", f"{W}/cube.h5", "--best-arch", "--calibration", W], {}, "folder")
 case("unified-query-per-unknown", ["query", f"{W}/cube.h5", "--best-arch", "--per", "layout"], {}, "--per")
 
 # --- an output that is one of the command's inputs: never written over --------------------------------

@@ -586,7 +586,7 @@ def test_a_mixed_sweep_survives_a_dask_worker_killed_while_the_client_is_paused(
     [
         ('recompute = ["selective"]', 'recompute = ["full"]', "llm.recompute: ['selective'] then, ['full'] now"),
         ("[llm]\n", '[llm.options]\nattention = "eager"\n\n[llm]\n', "llm.options"),
-        ('n_gpu = [8, 16, 64]', 'n_gpu = [8, 16]', "n_gpu"),
+        ("n_gpu = [8, 16, 64]", "n_gpu = [8, 16]", "n_gpu"),
     ],
 )
 def test_a_resume_of_a_mixed_partial_with_another_llm_space_says_what_changed(mixed, tmp_path, old, new, fragment):
