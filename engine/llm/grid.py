@@ -132,7 +132,7 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
     )
     gpus = _once([cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)], "gpu", spec.origin)
     n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
-    beyond = [n for n in n_gpu if n > MAX_LLM_GPUS]
+    beyond = [n for n in n_gpu if isinstance(n, int) and n > MAX_LLM_GPUS]
     if beyond:  # the layouts are enumerated over the divisors of each count: beyond this, hours
         raise PaigridError(
             f"{spec.origin}: the LLM jobs take GPU counts from 1 to {MAX_LLM_GPUS:,}, not {beyond[0]:,} "
