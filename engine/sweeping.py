@@ -570,8 +570,12 @@ def _sweep_llm(
             if on_block is not None:
                 on_block(int(writer.done.sum()) + written)
         bar.advance(per_block, int(writer.done.sum()) + written + len(writer.unflushed_llm), all_blocks)
-    if writer.commit():
+    before = int(writer.llm_done.sum())
+    writer.commit()  # (its return value lists data-parallel blocks only: LLM ones are counted here)
+    if int(writer.llm_done.sum()) > before:
         fault_point(f"after-llm-block-{int(writer.llm_done.sum())}")
+        if on_block is not None:  # as after the data-parallel blocks: the last ones committed are reported too
+            on_block(int(writer.done.sum()) + int(writer.llm_done.sum()))
 
 
 def _check_llm_room(writer, results, reason, bests) -> None:

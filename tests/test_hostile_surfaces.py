@@ -706,6 +706,23 @@ def test_an_interrupted_in_memory_sweep_does_not_advise_a_resume(world):
     assert "--resume" not in str(error.value) and ".partial" not in str(error.value)
 
 
+def test_an_interrupted_in_memory_llm_sweep_does_not_advise_a_resume():
+    """LLM jobs only, blocks sized by work (their commits batched): ``on_block`` still reports the
+    blocks committed at the end, so an interrupt there is the in-memory sentence."""
+    import paigrid
+
+    spec = {"workloads": ["llama3-8b"], "grid": {"gpu": ["H100"], "n_gpu": [8, 16]}, "llm": {"vpp": [1], "cp": [1]}}
+    calls = []
+
+    def stop(written):
+        calls.append(written)
+        raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match=r"in-memory sweep \(out=None\) was interrupted and kept nothing"):
+        paigrid.sweep(spec, on_block=stop)
+    assert calls == [2]
+
+
 def test_the_api_refuses_workers_with_a_scheduler_as_the_cli_does(world, tmp_path):
     import paigrid
 
