@@ -19,7 +19,16 @@ population jobs (about 0.58 M configurations per job):
    ``--reduce-jobs`` jobs on the GPU and ``--cpu-jobs`` on the CPU; full sweeps to HDF5 (lz4) on
    ``--full-jobs`` jobs on each device;
 4. the time a 10^12-configuration reduce-only study would take at the measured kernel rate (a
-   projection from figure 1, said as one; the goal is under a minute on one H200-class GPU).
+   projection from figure 1, said as one; the goal is under a minute on one H200-class GPU);
+5. **the LLM kernels** (``paigrid.kernels.cuda_llm``): the pairs kernel on every layout of
+   Llama-3 70B and 405B at 8..16,384 GPUs on the 32 designs of the default LLM sweep (tables on
+   the GPU, best of 3) beside the CPU's ``llm.evaluate_llm``; the wide layout search of GPT-3
+   175B on 1,024 GPUs (``llm.search.best_layout``, device cuda against cpu) on one design and
+   on the 32, the same best layouts checked on both.
+
+``--page docs/speed.md`` writes what it measured into the page: its output between the
+``<!-- gpu -->`` and ``<!-- /gpu -->`` marks and its goals in place of the goals table's GPU
+rows (``gpu_goal_rows``).
 
 Nothing here asserts a time.  ``--quick`` runs a small grid in seconds (a smoke run; with
 ``NUMBA_ENABLE_CUDASIM=1`` it runs in numba's CUDA simulator, whose rates mean nothing).
@@ -209,8 +218,144 @@ def bench_gpu_sweeps(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, c
     return figures
 
 
-def bench_gpu(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, cpu_jobs: int) -> dict:
-    """The GPU section (figures 1-4), or one line saying why it is skipped."""
+def bench_gpu_llm(quick: bool = False) -> dict:
+    """Figure 5: the LLM pairs kernel and the wide layout search on the GPU beside the CPU."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.kernels import cuda_llm
+    from paigrid.kernels import llm_layout as K
+    from paigrid.kernels.llm import evaluate_llm
+    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+    from paigrid.llm.evaluate import tables
+    from paigrid.llm.layouts import WIDE, enumerate_layouts
+    from paigrid.llm.models import model
+    from paigrid.llm.search import best_layout
+    from paigrid.llm.sweep import DEFAULT_N_GPU, Plan
+
+    cats, eff, options = Catalogues.load(), defaults(), LlmOptions.defaults()
+    ns = cuda_llm.load()
+    names = ("llama3-70b",) if quick else ("llama3-70b", "llama3-405b")
+    counts = DEFAULT_N_GPU[:2] if quick else DEFAULT_N_GPU
+    designs = Plan([model(n) for n in names]).designs(cats)[: 2 if quick else None]
+    gpu_s, cpu_s, configs = 0.0, 0.0, 0
+    for name in names:
+        m = model(name)
+        layouts = [lay for n in counts for lay in enumerate_layouts(m, n)]
+        arrays = tables(m, layouts, designs, cats, eff, options)
+        rows = len(layouts) * len(designs)
+        configs += rows
+        device = [ns.cuda.to_device(np.ascontiguousarray(a)) for a in arrays]
+        d_out = ns.cuda.device_array((rows, K.N_RESULT_FIELDS), np.float64)
+        blocks, threads = cuda_llm.launch_grid(rows)
+
+        def pairs(device=device, d_out=d_out, blocks=blocks, threads=threads):
+            ns.pairs_kernel[blocks, threads](*device, d_out)
+            ns.cuda.synchronize()
+
+        pairs()  # compile
+        gpu_s += _best_of(pairs)
+        out = np.empty((rows, K.N_RESULT_FIELDS))
+        evaluate_llm(*arrays, out)
+        cpu_s += _best_of(lambda arrays=arrays, out=out: evaluate_llm(*arrays, out))
+        if not np.array_equal(out, d_out.copy_to_host(), equal_nan=True):
+            print(f"  LLM pairs kernel: the GPU's outputs differ from the CPU's for {name}")
+    print(
+        f"gpu LLM pairs kernel {configs / gpu_s / 1e6:9.1f} M configs/s  ({configs:,} layout x design configs, tables "
+        f"on the GPU, best of 3) -> gpu / cpu = {cpu_s / gpu_s:.1f}x (cpu {configs / cpu_s / 1e6:.1f} M/s)"
+    )
+    gpt3 = model("nemo-gpt3-5b" if quick else "gpt3-175b")
+    a100 = Hardware("A100-SXM4-80GB", "amp-bf16", 8, intra_link_for(cats, "A100-SXM4-80GB"), "ib-hdr-200g", 1.0)
+    figures = {"gpu_llm_rate": configs / gpu_s, "gpu_llm_cpu_rate": configs / cpu_s}
+    for label, hw in (("1 design", [a100]), (f"{len(designs)} designs", designs)):
+        n_gpu = 64 if quick else 1024
+        times = {}
+        found = {}
+        for device_name in ("cuda", "cpu"):
+
+            def run(d=device_name, hw=hw, n_gpu=n_gpu):
+                return best_layout(gpt3, n_gpu, hw, cats, eff, options, WIDE, device=d)
+
+            found[device_name] = run()  # compile
+            times[device_name] = _best_of(run)
+        same = found["cuda"].layouts == found["cpu"].layouts
+        layouts = found["cpu"].counts["layouts"]
+        print(
+            f"gpu LLM search, {label:<10} {times['cuda'] * 1e3:8.1f} ms  ({gpt3.name} on {n_gpu:,} GPUs, {layouts:,} "
+            f"layouts x designs) -> cpu {times['cpu'] * 1e3:.1f} ms, gpu / cpu = {times['cpu'] / times['cuda']:.1f}x; "
+            f"same best layouts: {'yes' if same else 'NO'}"
+        )
+        key = "one" if label == "1 design" else "all"
+        figures[f"gpu_llm_search_{key}_s"] = times["cuda"]
+        figures[f"cpu_llm_search_{key}_s"] = times["cpu"]
+        figures[f"gpu_llm_search_{key}_same"] = same
+    return figures
+
+
+def gpu_goal_rows(f: dict) -> list[tuple]:
+    """The goals table's GPU rows (goal, this run, met or None, why) of the figures ``f``."""
+    if "gpu_kernel_rate" not in f:
+        return [
+            (
+                "GPU: reduce kernels >= 50% of a fused-argmin bound; 10^12 configurations < 60 s; the LLM search",
+                "not run",
+                None,
+                f"no NVIDIA GPU here ({f.get('gpu_skipped', 'skipped')})",
+            )
+        ]
+    rows = [
+        (
+            "GPU reduce kernels >= 50% of the same-run fused-argmin bound",
+            f"{f['gpu_kernel_rate'] / f['gpu_bound_rate']:.0%}",
+            f["gpu_kernel_rate"] >= 0.5 * f["gpu_bound_rate"],
+            "not analysed yet: measured on a GPU only",
+        ),
+        (
+            "a 10^12-configuration reduce-only study < 60 s on one GPU (projected from the kernels' rate)",
+            f"{f['gpu_study_s']:.0f} s",
+            f["gpu_study_s"] < 60,
+            "not analysed yet: measured on a GPU only",
+        ),
+    ]
+    if "gpu_llm_rate" in f:
+        rows.append(
+            (
+                "GPU LLM search (GPT-3 175B, 1,024 GPUs, 32 designs) gives the CPU's best layouts",
+                f"{f['gpu_llm_search_all_s'] * 1e3:.1f} ms (cpu {f['cpu_llm_search_all_s'] * 1e3:.1f} ms)",
+                bool(f["gpu_llm_search_all_same"] and f["gpu_llm_search_one_same"]),
+                "not analysed yet: measured on a GPU only",
+            )
+        )
+    return rows
+
+
+def write_gpu_lines(page: Path, output: str, figures: dict) -> None:
+    """Put this run's GPU output and goal rows into ``page`` (docs/speed.md): the output between
+    the ``<!-- gpu -->`` marks (appended under a heading where the page has none) and the goal
+    rows in place of the goals table's rows that start with ``| GPU`` (or ``| a 10^12``)."""
+    text = page.read_text(encoding="utf-8")
+    block = f"<!-- gpu -->\n```\n{output.rstrip()}\n```\n<!-- /gpu -->"
+    if "<!-- gpu -->" in text and "<!-- /gpu -->" in text:
+        head, rest = text.split("<!-- gpu -->", 1)
+        text = head + block + rest.split("<!-- /gpu -->", 1)[1]
+    else:
+        text = text.rstrip() + "\n\n## GPU run (`python bench/gpu.py`)\n\n" + block + "\n"
+    rows = [
+        f"| {goal} | {value} | {'-' if met is None else ('yes' if met else '**no**')} |"
+        for goal, value, met, _ in gpu_goal_rows(figures)
+    ]
+    lines, out, placed = text.split("\n"), [], False
+    for current in lines:
+        if current.startswith(("| GPU", "| a 10^12")):
+            if not placed:
+                out.extend(rows)
+                placed = True
+            continue
+        out.append(current)
+    page.write_text("\n".join(out), encoding="utf-8")
+
+
+def bench_gpu(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, cpu_jobs: int, quick: bool = False) -> dict:
+    """The GPU section (figures 1-5), or one line saying why it is skipped."""
     reason = gpu_skip_reason()
     if reason:
         print(f"gpu               skipped: {reason}")
@@ -218,6 +363,7 @@ def bench_gpu(spec_for, folder: Path, reduce_jobs: int, full_jobs: int, cpu_jobs
     grid, _ = prepare(spec_for(reduce_jobs))
     figures = bench_gpu_kernels(grid, reduce_jobs, cpu_jobs)
     figures.update(bench_gpu_sweeps(spec_for, folder, reduce_jobs, full_jobs, cpu_jobs))
+    figures.update(bench_gpu_llm(quick))
     return figures
 
 
@@ -248,6 +394,7 @@ def main():
     parser.add_argument("--full-jobs", type=int, default=512, help="jobs of the full sweeps, on each device")
     parser.add_argument("--cpu-jobs", type=int, default=1800, help="jobs of the CPU reduce-only figures")
     parser.add_argument("--quick", action="store_true", help="a small grid, a smoke run of a few seconds")
+    parser.add_argument("--page", type=Path, default=None, help="write the GPU lines into this page (docs/speed.md)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="paigrid-gpu-bench-") as name:
         folder = Path(name)
@@ -259,7 +406,23 @@ def main():
             def spec_for(jobs):
                 return population_spec(folder, jobs)
 
-        bench_gpu(spec_for, folder, args.reduce_jobs, args.full_jobs, args.cpu_jobs)
+        import contextlib
+        import io
+
+        buffer = io.StringIO()
+
+        class _Both(io.TextIOBase):
+            def write(self, text):
+                sys.__stdout__.write(text)
+                return buffer.write(text)
+
+        with contextlib.redirect_stdout(_Both()):
+            figures = bench_gpu(spec_for, folder, args.reduce_jobs, args.full_jobs, args.cpu_jobs, args.quick)
+        if args.page is not None and args.quick:
+            print(f"not writing {args.page}: a --quick run is a smoke run (in the simulator its rates mean nothing)")
+        elif args.page is not None and "gpu_skipped" not in figures:
+            write_gpu_lines(args.page, buffer.getvalue(), figures)
+            print(f"wrote the GPU lines of {args.page}")
 
 
 if __name__ == "__main__":

@@ -308,6 +308,49 @@ def predict_one(
     return result
 
 
+def _design(cats, gpu: str, n_domain: int | None, network: str, precision: str, nics_per_gpu: float):
+    """The LLM cluster design of ``predict_llm``'s arguments (``domain`` from the catalogue's server by default)."""
+    from paigrid.llm.compute import Hardware, intra_link_for
+    from paigrid.llm.fabrics import resolve_network
+    from paigrid.llm.grid import catalogue_default
+
+    g = cats.gpus.resolve(gpu)
+    return Hardware(
+        g,
+        cats.precisions.resolve(precision),
+        n_domain or catalogue_default(cats, g, "nvlink_domain_GPUs"),
+        intra_link_for(cats, g),
+        resolve_network(network, cats),
+        nics_per_gpu,
+    )
+
+
+def _searched_layout(cats, m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch):
+    """(the fastest layout of the wide space, the search's counts and seconds) for ``--layout
+    best`` (``llm.search.best_layout``); one sentence where no layout is valid."""
+    import time
+
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.compute import LlmOptions
+    from paigrid.llm.search import best_layout
+
+    design = _design(cats, gpu, domain, network, precision, nics_per_gpu)
+    options = LlmOptions.defaults().with_items(option_items or {})
+    started = time.perf_counter()
+    found = best_layout(m, n_gpu, [design], cats, defaults(), options, global_batch=global_batch)
+    seconds = time.perf_counter() - started
+    if found.layouts[0] is None:
+        from paigrid.llm.layouts import CUBE_REASON_NAMES
+
+        if not found.counts["layouts"]:
+            raise PaigridError(f"no layout of {n_gpu} GPUs suits {m.name}'s shape and batch.")
+        raise PaigridError(
+            f"no layout of {n_gpu} GPUs is valid for {m.name} on {design.gpu} (NVLink domain {design.domain}, "
+            f"{design.network}): every layout is refused (first reason: {CUBE_REASON_NAMES[int(found.reasons[0])]})."
+        )
+    return found.layouts[0], {**found.counts, "seconds": seconds}
+
+
 def predict_llm(
     model_name: str,
     gpu: str,
@@ -340,7 +383,12 @@ def predict_llm(
     cats = Catalogues.load()
     m = model(model_name)
     m = m.with_seq_len(seq_len) if seq_len else m
-    if layout.get("label"):
+    searched = None
+    if str(layout.get("label", "")).strip().casefold() == "best":
+        lay, searched = _searched_layout(
+            cats, m, gpu, n_gpu, domain, network, precision, nics_per_gpu, option_items, global_batch
+        )
+    elif layout.get("label"):
         lay = parse_label(layout["label"], n_gpu)
         if lay.n_gpu != n_gpu:
             raise PaigridError(f"layout {layout['label']} occupies {lay.n_gpu} GPUs, not --n-gpu {n_gpu}.")
@@ -373,6 +421,8 @@ def predict_llm(
     result["layout"] = layout_label(lay)
     result["layout_text"] = lay.describe()
     result["design"] = design
+    if searched is not None:
+        result["searched"] = searched
     if tokens and result["valid"]:
         from paigrid.llm.query import train_totals
 

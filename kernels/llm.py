@@ -20,7 +20,7 @@ import numpy as np
 from numba import prange
 
 from . import llm_layout as K
-from .jit import jit, parallel_jit
+from .jit import jit, parallel_jit, serial_twin
 
 
 @jit
@@ -100,6 +100,40 @@ def hierarchical_allreduce(nbytes, n, per_domain, hw, nvls, sharp):
 
 
 @jit
+def tensor_allreduce(nbytes, t, hw, in_switch):
+    """Seconds of one tensor-parallel all-reduce of ``nbytes`` among ``t`` GPUs: on the NVLink
+    domain's link (in-switch with ``in_switch``) when the group fits in one domain, else costed
+    on the fabric: inside each domain on the full message, then across the t / domain domains
+    on 1 / domain of it (``hierarchical_allreduce``; rings only)."""
+    if t <= hw[K.HW_DOMAIN]:
+        return allreduce(nbytes, t, hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT], in_switch)
+    return hierarchical_allreduce(nbytes, t, hw[K.HW_DOMAIN], hw, 0.0, 0.0)
+
+
+@jit
+def tensor_seconds(lay, hw, model, options, tokens):
+    """Exposed seconds of the tensor-parallel collectives of one layer and micro-batch of
+    ``tokens`` tokens: 2 all-reduces forward, 2 backward, 2 more in a full recomputation (with
+    SP: reduce-scatter + all-gather pairs of the same volume, which in-switch reduction does not
+    shorten), less the fraction async TP hides (``OP_TP_HIDE``)."""
+    t = lay[K.LA_TP]
+    tp = 0.0
+    if t > 1.0:
+        count = 4.0 + (2.0 if lay[K.LA_RECOMPUTE] == 2.0 else 0.0)
+        in_switch = options[K.OP_IN_NETWORK] * hw[K.HW_NVLS] * (1.0 - lay[K.LA_SP])
+        tp = count * tensor_allreduce(tokens * model[K.M_HIDDEN] * options[K.OP_ACT_BYTES], t, hw, in_switch)
+    return tp * (1.0 - options[K.OP_TP_HIDE])
+
+
+@jit
+def interleave_reason(p, v, m):
+    """True where an interleaved schedule (v > 1) cannot run: without a pipeline (p = 1) or with
+    fewer micro-batches than stages (the schedule runs them in groups of p per virtual stage;
+    m need not be a multiple of p, as Megatron-Core allows since it groups them)."""
+    return v > 1.0 and (p == 1.0 or m < p)
+
+
+@jit
 def expert_tensor(t, d, c, e):
     """The expert tensor-parallel degree: t when the e expert ranks fit in the d x c data ranks
     (each expert split like the dense layers), else 1 (Megatron-Core's parallel folding: the
@@ -118,6 +152,15 @@ def stage_layers(layers, p, v):
 
 
 @jit
+def divides(k, n):
+    """True where ``k`` divides ``n`` (whole numbers held as floats, below 2^53): n / k is then
+    exact and whole (a quotient off a whole number by at least 1 / k cannot round onto one), and
+    a division is cheaper than the float remainder; NaN or inf divides nothing."""
+    q = n / k
+    return q == np.floor(q) and q < 9007199254740992.0
+
+
+@jit
 def layout_reason(lay, hw, model, ctab, options, mem_bytes):
     """The reason code of one layout on one hardware row (0 when valid), memory checked last
     against ``mem_bytes`` (NaN: not checked) with the options' memory margin."""
@@ -127,25 +170,29 @@ def layout_reason(lay, hw, model, ctab, options, mem_bytes):
     if not ctab[ct, int(lay[K.LA_TP_INDEX]), int(lay[K.LA_RECOMPUTE]), int(lay[K.LA_SP]), K.CT_LAYER] > 0.0:
         return K.REASON_PRECISION
     heads, kv_heads = model[K.M_HEADS], model[K.M_KV_HEADS]
-    if heads % t != 0.0 or (t < kv_heads and kv_heads % t != 0.0) or (t > kv_heads and t % kv_heads != 0.0):
+    if (
+        not divides(t, heads)
+        or (t < kv_heads and not divides(t, kv_heads))
+        or (t > kv_heads and not divides(kv_heads, t))
+    ):
         return K.REASON_TP_HEADS
-    if model[K.M_FFN] % t != 0.0 or (model[K.M_EXPERTS] > 0.0 and model[K.M_MOE_FFN] % t != 0.0):
+    if not divides(t, model[K.M_FFN]) or (model[K.M_EXPERTS] > 0.0 and not divides(t, model[K.M_MOE_FFN])):
         return K.REASON_TP_FFN
-    if t > hw[K.HW_DOMAIN]:
+    if t > hw[K.HW_DOMAIN] and not hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU] > 0.0:
         return K.REASON_TP_DOMAIN
-    if model[K.M_SEQ] % c != 0.0:
+    if not divides(c, model[K.M_SEQ]):
         return K.REASON_CP_SEQ
-    if (model[K.M_EXPERTS] == 0.0 and e > 1.0) or (model[K.M_EXPERTS] > 0.0 and model[K.M_EXPERTS] % e != 0.0):
+    if (model[K.M_EXPERTS] == 0.0 and e > 1.0) or (model[K.M_EXPERTS] > 0.0 and not divides(e, model[K.M_EXPERTS])):
         return K.REASON_EP_EXPERTS
-    if (d * c) % e != 0.0 and (t * d * c) % e != 0.0:
+    if not divides(e, d * c) and not divides(e, t * d * c):
         return K.REASON_EP_GROUP
-    if model[K.M_GLOBAL_BATCH] % (d * b) != 0.0:
+    if not divides(d * b, model[K.M_GLOBAL_BATCH]):
         return K.REASON_BATCH
     # interleaved chunks may be two more than the layers: Megatron-Core counts the embedding and
     # the loss as a chunk each (account_for_embedding/loss_in_pipeline_split)
     if p > model[K.M_LAYERS] or (v > 1.0 and p * v > model[K.M_LAYERS] + 2.0):
         return K.REASON_PP_LAYERS
-    if v > 1.0 and p == 1.0:
+    if interleave_reason(p, v, model[K.M_GLOBAL_BATCH] / (d * b)):
         return K.REASON_INTERLEAVE
     if t * p * d * c > hw[K.HW_DOMAIN] and not hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU] > 0.0:
         return K.REASON_NO_NETWORK
@@ -197,6 +244,34 @@ def memory_bytes(lay, model, options, m):
 
 
 @jit
+def data_parallel_seconds(lay, hw, model, options, most, m):
+    """(parameters on the busiest stage, seconds of its data-parallel collectives per step) with
+    ``most`` layers and ``m`` micro-batches: over the d x c ranks (stride t) of the stage with
+    the most parameters (the first), gradient reduce-scatter + parameter all-gather, or one
+    all-reduce without ZeRO (which SHARP / NVLS shorten); under ZeRO-3 (FSDP) every layer's
+    parameters are gathered again for every micro-batch, forward and backward, and its
+    gradients reduce-scattered once: 1 + 2 m half-all-reduces of the volume, and each of the
+    layers' collectives pays its own latency."""
+    t, d, c, e, zero = lay[K.LA_TP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP], lay[K.LA_ZERO]
+    domain = hw[K.HW_DOMAIN]
+    innet = options[K.OP_IN_NETWORK]
+    params = (
+        most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e))
+        + model[K.M_EMBED_PARAMS] / t
+    )
+    group = d * c
+    per_domain = np.floor(domain / t) if t <= domain else 1.0
+    reduce = innet if zero == 0.0 else 0.0
+    dp = hierarchical_allreduce(
+        params * options[K.OP_GRAD_COMM_BYTES], group, per_domain, hw, reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP]
+    )
+    if zero >= 3.0:
+        latency = hierarchical_allreduce(0.0, group, per_domain, hw, 0.0, 0.0)
+        dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * most
+    return params, dp
+
+
+@jit
 def evaluate_pair(lay, hw, model, ctab, options, res):
     """Fill ``res`` (N_RESULT_FIELDS) for one layout on one hardware row."""
     for f in range(K.N_RESULT_FIELDS):
@@ -211,22 +286,14 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
         res[K.R_REASON] = reason
         return
     ct = ctab[int(hw[K.HW_CT]), int(lay[K.LA_TP_INDEX]), int(rc), int(lay[K.LA_SP])]
-    domain = hw[K.HW_DOMAIN]
-    intra_bw, intra_lat = hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT]
-    innet = options[K.OP_IN_NETWORK]
     act = options[K.OP_ACT_BYTES]
     h = model[K.M_HIDDEN]
     # the stages hold ceil(L / p) or floor(L / p) layers; the output layer sits on the last,
     # which gets the fewer: the slowest stage sets the pace of the pipeline
     most, fewest = stage_layers(model[K.M_LAYERS], p, v)
     tokens = b * model[K.M_SEQ] / c
-    # per layer and micro-batch: tensor parallel, 2 all-reduces forward, 2 backward, 2 more in
-    # a full recomputation (with SP: reduce-scatter + all-gather pairs of the same volume,
-    # which in-switch reduction does not shorten)
-    tp = 0.0
-    if t > 1.0:
-        count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        tp = count * allreduce(tokens * h * act, t, intra_bw, intra_lat, innet * hw[K.HW_NVLS] * (1.0 - lay[K.LA_SP]))
+    # per layer and micro-batch: tensor parallel (``tensor_seconds``)
+    tp = tensor_seconds(lay, hw, model, options, tokens)
     # context parallel: ring exchange of K and V chunks (c - 1 steps), forward + 2x backward
     # (+ forward again in a full recomputation), hidden behind the attention compute
     cp = 0.0
@@ -243,7 +310,6 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
         bw, lat = group_path(expert_tensor(t, d, c, e) * e, hw)
         nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
         ep = model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
-    tp *= 1.0 - options[K.OP_TP_HIDE]
     per_layer = tokens * ct[K.CT_LAYER] + tp + cp + ep
     logits = tokens * ct[K.CT_LOGITS]
     if most * per_layer > fewest * per_layer + logits:
@@ -261,29 +327,10 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     if p > 1.0:
         bw, lat = group_path(n, hw)
         pp = 2.0 * v * m * (tokens * h * act / t / bw + lat)
-    # data parallel over the d x c ranks (stride t) of the stage with the most parameters (the
-    # first): gradient reduce-scatter + parameter all-gather, or one all-reduce without ZeRO
-    # (which SHARP / NVLS shorten)
-    params = (
-        most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e))
-        + model[K.M_EMBED_PARAMS] / t
-    )
-    group = d * c
-    per_domain = np.floor(domain / t) if t <= domain else 1.0
-    reduce = innet if zero == 0.0 else 0.0
-    dp = hierarchical_allreduce(
-        params * options[K.OP_GRAD_COMM_BYTES], group, per_domain, hw, reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP]
-    )
-    window = compute
-    if zero >= 3.0:
-        # FSDP: every layer's parameters are gathered again for every micro-batch, forward and
-        # backward, and its gradients reduce-scattered once: 1 + 2 m half-all-reduces of the
-        # volume, and each of the layers' collectives pays its own latency
-        latency = hierarchical_allreduce(0.0, group, per_domain, hw, 0.0, 0.0)
-        dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * most
-        window = m * compute
+    params, dp = data_parallel_seconds(lay, hw, model, options, most, m)
+    window = m * compute if zero >= 3.0 else compute
     exposed = dp - options[K.OP_OVERLAP_EFF] * min(dp, window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
-    updated = params / (group if zero >= 1.0 else 1.0)
+    updated = params / (d * c if zero >= 1.0 else 1.0)
     optimizer = updated * options[K.OP_UPDATE_BYTES] / hw[K.HW_HBM]
     step = m * t_mb + bubble + pp + exposed + optimizer
     job_tokens = model[K.M_GLOBAL_BATCH] * model[K.M_SEQ]
@@ -316,3 +363,5 @@ def _evaluate_llm(layouts, hw, model, ctab, options, out):
 
 
 evaluate_llm = parallel_jit(_evaluate_llm)
+#: the same, serial: for a few pairs (one layout's prediction), where starting the thread pool costs more than the work
+evaluate_llm_serial = jit(serial_twin(_evaluate_llm, "_evaluate_llm_serial"))

@@ -84,13 +84,13 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
             | ((t > kv_heads) & (np.mod(t, kv_heads) != 0)),
         ),
         (K.REASON_TP_FFN, (np.mod(M[K.M_FFN], t) != 0) | ((experts > 0) & (np.mod(M[K.M_MOE_FFN], t) != 0))),
-        (K.REASON_TP_DOMAIN, t > H[K.HW_DOMAIN]),
+        (K.REASON_TP_DOMAIN, (t > H[K.HW_DOMAIN]) & ~(net > 0)),
         (K.REASON_CP_SEQ, np.mod(M[K.M_SEQ], c) != 0),
         (K.REASON_EP_EXPERTS, ((experts == 0) & (e > 1)) | ((experts > 0) & (np.mod(experts, e) != 0))),
         (K.REASON_EP_GROUP, (np.mod(d * c, e) != 0) & (np.mod(t * d * c, e) != 0)),
         (K.REASON_BATCH, np.mod(M[K.M_GLOBAL_BATCH], d * b) != 0),
         (K.REASON_PP_LAYERS, (p > M[K.M_LAYERS]) | ((v > 1) & (p * v > M[K.M_LAYERS] + 2.0))),
-        (K.REASON_INTERLEAVE, (v > 1) & (p == 1)),
+        (K.REASON_INTERLEAVE, (v > 1) & ((p == 1) | (m < p))),
         (K.REASON_NO_NETWORK, (n > H[K.HW_DOMAIN]) & ~(net > 0)),
         (
             K.REASON_FABRIC,
@@ -108,11 +108,14 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     act = options[K.OP_ACT_BYTES]
     extra = np.where(rc == 2, 2.0, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tp1 = np.where(
-            t > 1,
-            (4.0 + extra) * _allreduce(tokens * h * act, t, intra_bw, intra_lat, innet * H[K.HW_NVLS] * (1 - sp)),
-            0.0,
-        )
+        # a tensor group beyond the NVLink domain: a ring inside each domain on the whole message,
+        # then one among the domains on 1 / domain of it, over the fabric path of that many domains
+        message = tokens * h * act
+        inside = _allreduce(message, t, intra_bw, intra_lat, innet * H[K.HW_NVLS] * (1 - sp))
+        tp_domains = np.ceil(t / dom)
+        bw_t, lat_t = _path(tp_domains, H)
+        spans = _ring(message, dom, intra_bw, intra_lat) + _ring(message / dom, tp_domains, bw_t, lat_t)
+        tp1 = np.where(t > 1, (4.0 + extra) * np.where(t > dom, spans, inside), 0.0)
         bw_n, lat_n = _path(np.ceil(t * c / dom), H)
         cp_inside = t * c <= dom
         bw_cp, lat_cp = np.where(cp_inside, intra_bw, bw_n), np.where(cp_inside, intra_lat, lat_n)

@@ -49,6 +49,7 @@ def main() -> None:
     from paigrid.cli import common
 
     _default_numba_cache()
+    _numba_without_blas()
     common.guard_closed_streams()
     common.HARD_EXIT_ALLOWED = True
     signal.signal(signal.SIGTERM, _terminated)  # a polite kill stops like Ctrl-C: partial files stay resumable
@@ -70,6 +71,33 @@ def _default_numba_cache() -> None:
     if "NUMBA_CACHE_DIR" not in os.environ:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         os.environ["NUMBA_CACHE_DIR"] = str(base / "paigrid" / "numba")
+
+
+class _NoBlasForNumba:
+    """A meta-path finder that refuses scipy to numba's BLAS probe only: when numba's CPU target
+    starts (the first kernel call, cached or not) ``numba.np.linalg.ensure_blas`` imports
+    scipy.linalg to learn whether ``np.dot`` may call BLAS, which costs 0.4-1 s of a command's
+    start on the 2-core box; paigrid's kernels call no BLAS or LAPACK, and numba's ``np.dot``
+    falls back to its own loop without it.  Any other import of scipy is left alone."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] != "scipy":
+            return None
+        frame = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name in ("ensure_blas", "ensure_lapack") and code.co_filename.endswith(
+                ("numba/np/linalg.py", "numba\\np\\linalg.py")
+            ):
+                raise ImportError("paigrid's kernels use no BLAS")
+            frame = frame.f_back
+        return None
+
+
+def _numba_without_blas() -> None:
+    """Install ``_NoBlasForNumba`` (the command only; a library import leaves numba as it is)."""
+    if not any(isinstance(f, _NoBlasForNumba) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoBlasForNumba())
 
 
 def _terminated(signum, frame):

@@ -364,6 +364,12 @@ def emit_llm_prediction(
         f"{model} on {n_gpu} x {design.gpu} ({precision}, NVLink domain {design.domain}, {design.network}): "
         f"{result['layout']}"
     )
+    if "searched" in result:
+        c = result["searched"]
+        typer.echo(
+            f"the fastest of {c['layouts']:,} layouts searched in {c['seconds']:.3f} s: {c['pruned_memory']:,} pruned "
+            f"by memory, {c['pruned_bound']:,} by the bound, {c['evaluated']:,} evaluated"
+        )
     rows = [{"quantity": name, "value": result[name], "unit": unit} for name, (_, unit) in RESULTS.items()]
     rows += [
         {"quantity": k, "value": result[k], "unit": u}

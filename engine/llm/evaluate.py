@@ -9,7 +9,7 @@ from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.kernels import llm_layout as K
 from paigrid.llm.compute import Hardware, LlmOptions, compute_table, hardware_table, model_vector
-from paigrid.llm.layouts import Layout, check_layout, layout_array, reason_text
+from paigrid.llm.layouts import Layout, check_layout, gemm_shape, layout_array, reason_text
 from paigrid.llm.models import Transformer
 
 #: result fields by name, with their units (the order of ``kernels.llm_layout.R_*``)
@@ -35,6 +35,11 @@ RESULTS = {
 }
 
 
+#: layout x design pairs from which the kernel runs on every thread (fewer, e.g. one prediction:
+#: serially, which spares loading and starting the thread pool)
+SERIAL_PAIRS = 2_000
+
+
 def tables(
     model: Transformer,
     layouts: list[Layout],
@@ -44,32 +49,41 @@ def tables(
     options: LlmOptions,
     global_batch: int | None = None,
 ):
-    """The kernel's inputs: (layouts, hardware, model, compute table, options) arrays."""
+    """The kernel's inputs: (layouts, hardware, model, compute table, options) arrays.  The
+    compute table's second axis holds one row per GEMM shape of the layouts (``gemm_shape``:
+    tensor degree, tokens per micro-batch, expert degree), so that every layout is costed at its
+    own GEMM shapes whatever layouts it is evaluated with."""
     if not layouts or not designs:
         raise PaigridError("there is no layout or no hardware design to evaluate.")
-    tensor = sorted({lay.tp for lay in layouts})
+    shapes = sorted({gemm_shape(lay, model.seq_len) for lay in layouts})
     pairs = list(dict.fromkeys((hw.gpu, hw.precision) for hw in designs))
-    # the GEMM shapes of the compute table: one micro-batch's tokens on a GPU and the expert
-    # degree, those of the layouts when they share them, else one sequence and no expert split
-    tokens = {lay.micro_batch * model.seq_len / lay.cp for lay in layouts}
-    experts = {lay.ep for lay in layouts}
-    ctab = compute_table(
-        model,
-        cats,
-        eff,
-        pairs,
-        tensor,
-        options.attention,
-        tokens.pop() if len(tokens) == 1 else None,
-        experts.pop() if len(experts) == 1 else 1,
-    )
     return (
-        layout_array(layouts, tensor),
+        layout_array(layouts, shapes, model.seq_len),
         hardware_table(designs, cats, eff, pairs),
         model_vector(model, global_batch, options.attention),
-        ctab,
+        shape_table(model, cats, eff, pairs, shapes, options.attention),
         options.vector(),
     )
+
+
+def shape_table(
+    model: Transformer,
+    cats: Catalogues,
+    eff: Efficiency,
+    pairs: list[tuple[str, str]],
+    shapes: list[tuple],
+    attention: str,
+) -> np.ndarray:
+    """(C, len(shapes), 3, 2, N_CT_FIELDS) compute table: ``compute_table`` of each (tokens per
+    micro-batch, expert degree) group of ``shapes`` at its tensor degrees, row i for shapes[i]."""
+    out = np.empty((len(pairs), len(shapes), 3, 2, K.N_CT_FIELDS))
+    groups: dict = {}
+    for i, (t, tokens, ep) in enumerate(shapes):
+        groups.setdefault((tokens, ep), []).append((i, t))
+    for (tokens, ep), members in groups.items():
+        rows = compute_table(model, cats, eff, pairs, [t for _, t in members], attention, tokens, ep)
+        out[:, [i for i, _ in members]] = rows
+    return out
 
 
 def evaluate(
@@ -82,11 +96,11 @@ def evaluate(
     global_batch: int | None = None,
 ) -> np.ndarray:
     """(len(layouts), len(designs), N_RESULT_FIELDS) results from the numba kernel."""
-    from paigrid.kernels.llm import evaluate_llm
+    from paigrid.kernels import llm as kernel
 
     arrays = tables(model, layouts, designs, cats, eff, options, global_batch)
     out = np.empty((len(layouts) * len(designs), K.N_RESULT_FIELDS))
-    evaluate_llm(*arrays, out)
+    (kernel.evaluate_llm if out.shape[0] >= SERIAL_PAIRS else kernel.evaluate_llm_serial)(*arrays, out)
     return out.reshape(len(layouts), len(designs), K.N_RESULT_FIELDS)
 
 

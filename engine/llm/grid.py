@@ -131,7 +131,10 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
         {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
     )
     gpus = _once([cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)], "gpu", spec.origin)
-    n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
+    if spec.n_gpu == CURRENT:  # every power of two from 1 to 16384, and each job's count of today
+        n_gpu = sorted({2**k for k in range(15)} | {int(j.current["n_gpu"]) for j in jobs if j.current})
+    else:
+        n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu is None else list(spec.n_gpu)
     beyond = [n for n in n_gpu if isinstance(n, int) and n > MAX_LLM_GPUS]
     if beyond:  # the layouts are enumerated over the divisors of each count: beyond this, hours
         raise PaigridError(

@@ -78,19 +78,32 @@ def layout_degrees(lay: Layout) -> list[float]:
     ]
 
 
-def layout_array(layouts: list[Layout], tensor: list[int]) -> np.ndarray:
-    """(N, N_LAYOUT_FIELDS) table of ``layouts``; ``tensor`` lists the compute table's degrees."""
+def layout_array(layouts: list[Layout], shapes: list[tuple], seq_len: int) -> np.ndarray:
+    """(N, N_LAYOUT_FIELDS) table of ``layouts``; ``shapes`` lists the compute table's GEMM
+    shapes (``gemm_shape`` of each layout at ``seq_len`` tokens a sequence: its tensor degree,
+    tokens per micro-batch and expert degree), whose position is the layout's ``LA_TP_INDEX``."""
+    position = {shape: i for i, shape in enumerate(shapes)}
     table = np.zeros((len(layouts), K.N_LAYOUT_FIELDS))
     for i, lay in enumerate(layouts):
-        table[i] = [*layout_degrees(lay), tensor.index(lay.tp)]
+        table[i] = [*layout_degrees(lay), position[gemm_shape(lay, seq_len)]]
     return table
 
 
-def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+def gemm_shape(lay: Layout, seq_len: int) -> tuple[int, float, int]:
+    """What sets the shapes of a layout's GEMMs (and so its row of the compute table): the
+    tensor degree, the tokens of one micro-batch on a GPU (micro-batch x ``seq_len`` / context
+    degree) and the expert degree."""
+    return (lay.tp, lay.micro_batch * seq_len / lay.cp, lay.ep)
 
 
-def _powers_of_two(limit: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """Every whole divisor of ``n`` >= 1, ascending."""
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return sorted({*small, *(n // k for k in small)})
+
+
+def powers_of_two(limit: int) -> list[int]:
+    """1, 2, 4, ... up to ``limit``."""
     out, k = [], 1
     while k <= limit:
         out.append(k)
@@ -98,12 +111,21 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
+#: chunks a pipeline may hold beyond its layers: Megatron-Core counts the embedding and the loss
+#: as a chunk each (account_for_embedding/loss_in_pipeline_split), as the kernel allows
+EXTRA_CHUNKS = 2
+
+
 @dataclass(frozen=True)
 class Space:
     """What the enumeration tries (each a tuple of values): tensor degrees up to ``max_tp``
-    (powers of two), context degrees, virtual stages, micro-batches, ZeRO stages,
-    recomputation; pipeline degrees are every divisor that fits the layers, expert degrees every
-    divisor of the experts."""
+    (powers of two; beyond the NVLink domain the kernel costs the tensor group on the fabric),
+    context degrees, virtual stages, micro-batches, ZeRO stages, recomputation, sequence
+    parallelism; pipeline degrees are every divisor that fits the layers, expert degrees every
+    divisor of the experts.  An empty ``pp``, ``vpp`` or ``micro_batch`` means every value that
+    can apply: every pipeline degree up to the layers, every interleave factor up to (layers +
+    2) / p chunks (uneven stages where the layers do not divide), every micro-batch dividing the
+    data-parallel replica's batch (the kernel refuses those that do not fit in memory)."""
 
     max_tp: int = 8
     pp: tuple = ()  # empty: every divisor that fits the layers
@@ -115,6 +137,54 @@ class Space:
     sequence_parallel: tuple = (True,)
 
 
+#: the wide search (``search.best_layout``): at least Calculon's space (tensor degrees up to 64,
+#: every interleave factor, every micro-batch up to what fits, ZeRO 0-3, sequence parallelism on
+#: and off) plus context and expert parallelism
+WIDE = Space(max_tp=64, vpp=(), micro_batch=(), zero=(0, 1, 2, 3), sequence_parallel=(True, False))
+
+
+def layout_stems(model: Transformer, n_gpu: int, space: Space = Space(), global_batch: int | None = None) -> list:
+    """The (tp, pp, dp, cp, ep, micro_batch) of every layout ``enumerate_layouts`` gives, in its
+    order: the layouts are these stems x the interleave factors of ``stem_interleaves`` x ZeRO
+    stages x recomputation x sequence parallelism (``stem_sp``)."""
+    batch = global_batch or model.global_batch
+    kv = model.kv_heads
+    out = []
+    for tp in powers_of_two(min(space.max_tp, n_gpu)):
+        if n_gpu % tp or model.heads % tp or model.ffn_hidden % tp or (model.moe and model.moe_ffn_hidden % tp):
+            continue
+        if (tp < kv and kv % tp) or (tp > kv and tp % kv):
+            continue
+        for cp in space.cp:
+            if (n_gpu // tp) % cp or model.seq_len % cp:
+                continue
+            rest = n_gpu // (tp * cp)
+            for pp in divisors(rest):
+                dp = rest // pp
+                if pp > model.layers or batch % dp or (space.pp and pp not in space.pp):
+                    continue
+                experts = [e for e in divisors(model.experts) if (dp * cp) % e == 0] if model.moe else [1]
+                sizes = divisors(batch // dp) if not space.micro_batch else space.micro_batch
+                for ep in experts:
+                    for mb in sizes:
+                        if batch % (dp * mb):
+                            continue
+                        out.append((tp, pp, dp, cp, ep, mb))
+    return out
+
+
+def stem_interleaves(model: Transformer, pp: int, microbatches: int, space: Space) -> list[int]:
+    """The interleave factors tried on ``pp`` stages with ``microbatches`` per step: 1 without a
+    pipeline; else those of the space (every one when empty) with p x v chunks at most the
+    layers + 2 and, for v > 1, at least p micro-batches (the interleaved schedule runs them in
+    groups of p per virtual stage; fewer would leave its bubble formula wrong)."""
+    if pp == 1:
+        return [1]
+    most = (model.layers + EXTRA_CHUNKS) // pp
+    values = space.vpp if space.vpp else range(1, most + 1)
+    return [v for v in values if v == 1 or (v <= most and microbatches >= pp)]
+
+
 def enumerate_layouts(
     model: Transformer,
     n_gpu: int,
@@ -124,40 +194,31 @@ def enumerate_layouts(
     """Every layout of ``n_gpu`` GPUs in ``space`` whose degrees suit the model's shape:
     t divides the heads (and the key/value heads, or is a multiple of them) and the FFN sizes,
     c divides the sequence, e divides the experts and d x c, the global batch is a multiple of
-    d x micro-batch, p x v <= layers, and interleaving has micro-batches a multiple of p.
-    Hardware-dependent validity (NVLink domain, memory) is the kernel's."""
+    d x micro-batch, p <= layers, p x v <= layers + 2 and interleaving has at least p
+    micro-batches.  Hardware-dependent validity (NVLink domain, memory) is the kernel's.  The
+    order is the stems' (``layout_stems``), then interleave, ZeRO stage, recomputation, sp."""
     batch = global_batch or model.global_batch
-    kv = model.kv_heads
     out = []
-    for tp in _powers_of_two(min(space.max_tp, n_gpu)):
-        if n_gpu % tp or model.heads % tp or model.ffn_hidden % tp or (model.moe and model.moe_ffn_hidden % tp):
-            continue
-        if (tp < kv and kv % tp) or (tp > kv and tp % kv):
-            continue
-        for cp in space.cp:
-            if (n_gpu // tp) % cp or model.seq_len % cp:
-                continue
-            rest = n_gpu // (tp * cp)
-            for pp in _divisors(rest):
-                dp = rest // pp
-                if pp > model.layers or batch % dp or (space.pp and pp not in space.pp):
-                    continue
-                experts = [e for e in _divisors(model.experts) if (dp * cp) % e == 0] if model.moe else [1]
-                for ep in experts:
-                    for vpp in space.vpp if pp > 1 else (1,):
-                        if pp * vpp > model.layers:
-                            continue
-                        for mb in space.micro_batch:
-                            if batch % (dp * mb):
-                                continue
-                            m = batch // (dp * mb)
-                            if vpp > 1 and m % pp:
-                                continue
-                            for zero in space.zero:
-                                for rc in space.recompute:
-                                    for sp in space.sequence_parallel if tp > 1 else (False,):
-                                        out.append(Layout(tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp))
+    for tp, pp, dp, cp, ep, mb in layout_stems(model, n_gpu, space, batch):
+        for vpp in stem_interleaves(model, pp, batch // (dp * mb), space):
+            for zero in space.zero:
+                for rc in space.recompute:
+                    for sp in space.sequence_parallel if tp > 1 else (False,):
+                        out.append(Layout(tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp))
     return out
+
+
+def count_layouts(model: Transformer, n_gpu: int, space: Space = Space(), global_batch: int | None = None) -> int:
+    """``len(enumerate_layouts(...))`` without building the layouts: stems x interleave factors
+    x ZeRO stages x recomputation x sequence-parallel settings."""
+    batch = global_batch or model.global_batch
+    rest = len(space.zero) * len(space.recompute)
+    return sum(
+        len(stem_interleaves(model, pp, batch // (dp * mb), space))
+        * rest
+        * (len(space.sequence_parallel) if tp > 1 else 1)
+        for tp, pp, dp, cp, ep, mb in layout_stems(model, n_gpu, space, batch)
+    )
 
 
 def reason_text(
@@ -191,7 +252,9 @@ def reason_text(
         K.REASON_PP_LAYERS: (
             f"{lay['pp']} pipeline stages x {lay['vpp']} virtual stages exceed the {model.layers} layers"
         ),
-        K.REASON_INTERLEAVE: "an interleaved schedule needs pipeline degree > 1 and micro-batches a multiple of it",
+        K.REASON_INTERLEAVE: (
+            "an interleaved schedule needs pipeline degree > 1 and at least as many micro-batches as stages"
+        ),
         K.REASON_NO_NETWORK: "the job spans several NVLink domains but the network is none",
         K.REASON_FABRIC: (
             f"the job's {-(-layout.n_gpu // max(domain, 1))} NVLink domains exceed what the fabric's tiers connect"
@@ -329,16 +392,32 @@ class SpaceKey:
     doc: str
     least: int = 1
     choices: tuple = ()
+    every: bool = False  # an empty list means every value that can apply
 
 
 #: the largest degree or size an [llm] key takes (a GPU count's bound: no degree exceeds the GPUs)
 MAX_SPACE_VALUE = 2**31 - 1
 SPACE_KEYS = (
-    SpaceKey("max_tp", "int", "largest tensor degree tried (powers of two up to it)"),
-    SpaceKey("pp", "ints", "pipeline degrees tried (empty: every divisor that fits the layers)"),
+    SpaceKey(
+        "max_tp",
+        "int",
+        "largest tensor degree tried (powers of two up to it; beyond the NVLink domain costed on the fabric)",
+    ),
+    SpaceKey("pp", "ints", "pipeline degrees tried (empty: every divisor that fits the layers)", every=True),
     SpaceKey("cp", "ints", "context-parallel degrees tried"),
-    SpaceKey("vpp", "ints", "virtual stages per pipeline rank tried (1: 1F1B; more: interleaved)"),
-    SpaceKey("micro_batch", "ints", "micro-batch sizes tried [sequences]"),
+    SpaceKey(
+        "vpp",
+        "ints",
+        "virtual stages per pipeline rank tried (1: 1F1B; more: interleaved, uneven stages allowed; "
+        "empty: every one up to (layers + 2) / p)",
+        every=True,
+    ),
+    SpaceKey(
+        "micro_batch",
+        "ints",
+        "micro-batch sizes tried [sequences] (empty: every divisor of the replica's batch, up to what fits)",
+        every=True,
+    ),
     SpaceKey("zero", "ints", "ZeRO stages tried (3 = FSDP)", least=0, choices=(0, 1, 2, 3)),
     SpaceKey("recompute", "words", "activation recomputation tried", choices=RECOMPUTE),
     SpaceKey("sequence_parallel", "flags", "sequence parallelism tried in tensor groups > 1"),
@@ -371,7 +450,7 @@ def space_from_table(table: dict, origin: str) -> Space:
                 )
             values[name] = value
             continue
-        if not isinstance(value, list) or (not value and name != "pp"):
+        if not isinstance(value, list) or (not value and not key.every):
             raise PaigridError(f"{where} must be a non-empty list ({key.doc}).")
         for v in value:
             if key.kind == "ints" and (
@@ -411,5 +490,5 @@ def space_keys_table() -> str:
             if isinstance(default, list)
             else str(default)
         )
-        lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every divisor'} |")
+        lines.append(f"| `{key.name}` | {key.doc} | {shown or 'every one'} |")
     return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""The LLM kernels on CUDA (``kernels.cuda_llm``): bit-identical to the CPU kernels in numba's
+CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set in a subprocess before numba.cuda is imported),
+and compiled to PTX with NVVM where it is installed; no GPU is needed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+@pytest.mark.cuda_sim
+def test_cuda_llm_kernels_give_the_cpu_outputs_in_the_simulator():
+    done = subprocess.run(
+        [sys.executable, str(HERE / "cuda_sim_llm_checks.py")], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3", "probe mixtral-8x7b"):
+        assert f"ok {case}: 1 outputs equal" in done.stdout, done.stdout
+    assert done.stdout.count("search ") == 2 and "ok search mixtral-8x7b: 3 outputs equal" in done.stdout
+    assert done.stdout.count("ok best_layout") == 2, done.stdout
+    exercised = [
+        int(line.split(":")[1].split(",")[0]) for line in done.stdout.splitlines() if "reasons exercised" in line
+    ]
+    assert len(exercised) == 3 and min(exercised) >= 5, done.stdout
+
+
+def _nvvm_found() -> str:
+    """'' when numba-cuda and libNVVM are installed here (PTX can be made without a GPU), else why not."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "from numba.cuda.cudadrv import nvvm; nvvm.NVVM()"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no libNVVM"])[-1]
+
+
+PTX = """
+import types
+import numba
+import numpy as np
+import numba.cuda.dispatcher as dispatcher
+from paigrid.inputs.catalog import Catalogues
+from paigrid.inputs.efficiency import defaults
+from paigrid.kernels import cuda_llm
+from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_search as S
+from paigrid.llm.compute import Hardware, LlmOptions
+from paigrid.llm.evaluate import tables
+from paigrid.llm.layouts import Layout
+from paigrid.llm.models import model
+from paigrid.llm.search import search_tables
+
+ns = cuda_llm.load()
+# device functions are compiled for the current device's architecture: name one (sm_90), none is here
+dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+cats, eff, opts = Catalogues.load(), defaults(), LlmOptions.defaults()
+m = model("mixtral-8x7b")
+hw = [Hardware("H100-SXM5-80GB", "amp-bf16", 8, "nvswitch-nvlink4", "ib-ndr-400g", 1.0)]
+pairs = tables(m, [Layout(tp=2, dp=4)], hw, cats, eff, opts)
+stems = search_tables(m, 16, hw, cats, eff, opts)
+rows = stems[0].shape[0]
+cases = (
+    (ns.pairs_kernel, (*pairs, np.empty((1, K.N_RESULT_FIELDS)))),
+    (ns.probe_kernel, (*stems, np.empty(rows))),
+    (ns.search_kernel, (*stems, np.empty(1), np.empty((rows, K.N_RESULT_FIELDS)),
+                        np.empty((rows, K.N_LAYOUT_FIELDS)), np.empty((rows, S.N_COUNTS)))),
+)
+for kernel, args in cases:
+    ptx, _ = ns.cuda.compile_ptx(kernel.py_func, tuple(numba.typeof(a) for a in args), cc=(9, 0))
+    assert ".entry" in ptx
+    print("ptx", kernel.py_func.__name__, len(ptx), "fused multiply-adds", ptx.count("fma.rn"))
+"""
+
+
+@pytest.mark.cuda_sim
+def test_cuda_llm_kernels_compile_to_ptx():
+    # the simulator runs Python; this compiles the real kernels (helpers included) with NVVM for sm_90
+    reason = _nvvm_found()
+    if reason:
+        pytest.skip(f"numba-cuda's NVVM is not installed here ({reason}); pip install 'paigrid[cuda]' to run this")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", PTX], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("ptx ")]
+    assert [line.split()[1] for line in lines] == ["_pairs_kernel", "_probe_kernel", "_search_kernel"], done.stdout
+    # no math-library call of these kernels is fma-based, and NVVM is told not to contract a * b + c
+    # (-fma=0, kernels.cuda._no_contraction), so the GPU rounds as the CPU does
+    assert all(line.endswith(" fused multiply-adds 0") for line in lines), done.stdout
