@@ -159,8 +159,11 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
     """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
     if calibration is None:
         return
-    if not Path(calibration).is_file():
-        raise PaigridError(f"the calibration file {calibration} does not exist.")
+    from paigrid.userfiles import input_problem
+
+    problem = input_problem(calibration)  # a FIFO is refused, not read (file_sha256 would wait on it)
+    if problem:
+        raise PaigridError(f"the calibration file {calibration} cannot be read: {problem}.")
     stored = str_attr(cube.source.attrs, "calibration_sha256")
     if stored != file_sha256(calibration):
         made = "with another calibration" if stored else "with the default efficiencies"
@@ -196,18 +199,20 @@ def damage(path: str | Path, exc: BaseException | None = None) -> PaigridError:
         path = partial_path(path)
     try:
         with h5py.File(path, "r") as f:
-            jobs = decode_strings(f["job"][:]) if "job" in f else []
-            for name, dataset in f.items():
-                if not isinstance(dataset, h5py.Dataset) or dataset.chunks is None or dataset.ndim == 0:
-                    continue
-                for chunk in dataset.iter_chunks():
-                    try:
-                        dataset[chunk]
-                    except (OSError, RuntimeError):
-                        return PaigridError(
-                            f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
-                            f"of {name} fails its checksum."
-                        )
+            groups = [("", f)] + ([("llm/", f["llm"])] if isinstance(f.get("llm"), h5py.Group) else [])
+            for prefix, group in groups:  # the root (data-parallel family), then the group llm
+                jobs = decode_strings(group["job"][:]) if "job" in group else []
+                for name, dataset in group.items():
+                    if not isinstance(dataset, h5py.Dataset) or dataset.chunks is None or dataset.ndim == 0:
+                        continue
+                    for chunk in dataset.iter_chunks():
+                        try:
+                            dataset[chunk]
+                        except (OSError, RuntimeError):
+                            return PaigridError(
+                                f"{path} is damaged: chunk of {_jobs_of(chunk[0], jobs, dataset)} "
+                                f"of {prefix}{name} fails its checksum."
+                            )
     except (OSError, RuntimeError, KeyError, ValueError):
         pass
     reason = f" ({str(exc).strip().rstrip('.')})" if exc is not None and str(exc).strip() else ""
@@ -249,9 +254,14 @@ def families_of(path: str | Path) -> list[str]:
     is no cube (``open_cube``'s sentences)."""
     import h5py
 
+    from paigrid.userfiles import input_problem
+
     path = Path(path)
     if not path.exists():
         open_cube(path)  # its sentence for a missing or unfinished cube
+    problem = input_problem(path)  # a FIFO or a device would never end: refused before HDF5 waits on it
+    if problem:
+        raise PaigridError(f"{path} is not a readable HDF5 cube: {problem}.")
     try:
         with h5py.File(path, "r") as f:
             families = cube_families(f.attrs, has_root_jobs="block_done" in f and "job" in f)

@@ -159,11 +159,12 @@ def _open_llm_dataset(path, chunks, group: str) -> xr.Dataset:
     open_llm(path).close()  # the checks and their sentences
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", group="llm", chunks=chunks)
-    except (OSError, ValueError) as exc:
-        raise PaigridError(f"xarray cannot open {path} group llm ({exc}).") from None
-    with xr.open_dataset(path, engine="h5netcdf") as root:
-        ds.attrs["mode"] = root.attrs.get("mode", "full")
-    return present_llm(ds)
+        with xr.open_dataset(path, engine="h5netcdf") as root:
+            ds.attrs["mode"] = root.attrs.get("mode", "full")
+    except (OSError, ValueError, RuntimeError, KeyError, AttributeError) as exc:
+        raise damage(path, exc) from None
+    # a damaged chunk of the group read through ds (or a variable derived from it): the CLI's sentence
+    return present_llm(_guarded(ds, path))
 
 
 #: the LLM group's variables derived per sample (one sample is one sequence) from its per-step

@@ -17,11 +17,15 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\x1b"}
 #: a quoted value, or a run of characters without spaces, longer than MAX_VALUE_CHARS
 _N = MAX_VALUE_CHARS + 1
 _LONG = re.compile(rf"'[^']{{{_N},}}'|\"[^\"]{{{_N},}}\"|\S{{{_N},}}")
-#: a whole comma-separated list of more than MAX_LIST_ITEMS items without spaces: after ": " or
-#: "(s) " ("unknown key(s) a, b, ..."), up to the end of its clause; a list whose items hold
-#: spaces is left whole (it cannot be told apart from prose), and messages built from the
-#: user's lists name them with ``listing``
-_LIST = re.compile(rf"(?:(?<=: )|(?<=\(s\) ))(?:[^\s,;]+, ){{{MAX_LIST_ITEMS},}}[^\s,;.()]+(?=[.;)]|$)")
+#: a whole comma-separated list of more than MAX_LIST_ITEMS items without spaces, starting after
+#: a space or an opening bracket ("known: a, b, ...", "a zoo family (a, b, ...)", "its values
+#: are a, b, ..."), up to the end of its clause; a list whose items hold spaces is left whole
+#: (it cannot be told apart from prose), and messages built from the user's lists name them
+#: with ``listing``
+_LIST = re.compile(
+    rf"(?:(?<=\s)|(?<=\()|(?<=\[)|^)(?:[^\s,;()\[\]]+, ){{{MAX_LIST_ITEMS},}}[^\s,;()\[\]]*[^\s,;.()\[\]]"
+    rf"(?=[.;)\]]|\s|$)"
+)
 
 
 def printable(text: str) -> str:

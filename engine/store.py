@@ -210,8 +210,15 @@ class CubeWriter:
         # that this writer holds it: it flushes it itself and writes blocks straight to its datasets.
         # track_order: the creation order netCDF-4 needs, as h5netcdf sets it on files it creates.
         if resume:  # checked read-only first: a refused resume leaves the file byte for byte as it was
-            with h5py.File(self.tmp, "r") as probe:
-                self._check_resumable(provenance, probe.attrs)
+            try:
+                with h5py.File(self.tmp, "r") as probe:
+                    probe.visit(lambda name: None)  # every object header: damaged metadata fails here
+                    self._check_resumable(provenance, probe.attrs)
+            except (OSError, RuntimeError, KeyError):
+                raise PaigridError(
+                    f"{self.tmp} cannot be resumed: its metadata is damaged (as when the disk filled while HDF5 "
+                    "was writing); delete it and run the sweep again without --resume."
+                ) from None
         self.h5 = h5py.File(self.tmp, "r+") if resume else h5py.File(self.creating, "w", track_order=True)
         try:
             self.file = h5netcdf.File(self.h5, "r+" if resume else "w")

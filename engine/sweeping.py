@@ -40,7 +40,15 @@ from paigrid.store import (
     factor_bytes,
     llm_estimated_bytes,
 )
-from paigrid.userfiles import OutputLock, fault_point, file_sha256, megabytes, os_reason, output_target
+from paigrid.userfiles import (
+    OutputLock,
+    check_output_is_no_input,
+    fault_point,
+    file_sha256,
+    megabytes,
+    os_reason,
+    output_target,
+)
 
 
 @dataclass
@@ -271,6 +279,16 @@ def cube_output(out: str | Path) -> Path:
     return target.path
 
 
+def sweep_inputs(spec: SweepSpec, calibration=None) -> list[tuple[str, str | Path | None]]:
+    """The files a sweep of ``spec`` reads, each with what it is (none may be its output)."""
+    return [
+        ("the spec file", spec.origin if spec.sha256 else None),
+        ("the workloads file", spec.workloads if isinstance(spec.workloads, str) else None),
+        ("the calibration file", calibration if isinstance(calibration, (str, Path)) else None),
+        *((f"the {kind} catalogue", path) for kind, path in spec.catalogues.items()),
+    ]
+
+
 def run_sweep(
     spec: SweepSpec,
     out: str | Path,
@@ -305,6 +323,7 @@ def run_sweep(
     One writer at a time: ``out.lock`` (``userfiles.OutputLock``) names the process writing.
     """
     out = cube_output(out)
+    check_output_is_no_input(out, sweep_inputs(spec, calibration))
     device = spec.device if device is None else device
     from paigrid.distributed import check_workers
 
@@ -577,8 +596,12 @@ def _sweep_llm(writer, source, bar, per_block: int, all_blocks: int, on_block=No
             if on_block is not None:
                 on_block(int(writer.done.sum()) + written)
         bar.advance(per_block, int(writer.done.sum()) + written + len(writer.unflushed_llm), all_blocks)
-    if writer.commit():
+    before = int(writer.llm_done.sum())
+    writer.commit()  # (its return value lists data-parallel blocks only: LLM ones are counted here)
+    if int(writer.llm_done.sum()) > before:
         fault_point(f"after-llm-block-{int(writer.llm_done.sum())}")
+        if on_block is not None:  # as after the data-parallel blocks: the last ones committed are reported too
+            on_block(int(writer.done.sum()) + int(writer.llm_done.sum()))
 
 
 def _check_llm_room(writer, results, reason, bests) -> None:

@@ -235,6 +235,27 @@ def output_target(path: str | Path) -> OutputTarget:
     return OutputTarget(given, real, False, "file")
 
 
+def check_output_is_no_input(out: str | Path, inputs) -> None:
+    """One sentence when the output ``out`` is one of ``inputs`` (pairs of what the file is and its
+    path, None for none): paigrid never writes its result over a file it reads (``sweep spec.toml
+    -o spec.toml`` would replace the spec by the cube).  A link to an input counts as the input."""
+    try:
+        out_id = os.stat(out)
+    except OSError:
+        return  # a new file: no input can be it
+    for what, path in inputs:
+        if path is None or str(path) == "":
+            continue
+        try:
+            same = os.path.samestat(out_id, os.stat(path))
+        except OSError:
+            continue
+        if same:
+            raise PaigridError(
+                f"the output {out} is {what}; paigrid does not write over a file it reads: give another output path."
+            )
+
+
 def check_writable_file(path: str | Path) -> OutputTarget:
     """One sentence for an output file that cannot be written, before any work is done; returns
     where it goes (``output_target``)."""
@@ -249,11 +270,7 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
     Returns the path written (a link's target)."""
     target = output_target(path)
     if target.stream:
-        try:
-            with open(target.path, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise PaigridError(f"cannot write {target.given} ({_reason(exc)}).") from None
+        write_stream(target, text)
         return target.path
     destination = target.path
     folder = destination.parent if str(destination.parent) else Path(".")
@@ -281,6 +298,49 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return destination
+
+
+#: the longest a text output that is a FIFO or a device may take no text before paigrid gives up
+#: on it [s] (a reader that stopped reading would otherwise hold the command forever)
+STREAM_STALL_SECONDS = 30.0
+_STREAM_PIECE = 1 << 16
+
+
+def write_stream(target: OutputTarget, text: str) -> None:
+    """Write ``text`` into the FIFO or device ``target`` without ever waiting unbounded: a FIFO
+    that no process reads is refused at once (it would block the open forever), and a reader
+    that takes no text for ``STREAM_STALL_SECONDS`` ends the write in one sentence."""
+    import select
+
+    data = memoryview(text.encode("utf-8"))
+    try:
+        fd = os.open(target.path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise PaigridError(
+                f"cannot write {target.given}: it is a FIFO that no process is reading; start its reader first, "
+                "or give a file."
+            ) from None
+        raise PaigridError(f"cannot write {target.given} ({_reason(exc)}).") from None
+    try:
+        done = 0
+        while done < len(data):
+            _, ready, _ = select.select([], [fd], [], STREAM_STALL_SECONDS)
+            if not ready:
+                raise PaigridError(
+                    f"cannot write {target.given}: its reader took no text for {STREAM_STALL_SECONDS:g} s "
+                    f"({done:,} of {len(data):,} bytes written); paigrid gave up on it."
+                )
+            try:
+                done += os.write(fd, data[done : done + _STREAM_PIECE])
+            except BlockingIOError:
+                continue
+    except BrokenPipeError:
+        raise PaigridError(f"cannot write {target.given}: its reader closed it before the end.") from None
+    except OSError as exc:
+        raise PaigridError(f"cannot write {target.given} ({_reason(exc)}).") from None
+    finally:
+        os.close(fd)
 
 
 def sync_folder(folder: str | Path) -> None:

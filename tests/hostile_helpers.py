@@ -42,6 +42,9 @@ network = ["eth-25g"]
 precision = ["fp32"]
 """
 
+#: a comma-separated list naming more than ten items (a message names ten and counts the rest)
+LONG_LIST = re.compile(r"(?:[^\s,;()\[\]]+, ){10,}[^\s,;()\[\]]+")
+
 #: exception class names that must never reach the user
 CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception|Interrupt|Warning)\b")
 
@@ -151,6 +154,7 @@ def assert_one_sentence(code: int, stderr: str, *fragments: str) -> str:
     assert "Traceback" not in text and "unexpected error" not in text, text
     assert not CLASS_NAME.search(text), text
     assert text.endswith((".", "?")), text
+    assert not LONG_LIST.search(text), f"a list of more than ten items: {text}"
     for fragment in fragments:
         assert fragment in text, f"{fragment!r} not in {text!r}"
     return text

@@ -527,7 +527,27 @@ def test_a_fifo_receives_text_and_stays_a_fifo(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     received = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    # the reader opens the FIFO before paigrid writes (a FIFO nobody reads is refused), then reads
+    # through to the end once paigrid has written and closed it
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+
+    def read_to_the_end():
+        import select
+        import time
+
+        chunks = []
+        while select.select([fd], [], [], 30)[0]:
+            data = os.read(fd, 1 << 16)
+            if data:
+                chunks.append(data)
+            elif chunks:
+                break
+            else:
+                time.sleep(0.01)  # no writer yet: a read sees an end
+        os.close(fd)
+        received.append(b"".join(chunks).decode())
+
+    reader = threading.Thread(target=read_to_the_end)
     reader.start()
     code, _, stderr = invoke("study-spec", "--out", fifo)
     reader.join(timeout=30)

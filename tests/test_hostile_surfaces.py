@@ -5,6 +5,13 @@ never end (FIFOs, devices, sockets), numbers beyond int64 or not finite, line br
 one sentence on stderr, print nothing on stdout and leave every file as it was (as in
 ``test_hostile.py``).
 
+The unified commands with LLM jobs (``paigrid sweep`` of a spec naming LLM models, ``predict``
+of an LLM job, ``query``/``info``/``report`` of a cube with an ``llm`` group) get the same kinds;
+an output that is one of the command's inputs is refused, and so is a text output that is a
+FIFO nobody reads.  Two tests keep the corpus whole: every CLI command must have a case here or
+in ``test_hostile.py``, and every public callable of the Python API (and of its ``ds.paigrid``
+accessor) one in ``API_CASES``.
+
 Then the kinds that are not one sentence but must hold: text written back (CSV cells that a
 spreadsheet would run, control characters in a table), the Python API's sentences, a resume
 that says what changed, trace tables with a byte-order mark or rows the population reader would
@@ -284,6 +291,108 @@ case(
     "where-escape-codes", ["query", f"{W}/cube.h5", "--best-arch", "--where", "gpu=\x1b[31mV100\nA100"], {}, "\\x1b[31m"
 )
 case("predict-workload-long", ["predict", "--workload", "w" * 100_000, *PREDICT[3:]], {}, "100,000 characters")
+
+
+# --- the unified commands with LLM jobs: the same kinds as above --------------------------------------
+LLM_SPEC = 'workloads = ["llama3-8b"]\n[grid]\ngpu = ["H100"]\nn_gpu = [8]\n'
+for id, text, fragment in (
+    ("gpu-alias-twice", LLM_SPEC.replace('["H100"]', '["H100", "H100-SXM5-80GB"]'), "names H100-SXM5-80GB twice"),
+    ("precision-twice", LLM_SPEC + 'precision = ["amp-bf16", "amp-bf16"]\n', "names amp-bf16 twice"),
+    ("network-alias-twice", LLM_SPEC + 'network = ["ib-ndr-400g", "IB-NDR-400G"]\n', "twice"),
+    ("network-empty-name", LLM_SPEC + 'network = [""]\n', "unknown network ''"),
+    ("n-gpu-beyond-int64", LLM_SPEC.replace("[8]", f"[{HUGE}]"), "from 1 to"),
+    ("n-gpu-trillion", LLM_SPEC.replace("[8]", "[1000000000000]"), "from 1 to"),
+    ("n-gpu-int32-max", LLM_SPEC.replace("[8]", "[2147483647]"), "from 1 to 1,048,576"),
+    ("n-gpu-above-the-llm-bound", LLM_SPEC.replace("[8]", "[8, 1048577]"), "not 1,048,577"),
+    ("max-tp-beyond-int64", LLM_SPEC + f"[llm]\nmax_tp = {HUGE}\n", "llm.max_tp"),
+    ("pp-beyond-int64", LLM_SPEC + f"[llm]\npp = [{HUGE}]\n", "llm.pp"),
+    ("micro-batch-twice", LLM_SPEC + "[llm]\nmicro_batch = [1, 1]\n", "twice"),
+    ("recompute-empty", LLM_SPEC + "[llm]\nrecompute = []\n", "llm.recompute"),
+    ("option-nan", LLM_SPEC + '[llm.options]\nworkspace_GB = "nan"\n', "workspace_GB"),
+    ("option-inf", LLM_SPEC + "[llm.options]\nweight_bytes = 1e400\n", "weight_bytes"),
+    ("option-line-break", LLM_SPEC + '[llm.options]\nattention = "flash\\neager"\n', "flash\\neager"),
+    ("nics-inf", LLM_SPEC + "nics_per_gpu = inf\n", "nics_per_gpu"),
+):
+    case(f"unified-sweep-llm-{id}", ["sweep", f"{T}/s.toml", "--out", f"{T}/o.h5", "-q"], {"s.toml": text}, fragment)
+case(
+    "unified-sweep-workloads-empty",
+    ["sweep", f"{W}/spec.toml", "--workloads", "", "--out", f"{T}/o.h5", "-q"],
+    {},
+    "--workloads is empty",
+)
+case(
+    "unified-sweep-workloads-empty-name",
+    ["sweep", f"{W}/spec.toml", "--workloads", "llama3-8b,,resnet50", "--out", f"{T}/o.h5", "-q"],
+    {},
+    "names an empty job",
+)
+case("unified-predict-network-empty", [*UNIFIED, "--tp", "8", "--network", ""], {}, "unknown network ''")
+case("unified-predict-precision-empty", [*UNIFIED, "--tp", "8", "--precision", ""], {}, "unknown precision ''")
+case("unified-predict-json-invalid-layout", [*UNIFIED, "--tp", "3", "--json"], {}, "not a multiple of tp")
+case("unified-predict-json-no-memory", [*UNIFIED, "--json"], {}, ("invalid layout", "GiB per GPU"))
+case(
+    "unified-predict-layout-beyond-int64",
+    [*UNIFIED, "--layout", f"tp{HUGE}-pp1-v1-cp1-ep1-mb1-zero1-none-sp"],
+    {},
+    "does not divide 8 GPUs",
+)
+case("unified-predict-calibration-for-llm", [*UNIFIED, "--calibration", f"{W}/calib.toml"], {}, "--calibration")
+case("llm-models-json-and-csv", ["llm", "models", "--json", "--csv"], {}, "--json")
+case("unified-query-fifo", ["query", f"{T}/f", "--best-arch"], {"f": ("fifo",)}, "FIFO")
+case("unified-query-socket", ["query", f"{T}/f", "--best-arch", "--tokens", "1e12"], {"f": ("socket",)}, "socket")
+case("unified-info-fifo", ["info", f"{T}/f"], {"f": ("fifo",)}, "FIFO")
+case("unified-report-fifo", ["report", f"{T}/f", "--out", f"{T}/r"], {"f": ("fifo",)}, "FIFO")
+case("unified-query-tokens-inf", ["query", f"{W}/cube.h5", "--best-arch", "--tokens", "inf"], {}, "finite")
+case("unified-query-tokens-overflow", ["query", f"{W}/cube.h5", "--best-arch", "--tokens", "1e400"], {}, "finite")
+case(
+    "unified-query-calibration-fifo",
+    ["query", f"{W}/cube.h5", "--best-arch", "--calibration", f"{T}/f"],
+    {"f": ("fifo",)},
+    "FIFO",
+)
+case("unified-query-calibration-folder", ["query", f"{W}/cube.h5", "--best-arch", "--calibration", W], {}, "folder")
+case("unified-query-per-unknown", ["query", f"{W}/cube.h5", "--best-arch", "--per", "layout"], {}, "--per")
+
+# --- an output that is one of the command's inputs: never written over --------------------------------
+case(
+    "sweep-out-is-the-spec",
+    ["sweep", f"{T}/s.toml", "--out", f"{T}/s.toml", "-q"],
+    {"s.toml": LLM_SPEC},
+    "is the spec file",
+)
+case(
+    "sweep-out-is-the-calibration",
+    ["sweep", f"{W}/spec.toml", "--calibration", f"{T}/c.toml", "--out", f"{T}/c.toml", "-q"],
+    {"c.toml": "[link_efficiency]\nnvswitch = 0.5\n"},
+    "is the calibration file",
+)
+case(
+    "sweep-out-is-a-catalogue",
+    ["sweep", f"{W}/spec.toml", "--catalogue", f"gpus={W}/gpus.csv", "--out", f"{W}/gpus.csv", "-q"],
+    {},
+    "is the gpus catalogue",
+)
+case(
+    "calibrate-out-is-the-measurements",
+    ["calibrate", f"{W}/measurements.csv", "--out", f"{W}/measurements.csv"],
+    {},
+    "is the measurements file",
+)
+case(
+    "trace-import-out-is-a-table",
+    ["trace", "import", f"{W}/trace", "--out", f"{W}/trace/pai_job_table.csv"],
+    {},
+    "is the trace table pai_job_table.csv",
+)
+
+# --- text outputs that are FIFOs nobody reads: refused at once, never waited on -------------------------
+for what, args in (
+    ("study-spec", ["study-spec", "--out", f"{T}/f"]),
+    ("population", ["population", "--jobs", "3", "--out", f"{T}/f"]),
+    ("population-llm", ["population", "--jobs", "3", "--llm-share", "0.5", "--out", f"{T}/f"]),
+    ("trace-import", ["trace", "import", f"{W}/trace", "--out", f"{T}/f"]),
+):
+    case(f"out-fifo-no-reader-{what}", args, {"f": ("fifo",)}, "no process is reading")
 
 
 # --- the world and the runner ---------------------------------------------------------------------------
@@ -602,6 +711,23 @@ def test_an_interrupted_in_memory_sweep_does_not_advise_a_resume(world):
     assert "--resume" not in str(error.value) and ".partial" not in str(error.value)
 
 
+def test_an_interrupted_in_memory_llm_sweep_does_not_advise_a_resume():
+    """LLM jobs only, blocks sized by work (their commits batched): ``on_block`` still reports the
+    blocks committed at the end, so an interrupt there is the in-memory sentence."""
+    import paigrid
+
+    spec = {"workloads": ["llama3-8b"], "grid": {"gpu": ["H100"], "n_gpu": [8, 16]}, "llm": {"vpp": [1], "cp": [1]}}
+    calls = []
+
+    def stop(written):
+        calls.append(written)
+        raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match=r"in-memory sweep \(out=None\) was interrupted and kept nothing"):
+        paigrid.sweep(spec, on_block=stop)
+    assert calls == [2]
+
+
 def test_the_api_refuses_workers_with_a_scheduler_as_the_cli_does(world, tmp_path):
     import paigrid
 
@@ -674,3 +800,194 @@ def test_a_command_that_prints_nothing_runs_with_stdout_closed(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "s.toml").read_text().startswith(("#", "[", "jobs", "workloads"))
+
+
+# --- text outputs that are streams: bounded, never waited on ----------------------------------------------
+def test_a_fifo_whose_reader_stops_reading_ends_in_one_sentence(tmp_path, monkeypatch):
+    """A reader that opened the FIFO and reads nothing: once the pipe's buffer is full the write
+    would wait forever; after ``STREAM_STALL_SECONDS`` without progress it is one sentence."""
+    import paigrid.userfiles as userfiles
+
+    monkeypatch.setattr(userfiles, "STREAM_STALL_SECONDS", 0.5)
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, never read
+    try:
+        code, stdout, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
+    finally:
+        os.close(reader)
+    assert_one_sentence(code, stderr, "its reader took no text for 0.5 s", "bytes written")
+    assert stdout == "" and fifo.is_fifo() and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_a_fifo_whose_reader_went_away_ends_in_one_sentence(tmp_path, monkeypatch):
+    """The reader closes the FIFO after the first piece: the rest cannot be written (a broken
+    pipe), which is one sentence, not a traceback or a silent success."""
+    import paigrid.userfiles as userfiles
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    real_write = os.write
+
+    def write_then_reader_gone(fd, data):
+        written = real_write(fd, data)
+        with contextlib.suppress(OSError):
+            os.close(reader)
+        return written
+
+    monkeypatch.setattr(userfiles.os, "write", write_then_reader_gone)
+    code, _, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
+    monkeypatch.undo()
+    assert_one_sentence(code, stderr, "its reader closed it before the end")
+    assert fifo.is_fifo()
+
+
+def test_a_fifo_with_a_reader_receives_the_whole_text(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader is there before paigrid writes
+    received = []
+
+    def read_all():  # until the text and then its end (before paigrid opens the FIFO, a read sees an end too)
+        import select
+        import time
+
+        chunks = []
+        while select.select([reader], [], [], 60)[0]:
+            data = os.read(reader, 1 << 16)
+            if data:
+                chunks.append(data)
+            elif chunks:
+                break
+            else:
+                time.sleep(0.01)
+        os.close(reader)
+        received.append(b"".join(chunks))
+
+    thread = threading.Thread(target=read_all)
+    thread.start()
+    code, _, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
+    thread.join(timeout=60)
+    assert code == 0, stderr
+    rows = list(csv.DictReader(io.StringIO(received[0].decode())))
+    assert len(rows) == 3000 and fifo.is_fifo()
+
+
+# --- whole numbers of the public files: bounded, a row refused, never a crash --------------------------------
+PUBLIC = Path(__file__).resolve().parent.parent / "datasets"
+
+
+@pytest.mark.parametrize(
+    "name,column",
+    [
+        ("llm_public.csv", "layers"),
+        ("llm_public.csv", "seq_len"),
+        ("llm_public.csv", "micro_batch"),
+        ("llm_public_v2.csv", "hidden"),
+        ("llm_public_v2.csv", "layers"),
+        ("llm_public_v2.csv", "seq_len"),
+        ("llm_public_v2.csv", "micro_batch"),
+        ("measured_public_v2.csv", "gpus_per_node"),
+        ("measured_public_v2.csv", "nodes"),
+    ],
+)
+@pytest.mark.parametrize("value", ["1e308", HUGE, "inf", "nan"])
+def test_a_public_files_whole_number_beyond_range_refuses_its_row(tmp_path, name, column, value):
+    """A layer count, width, sequence length, micro-batch or GPU count of 1e308 (or beyond int64,
+    or not finite) in a row of a public file: that row is refused with its reason (or the file
+    is one sentence when no row is left), never an OverflowError or a ValueError."""
+    with open(PUBLIC / name, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))[:4]
+    rows[1][rows[0].index(column)] = value
+    path = tmp_path / name
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    code, stdout, stderr = invoke("validate", path)
+    assert "unexpected error" not in stderr and "Error" not in stderr, stderr
+    if code == 0:
+        assert "refused" in stdout and column in stdout, stdout
+    else:
+        assert_one_sentence(code, stderr, column)
+
+
+# --- the corpus covers every command and the Python API ---------------------------------------------------
+def _commands() -> set[str]:
+    """Every command of the CLI by its full name ("sweep", "llm query", "trace import", ...)."""
+    import typer.main
+
+    from paigrid.cli import app
+
+    def walk(command, prefix=()):
+        subs = getattr(command, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                yield from walk(sub, (*prefix, name))
+        else:
+            yield " ".join(prefix)
+
+    return set(walk(typer.main.get_command(app)))
+
+
+def _command_of(args: list[str], groups: set[str]) -> str:
+    return " ".join(args[:2]) if args[0] in groups else args[0]
+
+
+def test_the_hostile_corpus_has_a_case_for_every_command():
+    """A command added to the CLI without a hostile case fails here: give it cases in this table
+    or in test_hostile.py's."""
+    import test_hostile
+
+    commands = _commands()
+    groups = {name.split()[0] for name in commands if " " in name}
+    covered = {_command_of(c.args, groups) for c in CASES + test_hostile.CASES}
+    missing = sorted(commands - covered)
+    assert not missing, f"commands with no hostile case: {missing}"
+
+
+#: the Python API's hostile cases: each public callable and accessor method -> a call that must
+#: raise PaigridError with the CLI's kind of sentence (FIXTURE: the world folder)
+API_CASES = {
+    "open_dataset": [
+        lambda w: __import__("paigrid").open_dataset(w / "text.txt"),
+        lambda w: __import__("paigrid").open_dataset(w / "trace"),
+        lambda w: __import__("paigrid").open_dataset(w / "cube.h5", group="llm"),
+        lambda w: __import__("paigrid").open_dataset(w / "cube.h5", group="bogus"),
+    ],
+    "sweep": [
+        lambda w: __import__("paigrid").sweep(w / "spec.toml", workers=0),
+        lambda w: __import__("paigrid").sweep(w / "spec.toml", w / "spec.toml"),
+        lambda w: __import__("paigrid").sweep({"workloads": ["llama3-8b"], "llm": {"max_tp": 10**30}}),
+        lambda w: __import__("paigrid").sweep({"workloads": ["llama3-8b"], "grid": {"gpu": ["H100", "H100"]}}),
+        lambda w: __import__("paigrid").sweep(w / "spec.toml", group="bogus"),
+    ],
+    "best": [lambda w: __import__("paigrid").open_dataset(w / "cube.h5").paigrid.best(by="speed")],
+    "pareto": [lambda w: __import__("paigrid").open_dataset(w / "cube.h5").paigrid.pareto(job="resnet5")],
+    "breakdown": [lambda w: __import__("paigrid").open_dataset(w / "cube.h5").paigrid.breakdown(job="resnet5")],
+}
+
+
+@pytest.mark.parametrize(
+    "call", [(name, k) for name, calls in API_CASES.items() for k in range(len(calls))], ids=lambda c: f"{c[0]}-{c[1]}"
+)
+def test_the_api_refuses_hostile_input_in_one_sentence(world, call):
+    name, k = call
+    before = snapshot(world)
+    with pytest.raises(PaigridError) as error:
+        API_CASES[name][k](world)
+    message = str(error.value)
+    assert "\n" not in message and "Traceback" not in message and len(message) <= MAX_MESSAGE_CHARS + 200
+    assert message.endswith((".", "?")), message
+    assert snapshot(world) == before
+
+
+def test_the_api_corpus_has_cases_for_every_public_callable():
+    import inspect
+
+    import paigrid
+    from paigrid.dataset import PaigridAccessor
+
+    public = {n for n in paigrid.__all__ if callable(getattr(paigrid, n))}
+    methods = {n for n, m in inspect.getmembers(PaigridAccessor, inspect.isfunction) if not n.startswith("_")}
+    missing = sorted((public | methods) - set(API_CASES))
+    assert not missing, f"public API with no hostile case: {missing}"

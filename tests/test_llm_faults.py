@@ -14,8 +14,10 @@ hostile input and checks the same guarantee on the unified writer's files (``l.h
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -29,6 +31,9 @@ import numpy as np
 import pytest
 
 from hostile_helpers import assert_one_sentence, invoke, snapshot
+from paigrid.errors import PaigridError
+from paigrid.inputs.spec import load_spec
+from paigrid.sweeping import run_sweep
 
 ARGS = [
     "llm",
@@ -260,3 +265,370 @@ def test_a_tasks_own_error_still_reaches_the_caller(no_wait):
     client = _Client({0: [["error"]]})
     with pytest.raises(ValueError, match="the task's own error"):
         list(_poll_blocks(client, None, [(0, 1)], [0], True, "lz4", (1,), None, 2))
+
+
+# --- the unified cube's LLM group: paigrid sweep with LLM jobs ------------------------------------------
+#: data-parallel and LLM jobs in one spec: 2 data-parallel blocks, then 3 LLM blocks (one job at one
+#: GPU count each), the layout space kept small so that a sweep takes seconds
+MIXED_SPEC = """
+workloads = ["resnet50", "bert-base", "llama3-8b"]
+jobs_per_block = 1
+
+[grid]
+gpu = ["H100-SXM5-80GB"]
+n_gpu = [8, 16, 64]
+precision = ["amp-bf16"]
+network = ["ib-ndr-400g"]
+
+[llm]
+cp = [1]
+vpp = [1]
+micro_batch = [1]
+zero = [1]
+recompute = ["selective"]
+"""
+N_DP_BLOCKS, N_LLM_BLOCKS = 2, 3
+#: an LLM-heavy cube of about 1.5 MB (the default [llm] space: 5,481 layouts), for the full disk
+BIG_LLM_SPEC = """
+workloads = ["resnet50", "llama3-8b"]
+jobs_per_block = 1
+
+[grid]
+gpu = ["H100-SXM5-80GB"]
+n_gpu = [8, 64, 512]
+precision = ["amp-bf16"]
+network = ["ib-ndr-400g"]
+"""
+
+
+def paigrid_process(*args, env: dict | None = None, prelude: str = "") -> subprocess.CompletedProcess:
+    """``paigrid ARGS`` in a process of its own (kernels cached where the in-process tests cache
+    them), SIGINT at its default disposition; ``prelude`` is Python run before the command."""
+    full = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "paigrid-tests-numba")),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", f"{prelude}from paigrid.cli import main; main()", *map(str, args)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A folder with the mixed spec and its uninterrupted cube ``reference.h5``."""
+    folder = tmp_path_factory.mktemp("mixed")
+    (folder / "spec.toml").write_text(MIXED_SPEC)
+    code, _, stderr = invoke("sweep", folder / "spec.toml", "-o", folder / "reference.h5", "-q")
+    assert code == 0, stderr
+    with h5py.File(folder / "reference.h5", "r") as f:
+        assert len(f["block_done"]) == N_DP_BLOCKS and len(f["llm/block_done"]) == N_LLM_BLOCKS
+    return folder
+
+
+def names_left(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+#: the points of a mixed sweep's write (``userfiles.fault_point``), each with the blocks of each
+#: family its partial file holds when killed there (None: no partial file yet)
+MIXED_POINTS = {
+    "lock-taken": None,
+    "creating": None,
+    "skeleton-written": None,
+    "after-create": (0, 0),
+    "after-block-2": (2, 0),
+    "llm-block-written-1": (2, 1),
+    "after-llm-block-2": (2, 2),
+    "before-finish": (2, 3),
+}
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("point", MIXED_POINTS)
+def test_a_mixed_sweep_killed_at_each_point_leaves_nothing_that_looks_whole(mixed, tmp_path, point):
+    """SIGKILL at each named point of a sweep with LLM jobs: no file at the output's name; a
+    partial file, once there, is a readable cube holding exactly the blocks written whole of both
+    families; the next sweep (--resume when there is a partial) takes the dead writer's lock over,
+    removes its half-created file, and ends with the same cube, LLM group included."""
+    out = tmp_path / "cube.h5"
+    killed = paigrid_process("sweep", mixed / "spec.toml", "-o", out, "-q", env={"PAIGRID_TEST_KILL_AT": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not out.exists()
+    assert names_left(tmp_path) <= {"cube.h5.lock", "cube.h5.partial", ".cube.h5.creating"}, names_left(tmp_path)
+    expected = MIXED_POINTS[point]
+    partial = tmp_path / "cube.h5.partial"
+    assert partial.exists() == (expected is not None)
+    if expected is not None:
+        with h5py.File(partial, "r") as f:
+            assert (int(f["block_done"][:].sum()), int(f["llm/block_done"][:].sum())) == expected
+        assert_one_sentence(*invoke("query", out, "--best-arch")[::2], "unfinished", "--resume")
+    resume = ["--resume"] if expected is not None else []
+    code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", out, "-q", *resume)
+    assert code == 0, stderr
+    assert names_left(tmp_path) == {"cube.h5"}  # no lock, no partial, no half-created file
+    assert_same(contents(out), contents(mixed / "reference.h5"))
+
+
+@pytest.mark.faults
+def test_ctrl_c_during_the_llm_blocks_is_one_sentence_and_resumes(mixed, tmp_path):
+    out = tmp_path / "cube.h5"
+    stopped = paigrid_process(
+        "sweep",
+        mixed / "spec.toml",
+        "-o",
+        out,
+        "-q",
+        env={"PAIGRID_TEST_KILL_AT": "after-llm-block-1", "PAIGRID_TEST_SIGNAL": "SIGINT"},
+    )
+    assert_one_sentence(stopped.returncode, stopped.stderr, "interrupted: 3 of 5 blocks are saved", "--resume")
+    assert names_left(tmp_path) == {"cube.h5.partial"}  # the lock released
+    code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", out, "-q", "--resume")
+    assert code == 0, stderr
+    assert_same(contents(out), contents(mixed / "reference.h5"))
+
+
+def test_the_space_check_counts_the_llm_group(tmp_path, monkeypatch):
+    """A sweep of LLM jobs only (nothing data-parallel to count) that would not fit is refused
+    before anything is written."""
+    import paigrid.sweeping as sweeping
+
+    (tmp_path / "spec.toml").write_text(BIG_LLM_SPEC.replace('"resnet50", ', ""))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(sweeping.shutil, "disk_usage", lambda folder: usage(10**9, 10**9 - 20_000, 20_000))
+    before = snapshot(tmp_path)
+    code, _, stderr = invoke("sweep", tmp_path / "spec.toml", "-o", tmp_path / "cube.h5", "-q")
+    assert_one_sentence(code, stderr, "MB", "free", "--no-space-check")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.faults
+def test_an_injected_full_disk_in_the_llm_group_stops_cleanly_and_resumes(mixed, tmp_path, monkeypatch):
+    """The free space drops once the data-parallel blocks are written: the first LLM block's room
+    check stops the sweep in one sentence before HDF5 meets the full disk; the partial holds the
+    data-parallel blocks, and --resume finishes the cube."""
+    import paigrid.sweeping as sweeping
+
+    real = shutil.disk_usage
+    full = {"now": False}
+
+    def usage(folder):
+        total, used, free = real(folder)
+        return type(real(folder))(total, used, 1000 if full["now"] else free)
+
+    def fill(_written):
+        full["now"] = _written >= N_DP_BLOCKS
+
+    out = tmp_path / "cube.h5"
+    monkeypatch.setattr(sweeping.shutil, "disk_usage", usage)
+    spec = load_spec(mixed / "spec.toml")
+    with pytest.raises(PaigridError, match=r"No space left on device.*2 of 5 blocks are saved.*--resume"):
+        run_sweep(spec, out, progress=False, on_block=fill)
+    monkeypatch.undo()
+    assert names_left(tmp_path) == {"cube.h5.partial"}
+    with h5py.File(tmp_path / "cube.h5.partial", "r") as f:
+        assert f["block_done"][:].all() and not f["llm/block_done"][:].any()
+    code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", out, "-q", "--resume")
+    assert code == 0, stderr
+    assert_same(contents(out), contents(mixed / "reference.h5"))
+
+
+@contextlib.contextmanager
+def small_filesystem(folder: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``folder`` (root only; skipped where mounting is not allowed)."""
+    folder.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small file system needs root (the injected full-disk test covers the rest)")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.fixture(scope="module")
+def big_llm(tmp_path_factory):
+    """The LLM-heavy spec, its uninterrupted cube, and ``data-parallel-part``: the size of its
+    partial file once the data-parallel block is written (killed there) [bytes]."""
+    folder = tmp_path_factory.mktemp("big-llm")
+    (folder / "spec.toml").write_text(BIG_LLM_SPEC)
+    code, _, stderr = invoke("sweep", folder / "spec.toml", "-o", folder / "reference.h5", "-q")
+    assert code == 0, stderr
+    killed = paigrid_process(
+        "sweep", folder / "spec.toml", "-o", folder / "k.h5", "-q", env={"PAIGRID_TEST_KILL_AT": "after-block-1"}
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (folder / "data-parallel-part").write_text(str((folder / "k.h5.partial").stat().st_size))
+    return folder
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("guard", ["checked", "inside-hdf5"])
+def test_a_real_disk_filling_during_the_llm_group_leaves_nothing_that_looks_whole(big_llm, tmp_path, guard):
+    """A tmpfs that holds the partial file with its data-parallel block and 64 kB more (and the
+    slack the room checks keep free, when they are on), less than the first LLM block needs
+    (about 230 kB compressed).  The sweep stops in one sentence (found by the LLM block's room
+    check, or, with that check off, when HDF5 itself fails to write: no crash on the way out);
+    nothing is at the output's name and the partial is a readable cube with the blocks written
+    whole; once the disk grows, --resume gives the uninterrupted cube."""
+    import paigrid.sweeping as sweeping
+
+    slack = sweeping.ROOM_SLACK if guard == "checked" else 0
+    room = (int((big_llm / "data-parallel-part").read_text()) + slack) // 1024 + 64
+    assert (room - 64) * 1024 + 230_000 > (big_llm / "data-parallel-part").stat().st_size
+    with small_filesystem(tmp_path / "disk", f"{room}k") as disk:
+        out = disk / "cube.h5"
+        prelude = (
+            "import paigrid.sweeping as s; s._check_room = s._check_llm_room = lambda *a: None; "
+            if guard == "inside-hdf5"
+            else ""
+        )
+        done = paigrid_process("sweep", big_llm / "spec.toml", "-o", out, "-q", "--no-space-check", prelude=prelude)
+        assert_one_sentence(done.returncode, done.stderr, "No space left on device", "blocks are saved", "--resume")
+        assert done.returncode == 2  # not a crash on the way out
+        assert not out.exists()
+        with h5py.File(disk / "cube.h5.partial", "r") as f:
+            assert int(f["block_done"][:].sum()) == 1 and int(f["llm/block_done"][:].sum()) < 3
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        if guard == "inside-hdf5":
+            # HDF5 failed between two flushes and left index entries past the file's recorded end:
+            # the partial cannot be resumed, which --resume says (leaving it as it was) rather than
+            # failing inside HDF5; a sweep afresh then gives the cube
+            before = snapshot(disk)
+            code, _, stderr = invoke("sweep", big_llm / "spec.toml", "-o", out, "-q", "--resume")
+            assert_one_sentence(code, stderr, "cannot be resumed", "metadata is damaged", "delete it")
+            assert snapshot(disk) == before
+            (disk / "cube.h5.partial").unlink()
+            code, _, stderr = invoke("sweep", big_llm / "spec.toml", "-o", out, "-q")
+        else:
+            code, _, stderr = invoke("sweep", big_llm / "spec.toml", "-o", out, "-q", "--resume")
+        assert code == 0, stderr
+        assert_same(contents(out), contents(big_llm / "reference.h5"))
+
+
+def test_a_second_writer_of_a_mixed_sweep_is_refused_naming_the_first(mixed, tmp_path):
+    import paigrid.userfiles as userfiles
+
+    out = tmp_path / "cube.h5"
+    with userfiles.OutputLock(out).acquire(str(out)):
+        before = snapshot(tmp_path)
+        code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", out, "-q")
+        assert_one_sentence(code, stderr, f"pid {os.getpid()}", "is writing")
+        assert snapshot(tmp_path) == before
+
+
+def test_a_mixed_sweep_keeps_an_existing_outputs_permissions(mixed, tmp_path):
+    kept = tmp_path / "kept.h5"
+    shutil.copyfile(mixed / "reference.h5", kept)
+    kept.chmod(0o640)
+    code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", kept, "-q")
+    assert code == 0, stderr
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+    new = tmp_path / "new.h5"
+    umask = os.umask(0o022)
+    try:
+        code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", new, "-q")
+    finally:
+        os.umask(umask)
+    assert code == 0, stderr
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+    assert_same(contents(kept), contents(mixed / "reference.h5"))
+
+
+def _flip_llm_chunk(path: Path, variable: str = "step_time", chunk: int = 1) -> None:
+    with h5py.File(path, "r") as f:
+        info = f[f"llm/{variable}"].id.get_chunk_info(chunk)
+    with open(path, "r+b") as handle:
+        handle.seek(info.byte_offset + info.size // 2)
+        byte = handle.read(1)
+        handle.seek(info.byte_offset + info.size // 2)
+        handle.write(bytes([byte[0] ^ 0x10]))
+
+
+@pytest.mark.parametrize("read", ["values", "breakdown", "load"])
+def test_a_flipped_bit_in_an_llm_chunk_is_named_by_query_and_the_api(mixed, tmp_path, read):
+    import paigrid
+
+    cube = tmp_path / "cube.h5"
+    shutil.copyfile(mixed / "reference.h5", cube)
+    _flip_llm_chunk(cube)
+    sentence = "chunk of job llama3-8b of llm/step_time fails its checksum"
+    with h5py.File(cube, "r") as f:
+        label = f["llm/layout"][0].decode()
+    code, _, stderr = invoke("query", cube, "--best-arch", "--where", f"layout={label}")
+    assert_one_sentence(code, stderr, sentence)
+    ds = paigrid.open_dataset(cube, group="llm")
+    with pytest.raises(PaigridError, match=sentence) as error:
+        if read == "values":
+            _ = ds.step_time.values
+        elif read == "breakdown":
+            ds.paigrid.breakdown(job="llama3-8b", n_gpu=16)
+        else:
+            ds.load()
+    assert "\n" not in str(error.value) and "errno" not in str(error.value)
+    ds.close()
+
+
+@pytest.mark.slow
+@pytest.mark.dask
+def test_a_mixed_sweep_survives_a_dask_worker_killed_while_the_client_is_paused(mixed, tmp_path):
+    """The data-parallel blocks on a local Dask cluster, a worker SIGKILLed while the client is
+    paused in ``on_block`` (its futures dropped by the scheduler), then the LLM blocks: the cube,
+    LLM group included, equals an uninterrupted one."""
+    pytest.importorskip("dask.distributed", reason="the dask extra is part of the test install")
+    import time
+
+    import psutil
+
+    killed = []
+
+    def pause(_written):
+        if killed:
+            return
+        workers = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if any("multiprocessing-fork" in part for part in p.cmdline())
+        ]
+        assert workers, "no local Dask worker process found"
+        workers[-1].send_signal(signal.SIGKILL)
+        killed.append(workers[-1].pid)
+        time.sleep(3)  # the client does nothing meanwhile: the scheduler notices the dead worker
+
+    run_sweep(load_spec(mixed / "spec.toml"), tmp_path / "cube.h5", progress=False, workers=2, on_block=pause)
+    assert killed
+    assert_same(contents(tmp_path / "cube.h5"), contents(mixed / "reference.h5"))
+
+
+@pytest.mark.parametrize(
+    "old,new,fragment",
+    [
+        ('recompute = ["selective"]', 'recompute = ["full"]', "llm.recompute: ['selective'] then, ['full'] now"),
+        ("[llm]\n", '[llm.options]\nattention = "eager"\n\n[llm]\n', "llm.options"),
+        ("n_gpu = [8, 16, 64]", "n_gpu = [8, 16]", "n_gpu"),
+    ],
+)
+def test_a_resume_of_a_mixed_partial_with_another_llm_space_says_what_changed(mixed, tmp_path, old, new, fragment):
+    """Interrupted during its LLM blocks, then resumed from a spec whose [llm] table (or grid)
+    changed: refused, naming the change, and the partial is left byte for byte."""
+    out = tmp_path / "cube.h5"
+
+    def stop(written):
+        if written > N_DP_BLOCKS:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PaigridError, match="--resume"):
+        run_sweep(load_spec(mixed / "spec.toml"), out, progress=False, on_block=stop)
+    assert new not in MIXED_SPEC and old in MIXED_SPEC
+    (tmp_path / "spec.toml").write_text(MIXED_SPEC.replace(old, new, 1))
+    before = snapshot(tmp_path)
+    code, _, stderr = invoke("sweep", tmp_path / "spec.toml", "-o", out, "-q", "--resume")
+    assert_one_sentence(code, stderr, "different spec", fragment)
+    assert snapshot(tmp_path) == before

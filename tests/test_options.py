@@ -29,7 +29,8 @@ from paigrid.llm.models import model as llm_model
 ROOT = Path(__file__).resolve().parent.parent
 ALL = [*D.DP_OPTIONS, *D.LLM_OPTIONS]
 IDS = [f"{o.family}-{o.name}" for o in ALL]
-LLM_PREDICT = ("llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8")
+# tp 2: the 8B model at 8,192 tokens does not fit one H100 per replica (98 GiB against 87.6)
+LLM_PREDICT = ("llm", "predict", "--model", "llama3-8b", "--gpu", "H100", "--n-gpu", "8", "--tp", "2")
 
 
 def _tool():

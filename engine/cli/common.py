@@ -20,7 +20,7 @@ try:  # typer 0.2x carries its own copy of click
 except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions
 
-from paigrid.errors import PaigridError, tidy
+from paigrid.errors import PaigridError, quoted, tidy
 from paigrid.inputs.options import OldSpelling, option_help, read_scalar
 from paigrid.inputs.spec import DEFAULT_MODEL
 
@@ -346,9 +346,14 @@ def output_format(json_out: bool, csv_out: bool) -> str:
 
 def workloads_arg(text: str):
     """A workloads argument: a CSV path, or comma-separated catalogue names."""
+    names = [t.strip() for t in text.split(",")]
+    if not any(names):  # before the path test: Path("") is the current folder
+        raise PaigridError("--workloads is empty; give job names (comma-separated) or a CSV file.")
     if text.endswith(".csv") or Path(text).exists():
         return text
-    return [t.strip() for t in text.split(",") if t.strip()]
+    if not all(names):
+        raise PaigridError(f"--workloads {quoted(text)} names an empty job (two commas, or one at an end).")
+    return names
 
 
 CATALOGUE_HELP = (

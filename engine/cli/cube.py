@@ -67,7 +67,7 @@ def sweep(
     from paigrid.sweeping import run_sweep
 
     spec = load_spec(spec_file)
-    if workloads:
+    if workloads is not None:
         spec.workloads = workloads_arg(workloads)
     if option:
         spec.options = spec.options.with_overrides(parse_option_items(option), "--option")
@@ -255,11 +255,11 @@ def predict(
         emit_llm_prediction(
             name,
             n_gpu,
-            precision or "amp-bf16",
+            "amp-bf16" if precision is None else precision,
             degrees,
             gpu,
             domain,
-            network or "ib-ndr-400g",
+            "ib-ndr-400g" if network is None else network,
             nics_per_gpu,
             _option_items(option),
             None,

@@ -368,13 +368,13 @@ def emit_llm_prediction(
         model, gpu, n_gpu, layout, domain, network, precision, nics_per_gpu, items, global_batch, seq_len, tokens
     )
     design = result.pop("design")
+    if not result["valid"]:  # with --json too: an invalid layout is bad input, as a data-parallel one is
+        raise PaigridError(f"invalid layout {result['layout_text']} ({result['layout']}): {result['reason']}")
     if json_out:
         from paigrid.output import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
-    if not result["valid"]:
-        raise PaigridError(f"invalid layout {result['layout_text']} ({result['layout']}): {result['reason']}")
     typer.echo(
         f"{model} on {n_gpu} x {design.gpu} ({precision}, NVLink domain {design.domain}, {design.network}): "
         f"{result['layout']}"

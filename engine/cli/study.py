@@ -16,7 +16,7 @@ import typer
 
 from paigrid.cli.common import guarded
 from paigrid.errors import PaigridError
-from paigrid.userfiles import check_writable_file, write_text_atomically
+from paigrid.userfiles import check_output_is_no_input, check_writable_file, write_text_atomically
 
 app = typer.Typer()
 trace_app = typer.Typer(no_args_is_help=True, help="Import cluster traces as job populations.")
@@ -98,6 +98,7 @@ def trace_import(
     if not directory.is_dir():
         raise PaigridError(f"the trace folder {directory} does not exist.")
     check_writable_file(out)
+    check_output_is_no_input(out, [(f"the trace table {table.name}", table) for table in directory.glob("*.csv")])
     try:
         rows, counts = import_pai_trace(directory, default_family)
     except ValueError as exc:

@@ -166,9 +166,10 @@ def calibrate(
     from paigrid.errors import listing
     from paigrid.inputs.catalog import Catalogues
     from paigrid.trust.calibrate import fit, write_calibration
-    from paigrid.userfiles import check_writable_file
+    from paigrid.userfiles import check_output_is_no_input, check_writable_file
 
     check_writable_file(out)  # before the fit, which takes seconds
+    check_output_is_no_input(out, [("the measurements file", measurements)])
     cats = Catalogues.load()
     efficiency, options = _model(None, option, model)
     rows, reading = _rows(measurements, rows_where, cats, include_doubtful)

@@ -105,6 +105,19 @@ def catalogue_default(cats: Catalogues, gpu: str, column: str) -> int:
     return DEFAULT_SERVER_GPUS
 
 
+#: the most GPUs an LLM job is swept at (as ``paigrid llm sweep``'s --n-gpu)
+MAX_LLM_GPUS = 1 << 20
+
+
+def _once(names: list[str], dim: str, origin: str) -> list[str]:
+    """``names`` (resolved catalogue names), one sentence when two of them are one entry (an alias
+    and its name): a grid value given twice would sweep the same cells twice."""
+    twice = [name for k, name in enumerate(names) if name in names[:k]]
+    if twice:
+        raise PaigridError(f"{origin}: grid.{dim} names {twice[0]} twice (an alias and its name, or a repeat).")
+    return names
+
+
 def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: Efficiency) -> LlmGrid:
     """The LLM family's grid of ``spec``: the [grid] keys it shares with the data-parallel family
     where given (``inputs.spec.GRID_KEYS``), else this family's defaults; its [llm] table's
@@ -115,14 +128,22 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
         raise PaigridError(f"{spec.origin}: [llm.options] must be a table of KEY = VALUE.")
     space = space_from_table(table, spec.origin)
     options = LlmOptions.defaults().with_items(option_items, f"{spec.origin}: [llm.options]")
-    gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
+    gpus = _once([cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)], "gpu", spec.origin)
     if spec.n_gpu == CURRENT:  # every power of two from 1 to 16384, and each job's count of today
         n_gpu = sorted({2**k for k in range(15)} | {int(j.current["n_gpu"]) for j in jobs if j.current})
     else:
         n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu is None else list(spec.n_gpu)
+    beyond = [n for n in n_gpu if isinstance(n, int) and n > MAX_LLM_GPUS]
+    if beyond:  # the layouts are enumerated over the divisors of each count: beyond this, hours
+        raise PaigridError(
+            f"{spec.origin}: the LLM jobs take GPU counts from 1 to {MAX_LLM_GPUS:,}, not {beyond[0]:,} "
+            "(its layouts would be enumerated over every divisor)."
+        )
     domain = spec.domain or sorted({catalogue_default(cats, g, "nvlink_domain_GPUs") for g in gpus})
-    networks = list(dict.fromkeys(resolve_network(n, cats) for n in (spec.network or DEFAULT_NETWORKS)))
-    precision = list(dict.fromkeys(cats.precisions.resolve(p) for p in (spec.precision or DEFAULT_PRECISIONS)))
+    networks = _once([resolve_network(n, cats) for n in (spec.network or DEFAULT_NETWORKS)], "network", spec.origin)
+    precision = _once(
+        [cats.precisions.resolve(p) for p in (spec.precision or DEFAULT_PRECISIONS)], "precision", spec.origin
+    )
     per_node = [spec.gpus_per_node or catalogue_default(cats, g, "gpus_per_server") for g in gpus]
     layouts = layout_axis([j.model for j in jobs], n_gpu, space)
     if not layouts:

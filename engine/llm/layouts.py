@@ -396,6 +396,8 @@ class SpaceKey:
     every: bool = False  # an empty list means every value that can apply
 
 
+#: the largest degree or size an [llm] key takes (a GPU count's bound: no degree exceeds the GPUs)
+MAX_SPACE_VALUE = 2**31 - 1
 SPACE_KEYS = (
     SpaceKey(
         "max_tp",
@@ -443,17 +445,26 @@ def space_from_table(table: dict, origin: str) -> Space:
         key = known[name]
         where = f"{origin}: llm.{name}"
         if key.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int) or value < key.least:
-                raise PaigridError(f"{where} must be a whole number >= {key.least}, not {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, int) or not key.least <= value <= MAX_SPACE_VALUE:
+                raise PaigridError(
+                    f"{where} must be a whole number from {key.least} to {MAX_SPACE_VALUE}, not {value!r}."
+                )
             values[name] = value
             continue
         if not isinstance(value, list) or (not value and not key.every):
             raise PaigridError(f"{where} must be a non-empty list ({key.doc}).")
         for v in value:
             if key.kind == "ints" and (
-                isinstance(v, bool) or not isinstance(v, int) or v < key.least or (key.choices and v not in key.choices)
+                isinstance(v, bool)
+                or not isinstance(v, int)
+                or not key.least <= v <= MAX_SPACE_VALUE
+                or (key.choices and v not in key.choices)
             ):
-                allowed = ", ".join(map(str, key.choices)) if key.choices else f"whole numbers >= {key.least}"
+                allowed = (
+                    ", ".join(map(str, key.choices))
+                    if key.choices
+                    else f"whole numbers from {key.least} to {MAX_SPACE_VALUE}"
+                )
                 raise PaigridError(f"{where} takes {allowed}, not {v!r}.")
             if key.kind == "words" and v not in key.choices:
                 raise PaigridError(f"{where} takes {', '.join(key.choices)}, not {v!r}.")

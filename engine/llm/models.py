@@ -101,6 +101,11 @@ class Transformer:
         return replace(self, seq_len=int(seq_len))
 
 
+#: the largest whole number a CSV cell gives (a layer count, a width, a degree, a batch): beyond
+#: it the model's float arithmetic would overflow, and no real run comes near it
+MAX_WHOLE_CELL = 2**31 - 1
+
+
 def whole_cell(cell: str, origin: str, column: str, minimum: int, default: int | None = None) -> int:
     """A CSV cell as a whole number >= ``minimum`` (``default`` when empty and given); one
     sentence naming ``origin`` and ``column`` otherwise."""
@@ -113,7 +118,12 @@ def whole_cell(cell: str, origin: str, column: str, minimum: int, default: int |
         value = math.nan
     if not (math.isfinite(value) and value == int(value) and value >= minimum):
         raise PaigridError(f"{origin}: {column} must be a whole number >= {minimum}, not {cell!r}.")
-    return int(check_column(column, value, origin))
+    value = check_column(column, value, origin)  # a declared bound first: its sentence says why
+    if value > MAX_WHOLE_CELL:
+        raise PaigridError(
+            f"{origin}: {column} must be a whole number from {minimum} to {MAX_WHOLE_CELL}, not {cell!r}."
+        )
+    return int(value)
 
 
 def _flag(cell: str, origin: str, column: str, default: bool) -> bool:

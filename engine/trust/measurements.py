@@ -202,11 +202,21 @@ def resolve_model(name: str, size: str, aliases: list[dict[str, str]], cats: Cat
 
 
 # --- reading ------------------------------------------------------------------------------------
+#: the largest whole number a measurement cell gives (a GPU count, a batch): beyond it the
+#: model's float arithmetic would overflow, and no real run comes near it
+MAX_WHOLE_CELL = 2**31 - 1
+
+
 def _whole(cell: str, origin: str, column: str, minimum: int) -> int:
     value = to_float(cell, origin, column)
     if not (math.isfinite(value) and value == int(value) and value >= minimum):
         raise PaigridError(f"{origin}: {column} must be a whole number >= {minimum}, not {cell!r}.")
-    return int(check_column(column, value, origin))
+    value = check_column(column, value, origin)  # a declared bound first: its sentence says why
+    if value > MAX_WHOLE_CELL:
+        raise PaigridError(
+            f"{origin}: {column} must be a whole number from {minimum} to {MAX_WHOLE_CELL}, not {cell!r}."
+        )
+    return int(value)
 
 
 def _positive(cell: str, origin: str, column: str) -> float:

@@ -303,6 +303,18 @@ def resolve_precision(cell: str, cats: Catalogues, notes: list[str], gpu: str = 
         raise NotModelled(f"precision not in precisions.csv: {cell.strip()}") from None
 
 
+def _gpu_count(cells: dict[str, str], column: str) -> int:
+    """A GPU or node count of a row as published: a whole number from 1 to 2**31 - 1, else the
+    row is not modelled (with the cell in its reason)."""
+    try:
+        value = float(cells[column])
+    except (KeyError, TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value == int(value) and 1 <= value <= 2**31 - 1):
+        raise NotModelled(f"{column} is not a whole number from 1 to 2147483647: {cells.get(column)!r}")
+    return int(value)
+
+
 def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, notes: list[str]) -> float:
     """Measured samples/s of the whole job of a row as published (units and per-GPU values as
     the module docstring says)."""
@@ -357,7 +369,7 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
         value *= 1000.0
     elif head.split("/")[0] not in SAMPLE_WORDS:
         raise NotModelled(f"throughput unit not convertible: {unit}")
-    n_gpu = int(cells["gpus_per_node"]) * int(cells["nodes"])
+    n_gpu = _gpu_count(cells, "gpus_per_node") * _gpu_count(cells, "nodes")
     if n_gpu > 1 and _says_per_gpu(cells.get("notes") or ""):
         value *= n_gpu
     if n_gpu == 1 and not re.search(r"\btotal\b|\bglobal\b|single[- ]GPU", cells.get("notes") or "", re.I):
@@ -437,7 +449,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         raise NotModelled(public_llm_reason(cells, cats))
     if not (cells.get("batch_per_gpu") or "").strip():
         raise NotModelled("batch per GPU not stated")
-    gpus_per_node, nodes = int(cells["gpus_per_node"]), int(cells["nodes"])
+    gpus_per_node, nodes = _gpu_count(cells, "gpus_per_node"), _gpu_count(cells, "nodes")
     n_gpu = gpus_per_node * nodes
     gpu = resolve_gpu(cells["gpu"], cats, notes, cache)
     from paigrid.trust.measurements import resolve_model
