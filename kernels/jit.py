@@ -22,6 +22,7 @@ import numpy as np
 #: tests/test_one_engine.py checks that it names every module of the package)
 SOURCES = (
     "__init__.py",
+    "columns.py",
     "cuda.py",
     "cuda_llm.py",
     "jit.py",

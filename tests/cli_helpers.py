@@ -22,3 +22,18 @@ def assert_clean_error(result, *fragments):
     assert len(text.splitlines()) == 1, text
     for fragment in fragments:
         assert fragment in text, text
+
+
+def local_dask_workers():
+    """The live worker processes of a local Dask cluster started by this test process (a zombie
+    that an earlier test's cluster left behind has no command line, and is not one)."""
+    import psutil
+
+    workers = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if any("multiprocessing-fork" in part for part in process.cmdline()):
+                workers.append(process)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+    return workers

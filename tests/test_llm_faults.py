@@ -30,6 +30,7 @@ import h5py
 import numpy as np
 import pytest
 
+from cli_helpers import local_dask_workers
 from hostile_helpers import assert_one_sentence, invoke, snapshot
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
@@ -585,18 +586,12 @@ def test_a_mixed_sweep_survives_a_dask_worker_killed_while_the_client_is_paused(
     pytest.importorskip("dask.distributed", reason="the dask extra is part of the test install")
     import time
 
-    import psutil
-
     killed = []
 
     def pause(_written):
         if killed:
             return
-        workers = [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if any("multiprocessing-fork" in part for part in p.cmdline())
-        ]
+        workers = local_dask_workers()
         assert workers, "no local Dask worker process found"
         workers[-1].send_signal(signal.SIGKILL)
         killed.append(workers[-1].pid)
