@@ -41,8 +41,8 @@ def _read():
     from paigrid.inputs.catalog import Catalogues
     from paigrid.trust.publicrows import read_public
 
-    cats = Catalogues.load()
-    return cats, read_public(_path(), cats)
+    reading = read_public(_path(), Catalogues.load())
+    return reading.cats, reading
 
 
 def _group_table(summaries: list[tuple[str, dict]]) -> list[str]:
