@@ -171,7 +171,8 @@ def cheap_part(cats, reading) -> list[str]:
     lines += [
         "",
         "The zoo's models without a workloads.csv row are predicted through datasets/zoo_workloads.csv "
-        "(docs/zoo.md); the MPT rows are LLM-family jobs. Every number below is of the modelled rows only, so it describes "
+        "(docs/zoo.md); the MPT rows are LLM-family jobs. Every number below is of the modelled rows only, "
+        "so it describes "
         f"{len({r.workload for r in rows})} workloads on {len({r.gpu for r in rows})} GPUs.",
         "",
         "### Uncalibrated (the shipped defaults, none fitted to these rows)",
