@@ -285,11 +285,37 @@ def _committed_block() -> list[str]:
     return ["(not computed yet: run `python bench/accuracy.py`)"]
 
 
+def block_row_count(block: list[str]) -> int | None:
+    """The rows the calibrated block judged: the counts of its "uncalibrated" group row (None when
+    the block has no such row)."""
+    import re
+
+    for line in block:
+        if line.startswith("| uncalibrated |"):
+            return sum(int(n) for n in re.findall(r"\((\d+)\)", line))
+    return None
+
+
+def stale_note(block: list[str], modelled: int) -> list[str]:
+    """A sentence when the committed calibrated block judged another number of rows than the file's
+    reading models now (the reading changed since the full run); empty when they agree."""
+    judged = block_row_count(block)
+    if judged is None or judged == modelled:
+        return []
+    return [
+        "",
+        f"**The calibrated block below is out of date**: it judged {judged} rows, and the file's reading "
+        f"now models {modelled}; its numbers are of that earlier reading until `python bench/accuracy.py` "
+        "reruns it (about a hundred held-out fits, one per fold of the three kinds, each of minutes).",
+    ]
+
+
 def public_v2_section(full: bool) -> str:
     """The page's section on the public data-parallel rows (``full``: rerun the calibrated part)."""
     cats, reading = _read()
     lines = cheap_part(cats, reading)
     block = calibrated_part(cats, reading) if full and reading.rows else _committed_block()
+    lines += stale_note(block, len(reading.rows))
     lines += [
         "",
         "The calibrated judgement below takes minutes (a fit with its own shrinkage cross-validation for "

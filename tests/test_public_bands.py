@@ -51,3 +51,13 @@ def test_prediction_band_prefers_the_v2_band_and_falls_back():
             assert math.isnan(band)
     # the v2 file gives no calibrated band (the held-out fits need the full run): the 33 rows' band
     assert prediction_band("pai-v2", True, "single_gpu") == float(old["calibrated", "single_gpu"]["band"])
+
+
+def test_a_calibrated_block_of_another_reading_is_marked_out_of_date():
+    page = runpy.run_path(str(ROOT / "bench" / "accuracy_public.py"))
+    block = ["### Calibrated, held out", "| uncalibrated | 41.8%, 43.7% (133) | 39.8%, 51.3% (292) | -, - (0) |"]
+    assert page["block_row_count"](block) == 425
+    assert page["stale_note"](block, 425) == []
+    note = " ".join(page["stale_note"](block, 1891))
+    assert "out of date" in note and "425" in note and "1891" in note
+    assert page["stale_note"](["(not computed yet: run `python bench/accuracy.py`)"], 1891) == []
