@@ -106,3 +106,9 @@ def test_the_public_file_predicts_its_zoo_models():
     workloads = {r.workload for r in reading.rows}
     assert {"tacotron2", "ncf", "timm-vit_base_patch16_224", "alexnet"} <= workloads
     assert len(reading.rows) + len(reading.doubtful) > 1800
+    # a zoo model's row silent on its optimizer says it took the family rule's
+    silent = [r for r in reading.rows if r.workload == "tacotron2"]
+    rule = "optimizer not stated: the zoo family rule's (datasets/zoo_workload_rules.csv)"
+    assert silent and all(rule in reading.assumptions[r.id] for r in silent)
+    stated = [r for r in reading.rows if r.workload == "alexnet"]
+    assert stated and not any(rule in reading.assumptions[r.id] for r in stated)

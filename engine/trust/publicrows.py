@@ -460,6 +460,9 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         notes.append("grad_accum_steps empty: 1")
     settings = row_settings(cells)
     notes += settings.defaults_used
+    optimizer = _optimizer(cells.get("optimizer") or "", cats)
+    if not optimizer and (cats.workloads.row(workload).get("rule_source") or "").strip():
+        notes.append("optimizer not stated: the zoo family rule's (datasets/zoo_workload_rules.csv)")
     out = {
         "id": cells["id"],
         "model": cells["model"],
@@ -479,7 +482,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         "framework": cells.get("framework", ""),
         "data_pipeline": settings.pipeline,
         "source": cells.get("source", ""),
-        "optimizer": _optimizer(cells.get("optimizer") or "", cats),
+        "optimizer": optimizer,
         "execution": settings.execution,
     }
     out["throughput"] = repr(samples_per_second(cells, workload, cats, notes))
