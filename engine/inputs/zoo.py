@@ -131,8 +131,11 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import dataclasses
 import difflib
+import fnmatch
 import functools
+import hashlib
 import io
 import itertools
 import math
@@ -143,7 +146,7 @@ from importlib import resources
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.inputs.catalog import Catalogue, load
+from paigrid.inputs.catalog import Catalogue, builtin_text, check_rows, csv_table, load
 from paigrid.userfiles import read_text, write_text_atomically
 
 CLASSES = ("gemm_conv", "small_conv", "recurrent", "attention", "elementwise_norm", "embedding")
@@ -1164,8 +1167,6 @@ def workload_rules(text: str | None = None) -> list[dict[str, str]]:
     (``;``-separated names or ``fnmatch`` patterns), the catalogue facts the zoo does not hold
     (suite, domain, sample unit, optimizer, default batch, input bytes per element) and their
     ``source``."""
-    from paigrid.inputs.catalog import csv_table
-
     if text is None:
         text = resources.files("paigrid.datasets").joinpath(RULES_NAME).read_text(encoding="utf-8")
     _, rows = csv_table(text, RULES_NAME, "the zoo workload rules", RULE_COLUMNS)
@@ -1175,8 +1176,6 @@ def workload_rules(text: str | None = None) -> list[dict[str, str]]:
 def rule_for(workload: str, rules: list[dict[str, str]]) -> dict[str, str] | None:
     """The first rule whose ``workloads`` names or patterns match ``workload`` (None: no rule,
     the workload is not a data-parallel catalogue workload, e.g. MPT, an LLM-family model)."""
-    import fnmatch
-
     for rule in rules:
         if any(fnmatch.fnmatchcase(workload, p.strip()) for p in rule["workloads"].split(";") if p.strip()):
             return rule
@@ -1262,12 +1261,6 @@ def with_zoo_workloads(cats):
     (``datasets/zoo_workloads.csv``) when it is the built-in one; a user's workload catalogue,
     or one already extended, is returned as it is.  The default sweep keeps the built-in
     catalogue alone; validate and calibrate read measured rows of zoo models through this."""
-    import dataclasses
-    import hashlib
-
-    from paigrid.inputs.catalog import Catalogue as _Catalogue
-    from paigrid.inputs.catalog import builtin_text, check_rows, csv_table
-
     if cats.workloads.origin != "the built-in workloads.csv":
         return cats
     text = zoo_workloads_path().read_text(encoding="utf-8")
@@ -1280,7 +1273,7 @@ def with_zoo_workloads(cats):
         for c in columns:
             r.setdefault(c, "")
     digest = hashlib.sha256((builtin_text("workloads") + text).encode()).hexdigest()
-    extended = _Catalogue("workloads", WITH_ZOO_ORIGIN, columns, merged, digest)
+    extended = Catalogue("workloads", WITH_ZOO_ORIGIN, columns, merged, digest)
     return dataclasses.replace(cats, workloads=extended)
 
 
