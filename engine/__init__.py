@@ -9,6 +9,10 @@ the Python API:
     paigrid.open_dataset(path, group="llm")   the cube's LLM jobs (transformers), same accessor
     paigrid.sweep(spec, out)       a sweep from Python (workloads and LLM models), as an xarray.Dataset
 
+The package's source lives in folders of other names: ``engine/`` is this package, ``paigrid``
+(``paigrid.query`` is ``engine/query.py``), ``kernels/`` is ``paigrid.kernels`` and
+``datasets/`` is ``paigrid.datasets``; docs/development.md maps every module by layer.
+
 The public names are imported on first use (module ``__getattr__``), so ``import paigrid`` or
 ``import paigrid.cube`` loads neither xarray, the writer nor numba.
 """

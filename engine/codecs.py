@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from typing import Literal
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from paigrid.errors import PaigridError
 
 COMPRESSIONS = ("lz4", "zstd", "gzip", "none")
 BLOSC_LEVEL = {"lz4": 5, "zstd": 3}  # blosc compression level per codec (with byte shuffle)
+BLOSC_NAME: dict[str, Literal["lz4", "zstd"]] = {"lz4": "lz4", "zstd": "zstd"}  # the codec names hdf5plugin types
 GZIP_LEVEL = 4
 
 
@@ -34,7 +36,9 @@ def filter_kwargs(compression: str) -> dict:
         import hdf5plugin
 
         return dict(
-            hdf5plugin.Blosc(cname=compression, clevel=BLOSC_LEVEL[compression], shuffle=hdf5plugin.Blosc.SHUFFLE),
+            hdf5plugin.Blosc(
+                cname=BLOSC_NAME[compression], clevel=BLOSC_LEVEL[compression], shuffle=hdf5plugin.Blosc.SHUFFLE
+            ),
             fletcher32=True,
         )
     if compression == "gzip":

@@ -1,6 +1,7 @@
-"""The reader of cube files (h5py, read-only): open a finished cube, its labels, and the checks
-that it is a paigrid cube, complete, and made with the expected calibration.  An xarray Dataset
-of a cube is read the same way through ``cube_from_dataset``.
+"""The reader of cubes: open a finished cube, its labels, and the checks that it is a paigrid
+cube, complete, and made with the expected calibration.  Its data come from one of two sources
+(``paigrid.sources``): the file through h5py (``open_cube``, read-only, scanned chunk by
+chunk) or an xarray Dataset (``cube_from_dataset``), so the queries answer from either alike.
 
 Readers import this module and ``paigrid.schema``, never the writer (``paigrid.store``) or the
 driver (``paigrid.evaluate``): opening a cube loads neither numba nor the sweep machinery.
@@ -27,13 +28,13 @@ from paigrid.schema import (
     partial_path,
     str_attr,
 )
+from paigrid.sources import CubeSource, DatasetSource, FileSource
 from paigrid.userfiles import file_sha256
 
 
 class CubeFile(Protocol):
-    """What the readers use of an open cube: an ``h5py.File`` opened read-only, or the
-    ``_DatasetFile`` stand-in over an xarray Dataset (``name in f``, ``f[name][key]``,
-    ``len(f[name])``, ``f.attrs``, ``f.close()``)."""
+    """What the readers use of an open cube file: an ``h5py.File`` opened read-only (``name in
+    f``, ``f[name][key]``, ``len(f[name])``, ``f.attrs``, ``f.close()``)."""
 
     @property
     def attrs(self) -> Mapping[str, Any]: ...
@@ -47,19 +48,28 @@ class CubeFile(Protocol):
 
 @dataclass
 class Cube:
-    """An open cube (an h5py file, read-only, or an xarray Dataset seen through the same
-    interface) and its labels."""
+    """An open cube: the source of its data (``sources.FileSource``: an h5py file, read-only;
+    ``sources.DatasetSource``: an xarray Dataset) and its labels."""
 
     path: Path
-    file: CubeFile
+    source: CubeSource
     labels: dict[str, list]
     complete: bool
     mode: str
     format: int  # the cube format version (``paigrid.schema.FORMAT_VERSION`` when written now)
 
+    @property
+    def file(self) -> CubeFile:
+        """The h5py file of a cube read from a file (a cube seen from a Dataset has none: its
+        data are read through ``source``)."""
+        file = getattr(self.source, "file", None)
+        if file is None:
+            raise PaigridError(f"{self.path} is an xarray Dataset here, not an open file; read it through its source.")
+        return file
+
     def close(self) -> None:
-        """Close the file."""
-        self.file.close()
+        """Close the file (nothing for a Dataset, which belongs to the caller)."""
+        self.source.close()
 
 
 def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
@@ -88,7 +98,7 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
     except OSError:
         raise PaigridError(f"{path} is not a readable HDF5 cube.") from None
     try:
-        return _checked(path, f, allow_incomplete)
+        return _checked(path, FileSource(f), allow_incomplete)
     except PaigridError:
         f.close()
         raise
@@ -111,12 +121,12 @@ def cube_from_dataset(ds, allow_incomplete: bool = False) -> Cube:
             f"by selecting with a list, or pass the value as a filter instead."
         )
     return _checked(
-        Path(source) if source else Path("the dataset"), _DatasetFile(ds), allow_incomplete, "an xarray Dataset"
+        Path(source) if source else Path("the dataset"), DatasetSource(ds), allow_incomplete, "an xarray Dataset"
     )
 
 
-def _checked(path: Path, f: CubeFile, allow_incomplete: bool, kind: str = "an HDF5 file") -> Cube:
-    """The open file ``f`` (h5py, or a ``_DatasetFile``) as a Cube, once it is known to be a
+def _checked(path: Path, f: CubeSource, allow_incomplete: bool, kind: str = "an HDF5 file") -> Cube:
+    """The cube's source ``f`` (a file's or a Dataset's) as a Cube, once it is known to be a
     complete paigrid cube this reader understands (the caller closes ``f`` on error)."""
     if "block_done" not in f or "job" not in f:
         families = cube_families(f.attrs, has_root_jobs=False)
@@ -133,48 +143,16 @@ def _checked(path: Path, f: CubeFile, allow_incomplete: bool, kind: str = "an HD
             f"{path} is a format-{version} cube, written by a newer paigrid than this one "
             f"(which reads formats 1 to {FORMAT_VERSION}); upgrade paigrid to read it."
         )
-    labels = {dim: decode_strings(f[dim][:]) for dim in ("job", *LABEL_DIMS)}
-    complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(f["block_done"][:] == 1))
+    labels = {dim: decode_strings(f.read(dim)) for dim in ("job", *LABEL_DIMS)}
+    complete = int_attr(f.attrs, "complete") == 1 and bool(np.all(f.read("block_done") == 1))
     cube = Cube(path, f, labels, complete, str_attr(f.attrs, "mode") or "full", version)
     if not complete and not allow_incomplete:
-        done, total = int(np.sum(f["block_done"][:])), len(f["block_done"])
+        done, total = int(np.sum(f.read("block_done"))), f.size("block_done")
         raise PaigridError(
             f"{path} is incomplete ({done} of {total} blocks written): its answers would be "
             "partial; finish it with paigrid sweep --resume."
         )
     return cube
-
-
-class _DatasetFile:
-    """The read-only part of the h5py file interface that the queries use (``name in f``,
-    ``f[name][key]``, ``len(f[name])``, ``f.attrs``), over the variables of an xarray Dataset.
-    Indexing a variable reads only the indexed part when the Dataset is lazy."""
-
-    def __init__(self, ds):
-        self.ds = ds
-        self.attrs = ds.attrs
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.ds.variables
-
-    def __getitem__(self, name: str) -> _DatasetVariable:
-        return _DatasetVariable(self.ds.variables[name])
-
-    def close(self) -> None:
-        """Nothing to close: the Dataset belongs to the caller."""
-
-
-class _DatasetVariable:
-    """One variable of a ``_DatasetFile``: ``[key]`` gives a numpy array, as h5py does."""
-
-    def __init__(self, variable):
-        self.variable = variable
-
-    def __getitem__(self, key) -> np.ndarray:
-        return np.asarray(self.variable[key].values)
-
-    def __len__(self) -> int:
-        return len(self.variable)
 
 
 def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
@@ -183,7 +161,7 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
         return
     if not Path(calibration).is_file():
         raise PaigridError(f"the calibration file {calibration} does not exist.")
-    stored = str_attr(cube.file.attrs, "calibration_sha256")
+    stored = str_attr(cube.source.attrs, "calibration_sha256")
     if stored != file_sha256(calibration):
         made = "with another calibration" if stored else "with the default efficiencies"
         raise PaigridError(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
-from xarray.backends import BackendArray
+from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 from paigrid.cube import cube_from_dataset, damage, open_cube, reading
@@ -163,7 +163,98 @@ def _open_llm_dataset(path, chunks, group: str) -> xr.Dataset:
         raise PaigridError(f"xarray cannot open {path} group llm ({exc}).") from None
     with xr.open_dataset(path, engine="h5netcdf") as root:
         ds.attrs["mode"] = root.attrs.get("mode", "full")
+    return present_llm(ds)
+
+
+#: the LLM group's variables derived per sample (one sample is one sequence) from its per-step
+#: results and ``global_batch`` [sequences/step]: name -> (per-step variable, operation, units,
+#: long name); throughput = global_batch / step_time, the others = per-step value / global_batch
+LLM_DERIVED = {
+    "throughput": ("step_time", "batch_over", "samples/s", "sequences per second of the whole job"),
+    "cost": ("cost_per_step", "over_batch_1e6", "USD/1e6 samples", "GPU rental cost per million sequences"),
+    "energy": ("energy_per_step", "over_batch", "J/sample", "GPU energy per sequence at board power"),
+}
+
+
+def present_llm(ds: xr.Dataset) -> xr.Dataset:
+    """Give an LLM group Dataset (changed in place and returned) the variables of the root's
+    presentation, computed lazily from the indexed part only: ``valid`` [1] = ``invalid_reason
+    == 0`` and ``LLM_DERIVED``'s throughput [samples/s], cost [USD/1e6 samples] and energy
+    [J/sample] (float64, NaN where the per-step value is), each with a ``derived_from``
+    attribute.  A reduce-only group (bests only) has no cells to derive from."""
+    if "valid" not in ds.variables and "invalid_reason" in ds.variables:
+        reason = ds["invalid_reason"]
+        data = (
+            (reason.data == 0).astype(np.uint8)
+            if reason.chunks is not None
+            else indexing.LazilyIndexedArray(_ValidFromReason(reason.variable))
+        )
+        ds["valid"] = xr.Variable(reason.dims, data, attrs=dict(VALID_ATTRS))
+    for name, (source, operation, units, long_name) in LLM_DERIVED.items():
+        if name in ds.variables or source not in ds.variables or "global_batch" not in ds.variables:
+            continue
+        cells, batch = ds[source], ds["global_batch"]
+        derived_from = f"global_batch / {source}" if operation == "batch_over" else f"{source} / global_batch"
+        attrs = {"units": units, "long_name": long_name, "derived_from": derived_from}
+        if cells.chunks is not None:  # dask: the same arithmetic, broadcast by xarray
+            data = _per_job(operation, cells.astype(np.float64), batch).transpose(*cells.dims).data
+        else:
+            data = indexing.LazilyIndexedArray(_PerJob(operation, cells.variable, batch.variable))
+        ds[name] = xr.Variable(cells.dims, data, attrs=attrs)
     return ds
+
+
+def _per_job(operation: str, cells, batch):
+    """``LLM_DERIVED``'s arithmetic of per-step ``cells`` and the jobs' ``batch`` [sequences]."""
+    if operation == "batch_over":
+        return batch / cells
+    if operation == "over_batch_1e6":
+        return cells / batch * 1e6
+    return cells / batch
+
+
+class _PerJob(BackendArray):
+    """An ``LLM_DERIVED`` variable over the cells' dimensions (job first), read and computed for
+    the indexed part only: the indexed cells and the batch of the indexed jobs."""
+
+    def __init__(self, operation: str, cells: xr.Variable, batch: xr.Variable):
+        self.operation, self.cells, self.batch = operation, cells, batch
+        self.shape = cells.shape
+        self.dtype = np.dtype(np.float64)
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
+
+    def _read(self, key: tuple) -> np.ndarray:
+        cells = np.asarray(self.cells[key].values, dtype=np.float64)
+        batch = np.asarray(self.batch[key[0]].values, dtype=np.float64)
+        if batch.ndim:  # the job axis kept: broadcast over the cells' other axes
+            batch = batch.reshape(batch.shape + (1,) * (cells.ndim - 1))
+        return _per_job(self.operation, cells, batch)
+
+
+class PaigridBackend(BackendEntrypoint):
+    """``xarray.open_dataset(path, engine="paigrid")``: a cube as ``paigrid.open_dataset``
+    presents it (lazily; the root's data-parallel family, or ``group="llm"``), with the derived
+    variables (throughput [samples/s], cost [USD/1e6 samples], energy [J/sample]) and ``valid``
+    of every cube format, and the checks and sentences of ``paigrid.cube.open_cube``.  Registered
+    in pyproject.toml's ``[project.entry-points."xarray.backends"]``; it claims no file unless
+    named (a cube is an HDF5 file that h5netcdf opens too)."""
+
+    description = "paigrid cubes with derived throughput, cost, energy and validity (group='llm' for LLM jobs)"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "group")
+
+    def open_dataset(self, filename_or_obj, *, drop_variables=None, group=None) -> xr.Dataset:
+        """The cube at ``filename_or_obj`` (a path) as ``paigrid.open_dataset(path, group=group)``
+        gives it, less ``drop_variables``."""
+        if not isinstance(filename_or_obj, (str, Path)):
+            raise PaigridError("the paigrid engine opens a cube by its path, not an open file or a buffer.")
+        ds = open_dataset(filename_or_obj, group=group)
+        return ds.drop_vars(list(drop_variables), errors="ignore") if drop_variables else ds
+
+    def guess_can_open(self, filename_or_obj) -> bool:
+        """False: a cube is opened with this engine only when it is named."""
+        return False
 
 
 def present(ds: xr.Dataset) -> xr.Dataset:

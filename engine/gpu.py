@@ -299,4 +299,5 @@ def run_cuda(
             if pending is not None:
                 yield from pending.result()
             pending = future
-        yield from pending.result()
+        if pending is not None:
+            yield from pending.result()

@@ -1,15 +1,17 @@
-"""Queries on a cube file: the best configuration of each job, by time per sample or by cost.
+"""Queries on a cube: the best configurations of each job, by time, cost or energy per sample.
 
 The stored per-job reductions (best arch x intra x network for each gpu x n_gpu x precision)
 answer most queries by reading kilobytes.  A filter on arch, intra or network, or ``top`` > 1,
-needs the cube itself, which is then scanned chunk by chunk: only the chunks that hold a
-selected configuration (the chunk shape is the file's own), decompressed in parallel threads,
-and each job's few candidate rows selected in one pass (``paigrid.kernels.scan``), so a scan
-costs little more than decompressing the chunks it needs.
+needs the cube itself, which its source scans (``paigrid.sources``: a file chunk by chunk,
+only the chunks that hold a selected configuration, decompressed in parallel threads; or an
+xarray Dataset), each job's few candidate rows picked by the array core (``paigrid.ranking``,
+or in one pass ``paigrid.kernels.scan``), so a scan costs little more than decompressing the
+chunks it needs.
 
 Ordering is the same on both paths, so they agree exactly: configurations are compared by
-time per sample (``step_time / (n_gpu x samples_per_step)``, i.e. the inverse throughput) or by
-cost, and ties go to the first in (gpu, n_gpu, precision, arch, intra, network) order.
+time, cost or energy per sample (``kernels.metrics``, the kernels' one definition; time per
+sample is the inverse throughput), and ties go to the first in (gpu, n_gpu, precision, arch,
+intra, network) order.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ import numpy as np
 from paigrid.cube import Cube
 from paigrid.errors import PaigridError
 from paigrid.kernels import layout as L
+from paigrid.ranking import (
+    best_per_group,
+    distinct_configurations,
+    per_sample,
+    rows_to_show,
+    shortlist,
+    step_factor,
+    ties_within,
+    time_cost_and_metric,
+)
 from paigrid.schema import (
     ANY,
     ARCH_IGNORES,
@@ -29,9 +41,9 @@ from paigrid.schema import (
     cube_model,
     decode_best,
     decode_strings,
-    first_of_equivalents,
     str_attr,
 )
+from paigrid.sources import ChunkReader as _ChunkReader  # noqa: F401  (the scanner's old name here, kept for callers)
 
 
 def parse_where(items: list[str], cube: Cube) -> dict[str, list[int]]:
@@ -97,10 +109,13 @@ def best_configurations(
     jobs: list[str] | None = None,
     top: int = 1,
     pareto: bool = False,
+    per_design: bool = False,
 ) -> list[dict]:
     """The ``top`` best configurations of each job under the filters, as result rows; with
     ``pareto``, every configuration on the job's Pareto front of time per sample and cost per
-    sample instead (fastest first; none is both slower and dearer than another).
+    sample instead (fastest first; none is both slower and dearer than another); with
+    ``per_design``, the best (arch, precision) of each cluster design (gpu, n_gpu, intra,
+    network) that has a feasible one, in the cube's order of designs.
 
     Each row: job, model, arch, intra, network, gpu, n_gpu, precision, step_time [s],
     throughput [samples/s], throughput_tokens [tokens/s], cost [USD per 1e6 samples],
@@ -115,9 +130,16 @@ def best_configurations(
         raise PaigridError(f"--top must be at least 1, not {top}.")
     if pareto and top > 1:
         raise PaigridError("--top and --pareto do not go together: the front has as many rows as it has.")
+    if per_design and (pareto or top > 1):
+        raise PaigridError("--per design gives the best of each design: it goes with neither --top nor --pareto.")
     where = where or {}
     job_rows = job_indices(cube, jobs)
-    needs_cube = top > 1 or any(dim in where for dim in REDUCED_DIMS)
+    needs_cube = top > 1 or per_design or any(dim in where for dim in REDUCED_DIMS)
+    if per_design and cube.mode == "reduce-only":
+        raise PaigridError(
+            f"{cube.path} holds only the per-job reductions (reduce-only sweep), which keep one best "
+            "over every intra and network: it cannot answer --per design."
+        )
     if needs_cube and cube.mode == "reduce-only":
         raise PaigridError(
             f"{cube.path} holds only the per-job reductions (reduce-only sweep): it can answer "
@@ -125,21 +147,11 @@ def best_configurations(
         )
     sel = {dim: np.asarray(where.get(dim, range(len(cube.labels[dim]))), dtype=np.intp) for dim in LABEL_DIMS}
     meta = _job_metadata(cube, job_rows)
-    price = cube.file["price"][:]
-    # energy per sample ranks as cost does, with board power [W] in place of the price [USD/GPU-hour]
-    rank_price = price if by != "energy" else cube.file["power"][:] * 3600.0 / 1e6
+    price, power = cube.source.read("price"), cube.source.read("power")
     n_values = _n_values(cube, job_rows)
     if needs_cube:
         candidates = _scan(
-            cube,
-            job_rows,
-            sel,
-            meta["samples_per_step"],
-            n_values,
-            rank_price,
-            "cost" if by == "energy" else by,
-            top,
-            pareto,
+            cube, job_rows, sel, meta["samples_per_step"], n_values, price, power, by, top, pareto, per_design
         )
     else:
         candidates = ((*found, None) for found in _reduced_jobs(cube, job_rows, sel))
@@ -147,15 +159,13 @@ def best_configurations(
     for pos, (j, (step, code, cfg, job_step)) in enumerate(zip(job_rows, candidates)):
         n = n_values[pos][cfg["n"]]
         samples = meta["samples_per_step"][pos]
-        time_per_sample = step / (n * samples)
-        cost_per_sample = price[cfg["g"]] / 3600.0 * 1e6 / samples * step
-        if pareto:
-            order = pareto_front(time_per_sample, cost_per_sample) or [0]
-        else:
-            metric = time_per_sample if by == "time" else rank_price[cfg["g"]] / 3600.0 * 1e6 / samples * step
-            order = np.argsort(np.where(np.isnan(metric), np.inf, metric), kind="stable")[:top]
-            order = [k for rank, k in enumerate(order) if rank == 0 or not math.isnan(metric[k])]
-        for k in order:
+        time, cost, metric = time_cost_and_metric(by, step, n, samples, price[cfg["g"]], power[cfg["g"]])
+        chosen = (
+            [k for k in range(len(step)) if not math.isnan(step[k])] or [0]
+            if per_design
+            else rows_to_show(time, cost, metric, top, pareto)
+        )
+        for k in chosen:
             row = _row(cube, j, pos, k, step, code, cfg, n, meta, price)
             row["band"], row["ties"] = _band_and_ties(cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_step)
             rows.append(row)
@@ -170,7 +180,7 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
     the filters) have a step time within the band of this one's, so that the data cannot tell
     them apart (NaN: no band, a reduce-only cube or an infeasible row).  ``job_step`` is the
     job's step_time [s] when a scan has it in memory already, over the selected coordinates,
-    with the position of each coordinate in it (``_ChunkReader.position``); None: read from the
+    with the position of each coordinate in it (``sources.positions``); None: read from the
     file."""
     from paigrid.inputs.efficiency import band_group, prediction_band
 
@@ -180,12 +190,12 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
     if "prediction_band" in meta:  # stored from format 3 on
         band = float(meta["prediction_band"][pos, ni])
     else:
-        calibrated = str_attr(cube.file.attrs, "calibration_sha256") not in ("", "null", "None")
-        band = prediction_band(cube_model(cube.file.attrs), calibrated, band_group(n[k], meta["gpus_per_node"][pos]))
+        calibrated = str_attr(cube.source.attrs, "calibration_sha256") not in ("", "null", "None")
+        band = prediction_band(cube_model(cube.source.attrs), calibrated, band_group(n[k], meta["gpus_per_node"][pos]))
     if math.isnan(band) or cube.mode == "reduce-only" or pareto:
         return band, float("nan")
     if job_step is None:  # only the chunks of this gpu, n_gpu and precision
-        block = np.asarray(cube.file["step_time"][j, :, g, ni, :, :, p])[
+        block = cube.source.read("step_time", (j, slice(None), g, ni, slice(None), slice(None), p))[
             np.ix_(sel["arch"], sel["intra"], sel["network"])
         ]
     else:
@@ -201,9 +211,7 @@ def _band_and_ties(cube: Cube, j, pos, k, step, cfg, n, meta, sel, pareto, job_s
             )
         ][:, 0, 0, :, :, 0]
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
-    distinct = first_of_equivalents(block, arch_names)
-    within = np.sum(distinct <= step[k] * (1.0 + band))
-    return band, float(max(int(within) - 1, 0))
+    return band, ties_within(block, arch_names, float(step[k]), band)
 
 
 QUERY_UNITS = {
@@ -237,28 +245,16 @@ def result_columns(rows: list[dict], cube: Cube, where: dict[str, list[int]], co
     return columns
 
 
-def pareto_front(time: np.ndarray, cost: np.ndarray) -> list[int]:
-    """Indices of the non-dominated points (smaller is better in both), by increasing time;
-    of equal points the first is kept, NaN points are left out."""
-    candidates = np.nonzero(~(np.isnan(time) | np.isnan(cost)))[0]
-    front, cheapest = [], np.inf
-    for k in candidates[np.lexsort((cost[candidates], time[candidates]))]:  # stable: first of equals
-        if cost[k] < cheapest:
-            front.append(int(k))
-            cheapest = cost[k]
-    return front
-
-
 def _job_metadata(cube: Cube, job_rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per-job variables the rows need, read once (whole 1-D variables, then the selected jobs)."""
-    f = cube.file
-    meta = {name: f[name][:][job_rows] for name in ("samples_per_step", "tokens_per_sample")}
-    meta["gpus_per_node"] = f["gpus_per_node"][:][job_rows] if "gpus_per_node" in f else np.full(len(job_rows), 8.0)
-    meta["model"] = np.array(decode_strings(f["model"][:]), dtype=object)[job_rows]
+    f = cube.source
+    meta = {name: f.read(name)[job_rows] for name in ("samples_per_step", "tokens_per_sample")}
+    meta["gpus_per_node"] = f.read("gpus_per_node")[job_rows] if "gpus_per_node" in f else np.full(len(job_rows), 8.0)
+    meta["model"] = np.array(decode_strings(f.read("model")), dtype=object)[job_rows]
     if "prediction_band" in f:  # (job, n_gpu): read once, not per result row
-        meta["prediction_band"] = f["prediction_band"][:][job_rows]
+        meta["prediction_band"] = f.read("prediction_band")[job_rows]
     meta["current_throughput"] = (
-        f["current_throughput"][:][job_rows] if "current_throughput" in f else np.full(len(job_rows), np.nan)
+        f.read("current_throughput")[job_rows] if "current_throughput" in f else np.full(len(job_rows), np.nan)
     )
     return meta
 
@@ -283,7 +279,7 @@ def _n_values(cube: Cube, job_rows: np.ndarray) -> np.ndarray:
     """GPU count of each n_gpu coordinate per job (the current count when the coordinate is 0)."""
     labels = np.asarray(cube.labels["n_gpu"], dtype=np.float64)
     if list(labels) == [0.0]:
-        return cube.file["current_n_gpu"][:][job_rows].astype(np.float64)[:, None]
+        return cube.source.read("current_n_gpu")[job_rows].astype(np.float64)[:, None]
     return np.tile(labels, (len(job_rows), 1))
 
 
@@ -293,14 +289,14 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
     The reductions are small (kilobytes per job), so they are read for all jobs at once.
     """
     g, n, p = (sel[d] for d in ("gpu", "n_gpu", "precision"))
-    f = cube.file
+    f = cube.source
     every = len(job_rows) > 64
-    arrays = [f[name][:] if every else None for name in ("best_step_time", "best_index", "best_bottleneck")]
+    arrays = [f.read(name) if every else None for name in ("best_step_time", "best_index", "best_bottleneck")]
     gg, nn, pp = (x.reshape(-1) for x in np.meshgrid(g, n, p, indexing="ij"))
     n_i, n_w = len(cube.labels["intra"]), len(cube.labels["network"])
     for j in job_rows:
         step, flat, code = (
-            (a[j] if every else f[name][j])[np.ix_(g, n, p)].reshape(-1)
+            (a[j] if every else f.read(name, int(j)))[np.ix_(g, n, p)].reshape(-1)
             for a, name in zip(arrays, ("best_step_time", "best_index", "best_bottleneck"))
         )
         a, i, w = decode_best(flat, n_i, n_w)
@@ -310,9 +306,9 @@ def _reduced_jobs(cube: Cube, job_rows: np.ndarray, sel: dict[str, np.ndarray]):
 SCAN_KERNEL_CELLS = 30_000_000
 """From this many selected cells (jobs x configurations) on, a scan selects with the compiled
 kernel; below, with numpy alone, since loading numba and its cached kernel (about 0.6 s) would
-cost more than it saves.  Either way the chunks are read as ``_ChunkReader`` says (decoded in
-parallel threads, their checksums checked with numpy, ``codecs.fletcher32_numpy``, so decoding
-loads no numba)."""
+cost more than it saves.  Either way the cube's source reads the chunks (``sources.FileSource``:
+decoded in parallel threads, their checksums checked with numpy, ``codecs.fletcher32_numpy``,
+so decoding loads no numba)."""
 
 
 def _scan(
@@ -322,291 +318,88 @@ def _scan(
     samples: np.ndarray,
     n_values: np.ndarray,
     price: np.ndarray,
+    power: np.ndarray,
     by: str,
     top: int,
     pareto: bool,
+    per_design: bool = False,
 ):
     """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
     each job (step [s], bottleneck code, configuration indices, and the job's step_time [s] over
     the selected coordinates with each coordinate's position in it).
 
-    The cube is read by runs of the jobs that share chunks, each run only in the chunks that hold
-    a selected configuration (``_ChunkReader``): the main thread reads the chunks' stored bytes
-    and a pool of threads decompresses them and selects, vectorised, the few
-    configurations that can be rows (the ``top`` first by (metric, position) with ties kept in
-    (gpu, n_gpu, precision, arch, intra, network) order, or for ``pareto`` every one with a time
-    and a cost), in that order, so ``best_configurations`` ranks them exactly as it would rank
-    every configuration of the job.  ``samples`` [samples/step] and ``n_values`` [GPUs] are per
-    position in ``job_rows``; ``price`` [USD/GPU-hour] per gpu.
+    The cube's source (``paigrid.sources``: a file's chunks, or an xarray Dataset) hands each
+    job's step times and bottlenecks over the selected coordinates to ``select``, which keeps,
+    vectorised, the few configurations that can be rows (``ranking.shortlist``, or in one pass
+    the kernel ``kernels.scan.top_configurations``), in (gpu, n_gpu, precision, arch, intra,
+    network) order, so ``best_configurations`` ranks them exactly as it would rank every
+    configuration of the job; with ``per_design``, the best of each (gpu, n_gpu, intra,
+    network) in that order (``ranking.best_per_group``).  ``samples`` [samples/step] and
+    ``n_values`` [GPUs] are per position in ``job_rows``; ``price`` [USD/GPU-hour] and ``power``
+    [W] per gpu.
     """
-    import os
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
     cells = len(job_rows) * math.prod(len(sel[d]) for d in LABEL_DIMS)
     compiled = cells >= SCAN_KERNEL_CELLS
-    # only the chunks the filters touch, cut to the selected coordinates ("local" indices)
-    reader = _ChunkReader(cube, ("step_time", "bottleneck"), sel)
-    local = reader.local
     fits_all = np.ascontiguousarray(
-        cube.file["fits_memory"][:][:, sel["gpu"]][:, :, sel["precision"]], dtype=np.uint8
+        cube.source.read("fits_memory")[:, sel["gpu"]][:, :, sel["precision"]], dtype=np.uint8
     )  # (job, selected gpu, selected precision): kB
     arch_names = [cube.labels["arch"][a] for a in sel["arch"]]
-    full = {d: np.array_equal(local[d], np.arange(reader.shape[k])) for k, d in enumerate(LABEL_DIMS)}
     a_s, g_s, n_s, i_s, w_s, p_s = (np.ascontiguousarray(sel[d], dtype=np.int64) for d in LABEL_DIMS)
-    la, lg, ln, li, lw, lp = (np.ascontiguousarray(local[d], dtype=np.int64) for d in LABEL_DIMS)
+    # the source gives each job's arrays cut to the selected coordinates, in the selection's order
+    la, lg, ln, li, lw, lp = (np.arange(len(sel[d]), dtype=np.int64) for d in LABEL_DIMS)
+    shape = tuple(len(sel[d]) for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network"))
 
     kernel = None
-    if compiled and not pareto and top <= 256:  # one pass, the k best kept in order (small k)
+    if compiled and not pareto and not per_design and top <= 256:  # one pass, the k best kept in order (small k)
         from paigrid.kernels.scan import top_configurations as kernel
 
         ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
         ignores_intra = np.array(["intra" in ign for ign in ignores], dtype=np.bool_)
         ignores_network = np.array(["network" in ign for ign in ignores], dtype=np.bool_)
-        shape = tuple(len(sel[d]) for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network"))
         k = min(top, math.prod(shape))
 
-    def select_in_one_pass(raw_step, raw_code, fits, pos):
-        if by == "time":
-            factor = np.broadcast_to((n_values[pos][n_s] * samples[pos])[None, :], (len(g_s), len(n_s)))
-        else:
-            factor = np.broadcast_to((price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None], (len(g_s), len(n_s)))
-        cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
-        count = kernel(
-            raw_step,
-            fits,
-            la,
-            lg,
-            ln,
-            li,
-            lw,
-            lp,
-            ignores_intra,
-            ignores_network,
-            np.ascontiguousarray(factor, dtype=np.float64),
-            by == "time",
-            k,
-            cand,
-            step,
-        )
-        gi, ni, pi, ai, ii, wi = np.unravel_index(cand[:count], shape)
-        cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
-        code = raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
-        return step[:count], code, cfg, (raw_step, reader.position)
-
-    def select(raw_step, raw_code, fits, pos):
-        if kernel is not None:
-            return select_in_one_pass(raw_step, raw_code, fits, pos)
-        sub = raw_step
-        for axis, dim in enumerate(LABEL_DIMS):
-            if not full[dim]:
-                sub = np.take(sub, local[dim], axis=axis)
-        ok = fits[np.ix_(lg, lp)] == 1
-        sub = np.where(ok[None, :, None, None, None, :], sub, np.float32(np.nan))
-        # to (gpu, n_gpu, precision, arch, intra, network) order, each distinct configuration once
-        step = first_of_equivalents(sub.transpose(1, 2, 5, 0, 3, 4), arch_names)
-        shape = step.shape
-        time = step / (n_values[pos][n_s] * samples[pos])[None, :, None, None, None, None]
-        cost = (price[g_s] / 3600.0 * 1e6 / samples[pos])[:, None, None, None, None, None] * step
-        if pareto:
-            cand = np.flatnonzero(~(np.isnan(time) | np.isnan(cost)))
-            if cand.size == 0:
-                cand = np.zeros(1, dtype=np.intp)
-        else:
-            metric = (time if by == "time" else cost).reshape(-1)
-            key = np.where(np.isnan(metric), np.inf, metric)
-            k = min(top, key.size)
-            kth = np.partition(key, k - 1)[k - 1]
-            below = np.flatnonzero(key < kth)
-            cand = np.union1d(below, np.flatnonzero(key == kth)[: k - below.size])
+    def configurations(cand, raw_code):
         gi, ni, pi, ai, ii, wi = np.unravel_index(cand, shape)
         cfg = {"g": g_s[gi], "n": n_s[ni], "p": p_s[pi], "a": a_s[ai], "i": i_s[ii], "w": w_s[wi]}
-        code = raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
-        return step.reshape(-1)[cand], code, cfg, (raw_step, reader.position)
+        return cfg, raw_code[la[ai], lg[gi], ln[ni], li[ii], lw[wi], lp[pi]]
 
-    def work(start, members, stored):
-        step_chunk, code_chunk = reader.decode(start, stored)
-        return [select(step_chunk[j - start], code_chunk[j - start], fits_all[j], pos) for pos, j in members]
-
-    tasks: list[tuple[int, list]] = []  # runs of consecutive jobs in one chunk
-    for pos, j in enumerate(int(j) for j in job_rows):
-        start = j - j % reader.rows
-        if tasks and tasks[-1][0] == start:
-            tasks[-1][1].append((pos, j))
-        else:
-            tasks.append((start, [(pos, j)]))
-    threads = max(
-        1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, len(tasks))
-    )
-    with ThreadPoolExecutor(threads) as pool:
-        pending: deque = deque()
-        queued = iter(tasks)
-        for start, members in queued:
-            pending.append(pool.submit(work, start, members, reader.raw(start)))
-            if len(pending) >= 2 * threads:
-                break
-        while pending:
-            done = pending.popleft().result()
-            for start, members in queued:
-                pending.append(pool.submit(work, start, members, reader.raw(start)))
-                break
-            yield from done
-
-
-class _ChunkReader:
-    """Chunks of cube variables over job ranges, restricted to the chunks that a selection of
-    the other dimensions touches (the chunk shape is the dataset's own, whatever it is: any
-    dimension may be split).  ``decode`` gives an array over a row of jobs (one chunk's jobs)
-    and the selected coordinates, in the selection's order (``coords[dim]``; ``local[dim]``:
-    their positions in the array, ``position[dim]``: each coordinate's, -1 where not selected).
-    Where a row's selection is one chunk, its stored bytes are read by h5py in the calling thread
-    (``raw``) and decompressed and checked by ``decode`` in any thread, without the GIL; a row of
-    several chunks is read by h5py in one call when the selected coordinates run in steps of one
-    (their box: exactly those chunks), else chunk by chunk (``pieces``).
-
-    A variable chunked otherwise than the first, an xarray Dataset, unknown filters, or a chunk
-    that fails to decode are read through h5py (or xarray) instead, the same chunks, so a damaged
-    chunk fails as HDF5 reports it; so is every chunk without ``parallel``."""
-
-    FILTERS = {
-        "lz4": {"32001", "fletcher32"},
-        "zstd": {"32001", "fletcher32"},
-        "gzip": {"gzip", "shuffle", "fletcher32"},
-        "none": {"fletcher32"},
-    }
-
-    def __init__(self, cube: Cube, names, sel: dict[str, np.ndarray] | None = None, parallel: bool = True):
-        import itertools
-
-        from paigrid.codecs import chunk_decoder
-
-        self.datasets = [cube.file[name] for name in names]
-        first = self.datasets[0]
-        shape = tuple(len(cube.labels[dim]) for dim in ("job", *LABEL_DIMS))
-        stored = getattr(first, "chunks", None)
-        self.chunks = tuple(stored) if stored else (1, *shape[1:])  # no stored chunks: read per job
-        self.rows = self.chunks[0]
-        self.jobs = shape[0]
-        sel = sel or {}
-        self.coords, self.local, self.position, runs = {}, {}, {}, []
-        for dim, n, c in zip(LABEL_DIMS, shape[1:], self.chunks[1:]):
-            wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
-            self.coords[dim], self.local[dim] = wanted, np.arange(len(wanted))
-            self.position[dim] = np.full(n, -1, np.intp)
-            self.position[dim][wanted[::-1]] = np.arange(len(wanted))[::-1]  # the first place of each
-            runs.append(
-                [
-                    (s0, *_cut(np.flatnonzero((wanted >= s0) & (wanted < s0 + c)), wanted, s0))
-                    for s0 in sorted({int(k) // c * c for k in wanted})
-                ]
-            )
-        self.shape = tuple(len(self.coords[dim]) for dim in LABEL_DIMS)
-        # each chunk to read: its corner (after the job), where its cells go and which they are
-        self.pieces = [
-            (tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
-            for combo in itertools.product(*runs)
-        ]
-        # the selection as one box, when each dimension's coordinates run in steps of one (the box
-        # then holds exactly the chunks that hold them)
-        stepwise = all(len(v) and np.all(np.diff(v) == 1) for v in self.coords.values())
-        self.box = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in self.coords.values()) if stepwise else None
-        self.whole = (
-            len(self.pieces) == 1
-            and self.shape == tuple(self.chunks[1:])
-            and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2])
+    def select_in_one_pass(raw_step, raw_code, fits, pos):
+        factor, divide = step_factor(
+            by, n_values[pos][n_s][None, :], samples[pos], price[g_s][:, None], power[g_s][:, None]
         )
-        compression = str_attr(cube.file.attrs, "compression") if "compression" in cube.file.attrs else ""
-        chunks = [getattr(d, "chunks", None) for d in self.datasets]
-        self.decoders = None
-        try:
-            # a row of several chunks: h5py reads them in one call (in C), faster than decoding
-            # them one by one here (measured on chunks of 2 GPUs: a --top 3 scan 10% slower)
-            if (
-                parallel
-                and len(self.pieces) == 1
-                and all(
-                    c is not None
-                    and tuple(c) == self.chunks
-                    and set(d._filters) == self.FILTERS.get(compression)
-                    and hasattr(d, "id")
-                    for c, d in zip(chunks, self.datasets)
-                )
-            ):
-                self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
-        except (AttributeError, TypeError, ValueError, PaigridError):
-            self.decoders = None
+        factor = np.ascontiguousarray(np.broadcast_to(factor, (len(g_s), len(n_s))), dtype=np.float64)
+        cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
+        count = kernel(
+            raw_step, fits, la, lg, ln, li, lw, lp, ignores_intra, ignores_network, factor, divide, k, cand, step
+        )
+        cfg, code = configurations(cand[:count], raw_code)
+        return step[:count], code, cfg
 
-    def raw(self, start: int):
-        """The stored bytes of each variable's chunks from job ``start`` (a list per variable, in
-        ``pieces`` order; None: read through h5py)."""
-        if self.decoders is None:
-            return None
-        stored = []
-        for d in self.datasets:
-            pieces = []
-            for corner, _, _ in self.pieces:
-                try:
-                    mask, data = d.id.read_direct_chunk((start, *corner))
-                except (OSError, RuntimeError, ValueError, KeyError):
-                    return None
-                if mask:
-                    return None
-                pieces.append(data)
-            stored.append(pieces)
-        return stored
+    def select_with_numpy(raw_step, raw_code, fits, pos):
+        # per design, an architecture that ignores the network is a candidate of every network
+        step = distinct_configurations(raw_step, fits[np.ix_(lg, lp)], arch_names, dedupe=not per_design)
+        grid = (slice(None), *(None,) * 5)  # a per-gpu value over (gpu, n_gpu, precision, arch, intra, network)
+        n = n_values[pos][n_s][None, :, None, None, None, None]
+        prices, powers = price[g_s][grid], power[g_s][grid]
+        if pareto:
+            time, cost, metric = time_cost_and_metric(by, step, n, samples[pos], prices, powers)
+        else:  # the metric alone: a shortlist by it needs neither of the others
+            time = cost = metric = per_sample(by, step, n, samples[pos], prices, powers)
+        if per_design:  # the grid is (gpu, n_gpu, precision, arch, intra, network)
+            cand = best_per_group(metric, (0, 1, 4, 5))
+            cand = cand if cand.size else np.zeros(1, dtype=np.intp)
+        else:
+            cand = shortlist(time, metric, cost, top, pareto)
+        cfg, code = configurations(cand, raw_code)
+        return step.reshape(-1)[cand], code, cfg
 
-    def decode(self, start: int, stored) -> list[np.ndarray]:
-        """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
-        selected coordinates."""
-        stop = min(start + self.rows, self.jobs)
-        if stored is not None and self.decoders is not None:
-            try:
-                return [
-                    self._assemble(
-                        stop - start, [decode(piece) for piece in (data if isinstance(data, list) else [data])]
-                    )
-                    for decode, data in zip(self.decoders, stored)
-                ]
-            except (OSError, RuntimeError, ValueError):
-                pass  # h5py reads it again below, and fails as HDF5 does if it is damaged
-        if self.box is not None:  # runs of coordinates: one read, of exactly the chunks needed
-            return [np.asarray(d[(slice(start, stop), *self.box)]) for d in self.datasets]
-        regions = [
-            (slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
-            for corner, _, _ in self.pieces
-        ]
-        return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions]) for d in self.datasets]
+    select_job = select_in_one_pass if kernel is not None else select_with_numpy
 
-    def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
-        """The array of ``n`` jobs over the selected coordinates from its chunks, in ``pieces``
-        order (chunks read through h5py end at the dataset's edges)."""
-        if len(parts) != len(self.pieces):
-            raise ValueError("a chunk is missing")
-        if self.whole:
-            return parts[0][:n]
-        out = np.empty((n, *self.shape), parts[0].dtype)
-        for (_, place, cells), data in zip(self.pieces, parts):
-            if all(isinstance(k, slice) for k in (*place, *cells)):
-                out[(slice(None), *place)] = data[(slice(0, n), *cells)]
-            else:
-                rows = np.arange(n)
-                out[np.ix_(rows, *map(_indices, place))] = data[np.ix_(rows, *map(_indices, cells))]
-        return out
+    def select(arrays, j, pos, position):
+        raw_step, raw_code = arrays
+        return (*select_job(raw_step, raw_code, fits_all[j], pos), (raw_step, position))
 
-
-def _cut(members: np.ndarray, wanted: np.ndarray, s0: int) -> tuple:
-    """Where the selected coordinates ``wanted[members]`` (those in the chunk from ``s0``) go in
-    the selection's order, and which cells of the chunk they are: slices when both run in steps
-    of one, else index arrays."""
-    place, cells = members, wanted[members] - s0
-    if len(place) and np.all(np.diff(place) == 1) and np.all(np.diff(cells) == 1):
-        return slice(int(place[0]), int(place[-1]) + 1), slice(int(cells[0]), int(cells[-1]) + 1)
-    return place, cells
-
-
-def _indices(part) -> np.ndarray:
-    """A slice or an index array as an index array."""
-    return np.arange(part.start, part.stop) if isinstance(part, slice) else np.asarray(part)
+    return cube.source.scan(("step_time", "bottleneck"), sel, job_rows, select)
 
 
 def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:
@@ -624,7 +417,7 @@ def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:
         step_time=float(step[k]),
         throughput=float(throughput),
         throughput_tokens=float(throughput * meta["tokens_per_sample"][pos]),
-        cost=float(price[cfg["g"][k]] / 3600.0 * 1e6 / samples * step[k]),
+        cost=float(per_sample("cost", step[k], n[k], samples, price[cfg["g"][k]], None)),
         bottleneck=L.BOTTLENECK_NAMES[code[k]] if feasible and code[k] < len(L.BOTTLENECK_NAMES) else None,
         speedup=float(throughput / meta["current_throughput"][pos]) if feasible else float("nan"),
     )

@@ -400,6 +400,20 @@ class CubeWriter:
             ),
             "seq_len": (np.float64, [j.model.seq_len for j in llm.jobs], "tokens/sample", "tokens per sequence"),
         }
+        if any(j.current for j in llm.jobs):  # a population's LLM jobs: the design each runs on today
+            for dim in ("gpu", "network", "precision"):
+                per_job[f"current_{dim}"] = (
+                    text,
+                    _strings((j.current or {}).get(dim, "") for j in llm.jobs),
+                    "1",
+                    f"the job's {dim} today (empty: not given)",
+                )
+            per_job["current_n_gpu"] = (
+                np.int32,
+                [(j.current or {}).get("n_gpu", 0) for j in llm.jobs],
+                "GPUs",
+                "the job's GPU count today (0: not given)",
+            )
         for name, (dtype, data, units, long_name) in per_job.items():
             var = g.create_variable(name, ("job",), dtype=dtype, data=np.asarray(data, dtype=dtype))
             var.attrs.update(units=units, long_name=long_name)

@@ -26,7 +26,7 @@ so that machines without the CUDA target can import the package.
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from . import model, ps
+from . import metrics, model, ps
 from .layout import (
     ARCH_PS_WORKER,
     FLAG_FILL,
@@ -86,8 +86,14 @@ def shared_helpers() -> dict:
         name: module
         for module in SHARED_MODULES
         for name, value in vars(module).items()
-        if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__ and name not in CPU_ONLY
+        if isinstance(value, CPUDispatcher) and _defined_for(value, module) and name not in CPU_ONLY
     }
+
+
+def _defined_for(dispatcher, module) -> bool:
+    """True for a helper that ``module`` defines, or compiles from ``metrics`` (the numba-free
+    formulas of time, cost and energy per sample, which call nothing)."""
+    return dispatcher.py_func.__module__ in (module.__name__, metrics.__name__)
 
 
 def _retarget(function, namespace: dict):

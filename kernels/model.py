@@ -52,6 +52,7 @@ the number of configurations.
 import numpy as np
 from numba import prange
 
+from . import metrics
 from .jit import jit, parallel_jit, serial_twin
 from .layout import (
     ARCH_1W1G,
@@ -1074,39 +1075,12 @@ def _evaluate_block(
         close_bests(bsv)
 
 
-@jit
-def cost_per_step_second(price, samples_per_step):
-    """USD per 1e6 samples per second of step time: ``price`` [USD/GPU-hour] / 3600 x 1e6 /
-    the per-GPU samples per step (cost = it x step time)."""
-    return price / 3600.0 * 1e6 / samples_per_step
-
-
-@jit
-def energy_per_step_second(power, samples_per_step):
-    """J per sample per second of step time: board ``power`` [W] / the per-GPU samples per step
-    (energy = it x step time)."""
-    return power / samples_per_step
-
-
-@jit
-def time_per_sample(step, n, samples_per_step):
-    """Seconds per sample of a step of ``step`` [s] on n GPUs of ``samples_per_step`` samples
-    each (the ``time`` criterion of the overall bests)."""
-    return step / (n * samples_per_step)
-
-
-@jit
-def cost_per_sample(step, price, samples_per_step):
-    """USD per 1e6 samples of a step of ``step`` [s] on GPUs rented at ``price`` [USD/GPU-hour],
-    ``samples_per_step`` samples each: ``cost_per_step_second`` x step (the ``cost`` criterion)."""
-    return cost_per_step_second(price, samples_per_step) * step
-
-
-@jit
-def energy_per_sample(step, power, samples_per_step):
-    """J per sample of a step of ``step`` [s] on GPUs of board ``power`` [W],
-    ``samples_per_step`` samples each: ``energy_per_step_second`` x step."""
-    return energy_per_step_second(power, samples_per_step) * step
+# time, cost and energy per sample: defined once, numba-free, in ``kernels.metrics``
+cost_per_step_second = jit(metrics.cost_per_step_second)
+energy_per_step_second = jit(metrics.energy_per_step_second)
+time_per_sample = jit(metrics.time_per_sample)
+cost_per_sample = jit(metrics.cost_per_sample)
+energy_per_sample = jit(metrics.energy_per_sample)
 
 
 @jit

@@ -43,9 +43,9 @@ LAYERS = [
             "paigrid.llm.rows",
         ],
     ),
-    ("schema", ["paigrid.schema", "paigrid.codecs"]),
+    ("schema", ["paigrid.schema", "paigrid.codecs", "paigrid.ranking"]),
     ("driver", ["paigrid.evaluate", "paigrid.gpu"]),
-    ("writer and reader", ["paigrid.store", "paigrid.cube"]),
+    ("writer and reader", ["paigrid.store", "paigrid.cube", "paigrid.sources"]),
     (
         "operations",
         [
@@ -63,7 +63,15 @@ LAYERS = [
     ("cli", ["paigrid.cli", "paigrid.cli.*"]),
 ]
 #: modules that only read cubes, and the write side they must never reach, even indirectly
-READERS = ("paigrid.cube", "paigrid.query", "paigrid.info", "paigrid.dataset", "paigrid.llm.query")
+READERS = (
+    "paigrid.cube",
+    "paigrid.sources",
+    "paigrid.ranking",
+    "paigrid.query",
+    "paigrid.info",
+    "paigrid.dataset",
+    "paigrid.llm.query",
+)
 WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.gpu", "paigrid.sweeping", "paigrid.distributed")
 
 

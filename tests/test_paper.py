@@ -22,7 +22,7 @@ def pop_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def numbers(pop_path):
-    return P.compute_paper(pop_path, variants=("v1", "nic", "v2"))
+    return P.compute_paper(pop_path, variants=("base", "nic", "comm-v2"))
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +37,17 @@ def test_ps_share_per_job_and_by_gpu_by_hand(numbers, pop):
     )
     share = np.array([r["t_comm"] / (r["t_data"] + r["t_flop"] + r["t_mem"] + r["t_comm"]) for r in results])
     gpus = pop.n_gpu[ps]
-    per_job, by_gpu = numbers["figures"]["v1"]["ps_comm_share"]
+    per_job, by_gpu = numbers["figures"]["base"]["ps_comm_share"]
     assert per_job == pytest.approx(share.mean(), rel=1e-12)
     assert by_gpu == pytest.approx((share * gpus).sum() / gpus.sum(), rel=1e-12)
     assert per_job != pytest.approx(by_gpu)  # the two weightings differ on this population
-    over = numbers["figures"]["v1"]["ps_comm_over_80"][0]
+    over = numbers["figures"]["base"]["ps_comm_over_80"][0]
     assert over == pytest.approx(np.mean(share > 0.8), rel=1e-12)
 
 
 def test_bracket_is_the_shared_and_per_worker_variants(numbers):
     shared, own = numbers["bracket"]["ps_comm_share"]
-    assert shared == numbers["figures"]["v1"]["ps_comm_share"] and own == numbers["figures"]["nic"]["ps_comm_share"]
+    assert shared == numbers["figures"]["base"]["ps_comm_share"] and own == numbers["figures"]["nic"]["ps_comm_share"]
     assert own[0] < shared[0]  # a NIC share per worker: less communication
     eth_shared, eth_own = numbers["bracket"]["eth_speedup"]
     assert 1.0 < eth_own[0] < eth_shared[0]
@@ -55,7 +55,7 @@ def test_bracket_is_the_shared_and_per_worker_variants(numbers):
 
 def test_projections_change_one_thing_at_a_time(numbers, pop):
     """The hardware swap keeps PS/Worker and moves the job to its NVLink sibling; by hand for one job."""
-    proj = numbers["figures"]["v1"]["projections"]
+    proj = numbers["figures"]["base"]["projections"]
     i = next(
         i
         for i, (a, intra, g) in enumerate(zip(pop.arch, pop.intra, pop.gpu))
@@ -75,7 +75,7 @@ def test_projections_change_one_thing_at_a_time(numbers, pop):
     assert proj["hardware"]["faster"][0] == 1.0
     # the v1 model cannot make a PS/Worker job slower on all-reduce (the issue's 100%); v2 can
     assert proj["both"]["faster"][0] == 1.0
-    assert numbers["figures"]["v2"]["projections"]["both"]["faster"][0] < 1.0
+    assert numbers["figures"]["comm-v2"]["projections"]["both"]["faster"][0] < 1.0
     for key in ("same_pcie_local", "same_pcie_cluster", "both_local", "both_cluster"):
         assert proj[key]["jobs"] <= proj[key]["in_scope"]
     assert proj["both"]["jobs"] == proj["both_local"]["jobs"] + proj["both_cluster"]["jobs"]
@@ -90,7 +90,7 @@ def test_sensitivity_and_fusion_directions(numbers):
                 assert per_job >= 1.0 - 1e-9 and by_gpu >= 1.0 - 1e-9, (name, resource, arch)
         assert table["network"]["1w1g"] == (1.0, 1.0)  # a single GPU uses no network
         assert table["network"]["ps-worker"][0] > table["hbm"]["ps-worker"][0]
-    for row in numbers["memory"]["v1"]["archs"].values():
+    for row in numbers["memory"]["base"]["archs"].values():
         assert row["fusion"][0] >= 1.0 and 0.0 <= row["mem_share"][0] <= 1.0
 
 

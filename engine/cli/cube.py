@@ -119,7 +119,8 @@ def query(
     per: str | None = typer.Option(
         None,
         "--per",
-        help="Answer once per value of n_gpu, network, gpu or precision (each job's best at each GPU count, ...).",
+        help="Answer once per value of n_gpu, network, gpu or precision (each job's best at each GPU count, ...), "
+        "or per design: each job's best at each cluster design (gpu, n_gpu, intra or domain, network).",
     ),
     calibration: Path | None = typer.Option(None, help="Check that the cube was computed with this calibration TOML."),
     json_out: bool = typer.Option(False, "--json", help="JSON on stdout."),
@@ -266,12 +267,17 @@ def predict(
             json_out,
         )
         return
-    missing = [
-        flag
-        for flag, value in (("--arch", arch), ("--intra", intra), ("--network", network), ("--precision", precision))
-        if value is None
-    ]
-    if missing:
+    if arch is None or intra is None or network is None or precision is None:
+        missing = [
+            flag
+            for flag, value in (
+                ("--arch", arch),
+                ("--intra", intra),
+                ("--network", network),
+                ("--precision", precision),
+            )
+            if value is None
+        ]
         raise PaigridError(f"a data-parallel workload needs {', '.join(missing)}.")
 
     result = predict_one(

@@ -17,6 +17,7 @@ import difflib
 import hashlib
 import io
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -435,7 +436,7 @@ class Catalogues:
     precisions: Catalogue
 
     @classmethod
-    def load(cls, overrides: dict[str, str | Path] | None = None) -> Catalogues:
+    def load(cls, overrides: Mapping[str, str | Path] | None = None) -> Catalogues:
         """Built-in catalogues, with any of them replaced by a user file."""
         overrides = overrides or {}
         unknown = set(overrides) - set(BUILTIN)

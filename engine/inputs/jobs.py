@@ -52,10 +52,13 @@ class Job:
 
 @dataclass(frozen=True)
 class LlmJob:
-    """One LLM-family job: its name and the transformer it trains (at the model's global batch)."""
+    """One LLM-family job: its name and the transformer it trains (at the model's global batch),
+    and, from a population row, the design it runs on today (``current``: ``gpu``, ``n_gpu``,
+    ``network``, ``precision``; its layout is the sweep's to search), None where not given."""
 
     name: str
     model: object  # a ``paigrid.llm.models.Transformer``
+    current: dict | None = field(default=None, compare=False, hash=False)
 
 
 def job_family(name: str, cats: Catalogues, llm_catalogue=None) -> tuple[str, str]:
@@ -126,7 +129,12 @@ def split_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], list[LlmJo
                     families[cell] = _is_llm_model(cell, cats, llm_catalogue)
             llm_rows = [(n, r) for n, r in rows if families[r.get("model", "")]]
             if llm_rows:
-                llm = [LlmJob(r["job"].strip(), model(r["model"], llm_catalogue)) for _, r in llm_rows]
+                llm = [
+                    LlmJob(
+                        r["job"].strip(), model(r["model"], llm_catalogue), _llm_current(r, cats, f"{path} line {n}")
+                    )
+                    for n, r in llm_rows
+                ]
                 dp_rows = [(n, r) for n, r in rows if not families[r.get("model", "")]]
                 dp = _population_jobs(dp_rows, header, path, spec.options, cats) if dp_rows else []
                 names = [j.name for j in dp] + [j.name for j in llm]
@@ -183,6 +191,32 @@ def _row_current(row: dict[str, str], cats: Catalogues, origin: str) -> dict[str
             "intra": resolve_link(cats, cells["current_intra"], "intra"),
             "network": resolve_link(cats, cells["current_network"], "network"),
             "precision": cats.precisions.resolve(cells["current_precision"]),
+        }
+
+
+def _llm_current(row: dict[str, str], cats: Catalogues, origin: str) -> dict[str, object] | None:
+    """An LLM population row's design of today: its GPU, GPU count, network (a link or a fabric)
+    and precision; the architecture and intra link columns say nothing of a layout and are not
+    read.  None when the row gives no current configuration."""
+    from paigrid.llm.fabrics import resolve_network
+
+    cells = {c: (row.get(f"current_{c}") or "").strip() for c in ("gpu", "n_gpu", "network", "precision")}
+    if not any(cells.values()):
+        return None
+    empty = [f"current_{c}" for c, v in cells.items() if not v]
+    if empty:
+        raise PaigridError(f"{origin}: the LLM job's current design needs {', '.join(empty)}.")
+    n = to_float(cells["n_gpu"], origin, "current_n_gpu")
+    if not (1 <= n <= MAX_N_GPU and n == int(n)):
+        raise PaigridError(
+            f"{origin}: current_n_gpu must be a whole number from 1 to {MAX_N_GPU}, not {cells['n_gpu']!r}."
+        )
+    with _located(origin):
+        return {
+            "gpu": cats.gpus.resolve(cells["gpu"]),
+            "n_gpu": int(n),
+            "network": resolve_network(cells["network"], cats),
+            "precision": cats.precisions.resolve(cells["precision"]),
         }
 
 

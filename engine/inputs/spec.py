@@ -284,7 +284,7 @@ GRID_KEYS = (
         ("dp", "llm"),
         "GPUs",
         "dp: 1, 2, ..., 1024; llm: 8, 16, ..., 16384",
-        'GPU counts ("current": each data-parallel job\'s own; the LLM family then keeps its default)',
+        'GPU counts ("current": each job\'s own; the LLM family then sweeps 1, 2, 4, ..., 16384 and them)',
     ),
     GridKey(
         "intra",

@@ -107,7 +107,9 @@ class Grid(KernelTables):
     @functools.cached_property
     def current_counts(self) -> np.ndarray:
         """(J,) each job's current GPU count (read when ``n_gpu`` is ``[0]``)."""
-        return np.array([job.current["n_gpu"] for job in self.jobs], dtype=np.float64)
+        return np.array(
+            [np.nan if job.current is None else job.current["n_gpu"] for job in self.jobs], dtype=np.float64
+        )
 
     def job_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Job table (J, N_JOB_FIELDS) and GPU-count table (J, N) of jobs[start:stop] (array
@@ -258,7 +260,7 @@ def job_table_index(
     ``rows[index]`` equals the rows built job by job."""
     keys: dict[tuple, int] = {}
     index = np.empty(len(jobs), np.int32)
-    rows = []
+    rows: list[np.ndarray] = []
     for j, job in enumerate(jobs):
         key = (job.model, job.batch, tuple(job.options.items()), tuple(job.variant.items()))
         k = keys.get(key)
@@ -434,6 +436,8 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
                 f'n_gpu = "current" needs a current configuration for every job; {missing[0]!r} has none.'
             )
         n_gpu = [0]
+    elif isinstance(spec.n_gpu, str):
+        raise PaigridError(f'n_gpu must be a list of GPU counts or "current", not {spec.n_gpu!r}.')
     else:
         n_gpu = list(spec.n_gpu or DEFAULT_N_GPU)
     gpu_table, peak, prec = gpu_tables(cats, gpus, precision, eff)

@@ -118,7 +118,10 @@ def build_llm_grid(spec: SweepSpec, jobs: list[LlmJob], cats: Catalogues, eff: E
         {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in option_items.items()}
     )
     gpus = list(dict.fromkeys(cats.gpus.resolve(g) for g in (spec.gpu or DEFAULT_GPUS)))
-    n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu in (None, CURRENT) else list(spec.n_gpu)
+    if spec.n_gpu == CURRENT:  # every power of two from 1 to 16384, and each job's count of today
+        n_gpu = sorted({2**k for k in range(15)} | {int(j.current["n_gpu"]) for j in jobs if j.current})
+    else:
+        n_gpu = list(DEFAULT_N_GPU) if spec.n_gpu is None else list(spec.n_gpu)
     domain = spec.domain or sorted({catalogue_default(cats, g, "nvlink_domain_GPUs") for g in gpus})
     networks = list(dict.fromkeys(resolve_network(n, cats) for n in (spec.network or DEFAULT_NETWORKS)))
     precision = list(dict.fromkeys(cats.precisions.resolve(p) for p in (spec.precision or DEFAULT_PRECISIONS)))

@@ -1,5 +1,7 @@
-"""Read an LLM sweep file (h5py, read-only): the best layouts, and time, cost and energy to
-train a stated number of tokens."""
+"""The LLM family's queries: the best layouts of a cube's LLM jobs (the array core of best / top
+/ Pareto over the group ``llm``, from its bests or from the chunks of its cells), one query over
+every family of a cube, and the LLM files of ``paigrid llm sweep`` (h5py, read-only); time, cost
+and energy to train a stated number of tokens."""
 
 from __future__ import annotations
 
@@ -234,6 +236,24 @@ class GroupSource:
         """A string variable as str."""
         return [v.decode() if isinstance(v, bytes) else str(v) for v in self.get(name)]
 
+    def cells(self, names: tuple[str, ...], j: int, sel: list[np.ndarray]) -> list[np.ndarray]:
+        """The cell variables ``names`` of job ``j`` over the selected coordinates ``sel`` (index
+        arrays along ``LLM_WHERE_DIMS``), each read only where it is stored: from a file, the
+        chunks that hold a selected cell (``sources.ChunkReader``: a layout filter reads the
+        chunks of those layouts, a gpu or n_gpu filter those of that gpu or GPU count); from a
+        Dataset, the selected part through xarray."""
+        if hasattr(self.group, "variables"):  # xarray: orthogonal indexing of the selection
+            return [np.asarray(self.group.variables[name][(j, *sel)].values) for name in names]
+        from types import SimpleNamespace
+
+        from paigrid.sources import ChunkReader
+
+        owner = SimpleNamespace(file=self.group.file)  # the root: its compression attribute, paths to the group
+        paths = tuple(f"{self.group.name}/{name}" for name in names)
+        reader = ChunkReader(owner, paths, dict(zip(LLM_WHERE_DIMS, sel)), dims=LLM_WHERE_DIMS)
+        start = j - j % reader.rows
+        return [values[j - start] for values in reader.decode(start, reader.raw(start))]
+
 
 def llm_labels(source: GroupSource) -> dict[str, list]:
     """The group's labels along ``LLM_WHERE_DIMS`` and ``job``."""
@@ -306,13 +326,16 @@ def llm_best(
     top: int = 1,
     pareto: bool = False,
     mode: str = "full",
+    per_design: bool = False,
 ) -> list[dict]:
     """The ``top`` best (layout, design) cells of each LLM job under ``where`` (indices along
     ``LLM_WHERE_DIMS``), ranked ``by`` time, cost or energy per step, or with ``pareto`` each
-    job's front of time and cost per sample; rows in the columns of ``FAMILY_COLUMNS``.  Without
-    a layout filter and for one row per job the stored bests answer (within one design time,
-    cost and energy are proportional, so the fastest layout is also the cheapest); otherwise the
-    cells, which a reduce-only cube does not hold."""
+    job's front of time and cost per sample, or with ``per_design`` the best (layout,
+    precision) of each cluster design (gpu, n_gpu, domain, network) that has a valid one; rows
+    in the columns of ``FAMILY_COLUMNS``.  Without a layout filter and for one row per job (or
+    design) the stored bests answer (within one design time, cost and energy are proportional,
+    so the fastest layout is also the cheapest); otherwise the cells (``GroupSource.cells``: only
+    the chunks the filters touch), which a reduce-only cube does not hold."""
     from paigrid.llm.layouts import CUBE_REASON_NAMES, REASON_N_GPU, Layout, layout_label
 
     if by not in RANK_FIELDS:
@@ -337,9 +360,9 @@ def llm_best(
     out = []
     for j in rows_of:
         if needs_cells or pareto and "layout" in where:
-            step = source.get("step_time", (j,))[np.ix_(*sel)]
-            rank = step if by == "time" else source.get(RANK_FIELDS[by], (j,))[np.ix_(*sel)]
-            cost = source.get("cost_per_step", (j,))[np.ix_(*sel)]
+            names_read = tuple(dict.fromkeys(("step_time", RANK_FIELDS[by], "cost_per_step")))
+            read = dict(zip(names_read, source.cells(names_read, j, sel)))
+            step, rank, cost = read["step_time"], read[RANK_FIELDS[by]], read["cost_per_step"]
             layout_of = None
         else:
             step = source.get("best_step_time", (j,))[np.ix_(*sel[1:])][None]
@@ -347,8 +370,12 @@ def llm_best(
             cost = source.get("best_cost_per_step", (j,))[np.ix_(*sel[1:])][None]
             layout_of = source.get("best_layout", (j,))[np.ix_(*sel[1:])][None]
         rank = np.asarray(rank, dtype=np.float64)
-        if pareto:
-            from paigrid.query import pareto_front
+        if per_design:  # (layout, gpu, n_gpu, domain, network, precision): a design is axes 1 to 4
+            from paigrid.ranking import best_per_group
+
+            flat = [int(k) for k in best_per_group(rank, (1, 2, 3, 4))]
+        elif pareto:
+            from paigrid.ranking import pareto_front
 
             flat = pareto_front(np.asarray(step, np.float64).reshape(-1), np.asarray(cost, np.float64).reshape(-1))
         else:
@@ -478,16 +505,80 @@ DP_WHERE_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
 ALL_LLM_WHERE = (*LLM_WHERE_DIMS, *LAYOUT_FILTERS)
 
 
-def dp_family_row(row: dict, power: float, samples_per_step: float) -> dict:
+def dp_family_row(row: dict, power: float, samples_per_step: float, peaks: DpPeaks | None = None) -> dict:
     """A data-parallel result row of ``paigrid.query.best_configurations`` in the columns of
-    ``FAMILY_COLUMNS``: per token from its tokens per sample, energy [J/sample] = board power
-    [W] x step time / samples per GPU per step."""
-    out = dict(row, family="dp", domain=None, mfu=float("nan"))
+    ``FAMILY_COLUMNS``: per token from its tokens per sample, energy [J/sample] =
+    ``kernels.metrics.energy_per_sample`` of board power [W], step time and samples per GPU per
+    step, and ``mfu`` from ``peaks`` (``DpPeaks.mfu``; NaN without them)."""
+    from paigrid.kernels.metrics import energy_per_sample
+
+    out = dict(row, family="dp", domain=None)
     per_token = row["throughput_tokens"] / row["throughput"] if row["throughput"] == row["throughput"] else math.nan
     out["cost_tokens"] = row["cost"] / per_token if per_token else math.nan
-    out["energy"] = power * row["step_time"] / samples_per_step
+    out["energy"] = energy_per_sample(row["step_time"], power, samples_per_step)
     out["energy_tokens"] = out["energy"] / per_token if per_token else math.nan
+    out["mfu"] = peaks.mfu(row, samples_per_step) if peaks is not None else math.nan
     return out
+
+
+class DpPeaks:
+    """What the data-parallel MFU needs that a cube does not store, from the built-in catalogues:
+    each workload's training FLOPs per sample, 3 x ``fwd_GFLOP_per_sample`` x 1e9 [FLOP/sample]
+    (forward, and a backward pass of twice its FLOPs: the model's FLOPs, not the hardware's),
+    and each GPU's dense datasheet peak at the precision [FLOP/s] (``gpus.csv``'s column that
+    ``precisions.csv`` names as the precision's ``peak_column``, e.g. ``bf16_TFLOP_per_s`` for
+    ``amp-bf16``: no sparsity).  When the cube records other checksums of those three
+    catalogues than the built-in ones (a sweep with the user's catalogues), the FLOPs and peaks
+    would not be the cube's: ``note`` says so and every MFU is NaN."""
+
+    KINDS = ("gpus", "workloads", "precisions")
+
+    def __init__(self, attrs=None):
+        import json
+
+        from paigrid.inputs.catalog import Catalogues
+        from paigrid.schema import str_attr
+
+        self.cats = Catalogues.load()
+        recorded = json.loads(str_attr(attrs, "catalogue_sha256") or "{}") if attrs is not None else {}
+        other = [k for k in self.KINDS if k in recorded and recorded[k] != getattr(self.cats, k).sha256]
+        self.note = (
+            f"mfu is empty for the data-parallel jobs: the cube was swept with other {', '.join(other)} "
+            "catalogues than the built-in ones, which hold the FLOPs and peaks the MFU needs."
+            if other
+            else ""
+        )
+
+    def flop_per_sample(self, model: str) -> float:
+        """Training FLOPs per sample [FLOP] of the workload ``model`` (NaN: not in the catalogue)."""
+        try:
+            return 3.0 * self.cats.workloads.number(model, "fwd_GFLOP_per_sample") * 1e9
+        except PaigridError:
+            return math.nan
+
+    def peak(self, gpu: str, precision: str) -> float:
+        """Dense peak [FLOP/s] of ``gpu`` at ``precision`` (NaN: not in the catalogue, or no such math)."""
+        try:
+            return self.cats.peak_TFLOP_per_s(gpu, precision) * 1e12
+        except PaigridError:
+            return math.nan
+
+    def mfu(self, row: dict, samples_per_step: float) -> float:
+        """Model FLOPs utilisation [fraction] of a data-parallel result row: the model's FLOPs of
+        one GPU's step (``samples_per_step`` [samples]) over the step time x the GPU's dense peak
+        (``kernels.metrics.model_flops_utilisation``); NaN for a row without a configuration."""
+        from paigrid.kernels.metrics import model_flops_utilisation
+
+        if self.note or row.get("gpu") is None or row["step_time"] != row["step_time"]:
+            return math.nan
+        return float(
+            model_flops_utilisation(
+                self.flop_per_sample(str(row.get("model") or row["job"])),
+                samples_per_step,
+                row["step_time"],
+                self.peak(row["gpu"], row["precision"]),
+            )
+        )
 
 
 def split_where(
@@ -560,7 +651,7 @@ class _Labelled:
 
 
 #: the dimensions ``--per`` may group the rows of every job by
-PER_DIMS = ("n_gpu", "network", "gpu", "precision")
+PER_DIMS = ("n_gpu", "network", "gpu", "precision", "design")
 
 
 def query_every_family(
@@ -577,9 +668,15 @@ def query_every_family(
     """``paigrid query`` over every job family of a cube: (rows in ``FAMILY_COLUMNS`` (and
     ``TRAIN_COLUMNS`` for ``tokens`` [tokens]), notes), data-parallel jobs first.  ``per`` (one
     of ``PER_DIMS``) answers once per value of that dimension (each job's best at each GPU
-    count, on each network, ...), as if ``--where DIM=VALUE`` were given for each value."""
-    if per is not None:
+    count, on each network, ...), as if ``--where DIM=VALUE`` were given for each value; ``per
+    = "design"`` once per cluster design: the best of each job at each (gpu, n_gpu, intra,
+    network) of the data-parallel family and each (gpu, n_gpu, domain, network) of the LLM
+    family (the architecture or layout, and the precision, are what is chosen)."""
+    if per is not None and per != "design":
         return _per_value(path, by, where or [], jobs, top, pareto, tokens, calibration, per)
+    per_design = per == "design"  # each job's best at each cluster design
+    if per_design and (top > 1 or pareto):
+        raise PaigridError("--per design gives the best of each design: it goes with neither --top nor --pareto.")
     from paigrid.cube import check_calibration, families_of, open_cube, open_llm, reading
     from paigrid.query import best_configurations
 
@@ -605,21 +702,26 @@ def query_every_family(
                     picked = dp_jobs or dp.labels["job"]
                     rows += [dict(_empty_row(j, None), family="dp") for j in picked]
                 else:
-                    power = dp.file["power"][:]
-                    samples = dict(zip(dp.labels["job"], dp.file["samples_per_step"][:]))
-                    for row in best_configurations(dp, by, dp_where, dp_jobs, top, pareto):
+                    power = dp.source.read("power")
+                    samples = dict(zip(dp.labels["job"], dp.source.read("samples_per_step")))
+                    peaks = DpPeaks(dp.source.attrs)
+                    if peaks.note:
+                        notes.append(peaks.note)
+                    for row in best_configurations(dp, by, dp_where, dp_jobs, top, pareto, per_design):
                         g = dp.labels["gpu"].index(row["gpu"]) if row["gpu"] else 0
-                        rows.append(dp_family_row(row, float(power[g]), float(samples[row["job"]])))
+                        rows.append(dp_family_row(row, float(power[g]), float(samples[row["job"]]), peaks))
             if llm is not None and (not jobs or names_llm & set(jobs)):
                 llm_jobs = [j for j in jobs or [] if j in names_llm] or None
                 if any(len(v) == 0 for v in llm_where_.values()):
                     rows += [_empty_row(j, None) for j in (llm_jobs or labels["job"])]
                 else:
-                    rows += llm_best(source, by, llm_where_, llm_jobs, top, pareto, llm.mode)
+                    rows += llm_best(source, by, llm_where_, llm_jobs, top, pareto, llm.mode, per_design)
     finally:
         for part in (dp, llm):
             if part is not None:
                 part.close()
+    if per_design:  # a design without a valid configuration is no row
+        rows = [r for r in rows if r.get("arch") is not None]
     if tokens:
         for row in rows:
             row.update(train_totals(tokens, row["throughput_tokens"], row["cost_tokens"] / 1e6, row["energy_tokens"]))

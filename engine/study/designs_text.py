@@ -19,6 +19,11 @@ def _name(design: dict) -> str:
     return " / ".join(design.values())
 
 
+def _bottleneck(name: str) -> str:
+    """A bottleneck name in words (``llm_tp_comm`` -> ``LLM tp comm``)."""
+    return name.replace("llm_", "LLM ").replace("_", " ")
+
+
 def _pm(total: dict) -> str:
     b = total["band"]
     return f"{_money(total['cost'])} +- {_money(b['correlated'])} ({_money(b['same_sign'])})"
@@ -72,15 +77,28 @@ def render_designs(d: dict | None, best_arch: dict, figures: dict) -> list[str]:
         return lines + ["No job is analysed, so no design is ranked.", ""]
     dims = ", ".join(d["dims"])
     today = d["today"]
+    fam = d.get("families", {"dp": today["jobs"], "llm": 0})
+    both = (
+        f"It ranks {fam['dp']:,} data-parallel and {fam['llm']:,} LLM jobs on the same designs: a data-parallel "
+        "job's step does not depend on the NVLink domain (its intra link joins every GPU of a server), an LLM "
+        "job's GPU has one intra link (the cube's `llm/intra`), so an LLM job runs a design only with that link. "
+        "An LLM job runs its best layout (the cube's `llm/best_step_time`: the fastest valid layout, memory "
+        "included) at its precision; its global batch is fixed, so on n GPUs at step time T its work takes "
+        "n x T / T0 GPU-hours, and its cheapest count is the one of the fewest among every GPU count of the "
+        "cube's `llm` group. LLM jobs carry the largest band of the model (no LLM band is held out). "
+        if fam.get("llm")
+        else ""
+    )
     lines += [
         f"**Cluster designs.** A design is one value of each hardware dimension of the cube ({dims}); "
-        f"{len(d['designs']):,} designs can run at least one job. Each job's work is what it processes in "
+        f"{len(d['designs']):,} designs can run at least one job. {both}Each job's work is what it processes in "
         "one hour today, so today's population takes "
         f"{today['gpu_hours']:,.0f} GPU-hours, USD {_pm(today)}, {today['energy_kWh']:,.0f} kWh and "
         f"{today['job_hours']:,.0f} job-hours. On a design a job keeps its architecture and precision; "
-        "*current count*: its GPU count of today (from the cube); *cheapest count*: the count with the fewest "
-        "GPU-hours among one GPU and the powers of two below today's (predicted by the model that made the "
-        "cube). Cost is GPU-hours x the GPU's price, energy GPU-hours x its board power. Ranked by the jobs a "
+        "*current count*: its GPU count of today (from the cube); *cheapest count*: for a data-parallel job the "
+        "count with the fewest GPU-hours among one GPU and the powers of two below today's (predicted by the "
+        "model that made the cube). Cost is GPU-hours x the GPU's price, energy GPU-hours x its board power. "
+        "Ranked by the jobs a "
         "design cannot run (invalid, or does not fit in GPU memory), then by cost at the current count. "
         "Cost bands: +- errors correlated within a workload and GPU, independent across them (in brackets: "
         "every error of the same sign). Faster/slower: share of the jobs it runs whose step is faster/slower "
@@ -93,7 +111,7 @@ def render_designs(d: dict | None, best_arch: dict, figures: dict) -> list[str]:
     ]
     for rank, x in enumerate(d["designs"][:SHOWN], 1):
         c, h = x["current"], x["cheapest"]
-        mix = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in x["bottlenecks"].items() if v)
+        mix = ", ".join(f"{_bottleneck(k)} {v:,}" for k, v in x["bottlenecks"].items() if v)
         lines.append(
             f"| {rank} | {_name(x['design'])} | {x['cannot_run']:,} | {_pm(c)} | {c['gpu_hours']:,.0f} | "
             f"{c['energy_kWh']:,.0f} | {c['job_hours']:,.0f} | {_pm(h)} | {h['mean_n_gpu']:.2f} | "
@@ -124,7 +142,17 @@ def render_designs(d: dict | None, best_arch: dict, figures: dict) -> list[str]:
             "Each job's own cheapest design at its current count: "
             + ", ".join(f"{_name(d['designs'][k]['design'])} for {n:,} jobs" for k, n in top)
             + f". For {pct(d['ties']['share'])} of {d['ties']['jobs']:,} jobs ({d['ties']['tied']:,}) the best "
-            "design is a tie: the second cheapest costs less than the job's band more.",
+            "design is a tie: the second cheapest costs less than the job's band more (designs that differ only "
+            "in a dimension the job does not depend on count as one).",
+            "",
+        ]
+    llm_best = d.get("best_llm") or {}
+    if llm_best:
+        t = d["ties_llm"]
+        lines += [
+            "The LLM jobs' own cheapest designs at their current counts: "
+            + ", ".join(f"{_name(d['designs'][k]['design'])} for {n:,}" for k, n in list(llm_best.items())[:5])
+            + f"; {t['tied']:,} of {t['jobs']:,} are ties.",
             "",
         ]
     return lines

@@ -3,8 +3,10 @@
 Part of the report (``study.report.compute_report`` calls :func:`compute_paper` on the jobs the
 cube records, :meth:`Population.from_cube`): where the cube holds the model that made it, this
 module predicts the same jobs directly (``predict.config_values``) under *variants* of the
-model -- version 1 (the paper's model), version 1 plus one named option, and communication v2
-with every parameter-server option -- and under scaled resources, so that each difference from
+model that made the cube -- that model itself (``base``: pai-v1, the paper's model, or pai-v2, with
+the options and the calibrated efficiencies it was swept with), the base plus one named option,
+and communication v2 with every parameter-server option on the base (:func:`model_variants`) --
+and under scaled resources, so that each difference from
 the paper can be traced to a mechanism that can be switched:
 
 * :func:`compute_paper` returns every number: the time shares per architecture, per job and
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -39,18 +42,20 @@ from paigrid.inputs.spec import Options, SweepSpec
 from paigrid.predict import _shortest_array, config_values
 from paigrid.study.common import ARCHS, COMPONENTS, ETHERNET, NVLINK_SERVER, pct, times
 
-#: model variants: name -> (what it is, option overrides of version 1)
-#: every variant is the paper's compute model, pai-v1, with the options of ``VARIANTS`` on top
+#: model variants: name -> (what it is, option overrides of the base model).  The base is the model
+#: that made the cube (``Population.options``: its compute model, pai-v1 or pai-v2, and every option
+#: it was swept with); each variant switches one mechanism on top of it (:func:`model_variants`)
 PAPER_MODEL = Options(model="pai-v1")
-VARIANTS = {
-    "v1": ("the paper's model (version 1)", {}),
+VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
+    "base": ("the cube's model", {}),
     "nic": ("+ one NIC share per worker (ps_nic = per-worker)", {"ps_nic": "per-worker"}),
+    "shared-nic": ("+ a server's workers sharing its NIC (ps_nic = shared)", {"ps_nic": "shared"}),
     "reduce": ("+ reduction inside each server (ps_local_reduce)", {"ps_local_reduce": True}),
     "colocated": ("+ co-located parameter servers (ps_placement = colocated)", {"ps_placement": "colocated"}),
     "latency": ("+ per-message latency (ps_latency)", {"ps_latency": True}),
     "update": ("+ update on the PS hosts (ps_update)", {"ps_update": True}),
     "sparse": ("+ sparse embedding traffic (ps_sparse)", {"ps_sparse": True}),
-    "v2": (
+    "comm-v2": (
         "communication v2: every PS option (shared NIC, separate hosts) + sync_latency + bucket_overlap",
         {
             "ps_local_reduce": True,
@@ -63,6 +68,47 @@ VARIANTS = {
         },
     ),
 }
+
+
+def describe_model(options: Options, efficiency: str = "built-in efficiencies") -> str:
+    """The base model in words: its compute model and the options it switches on beyond the defaults."""
+    default = Options(model=options.model)
+    changed = [
+        f"{k} = {getattr(options, k)}"
+        for k in Options.__dataclass_fields__
+        if k != "model"
+        and getattr(options, k) != getattr(default, k)
+        and k in {key for _, over in VARIANTS.values() for key in over}
+    ]
+    name = "version 1, the paper's model" if options.model == "pai-v1" else f"compute model {options.model}"
+    return f"{options.model} ({name}" + ("; " + ", ".join(changed) if changed else "") + f"; {efficiency})"
+
+
+def model_variants(base: Options, names: tuple[str, ...] | None = None) -> dict[str, tuple[str, Options]]:
+    """The variants of the model ``base`` (the cube's): name -> (what it switches, options).  The
+    base itself is ``base``; a variant that would switch nothing (the base has it on already) is
+    left out, and the placement bracket's other side is ``nic`` on a shared-NIC base and
+    ``shared-nic`` on a per-worker one.  ``names`` keeps only those variants (and the base)."""
+    out: dict[str, tuple[str, Options]] = {}
+    for name, (text, over) in VARIANTS.items():
+        if name == "shared-nic" and base.ps_nic == "shared" or name == "nic" and base.ps_nic != "shared":
+            continue
+        options = replace(base, **over)
+        if name != "base" and options == base:
+            continue
+        if names is None or name in names or name == "base":
+            out[name] = (text, options)
+    return out
+
+
+def bracket_sides(variants: dict) -> tuple[str, str] | None:
+    """(shared-NIC variant, per-worker variant) of the placement bracket among ``variants``."""
+    base = variants["base"][1]
+    other = "nic" if base.ps_nic == "shared" else "shared-nic"
+    if other not in variants:
+        return None
+    return ("base", other) if base.ps_nic == "shared" else (other, "base")
+
 
 #: the paper's figures (Wang et al., IISWC 2019: abstract; the last four from secondary notes of it)
 PAPER_FIGURES = {
@@ -136,6 +182,8 @@ class Population:
         self.per_server = np.array([float(j.options["gpus_per_node"]) for j in self.jobs])
         self.model = np.array([j.model for j in self.jobs], dtype=object)
         self.eff = defaults()
+        #: where the efficiencies come from, in words (the report says it beside the variants)
+        self.efficiency = "built-in efficiencies"
 
     @classmethod
     def from_cube(cls, cube, keep=None) -> Population:
@@ -172,7 +220,9 @@ class Population:
             config = {d: current[d][i] for d in current}
             config["n_gpu"] = int(n_gpu[i])
             jobs.append(Job(name, models[i], float(batch[i]), values, config))
-        return cls(jobs=jobs, cats=cats, options=options)
+        pop = cls(jobs=jobs, cats=cats, options=options)
+        pop.eff, pop.efficiency = cube_efficiency(cube, cats)
+        return pop
 
     def predict(
         self, options: Options, change: dict | None = None, mask: np.ndarray | None = None, scale: dict | None = None
@@ -207,6 +257,38 @@ class Population:
         )
         out["valid"][index], out["fits"][index] = valid, fits
         return out
+
+
+def cube_efficiency(cube, cats: Catalogues):
+    """The efficiencies a cube was swept with and where they come from, in words: the built-in ones,
+    or its calibration file (the path and sha256 its provenance records), read again when it is
+    there unchanged; a calibration file that is gone or changed gives the built-in efficiencies,
+    and the words say so."""
+    import json
+
+    from paigrid.errors import PaigridError
+    from paigrid.inputs.efficiency import load_calibration
+    from paigrid.schema import str_attr
+    from paigrid.userfiles import file_sha256
+
+    f = cube.file
+    if (str_attr(f.attrs, "efficiency_source") or "defaults") == "defaults":
+        return defaults(), "built-in efficiencies"
+    try:
+        entry = json.loads(str_attr(f.attrs, "input_sha256") or "{}").get("calibration") or {}
+    except ValueError:
+        entry = {}
+    path = entry.get("path", "")
+    candidates = [Path(path), Path(cube.path).parent / path] if path else []
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        return defaults(), f"built-in efficiencies: the cube's calibration {path or '(unnamed)'} is gone"
+    if entry.get("sha256") and file_sha256(found) != entry["sha256"]:
+        return defaults(), f"built-in efficiencies: the calibration {found} has changed since the sweep"
+    try:
+        return defaults().overridden(load_calibration(found, cats)), f"the calibration {found}"
+    except PaigridError as exc:
+        return defaults(), f"built-in efficiencies: the calibration {found} no longer reads ({exc})"
 
 
 def _shares(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -342,32 +424,37 @@ def _memory_bound(pop: Population, options: Options, current: dict) -> dict:
     return {"archs": rows, "models": models}
 
 
-def compute_paper(population, variants: tuple[str, ...] = tuple(VARIANTS)) -> dict:
+def compute_paper(population, variants: tuple[str, ...] | None = None) -> dict:
     """Every number of the paper section for ``population`` (a :class:`Population`, or the path of a
-    population CSV; jobs with a current configuration): ``figures`` per variant (see :func:`_figures`), ``bracket`` (the
-    placement bracket: PS communication share and Ethernet speedup, shared NIC against one share per
-    worker), ``sensitivity`` and ``memory`` under version 1 and v2."""
+    population CSV; jobs with a current configuration), under the variants of its model
+    (:func:`model_variants` of ``Population.options``; ``variants`` keeps only those names):
+    ``figures`` per variant (see :func:`_figures`), ``variants`` (name -> what it switches),
+    ``model`` (the base in words), ``bracket`` (the placement bracket: PS communication share and
+    Ethernet speedup, shared NIC against one share per worker), ``sensitivity`` under the base and
+    communication v2, and ``memory`` under the base."""
     pop = population if isinstance(population, Population) else Population(population)
-    figures = {}
-    for name in variants:
-        figures[name] = _figures(pop, replace(PAPER_MODEL, **VARIANTS[name][1]))
+    chosen = model_variants(pop.options, variants)
+    figures = {name: _figures(pop, options) for name, (_, options) in chosen.items()}
     ps = pop.arch == "ps-worker"
     declared = np.array([pop.cats.workloads.number(m, "embedding_params_M") > 0 for m in pop.model])
     out = {
         "jobs": len(pop.jobs),
         "gpus": float(pop.n_gpu.sum()),
+        "model": describe_model(pop.options, pop.efficiency),
+        "base_is_paper": pop.options == PAPER_MODEL,
+        "variants": {name: text for name, (text, _) in chosen.items()},
         "figures": figures,
         "ps_embedding_share": float(np.mean(declared[ps])) if ps.any() else math.nan,
     }
-    if "nic" in figures:
-        out["bracket"] = {k: (figures["v1"][k], figures["nic"][k]) for k in ("ps_comm_share", "eth_speedup")}
+    sides = bracket_sides(chosen)
+    if sides:
+        out["bracket"] = {k: (figures[sides[0]][k], figures[sides[1]][k]) for k in ("ps_comm_share", "eth_speedup")}
     out["sensitivity"], out["memory"] = {}, {}
-    for name in ("v1", "v2"):
+    for name in ("base", "comm-v2"):
         if name in figures:
-            options = replace(PAPER_MODEL, **VARIANTS[name][1])
-            out["sensitivity"][name] = _sensitivity(pop, options, figures[name]["current"])
-    # the compute terms are the same under every variant: the memory-bound analysis once, under version 1
-    out["memory"]["v1"] = _memory_bound(pop, PAPER_MODEL, figures["v1"]["current"])
+            out["sensitivity"][name] = _sensitivity(pop, chosen[name][1], figures[name]["current"])
+    # the compute terms are the same under every variant: the memory-bound analysis once, under the base
+    out["memory"]["base"] = _memory_bound(pop, chosen["base"][1], figures["base"]["current"])
     return out
 
 
@@ -394,10 +481,14 @@ def render_paper(numbers: dict) -> str:
         "60% and 1.7x from the abstract of Wang et al. (IISWC 2019); the PS/Worker, >80%, 5% and 3% figures "
         "from secondary reading notes of the paper, not checked against its full text.",
         "",
+        f"The variants are those of the model that made the cube, **{numbers['model']}**: `base` is that "
+        "model, each other one switches one mechanism on top of it (a mechanism the base has on already is "
+        "not repeated).",
+        "",
         "| variant | what it switches |",
         "|---|---|",
     ]
-    lines += [f"| `{name}` | {VARIANTS[name][0]} |" for name in figs]
+    lines += [f"| `{name}` | {numbers['variants'][name]} |" for name in figs]
     lines += [
         "",
         "### The paper's figures beside ours",
@@ -408,24 +499,30 @@ def render_paper(numbers: dict) -> str:
     for key, (text, paper) in FIGURE_TEXT.items():
         fmt = times if key == "eth_speedup" else pct
         lines.append(f"| {text} | {paper} | " + " | ".join(_pair(figs[n][key], fmt) for n in figs) + " |")
-    v1 = figs["v1"]
-    lines += ["", "How each mechanism moves a figure (version 1 -> the variant, per job):", ""]
+    base = figs["base"]
+    lines += ["", "How each mechanism moves a figure (the base -> the variant, per job):", ""]
     for name in figs:
-        if name == "v1":
+        if name == "base":
             continue
         fmts = {k: times if k == "eth_speedup" else pct for k in FIGURE_TEXT}
         moved = [
-            f"{FIGURE_TEXT[k][0]} {fmts[k](v1[k][0])} -> {fmts[k](figs[name][k][0])}"
+            f"{FIGURE_TEXT[k][0]} {fmts[k](base[k][0])} -> {fmts[k](figs[name][k][0])}"
             for k in FIGURE_TEXT
-            if fmts[k](v1[k][0]) != fmts[k](figs[name][k][0])
+            if fmts[k](base[k][0]) != fmts[k](figs[name][k][0])
         ]
         lines.append(f"- `{name}`: " + ("; ".join(moved) if moved else "no figure moves") + ".")
     lowest = min(figs, key=lambda n: figs[n]["ps_nvlink_faster_all"][0])
     lines += [
         "",
-        f"PS/Worker -> AllReduce over NVLink: under version 1 {pct(v1['ps_nvlink_faster'][0])} of the jobs "
-        "with a usable target are faster, because nothing in its formulas can make an all-reduce step slower "
-        "than the PS/Worker one (the PS pushes every GPU's gradients through a shared NIC). The mechanisms that "
+        f"PS/Worker -> AllReduce over NVLink: under the base {pct(base['ps_nvlink_faster'][0])} of the jobs "
+        "with a usable target are faster"
+        + (
+            ", because nothing in version 1's formulas can make an all-reduce step slower than the PS/Worker one "
+            "(the PS pushes every GPU's gradients through a shared NIC)"
+            if numbers.get("base_is_paper")
+            else ""
+        )
+        + ". The mechanisms that "
         "can are switchable: sparse traffic (a PS moves the touched embedding rows, all-reduce the dense "
         "gradients), a PS that reduces inside each server or gives each worker its own NIC share, and "
         "parameters whose all-reduce target does not fit in GPU memory (counted as not "
@@ -449,25 +546,26 @@ def render_paper(numbers: dict) -> str:
     ]
     lines += [
         "",
-        "### Time shares per architecture, per job and by GPU (version 1)",
+        "### Time shares per architecture, per job and by GPU (the base)",
         "",
         "| architecture | jobs | input I/O | FLOP-bound | memory-bound | communication |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for arch in sorted(v1["shares"], key=lambda a: (ARCHS + ("all",)).index(a)):
-        shares = v1["shares"][arch]
-        lines.append(f"| {arch} | {v1['jobs'][arch]:,} | " + " | ".join(_pair(shares[c]) for c in COMPONENTS) + " |")
+    for arch in sorted(base["shares"], key=lambda a: (ARCHS + ("all",)).index(a)):
+        shares = base["shares"][arch]
+        lines.append(f"| {arch} | {base['jobs'][arch]:,} | " + " | ".join(_pair(shares[c]) for c in COMPONENTS) + " |")
     if "bracket" in numbers:
         b = numbers["bracket"]
         lines += [
             "",
             "### The placement bracket",
             "",
-            "The PS/Worker formula of version 1 lets the workers of a server share its NIC; with one NIC share "
-            "per worker (`ps_nic = per-worker`) each worker, and each parameter server, has its own. The two "
-            "bracket the placement that the paper does not state:",
+            "The PS/Worker formula lets the workers of a server share its NIC (`ps_nic = shared`, version 1's "
+            "default); with one NIC share per worker (`ps_nic = per-worker`) each worker, and each parameter "
+            "server, has its own. The two, each on the base model, bracket the placement that the paper does "
+            "not state:",
             "",
-            "| figure | shared NIC (v1) | one share per worker | paper | paper inside? |",
+            "| figure | shared NIC | one share per worker | paper | paper inside? |",
             "|---|---:|---:|---:|---|",
         ]
         for key, fmt in (("ps_comm_share", pct), ("eth_speedup", times)):
@@ -486,7 +584,7 @@ def render_paper(numbers: dict) -> str:
         "NVLink servers: over NVLink); the *hardware swap* moves a PCIe-server job to the NVLink server of its "
         "generation (the SXM sibling GPU and its NVLink) and keeps PS/Worker; *both* does the two. A target "
         "that does not fit in GPU memory is left out (GPUs without an NVLink part, K80 and T4, have no "
-        f"NVLink server: {v1['projections']['no_nvlink']:,} jobs). Faster: share of jobs / of GPUs with a "
+        f"NVLink server: {base['projections']['no_nvlink']:,} jobs). Faster: share of jobs / of GPUs with a "
         "speedup above 1.",
         "",
     ]
@@ -500,7 +598,7 @@ def render_paper(numbers: dict) -> str:
         ("both_cluster", "both: AllReduce on NVLink servers, across servers"),
         ("both", "both, all PS/Worker jobs with an NVLink server"),
     )
-    for name in [n for n in ("v1", "v2") if n in figs]:
+    for name in [n for n in ("base", "comm-v2") if n in figs]:
         proj = figs[name]["projections"]
         lines += [
             f"Under `{name}`:",

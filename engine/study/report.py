@@ -320,7 +320,9 @@ def _compute(cube: Cube, block_jobs: int) -> dict:
     _headline_bands(result, values, cur, sibling, models, band)
     result["best_arch"] = _best_arch(values, labels, analysed, cur["arch"], band)
     result["population"] = population_sources(cube)
-    result["paper"], result["designs"] = _paper_and_designs(cube, analysed, cur_idx, current, band, block_jobs)
+    result["paper"], result["designs"], result["llm"] = _paper_and_designs(
+        cube, analysed, cur_idx, current, band, block_jobs, fallback["band"]
+    )
     return result
 
 
@@ -456,16 +458,19 @@ def _best_arch(values: dict, labels: dict, analysed: np.ndarray, current_arch: n
 
 
 def _paper_and_designs(
-    cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray, block_jobs: int
-) -> tuple[dict, dict]:
-    """The paper's figures under the model variants (``paper.compute_paper``) and the cluster-design
-    ranking (``designs.compute_designs``), both for the analysed jobs as the cube records them."""
+    cube: Cube, analysed: np.ndarray, cur_idx: dict, current: dict, band: np.ndarray, block_jobs: int, llm_band: float
+) -> tuple[dict, dict, dict | None]:
+    """The paper's figures under the model variants (``paper.compute_paper``), the cluster-design
+    ranking (``designs.compute_designs``) of the analysed jobs of both families as the cube records
+    them, and the LLM family's own summary (:func:`_llm_summary`; None without LLM jobs)."""
     from paigrid.study.designs import compute_designs
+    from paigrid.study.llm_designs import llm_family
     from paigrid.study.paper import Population, compute_paper
 
     pop = Population.from_cube(cube, keep=analysed)
     rows = np.flatnonzero(analysed)
     paper = compute_paper(pop) if len(pop.jobs) else None
+    llm = llm_family(cube.file, pop.cats, max(1, block_jobs // 4))
     designs = (
         compute_designs(
             cube,
@@ -476,11 +481,36 @@ def _paper_and_designs(
             current["step_time"][rows],
             band[rows],
             block_jobs,
+            llm=llm,
+            llm_band=llm_band,
         )
-        if len(rows)
+        if len(rows) or (llm is not None and llm["jobs"])
         else None
     )
-    return paper, designs
+    return paper, designs, _llm_summary(llm, designs)
+
+
+def _llm_summary(llm: dict | None, designs: dict | None) -> dict | None:
+    """What the report says of the LLM jobs: how many are analysed and why the others are not,
+    the bottleneck of each one's best layout on its design of today, the layouts they run best,
+    and the designs they find cheapest (``designs["best"]`` over the LLM jobs only)."""
+    if llm is None:
+        return None
+    out = {"jobs": llm["total_jobs"], "analysed": llm["jobs"], "excluded": llm["excluded"]}
+    if not llm["jobs"]:
+        return out
+    from paigrid.study.llm_designs import BOTTLENECKS
+
+    out["bottlenecks_today"] = {b: int(np.sum(llm["today_bottleneck"] == b)) for b in BOTTLENECKS}
+    tp_pp: dict[str, int] = {}
+    for label in llm["today_layout"]:
+        key = "-".join(label.split("-")[:2])  # tp{t}-pp{p}
+        tp_pp[key] = tp_pp.get(key, 0) + 1
+    out["layouts_today"] = dict(sorted(tp_pp.items(), key=lambda kv: -kv[1]))
+    out["gpu_hours_today"] = float(np.sum(llm["n0"]))
+    if designs is not None:
+        out["best"] = designs.get("best_llm", {})
+    return out
 
 
 def _ps_nvlink(cur, analysed, values, sibling, model) -> dict:

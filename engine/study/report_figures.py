@@ -116,7 +116,8 @@ def _speedup_axes(ax, arrays: list[np.ndarray], title: str) -> None:
     ax.set_ylabel("jobs with at most this speedup [%]")
     ax.set_title(title)
     ax.grid(alpha=0.3, which="major")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+    if ax.get_legend_handles_labels()[0]:  # a projection with no job in scope draws no curve
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
 
 
 def _plot_projection(items: list[tuple[str, dict]], title: str, path: Path) -> None:

@@ -172,12 +172,7 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
         f"current configuration is not in the cube, {ex['current_invalid']:,} whose current configuration is "
         f"invalid. {numbers['current_not_fitting']:,} analysed job(s) run today in a configuration that the "
         "model's memory estimate says does not fit in GPU memory; they are kept (they do run)."
-        + (
-            f" The cube also holds {c['llm_jobs']:,} LLM-family job(s) (its `llm` group): the PAI study's "
-            "architectures are data-parallel, so they are not analysed here; `paigrid query` answers them."
-            if c.get("llm_jobs")
-            else ""
-        ),
+        + _llm_text(c, numbers.get("llm")),
         "",
         _population_text(numbers.get("population")),
         "",
@@ -267,6 +262,33 @@ def render_markdown(numbers: dict, figures: dict[str, str]) -> str:
 
         lines += render_designs(numbers.get("designs"), numbers["best_arch"], figures)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _llm_text(cube: dict, llm: dict | None) -> str:
+    """What the report does with the LLM-family jobs of the cube (its ``llm`` group): the
+    sentence after the analysed-jobs count ('' when the cube holds none)."""
+    if not cube.get("llm_jobs") or llm is None:
+        return ""
+    from paigrid.study.llm_designs import REASONS
+
+    left = "; ".join(f"{n:,} because {REASONS[k]}" for k, n in llm["excluded"].items() if n)
+    text = (
+        f" The cube also holds {cube['llm_jobs']:,} LLM-family job(s) (its `llm` group), of which "
+        f"{llm['analysed']:,} are analysed" + (f" (left out: {left})" if left else "") + ". The PAI study's "
+        "sections 1-4 are about the data-parallel architectures (time breakdown, bottlenecks, the projections, "
+        "the paper's figures), so they analyse the data-parallel jobs only; an LLM job's architecture is a "
+        "parallel layout, which the sweep searched. The LLM jobs are analysed in section 5: each runs its best "
+        "layout on its design of today and on every cluster design, and enters the designs' work, costs, "
+        "shares faster and slower, bottleneck mix, Pareto front and ties beside the data-parallel jobs."
+    )
+    if llm["analysed"]:
+        mix = ", ".join(f"{k[4:].replace('_', ' ')} {v:,}" for k, v in llm["bottlenecks_today"].items() if v)
+        layouts = ", ".join(f"{k} {v:,}" for k, v in list(llm["layouts_today"].items())[:5])
+        text += (
+            f" On their designs of today their best layouts are bound by: {mix} (the largest part of the step); "
+            f"their tensor x pipeline degrees: {layouts}."
+        )
+    return text
 
 
 def _numbered(section: str, number: str) -> str:

@@ -154,7 +154,10 @@ def protocol(
         out[model] = {}
         for fold_by in FOLDS:
             out[model][fold_by] = {}
-            variants = [("uncalibrated", False, None), ("calibrated", True, None)]
+            variants: list[tuple[str, bool, tuple[str, ...] | None]] = [
+                ("uncalibrated", False, None),
+                ("calibrated", True, None),
+            ]
             if model == "pai-v2":
                 variants.append(("calibrated + workload", True, WITH_WORKLOAD))
             for label, calibrated, groups in variants:

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues, csv_table, to_float
@@ -228,9 +229,10 @@ def _samples_per_s(cells: dict[str, str], workload: str, cats: Catalogues, origi
     )
 
 
-def _row_options(cells: dict[str, str], nodes: int, origin: str) -> dict[str, float]:
-    """Per-job options the row sets: its shape, accumulation and any option column it carries."""
-    values = {
+def _row_options(cells: dict[str, str], nodes: int, origin: str) -> dict[str, Any]:
+    """Per-job options the row sets: its shape, accumulation and any option column it carries
+    (each coerced to its option's type)."""
+    values: dict[str, float] = {
         "gpus_per_node": _whole(cells["gpus_per_node"], origin, "gpus_per_node", 1),
         "grad_accum_steps": _whole(cells.get("grad_accum_steps") or "1", origin, "grad_accum_steps", 1),
     }

@@ -25,6 +25,7 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
@@ -54,7 +55,7 @@ SCALING_GROUPS = {
 }
 DEFAULT_SCALING_GROUPS = ("scaling",)
 #: the options every scaling fit is made with (the overlap efficiency is a fraction of its window)
-FIT_OPTIONS = {"bucket_overlap": True}
+FIT_OPTIONS: dict[str, Any] = {"bucket_overlap": True}
 #: a fit needs this many rows more than it fits options (one option: at least 2 rows)
 MIN_EXTRA_ROWS = 1
 

@@ -1,0 +1,334 @@
+"""The two sources of a cube's data for the queries: an HDF5 file read chunk by chunk
+(``FileSource``, with the chunk scanner ``ChunkReader``) and an xarray Dataset
+(``DatasetSource``).  Both give the same things: the file attributes, a variable read whole or
+by an index, and ``scan``: each selected job's variables over the selected coordinates, handed
+to a function of the caller (the array core of ``paigrid.ranking`` picks the candidates there),
+so the queries answer from either source by the same code.
+
+A scan of a file reads only the chunks that hold a selected configuration (the chunk shape is
+the file's own), reads their stored bytes in the calling thread and decompresses them (with
+their checksums checked by ``codecs.fletcher32_numpy``, loading no numba) and selects in a pool
+of threads, so a scan costs little more than decompressing the chunks it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from paigrid.errors import PaigridError
+from paigrid.schema import LABEL_DIMS, str_attr
+
+#: what ``scan`` hands to its function for each job: (the variables over the selected
+#: coordinates, the job's row, its position in ``job_rows``, each coordinate's place in them)
+Select = Callable[[list[np.ndarray], int, int, dict[str, np.ndarray]], Any]
+
+
+class CubeSource(Protocol):
+    """What the readers use of a cube's data (``FileSource`` or ``DatasetSource``)."""
+
+    @property
+    def attrs(self) -> Mapping[str, Any]: ...
+
+    def __contains__(self, name: str) -> bool: ...
+
+    def read(self, name: str, key: Any = ()) -> np.ndarray: ...
+
+    def size(self, name: str) -> int: ...
+
+    def scan(
+        self, names: tuple[str, ...], sel: dict[str, np.ndarray], job_rows: np.ndarray, select: Select
+    ) -> Iterator[Any]: ...
+
+    def close(self) -> None: ...
+
+
+def positions(
+    sel: dict[str, np.ndarray], shape: tuple[int, ...], dims: tuple[str, ...] = LABEL_DIMS
+) -> dict[str, np.ndarray]:
+    """Each coordinate's place in the selection along each dimension ``dims`` (the first place
+    of a coordinate selected twice; -1 where not selected); ``shape`` is the (job, *dims) shape."""
+    out = {}
+    for dim, n in zip(dims, shape[1:]):
+        wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
+        out[dim] = np.full(n, -1, np.intp)
+        out[dim][wanted[::-1]] = np.arange(len(wanted))[::-1]
+    return out
+
+
+class FileSource:
+    """A cube file opened with h5py (read-only): its variables, and ``scan`` through the chunk
+    scanner ``ChunkReader``."""
+
+    def __init__(self, file):
+        self.file = file
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """The file's attributes."""
+        return self.file.attrs
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.file
+
+    def read(self, name: str, key: Any = ()) -> np.ndarray:
+        """The variable ``name`` (the part ``key`` selects, h5py's indexing) as a numpy array."""
+        return np.asarray(self.file[name][key])
+
+    def size(self, name: str) -> int:
+        """The length of the variable ``name`` along its first dimension."""
+        return len(self.file[name])
+
+    def close(self) -> None:
+        """Close the file."""
+        self.file.close()
+
+    def scan(
+        self, names: tuple[str, ...], sel: dict[str, np.ndarray], job_rows: np.ndarray, select: Select
+    ) -> Iterator[Any]:
+        """``select(arrays, j, pos, position)`` of each job of ``job_rows``, in that order:
+        ``arrays`` the variables ``names`` of job ``j`` over the selected coordinates ``sel``
+        (``ChunkReader.decode``), ``position`` each coordinate's place in them.  Runs of the jobs
+        that share chunks are read together, their stored bytes by this thread and decoded and
+        selected by a pool of threads, two runs a thread ahead."""
+        import os
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        reader = ChunkReader(self, names, sel)
+
+        def work(start, members, stored):
+            arrays = reader.decode(start, stored)
+            return [select([a[j - start] for a in arrays], j, pos, reader.position) for pos, j in members]
+
+        tasks: list[tuple[int, list]] = []  # runs of consecutive jobs in one chunk
+        for pos, j in enumerate(int(j) for j in job_rows):
+            start = j - j % reader.rows
+            if tasks and tasks[-1][0] == start:
+                tasks[-1][1].append((pos, j))
+            else:
+                tasks.append((start, [(pos, j)]))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        threads = max(1, min(cores, len(tasks)))
+        with ThreadPoolExecutor(threads) as pool:
+            pending: deque = deque()
+            queued = iter(tasks)
+            for start, members in queued:
+                pending.append(pool.submit(work, start, members, reader.raw(start)))
+                if len(pending) >= 2 * threads:
+                    break
+            while pending:
+                done = pending.popleft().result()
+                for start, members in queued:
+                    pending.append(pool.submit(work, start, members, reader.raw(start)))
+                    break
+                yield from done
+
+
+class DatasetSource:
+    """A cube as an xarray Dataset (lazy or in memory; ``paigrid.open_dataset``,
+    ``xarray.open_dataset`` or ``paigrid.sweep``): its variables, read by xarray for the indexed
+    part only, and ``scan`` one job at a time (a lazy Dataset reads the selected coordinates of
+    that job; a dask-backed one computes them)."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """The Dataset's attributes."""
+        return self.ds.attrs
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.ds.variables
+
+    def read(self, name: str, key: Any = ()) -> np.ndarray:
+        """The variable ``name`` (the part ``key`` selects: integers, slices and index arrays,
+        each along its own dimension, as h5py's indexing) as a numpy array."""
+        variable = self.ds.variables[name]
+        return np.asarray((variable[key] if key != () else variable).values)
+
+    def size(self, name: str) -> int:
+        """The length of the variable ``name`` along its first dimension."""
+        return len(self.ds.variables[name])
+
+    def close(self) -> None:
+        """Nothing to close: the Dataset belongs to the caller."""
+
+    def scan(
+        self, names: tuple[str, ...], sel: dict[str, np.ndarray], job_rows: np.ndarray, select: Select
+    ) -> Iterator[Any]:
+        """``select(arrays, j, pos, position)`` of each job of ``job_rows``, in that order (as
+        ``FileSource.scan``), reading each job's selected coordinates through xarray."""
+        shape = self.ds.variables[names[0]].shape
+        wanted = tuple(np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp) for dim, n in zip(LABEL_DIMS, shape[1:]))
+        position = positions(sel, shape)
+        for pos, j in enumerate(int(j) for j in job_rows):
+            arrays = [np.asarray(self.ds.variables[name][(j, *wanted)].values) for name in names]
+            yield select(arrays, j, pos, position)
+
+
+class ChunkReader:
+    """Chunks of cube variables over job ranges, restricted to the chunks that a selection of
+    the other dimensions touches (the chunk shape is the dataset's own, whatever it is: any
+    dimension may be split).  ``decode`` gives an array over a row of jobs (one chunk's jobs)
+    and the selected coordinates, in the selection's order (``coords[dim]``; ``local[dim]``:
+    their positions in the array, ``position[dim]``: each coordinate's, -1 where not selected).
+    Where a row's selection is one chunk, its stored bytes are read by h5py in the calling thread
+    (``raw``) and decompressed and checked by ``decode`` in any thread, without the GIL; a row of
+    several chunks is read by h5py in one call when the selected coordinates run in steps of one
+    (their box: exactly those chunks), else chunk by chunk (``pieces``).
+
+    A variable chunked otherwise than the first, unknown filters, or a chunk that fails to decode
+    are read through h5py instead, the same chunks, so a damaged chunk fails as HDF5 reports it;
+    so is every chunk without ``parallel``.  ``owner`` is anything with the h5py ``file`` (a
+    ``FileSource``, or a ``paigrid.cube.Cube`` of a file)."""
+
+    FILTERS = {
+        "lz4": {"32001", "fletcher32"},
+        "zstd": {"32001", "fletcher32"},
+        "gzip": {"gzip", "shuffle", "fletcher32"},
+        "none": {"fletcher32"},
+    }
+
+    def __init__(
+        self,
+        owner,
+        names,
+        sel: dict[str, np.ndarray] | None = None,
+        parallel: bool = True,
+        dims: tuple[str, ...] = LABEL_DIMS,
+    ):
+        import itertools
+
+        from paigrid.codecs import chunk_decoder
+
+        file = owner.file
+        self.datasets = [file[name] for name in names]
+        first = self.datasets[0]
+        shape = tuple(first.shape)  # (job, *dims)
+        stored = getattr(first, "chunks", None)
+        self.chunks = tuple(stored) if stored else (1, *shape[1:])  # no stored chunks: read per job
+        self.rows = self.chunks[0]
+        self.jobs = shape[0]
+        sel = sel or {}
+        self.coords, self.local, runs = {}, {}, []
+        self.position = positions(sel, shape, dims)
+        for dim, n, c in zip(dims, shape[1:], self.chunks[1:]):
+            wanted = np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp)
+            self.coords[dim], self.local[dim] = wanted, np.arange(len(wanted))
+            runs.append(
+                [
+                    (s0, *_cut(np.flatnonzero((wanted >= s0) & (wanted < s0 + c)), wanted, s0))
+                    for s0 in sorted({int(k) // c * c for k in wanted})
+                ]
+            )
+        self.shape = tuple(len(self.coords[dim]) for dim in dims)
+        # each chunk to read: its corner (after the job), where its cells go and which they are
+        self.pieces = [
+            (tuple(r[0] for r in combo), tuple(r[1] for r in combo), tuple(r[2] for r in combo))
+            for combo in itertools.product(*runs)
+        ]
+        # the selection as one box, when each dimension's coordinates run in steps of one (the box
+        # then holds exactly the chunks that hold them)
+        stepwise = all(len(v) and np.all(np.diff(v) == 1) for v in self.coords.values())
+        self.box = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in self.coords.values()) if stepwise else None
+        self.whole = (
+            len(self.pieces) == 1
+            and self.shape == tuple(self.chunks[1:])
+            and all(isinstance(part, slice) and part.start == 0 for part in self.pieces[0][2])
+        )
+        compression = str_attr(file.attrs, "compression") if "compression" in file.attrs else ""
+        chunks = [getattr(d, "chunks", None) for d in self.datasets]
+        self.decoders = None
+        try:
+            # a row of several chunks: h5py reads them in one call (in C), faster than decoding
+            # them one by one here (measured on chunks of 2 GPUs: a --top 3 scan 10% slower)
+            if (
+                parallel
+                and len(self.pieces) == 1
+                and all(
+                    c is not None
+                    and tuple(c) == self.chunks
+                    and set(d._filters) == self.FILTERS.get(compression)
+                    and hasattr(d, "id")
+                    for c, d in zip(chunks, self.datasets)
+                )
+            ):
+                self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
+        except (AttributeError, TypeError, ValueError, PaigridError):
+            self.decoders = None
+
+    def raw(self, start: int):
+        """The stored bytes of each variable's chunks from job ``start`` (a list per variable, in
+        ``pieces`` order; None: read through h5py)."""
+        if self.decoders is None:
+            return None
+        stored = []
+        for d in self.datasets:
+            pieces = []
+            for corner, _, _ in self.pieces:
+                try:
+                    mask, data = d.id.read_direct_chunk((start, *corner))
+                except (OSError, RuntimeError, ValueError, KeyError):
+                    return None
+                if mask:
+                    return None
+                pieces.append(data)
+            stored.append(pieces)
+        return stored
+
+    def decode(self, start: int, stored) -> list[np.ndarray]:
+        """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
+        selected coordinates."""
+        stop = min(start + self.rows, self.jobs)
+        if stored is not None and self.decoders is not None:
+            try:
+                return [
+                    self._assemble(
+                        stop - start, [decode(piece) for piece in (data if isinstance(data, list) else [data])]
+                    )
+                    for decode, data in zip(self.decoders, stored)
+                ]
+            except (OSError, RuntimeError, ValueError):
+                pass  # h5py reads it again below, and fails as HDF5 does if it is damaged
+        if self.box is not None:  # runs of coordinates: one read, of exactly the chunks needed
+            return [np.asarray(d[(slice(start, stop), *self.box)]) for d in self.datasets]
+        regions = [
+            (slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
+            for corner, _, _ in self.pieces
+        ]
+        return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions]) for d in self.datasets]
+
+    def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
+        """The array of ``n`` jobs over the selected coordinates from its chunks, in ``pieces``
+        order (chunks read through h5py end at the dataset's edges)."""
+        if len(parts) != len(self.pieces):
+            raise ValueError("a chunk is missing")
+        if self.whole:
+            return parts[0][:n]
+        out = np.empty((n, *self.shape), parts[0].dtype)
+        for (_, place, cells), data in zip(self.pieces, parts):
+            if all(isinstance(k, slice) for k in (*place, *cells)):
+                out[(slice(None), *place)] = data[(slice(0, n), *cells)]
+            else:
+                rows = np.arange(n)
+                out[np.ix_(rows, *map(_indices, place))] = data[np.ix_(rows, *map(_indices, cells))]
+        return out
+
+
+def _cut(members: np.ndarray, wanted: np.ndarray, s0: int) -> tuple:
+    """Where the selected coordinates ``wanted[members]`` (those in the chunk from ``s0``) go in
+    the selection's order, and which cells of the chunk they are: slices when both run in steps
+    of one, else index arrays."""
+    place, cells = members, wanted[members] - s0
+    if len(place) and np.all(np.diff(place) == 1) and np.all(np.diff(cells) == 1):
+        return slice(int(place[0]), int(place[-1]) + 1), slice(int(cells[0]), int(cells[-1]) + 1)
+    return place, cells
+
+
+def _indices(part) -> np.ndarray:
+    """A slice or an index array as an index array."""
+    return np.arange(part.start, part.stop) if isinstance(part, slice) else np.asarray(part)
