@@ -498,7 +498,7 @@ def bands_text(measurements: str) -> str:
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["model", "calibration", "group", "band", "predictions", "source"])
+    writer.writerow(["model", "calibration", "group", "band", "predictions", "source", "measurements"])
     for model, by_fold in _protocol(measurements).items():
         for cal in ("uncalibrated", "calibrated"):
             kinds = list(by_fold.values())
@@ -516,9 +516,19 @@ def bands_text(measurements: str) -> str:
                         f"the {cal} predictions of datasets/measurements_public.csv"
                         + ", held out: leave-one-workload-out and leave-one-generation-out pooled"
                         + ("" if count else "; no rows in this group, so no band"),
+                        "measurements_public.csv",
                     ]
                 )
+    for row in _public_v2_band_rows():
+        writer.writerow(row)
     return out.getvalue()
+
+
+def _public_v2_band_rows() -> list[list]:
+    """The ``prediction_bands.csv`` rows of the public v2 file (``accuracy_public.v2_bands``):
+    pai-v2, uncalibrated, per group, with the command that measured them."""
+    v2 = __import__("runpy").run_path(str(Path(__file__).with_name("accuracy_public.py")))
+    return v2["v2_band_rows"]()
 
 
 #: (row test, sentence): explanations of large held-out errors, each printed only when one of the

@@ -21,6 +21,7 @@ from pathlib import Path
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "accuracy.md"
 BEGIN, END = "<!-- public-v2 calibrated: begin -->", "<!-- public-v2 calibrated: end -->"
 GROUPS = (("single_gpu", "1 GPU"), ("multi_gpu_one_server", "1 server"), ("multi_server", ">1 server"))
+GROUPS_LABEL = dict(GROUPS)
 RELATIVE = (
     ("gpu", "same job and setup on another GPU (ratio)"),
     ("scaling", "n GPUs against fewer (ratio)"),
@@ -41,8 +42,47 @@ def _read():
     from paigrid.inputs.catalog import Catalogues
     from paigrid.trust.publicrows import read_public
 
-    cats = Catalogues.load()
-    return cats, read_public(_path(), cats)
+    reading = read_public(_path(), Catalogues.load())
+    return reading.cats, reading
+
+
+#: the fewest held-out rows a group's band is taken from (a 68% quantile of fewer is noise)
+MIN_BAND_ROWS = 10
+V2_BAND_COMMAND = (
+    "python bench/accuracy.py (bench/accuracy_public.py v2_band_rows): 68% quantile of |predicted / measured - 1| "
+    "of the uncalibrated pai-v2 predictions of the modelled rows of datasets/measured_public_v2.csv "
+    "(paigrid validate datasets/measured_public_v2.csv; held out: no parameter is fitted to these rows)"
+)
+
+
+def v2_band_rows() -> list[list]:
+    """Rows of ``datasets/prediction_bands.csv`` from the public v2 file: model pai-v2,
+    uncalibrated, per group, the band (empty under ``MIN_BAND_ROWS`` rows), the row count, the
+    command that measured it and the file.  The calibrated v2 bands need the held-out fits of
+    the full run, so they are not written here (the calibrated bands stay those of
+    measurements_public.csv)."""
+    from paigrid.trust import judge
+    from paigrid.trust.crossval import bands
+
+    cats, reading = _read()
+    results = judge.uncalibrated(reading.rows, cats)
+    out = []
+    for group, value in bands(results).items():
+        count = sum(r["group"] == group for r in results)
+        kept = count >= MIN_BAND_ROWS and math.isfinite(value)
+        note = "" if kept else f"; {count} rows in this group, fewer than {MIN_BAND_ROWS}, so no band"
+        out.append(
+            [
+                "pai-v2",
+                "uncalibrated",
+                group,
+                f"{value:.4f}" if kept else "",
+                count,
+                V2_BAND_COMMAND + note,
+                "measured_public_v2.csv",
+            ]
+        )
+    return out
 
 
 def _group_table(summaries: list[tuple[str, dict]]) -> list[str]:
@@ -130,14 +170,26 @@ def cheap_part(cats, reading) -> list[str]:
     lines += [f"| {what} | {n} |" for what, n in reading.assumption_counts().items()]
     lines += [
         "",
-        "The rows not modelled wait mostly for workloads.csv rows of models the zoo describes (and the "
-        "MPT rows, which the LLM section judges); every number below is of the modelled rows only, so it describes "
+        "The zoo's models without a workloads.csv row are predicted through datasets/zoo_workloads.csv "
+        "(docs/zoo.md); the MPT rows are LLM-family jobs. Every number below is of the modelled rows only, "
+        "so it describes "
         f"{len({r.workload for r in rows})} workloads on {len({r.gpu for r in rows})} GPUs.",
         "",
         "### Uncalibrated (the shipped defaults, none fitted to these rows)",
         "",
     ]
     lines += _group_table([("uncalibrated", group_summary(results))])
+    lines += [
+        "",
+        "Prediction bands of these rows (68% quantile of |error|; nothing is fitted to them, so each row is held "
+        "out), written to `datasets/prediction_bands.csv` for `paigrid predict`, the cube and the report: "
+        + "; ".join(
+            f"{GROUPS_LABEL[row[2]]} "
+            + (f"±{100 * float(row[3]):.1f}% ({row[4]} rows)" if row[3] else f"none ({row[4]} rows)")
+            for row in v2_band_rows()
+        )
+        + ".",
+    ]
     for attribute, title in (("source_id", "source"), ("gpu", "GPU"), ("workload", "workload")):
         lines += ["", *_attribute_table(title, judge.by_attribute(results, rows, attribute))]
     lines += ["", *_relative_lines([("uncalibrated", judge.relative_summary(results, rows))])]
@@ -233,11 +285,37 @@ def _committed_block() -> list[str]:
     return ["(not computed yet: run `python bench/accuracy.py`)"]
 
 
+def block_row_count(block: list[str]) -> int | None:
+    """The rows the calibrated block judged: the counts of its "uncalibrated" group row (None when
+    the block has no such row)."""
+    import re
+
+    for line in block:
+        if line.startswith("| uncalibrated |"):
+            return sum(int(n) for n in re.findall(r"\((\d+)\)", line))
+    return None
+
+
+def stale_note(block: list[str], modelled: int) -> list[str]:
+    """A sentence when the committed calibrated block judged another number of rows than the file's
+    reading models now (the reading changed since the full run); empty when they agree."""
+    judged = block_row_count(block)
+    if judged is None or judged == modelled:
+        return []
+    return [
+        "",
+        f"**The calibrated block below is out of date**: it judged {judged} rows, and the file's reading "
+        f"now models {modelled}; its numbers are of that earlier reading until `python bench/accuracy.py` "
+        "reruns it (about a hundred held-out fits, one per fold of the three kinds, each of minutes).",
+    ]
+
+
 def public_v2_section(full: bool) -> str:
     """The page's section on the public data-parallel rows (``full``: rerun the calibrated part)."""
     cats, reading = _read()
     lines = cheap_part(cats, reading)
     block = calibrated_part(cats, reading) if full and reading.rows else _committed_block()
+    lines += stale_note(block, len(reading.rows))
     lines += [
         "",
         "The calibrated judgement below takes minutes (a fit with its own shrinkage cross-validation for "

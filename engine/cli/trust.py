@@ -65,7 +65,8 @@ def _model(calibration: Path | None, option: list[str] | None, model: str | None
 
 def _rows(measurements: Path, rows_where: list[str] | None, cats, include_doubtful: bool = False):
     """The selected rows of a measurements file and, for the public-as-published schema
-    (``trust.publicrows``), its reading (refused rows, DOUBTFUL rows, assumptions); else None."""
+    (``trust.publicrows``), its reading (refused rows, DOUBTFUL rows, assumptions; its ``cats``,
+    the catalogues extended with the zoo's workloads, predict the rows); else None."""
     from paigrid.trust.measurements import load_measurements, select
     from paigrid.trust.publicrows import is_public_schema, public_header, read_public
 
@@ -75,7 +76,7 @@ def _rows(measurements: Path, rows_where: list[str] | None, cats, include_doubtf
     rows = reading.rows + (reading.doubtful if include_doubtful else [])
     if not rows:
         raise_no_rows(reading)
-    return select(rows, rows_where, cats), reading
+    return select(rows, rows_where, reading.cats), reading
 
 
 def raise_no_rows(reading) -> None:
@@ -173,6 +174,7 @@ def calibrate(
     cats = Catalogues.load()
     efficiency, options = _model(None, option, model)
     rows, reading = _rows(measurements, rows_where, cats, include_doubtful)
+    cats = reading.cats if reading is not None else cats
     if reading is not None:
         typer.echo("\n".join(_reading_lines(reading, include_doubtful)), err=True)
     groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
@@ -473,6 +475,7 @@ def validate(
     cats = Catalogues.load()
     efficiency, options = _model(calibration, option, model)
     rows, reading = _rows(measurements, rows_where, cats, include_doubtful)
+    cats = reading.cats if reading is not None else cats
     if rows[0].kind != "throughput":
         _validate_observed(rows, efficiency, options, cats, json_out)
         return

@@ -188,6 +188,11 @@ def band_group(n_gpu: float, gpus_per_node: float) -> str:
     return "multi_gpu_one_server" if n_gpu <= gpus_per_node else "multi_server"
 
 
+#: the measurements whose bands ``prediction_band`` prefers where both files give one: the public
+#: v2 file (1,891 modelled rows of 70 workloads on about 30 GPUs) over measurements_public.csv (33)
+PREFERRED_BANDS = "measured_public_v2.csv"
+
+
 @functools.cache
 def _bands() -> dict[tuple[str, str, str], float]:
     from paigrid.inputs.catalog import csv_table
@@ -197,15 +202,20 @@ def _bands() -> dict[tuple[str, str, str], float]:
     _, rows = csv_table(
         text, origin, "the prediction bands table", ("model", "calibration", "group", "band", "predictions", "source")
     )
-    return {
-        (r["model"], r["calibration"], r["group"]): float(r["band"]) if r["band"].strip() else math.nan for _, r in rows
-    }
+    out: dict[tuple[str, str, str], float] = {}
+    for _, r in sorted(rows, key=lambda lr: lr[1].get("measurements", "") == PREFERRED_BANDS):
+        band = float(r["band"]) if r["band"].strip() else math.nan
+        key = (r["model"], r["calibration"], r["group"])
+        if key not in out or not math.isnan(band):  # the preferred file's band, where it has one
+            out[key] = band
+    return out
 
 
 def prediction_band(model: str, calibrated: bool, group: str) -> float:
     """Relative uncertainty of a prediction (a fraction of the predicted time or throughput: the
     68th percentile of the cross-validated |predicted / measured - 1| of its ``group``, from
-    ``datasets/prediction_bands.csv``, which ``bench/accuracy.py`` writes); NaN where no
+    ``datasets/prediction_bands.csv``, which ``bench/accuracy.py`` writes: the public v2 file's
+    band where it gives one (``PREFERRED_BANDS``), else measurements_public.csv's); NaN where no
     measurement of the group was held out."""
     return _bands().get((model, "calibrated" if calibrated else "uncalibrated", group), math.nan)
 

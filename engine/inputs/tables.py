@@ -29,6 +29,9 @@ LINK_KIND_CODES = {
     "none": L.LINK_NONE,
 }
 COLLECTIVE_CODES = {name: code for code, name in enumerate(L.COLLECTIVE_NAMES)}
+#: workload catalogues whose names are the built-in ``workload_classes.csv``'s: the built-in one
+#: and the built-in one extended with the zoo's workloads (``zoo.with_zoo_workloads``)
+BUILTIN_WORKLOAD_ORIGINS = ("the built-in workloads.csv", "the built-in workloads.csv and zoo_workloads.csv")
 
 
 @dataclass
@@ -185,7 +188,7 @@ def class_fields(
     state = cats.optimizers.number(optimizer, "state_bytes_per_param")
     out = {L.J_CLASS_FLOP + c: 0.0 for c in range(L.N_CLASSES)}
     out.update({L.J_CLASS_BYTES + c: 0.0 for c in range(L.N_CLASSES)})
-    numbers = _class_numbers(job.model, attention) if w.origin == "the built-in workloads.csv" else None
+    numbers = _class_numbers(job.model, attention) if w.origin in BUILTIN_WORKLOAD_ORIGINS else None
     if numbers is None:
         out[L.J_CLASS_FLOP + L.CLASS_GEMM_CONV] = 3.0 * w.number(job.model, "fwd_GFLOP_per_sample") * 1e9 * b
         out[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE] = w.number(job.model, "membound_MB_per_sample") * 1e6 * b

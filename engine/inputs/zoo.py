@@ -5,7 +5,9 @@ A zoo file (TOML, ``datasets/zoo/*.toml``; see ``docs/zoo.md``) lists models as 
 shapes.  Parameterised ``blocks`` and ``times`` (repetition) keep a ResNet or a Transformer short;
 every model carries a ``source``.  Numbers may be arithmetic expressions over the model's ``let``
 names and a block's arguments.  ``python -m paigrid.inputs.zoo`` regenerates
-``datasets/workload_classes.csv`` from the built-in zoo; ``--check`` compares instead of writing,
+``datasets/workload_classes.csv`` and ``datasets/zoo_workloads.csv`` (the catalogue rows of zoo
+workloads that ``workloads.csv`` lacks, with the facts the layers do not give from
+``datasets/zoo_workload_rules.csv``) from the built-in zoo; ``--check`` compares instead of writing,
 ``--show FILE.toml`` prints the per-class numbers of a user's zoo file, ``--docs PAGE.md``
 rewrites the table of zoo models in ``docs/zoo.md``.
 
@@ -129,8 +131,11 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import dataclasses
 import difflib
+import fnmatch
 import functools
+import hashlib
 import io
 import itertools
 import math
@@ -141,7 +146,7 @@ from importlib import resources
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.inputs.catalog import Catalogue, load
+from paigrid.inputs.catalog import Catalogue, builtin_text, check_rows, csv_table, load
 from paigrid.userfiles import read_text, write_text_atomically
 
 CLASSES = ("gemm_conv", "small_conv", "recurrent", "attention", "elementwise_norm", "embedding")
@@ -1116,6 +1121,162 @@ def classes_csv(models: list[Model], workloads: Catalogue | None = None) -> str:
     return buffer.getvalue()
 
 
+#: the generated catalogue of zoo workloads that ``workloads.csv`` lacks, and the rules it follows
+ZOO_WORKLOADS_NAME = "zoo_workloads.csv"
+RULES_NAME = "zoo_workload_rules.csv"
+#: ``zoo_workloads.csv``'s columns: the workload catalogue's (``workloads.csv``) and where each came from
+ZOO_WORKLOAD_COLUMNS = (
+    "name",
+    "aliases",
+    "suite",
+    "domain",
+    "params_M",
+    "fwd_GFLOP_per_sample",
+    "membound_MB_per_sample",
+    "input_MB_per_sample",
+    "activation_MB_per_sample",
+    "default_batch",
+    "optimizer",
+    "sample_unit",
+    "tokens_per_sample",
+    "params_source",
+    "flops_source",
+    "estimation_notes",
+    "rule_source",
+    "derived_from",
+)
+#: ``membound_MB_per_sample`` = this x the activations kept for backward, the rule of every
+#: ``workloads.csv`` row ("membound = 8 x A"; pai-v2 times the classes of ``workload_classes.csv``
+#: instead, pai-v1 reads this)
+MEMBOUND_PER_KEPT = 8.0
+#: the columns of ``zoo_workload_rules.csv``
+RULE_COLUMNS = (
+    "workloads",
+    "suite",
+    "domain",
+    "sample_unit",
+    "optimizer",
+    "default_batch",
+    "input_bytes_per_element",
+    "source",
+)
+
+
+def workload_rules(text: str | None = None) -> list[dict[str, str]]:
+    """The rows of ``datasets/zoo_workload_rules.csv`` (or ``text`` in its schema): ``workloads``
+    (``;``-separated names or ``fnmatch`` patterns), the catalogue facts the zoo does not hold
+    (suite, domain, sample unit, optimizer, default batch, input bytes per element) and their
+    ``source``."""
+    if text is None:
+        text = resources.files("paigrid.datasets").joinpath(RULES_NAME).read_text(encoding="utf-8")
+    _, rows = csv_table(text, RULES_NAME, "the zoo workload rules", RULE_COLUMNS)
+    return [row for _, row in rows]
+
+
+def rule_for(workload: str, rules: list[dict[str, str]]) -> dict[str, str] | None:
+    """The first rule whose ``workloads`` names or patterns match ``workload`` (None: no rule,
+    the workload is not a data-parallel catalogue workload, e.g. MPT, an LLM-family model)."""
+    for rule in rules:
+        if any(fnmatch.fnmatchcase(workload, p.strip()) for p in rule["workloads"].split(";") if p.strip()):
+            return rule
+    return None
+
+
+def input_elements(model: Model) -> float:
+    """Elements of the model's ``input`` layers per sample."""
+    return sum(layer.kept["eager"] * layer.times * layer.instances for layer in model.layers if layer.op == "input")
+
+
+def zoo_workload_row(model: Model, workload: str, rule: dict[str, str]) -> dict[str, str]:
+    """The workload-catalogue row of a zoo workload: parameters, FLOPs and activations from its
+    layers, the sample unit, optimizer, default batch, suite and domain from its ``rule``; every
+    estimate named in ``estimation_notes``."""
+    kept_mb = model.kept_bytes("eager") / 1e6
+    input_mb = input_elements(model) * float(rule["input_bytes_per_element"]) / 1e6
+    tokens = model.per_sample.get("tokens", 1.0)
+    optimizer = model.optimizer or rule["optimizer"]
+    notes = (
+        f"Generated from {model.origin} by python -m paigrid.inputs.zoo. activation_MB_per_sample = the "
+        f"zoo's activations kept for backward (eager attention); membound = {MEMBOUND_PER_KEPT:g} x A "
+        f"(the rule of workloads.csv); input = {input_elements(model):.6g} input elements x "
+        f"{rule['input_bytes_per_element']} byte(s); tokens_per_sample = the zoo's per_sample tokens "
+        "(1 without); sample unit, optimizer and default batch from the rule (rule_source), an ESTIMATE "
+        "where it says so; validate and calibrate use each measured row's own batch and optimizer. "
+        f"Sample: {model.sample or 'one sample'}."
+    )
+    return {
+        "name": workload,
+        "aliases": "",
+        "suite": rule["suite"],
+        "domain": rule["domain"],
+        "params_M": _g(model.params / 1e6),
+        "fwd_GFLOP_per_sample": _g(model.flops() / 1e9),
+        "membound_MB_per_sample": _g(MEMBOUND_PER_KEPT * kept_mb),
+        "input_MB_per_sample": _g(input_mb),
+        "activation_MB_per_sample": _g(kept_mb),
+        "default_batch": rule["default_batch"],
+        "optimizer": optimizer,
+        "sample_unit": rule["sample_unit"],
+        "tokens_per_sample": _g(tokens),
+        "params_source": f"layer count of {model.origin}: {model.source}",
+        "flops_source": f"layer count of {model.origin} (forward, compute-bound classes)",
+        "estimation_notes": notes,
+        "rule_source": rule["source"],
+        "derived_from": model.origin,
+    }
+
+
+def zoo_workloads_csv(models: list[Model], workloads: Catalogue | None = None, rules=None) -> str:
+    """The text of ``zoo_workloads.csv``: a catalogue row (``zoo_workload_row``) for every zoo
+    workload that ``workloads.csv`` lacks and a rule covers, in zoo order."""
+    workloads = workloads or load("workloads")
+    rules = workload_rules() if rules is None else rules
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, ZOO_WORKLOAD_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for model in models:
+        for workload in model.workloads:
+            try:
+                workloads.resolve(workload)
+                continue  # the catalogue's own row
+            except PaigridError:
+                pass
+            rule = rule_for(workload, rules)
+            if rule is not None:
+                writer.writerow(zoo_workload_row(model, workload, rule))
+    return buffer.getvalue()
+
+
+def zoo_workloads_path() -> Path:
+    """Where the built-in ``zoo_workloads.csv`` lives."""
+    return Path(str(resources.files("paigrid.datasets").joinpath(ZOO_WORKLOADS_NAME)))
+
+
+#: the origin of the workload catalogue ``with_zoo_workloads`` builds
+WITH_ZOO_ORIGIN = "the built-in workloads.csv and zoo_workloads.csv"
+
+
+def with_zoo_workloads(cats):
+    """``cats`` with its workload catalogue extended by the zoo's workloads
+    (``datasets/zoo_workloads.csv``) when it is the built-in one; a user's workload catalogue,
+    or one already extended, is returned as it is.  The default sweep keeps the built-in
+    catalogue alone; validate and calibrate read measured rows of zoo models through this."""
+    if cats.workloads.origin != "the built-in workloads.csv":
+        return cats
+    text = zoo_workloads_path().read_text(encoding="utf-8")
+    header, rows = csv_table(text, f"the built-in {ZOO_WORKLOADS_NAME}", "a workloads catalogue", ("name",))
+    check_rows("workloads", header, rows, f"the built-in {ZOO_WORKLOADS_NAME}")
+    base = cats.workloads
+    columns = base.columns + [c for c in header if c not in base.columns]
+    merged = [dict(r) for r in base.rows] + [{c: row.get(c, "") for c in columns} for _, row in rows]
+    for r in merged:
+        for c in columns:
+            r.setdefault(c, "")
+    digest = hashlib.sha256((builtin_text("workloads") + text).encode()).hexdigest()
+    extended = Catalogue("workloads", WITH_ZOO_ORIGIN, columns, merged, digest)
+    return dataclasses.replace(cats, workloads=extended)
+
+
 def builtin_csv_path() -> Path:
     """Where the built-in ``workload_classes.csv`` lives."""
     return Path(str(resources.files("paigrid.datasets").joinpath(OUTPUT_NAME)))
@@ -1222,17 +1383,20 @@ def main(argv: list[str] | None = None) -> int:
                 for model in load_zoo(path):
                     print(summary(model))
             return 0
-        text = classes_csv(builtin_models())
-        target = Path(args.out) if args.out else builtin_csv_path()
+        outputs = [(Path(args.out) if args.out else builtin_csv_path(), classes_csv(builtin_models()))]
+        if not args.out:  # the built-in tables: the classes and the zoo workload catalogue
+            outputs.append((zoo_workloads_path(), zoo_workloads_csv(builtin_models())))
         if args.check:
-            stored = read_text(target, "the classes table")
-            if stored != text:
+            stale = [target for target, text in outputs if read_text(target, "the generated table") != text]
+            for target in stale:
                 print(f"{target} is out of date: run python -m paigrid.inputs.zoo", file=sys.stderr)
-                return 1
-            print(f"{target} is up to date")
-            return 0
-        write_text_atomically(target, text)
-        print(f"wrote {target}")
+            for target, _ in outputs:
+                if target not in stale:
+                    print(f"{target} is up to date")
+            return 1 if stale else 0
+        for target, text in outputs:
+            write_text_atomically(target, text)
+            print(f"wrote {target}")
         return 0
     except PaigridError as error:
         print(f"paigrid: error: {error}", file=sys.stderr)

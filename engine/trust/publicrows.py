@@ -13,8 +13,10 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
 * ``model``: through ``datasets/measurement_aliases.csv``, the zoo's measured-name aliases
   (``zoo.alias_rows``) and the workload catalogue's names and aliases, at the row's
   ``seq_len_or_image_size`` ("224x224" and 224 are the same size).  A name nothing knows is
-  listed "model not in the zoo"; one the zoo describes as a workload that ``workloads.csv``
-  does not have yet, "zoo model not in the workload catalogue".  A name
+  listed "model not in the zoo".  A zoo workload that ``workloads.csv`` lacks is a catalogue
+  workload through ``datasets/zoo_workloads.csv`` (generated from the zoo's layers, the sample
+  unit, optimizer and default batch from ``datasets/zoo_workload_rules.csv``, by model family and
+  source); one without a rule is listed "zoo model not in the workload catalogue".  A name
   neither knows is listed: "model not in the zoo".
 * ``gpu``: the cell as written through the GPU catalogue's names and aliases, then its leading
   name (before " (" or " [", the memory or system-file remark), then that name with the memory in
@@ -129,6 +131,9 @@ class PublicReading:
     refused: list[Refused] = field(default_factory=list)
     assumptions: dict[str, list[str]] = field(default_factory=dict)
     total_rows: int = 0
+    #: the catalogues the rows resolve against (the built-in workloads extended with the zoo's,
+    #: ``zoo.with_zoo_workloads``); predictions of the rows use these
+    cats: Catalogues | None = None
 
     def counts(self) -> dict[str, int]:
         """Refused rows per reason category, most frequent first."""
@@ -466,6 +471,9 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         notes.append("grad_accum_steps empty: 1")
     settings = row_settings(cells)
     notes += settings.defaults_used
+    optimizer = _optimizer(cells.get("optimizer") or "", cats)
+    if not optimizer and (cats.workloads.row(workload).get("rule_source") or "").strip():
+        notes.append("optimizer not stated: the zoo family rule's (datasets/zoo_workload_rules.csv)")
     out = {
         "id": cells["id"],
         "model": cells["model"],
@@ -485,7 +493,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         "framework": cells.get("framework", ""),
         "data_pipeline": settings.pipeline,
         "source": cells.get("source", ""),
-        "optimizer": _optimizer(cells.get("optimizer") or "", cats),
+        "optimizer": optimizer,
         "execution": settings.execution,
     }
     out["throughput"] = repr(samples_per_second(cells, workload, cats, notes))
@@ -495,13 +503,17 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
 def read_public(path: str | Path, cats: Catalogues | None = None, aliases=None) -> PublicReading:
     """Read a measurements file of the public-as-published schema: every row is modelled, kept
     apart as DOUBTFUL, or listed with its reason (``Refused``); the file is never aborted for one
-    row.  Rows the model's kernel declares invalid (``predict.reason_text``) are listed too."""
+    row.  Rows the model's kernel declares invalid (``predict.reason_text``) are listed too.
+    The built-in workload catalogue of ``cats`` is extended with the zoo's workloads
+    (``zoo.with_zoo_workloads``): ``PublicReading.cats`` are the catalogues to predict the rows
+    with."""
     from paigrid.inputs.efficiency import defaults
     from paigrid.inputs.spec import Options
+    from paigrid.inputs.zoo import with_zoo_workloads
     from paigrid.predict import predict_configs, reason_text
 
     path = Path(path)
-    cats = cats or Catalogues.load()
+    cats = with_zoo_workloads(cats or Catalogues.load())
     aliases = load_aliases() + zoo_aliases() if aliases is None else aliases
     _, table = csv_table(
         read_text(path, "the measurements file"),
@@ -509,7 +521,7 @@ def read_public(path: str | Path, cats: Catalogues | None = None, aliases=None) 
         "a public measurements file",
         (*REQUIRED, "notes"),
     )
-    reading = PublicReading([], total_rows=len(table))
+    reading = PublicReading([], total_rows=len(table), cats=cats)
     kept: list[tuple[Measurement, int, bool]] = []
     seen: set[str] = set()
     gpu_cache: dict = {}
