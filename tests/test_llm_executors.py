@@ -122,17 +122,20 @@ def test_the_kernel_cache_is_keyed_by_every_kernel_module():
     constants it compiled in (layout.py's column indices) would otherwise be answered from a
     stale cache.  ``jit.SOURCES`` names every module of the package, and the fingerprint moves
     with any byte of any of them."""
-    import numba
 
     from paigrid.kernels import jit
 
     folder = Path(jit.__file__).parent
     assert sorted(jit.SOURCES) == sorted(p.name for p in folder.glob("*.py"))
-    assert numba.config.CACHE_DIR.endswith(f"paigrid-kernels-{jit.source_fingerprint()}")
     before = jit.source_fingerprint()
-    code = "import sys; from paigrid.kernels import jit; print(jit.source_fingerprint())"
-    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    # in a fresh process (this one's numba configuration may have been reloaded by a test that
+    # changed NUMBA_CACHE_DIR): importing the kernels points numba's cache at the fingerprint's folder
+    code = "import numba; from paigrid.kernels import jit; print(jit.source_fingerprint(), numba.config.CACHE_DIR)"
+    again, folder_used = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert again == before  # the same sources: the same folder in every process
+    assert folder_used.endswith(f"paigrid-kernels-{before}")
     # and it moves with one byte of a module that holds only constants
     copy = Path(os.environ.get("TMPDIR", "/tmp")) / f"paigrid-jit-{os.getpid()}"
     shutil.rmtree(copy, ignore_errors=True)
