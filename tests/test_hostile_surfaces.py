@@ -993,3 +993,28 @@ def test_the_api_corpus_has_cases_for_every_public_callable():
     methods = {n for n, m in inspect.getmembers(PaigridAccessor, inspect.isfunction) if not n.startswith("_")}
     missing = sorted((public | methods) - set(API_CASES))
     assert not missing, f"public API with no hostile case: {missing}"
+
+
+# --- a header that names a column twice ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [
+        ("llm_public_v2.csv", "validate"),
+        ("measured_public_v2.csv", "validate"),
+        ("workloads.csv", "sweep"),
+    ],
+)
+def test_a_header_that_names_a_column_twice_is_one_sentence(tmp_path, name, command):
+    """A CSV whose header repeats a column would be read by name with the last twin winning: it
+    is refused in one sentence naming the column, for the public files and a user's workloads."""
+    with open(PUBLIC / name, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))[:4]
+    twin = rows[0][1]
+    rows = [[*row, row[1]] for row in rows]
+    path = tmp_path / name
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    args = ("validate", path) if command == "validate" else ("sweep", "--workloads", path, "-o", tmp_path / "c.h5")
+    code, _, stderr = invoke(*args)
+    assert_one_sentence(code, stderr, twin, "more than once")
+    assert not (tmp_path / "c.h5").exists()

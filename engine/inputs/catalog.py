@@ -171,6 +171,9 @@ def csv_table(
     header = [h.strip() for h in next(reader, [])]
     if not header:
         raise PaigridError(f"{origin} is empty; {what} needs a header row.")
+    repeated = sorted({h for h in header if h and header.count(h) > 1})
+    if repeated:  # a row's cells would be read by name, and the last of the twins would win silently
+        raise PaigridError(f"{origin} names the column(s) {', '.join(repeated)} more than once in its header.")
     missing = [c for c in required if c not in header]
     if missing:
         raise PaigridError(
