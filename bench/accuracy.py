@@ -462,16 +462,16 @@ def _newer_gpu(s: dict) -> str:
     )
 
 
-# --- the cross-validated protocol (paigrid.trust.crossval) ---------------------------------------
+# --- the cross-validated protocol (paigrid.accuracy.crossval) ---------------------------------------
 BANDS = Path(__file__).resolve().parent.parent / "datasets" / "prediction_bands.csv"
 
 
 @functools.cache
 def _protocol(measurements: str) -> dict:
     """``crossval.protocol`` on the measurements file (run once per file and process)."""
+    from paigrid.accuracy.crossval import protocol
+    from paigrid.accuracy.measurements import load_measurements
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.trust.crossval import protocol
-    from paigrid.trust.measurements import load_measurements
 
     cats = Catalogues.load()
     return protocol(load_measurements(measurements, cats), cats)
@@ -494,7 +494,7 @@ def bands_text(measurements: str) -> str:
     """The text of ``datasets/prediction_bands.csv``: per model, calibration and group, the
     relative uncertainty of a prediction (``crossval.bands`` of the pooled held-out rows of both
     fold kinds), with its source."""
-    from paigrid.trust.crossval import BAND_QUANTILE, bands
+    from paigrid.accuracy.crossval import BAND_QUANTILE, bands
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -560,12 +560,12 @@ CV_GROUPS = (("single_gpu", "1 GPU"), ("multi_gpu_one_server", "1 server"), ("mu
 
 
 def crossval_section(measurements: str) -> str:
-    """The cross-validated protocol of ``paigrid.trust.crossval`` on ``measurements`` as markdown:
+    """The cross-validated protocol of ``paigrid.accuracy.crossval`` on ``measurements`` as markdown:
     per model, fold kind and calibration, the median and mean |error| of every group, the goal
     and which groups miss it, the largest held-out errors and the commands of one fold."""
+    from paigrid.accuracy.crossval import FOLDS, SHARE
+    from paigrid.accuracy.measurements import load_measurements
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.trust.crossval import FOLDS, SHARE
-    from paigrid.trust.measurements import load_measurements
 
     cats = Catalogues.load()
     rows = load_measurements(measurements, cats)
@@ -600,9 +600,9 @@ def crossval_section(measurements: str) -> str:
     held = [r for fold in v2.values() for r in fold["calibrated"]["rows"]]
     worst = sorted(held, key=lambda r: -abs(r["error"]))[:6]
     bounds = sorted({name for fold in v2.values() for f in fold["calibrated"]["folds"] for name in f["at_bound"]})
+    from paigrid.accuracy.calibrate import fit
     from paigrid.inputs.efficiency import defaults
     from paigrid.inputs.spec import Options
-    from paigrid.trust.calibrate import fit
 
     hopper = [r for r in rows if r.generation == "Hopper" and r.precision.startswith("amp-")]
     hopper_fit = ""
@@ -925,11 +925,11 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
     fitted overlap efficiency; the claims of the text checked."""
     from dataclasses import replace
 
+    from paigrid.accuracy.crossval import SCALING_FOLDS, scaling_held_out
+    from paigrid.accuracy.measurements import load_measurements
+    from paigrid.accuracy.scalingfit import best_point, scaling_grid
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.spec import Options
-    from paigrid.trust.crossval import SCALING_FOLDS, scaling_held_out
-    from paigrid.trust.measurements import load_measurements
-    from paigrid.trust.scalingfit import best_point, scaling_grid
 
     cats = Catalogues.load()
     rows = load_measurements(scaling, cats)
@@ -939,7 +939,7 @@ def scaling_crossval_lines(scaling: str, medians: dict, missed: list[str]) -> li
         "the overlap efficiency in steps of 0.02, the coordination time 0 and 0.1 to 1000 us) to the other "
         "workloads' rows (leave-one-workload-out, 4 rows per fit) or to every other row "
         "(leave-one-row-out, 5 rows per fit), and the held-out rows are predicted with the fitted values "
-        "(`paigrid.trust.crossval.scaling_held_out`; validate's default compute model pai-v2, "
+        "(`paigrid.accuracy.crossval.scaling_held_out`; validate's default compute model pai-v2, "
         "25 MiB buckets). The rows cannot be left out by GPU: all six are one GPU, network and framework.",
         "",
         "| variant | leave-one-workload-out: median \\|error\\| | max \\|error\\| | leave-one-row-out: median "

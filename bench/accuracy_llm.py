@@ -3,7 +3,7 @@ rows of ``datasets/llm_public_v2.csv`` (343 published runs), uncalibrated and he
 
 ``llm_section()`` returns the markdown; ``bench/accuracy.py`` appends it to the page.  Every
 figure is computed here, from the real ``paigrid validate`` (in process) and the
-cross-validated protocol of ``paigrid.trust.llmfit``; each published run counts once (its
+cross-validated protocol of ``paigrid.accuracy.llmfit``; each published run counts once (its
 ``-tps`` / ``-tflops`` twin rows are averaged), and the goals are reported met or missed as
 measured.
 """
@@ -78,10 +78,10 @@ def _size_trend(errors: dict[str, float], rows, params: dict[str, float]) -> tup
 def llm_section(full: bool = False) -> str:
     """The markdown of the LLM section (a heading of level 2 and its tables); ``full``: rerun the
     held-out block (minutes), else keep it as the committed page has it."""
+    from paigrid.accuracy import llmfit
+    from paigrid.accuracy.measurements import load_measurements
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.trust import llmfit
-    from paigrid.trust.measurements import load_measurements
 
     cats, eff = Catalogues.load(), defaults()
     data = _validate()
@@ -141,13 +141,13 @@ def llm_section(full: bool = False) -> str:
 def calibrated_lines(rows, cats, eff, predicted) -> list[str]:
     """The held-out block: the fold table, whether calibration is worse than none, the size
     trend and the bands (``llmfit.crossval``: minutes)."""
+    from paigrid.accuracy import llmfit
     from paigrid.llm.shapes import parameters
-    from paigrid.trust import llmfit
 
     cv = llmfit.crossval(rows, cats, eff)
     params = {r.model: parameters(r.llm_row.model) for r in predicted}
     lines = [
-        "Held out (`paigrid.trust.llmfit` through `paigrid.trust.shrinkage`: a robust fit in log-factor space "
+        "Held out (`paigrid.accuracy.llmfit` through `paigrid.accuracy.shrinkage`: a robust fit in log-factor space "
         "shrunk toward the defaults, its strength chosen by cross-validation over whole models inside the "
         "training rows; each fold fitted without the rows it predicts, and predicted by the real model):",
         "",
@@ -196,7 +196,7 @@ def calibrated_lines(rows, cats, eff, predicted) -> list[str]:
 
 def _mpt_lines(mpt, cats, eff) -> list[str]:
     """The LLM-family rows of the data-parallel public file (llm-foundry's MPT runs), uncalibrated."""
-    from paigrid.trust.rowkinds import predict_observed
+    from paigrid.accuracy.rowkinds import predict_observed
 
     predicted = [r for r in mpt if not r.refused]
     if not predicted:

@@ -39,8 +39,8 @@ def _path() -> str:
 
 
 def _read():
+    from paigrid.accuracy.publicrows import read_public
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.trust.publicrows import read_public
 
     reading = read_public(_path(), Catalogues.load())
     return reading.cats, reading
@@ -61,8 +61,8 @@ def v2_band_rows() -> list[list]:
     command that measured it and the file.  The calibrated v2 bands need the held-out fits of
     the full run, so they are not written here (the calibrated bands stay those of
     measurements_public.csv)."""
-    from paigrid.trust import judge
-    from paigrid.trust.crossval import bands
+    from paigrid.accuracy import judge
+    from paigrid.accuracy.crossval import bands
 
     cats, reading = _read()
     results = judge.uncalibrated(reading.rows, cats)
@@ -142,8 +142,8 @@ def _relative_lines(summaries: list[tuple[str, dict]]) -> list[str]:
 
 def cheap_part(cats, reading) -> list[str]:
     """Reading, uncalibrated absolute and relative errors (seconds)."""
-    from paigrid.trust import judge
-    from paigrid.trust.crossval import group_summary
+    from paigrid.accuracy import judge
+    from paigrid.accuracy.crossval import group_summary
 
     rows = reading.rows
     results = judge.uncalibrated(rows, cats)
@@ -198,8 +198,8 @@ def cheap_part(cats, reading) -> list[str]:
 
 def calibrated_part(cats, reading) -> list[str]:
     """The held-out calibrated judgement (minutes), with the goals met or missed."""
-    from paigrid.trust import judge
-    from paigrid.trust.crossval import V2_FOLDS, bands, group_summary
+    from paigrid.accuracy import judge
+    from paigrid.accuracy.crossval import V2_FOLDS, bands, group_summary
 
     rows = reading.rows
     plain = judge.uncalibrated(rows, cats)

@@ -58,12 +58,12 @@ from blockcost import block_costs  # noqa: E402
 from bounds import run_fused  # noqa: E402
 from specs import population_spec  # noqa: E402
 
-from paigrid import sweeping  # noqa: E402
+from paigrid import orchestration  # noqa: E402
 from paigrid.evaluate import allocate, encode_cube, evaluate_block, run_kernel  # noqa: E402
 from paigrid.inputs.spec import SweepSpec  # noqa: E402
 from paigrid.kernels import model, reference  # noqa: E402
+from paigrid.orchestration import prepare, run_sweep, sweep_blocks  # noqa: E402
 from paigrid.schema import BEST_VARIABLES, CUBE_VARIABLES, JOB_GPU_VARIABLES  # noqa: E402
-from paigrid.sweeping import prepare, run_sweep, sweep_blocks  # noqa: E402
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "speed.md"
 COMMAND = [sys.executable, "-c", "from paigrid.cli import main; main()"]
@@ -166,15 +166,15 @@ def bench_llm(figures: dict):
     [configurations/s] measured in the same run (``figures["kernel_rate"]``)."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.kernels import llm_layout as K
+    from paigrid.kernels import llm_columns as K
     from paigrid.kernels.llm import evaluate_llm
-    from paigrid.llm.compute import LlmOptions
     from paigrid.llm.evaluate import tables
     from paigrid.llm.grid import DEFAULT_N_GPU
-    from paigrid.llm.layouts import enumerate_layouts
     from paigrid.llm.models import model as llm_model
+    from paigrid.llm.parallelism import enumerate_layouts
     from paigrid.llm.sweep import alias_spec
-    from paigrid.sweeping import prepare_families, run_sweep
+    from paigrid.llm.tables import LlmOptions
+    from paigrid.orchestration import prepare_families, run_sweep
 
     cats, eff, options = Catalogues.load(), defaults(), LlmOptions.defaults()
     names = ["llama3-70b", "llama3-405b"]
@@ -475,7 +475,7 @@ def bench_block_costs(folder, jobs):
     (hundreds of them) flushed by time as the CLI does, its first tenth against its last."""
     spec = population_spec(folder, jobs)
     cli = block_costs(spec, folder)
-    small = block_costs(population_spec(folder, jobs, jobs_per_block=4), folder, sweeping.FLUSH_SECONDS)
+    small = block_costs(population_spec(folder, jobs, jobs_per_block=4), folder, orchestration.FLUSH_SECONDS)
     line(
         "per-block cost, CLI blocks",
         f"{cli['share']:.1%}",
@@ -485,7 +485,8 @@ def bench_block_costs(folder, jobs):
     line(
         "per-block cost, 4-job blocks",
         f"{small['share']:.1%}",
-        f"{small['blocks']} blocks of {small['compute_s'] * 1e3:,.1f} ms, flushed every {sweeping.FLUSH_SECONDS:.0f} s",
+        f"{small['blocks']} blocks of {small['compute_s'] * 1e3:,.1f} ms, "
+        f"flushed every {orchestration.FLUSH_SECONDS:.0f} s",
     )
     ratio_line(
         "last tenth / first tenth",
@@ -529,7 +530,7 @@ JOB_TABLE_SCRIPT = """
 import json, resource, sys, time
 from paigrid.inputs.spec import SweepSpec
 from paigrid.predict import current_predictions
-from paigrid.sweeping import prepare
+from paigrid.orchestration import prepare
 import paigrid.store, paigrid.evaluate, numba  # imported before the baseline
 def rss():  # this process's peak resident memory [bytes] (VmHWM: ru_maxrss would start at the parent's)
     for text in open("/proc/self/status"):

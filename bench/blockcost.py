@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paigrid import evaluate, sweeping  # noqa: E402
+from paigrid import evaluate, orchestration  # noqa: E402
 from paigrid.inputs.spec import SweepSpec  # noqa: E402
 from paigrid.store import CubeWriter  # noqa: E402
 
@@ -68,10 +68,10 @@ def block_costs(spec: SweepSpec, folder: Path, flush_seconds: float | None = Non
     and last tenth of the blocks.  ``flush_seconds``: as ``run_sweep`` takes it (None: the CLI's)."""
     out = folder / "blockcost.h5"
     out.unlink(missing_ok=True)
-    sweeping.run_sweep(spec, out, reduce_only=True, progress=False)  # compiled kernels loaded
+    orchestration.run_sweep(spec, out, reduce_only=True, progress=False)  # compiled kernels loaded
     out.unlink()
     with timing_hooks() as (compute, write):
-        result = sweeping.run_sweep(spec, out, reduce_only=True, progress=False, flush_seconds=flush_seconds)
+        result = orchestration.run_sweep(spec, out, reduce_only=True, progress=False, flush_seconds=flush_seconds)
     out.unlink(missing_ok=True)
     tenth = max(1, len(write) // 10)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from paigrid.kernels.layout import (
+from paigrid.kernels.dp_columns import (
     ARCH_PS_WORKER,
     G_PCIE_BW,
     J_ACCUM,

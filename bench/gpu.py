@@ -46,7 +46,7 @@ import numpy as np
 from paigrid.evaluate import allocate, run_kernel
 from paigrid.inputs.spec import SweepSpec
 from paigrid.kernels import model
-from paigrid.sweeping import prepare, run_sweep
+from paigrid.orchestration import prepare, run_sweep
 
 #: the configurations of the study the GPU goal names
 STUDY_CONFIGS = 1e12
@@ -55,8 +55,8 @@ cuda = None  # numba.cuda, set by ``_bound_kernel_compiled`` before the bound ke
 
 def gpu_skip_reason() -> str:
     """Why the GPU section cannot run here ("" when it can)."""
+    from paigrid.cuda_sweep import cuda_kernels
     from paigrid.errors import PaigridError
-    from paigrid.gpu import cuda_kernels
 
     try:
         cuda_kernels()
@@ -115,8 +115,8 @@ def _bound_kernel_compiled(numba_cuda):
 
 def bench_gpu_kernels(grid, jobs: int, cpu_jobs: int) -> dict:
     """Figures 1, 2 and 4: the reduce kernels alone on the GPU and on the CPU, and the bound."""
-    from paigrid.gpu import CudaBlocks, launch_grid
-    from paigrid.kernels import layout as L
+    from paigrid.cuda_sweep import CudaBlocks, launch_grid
+    from paigrid.kernels import dp_columns as L
 
     per_job = grid.configs // len(grid.jobs)
     rows, counts = grid.job_rows(0, jobs)
@@ -223,14 +223,14 @@ def bench_gpu_llm(quick: bool = False) -> dict:
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
     from paigrid.kernels import cuda_llm
-    from paigrid.kernels import llm_layout as K
+    from paigrid.kernels import llm_columns as K
     from paigrid.kernels.llm import evaluate_llm
-    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
     from paigrid.llm.evaluate import tables
-    from paigrid.llm.layouts import WIDE, enumerate_layouts
     from paigrid.llm.models import model
+    from paigrid.llm.parallelism import WIDE, enumerate_layouts
     from paigrid.llm.search import best_layout
     from paigrid.llm.sweep import DEFAULT_N_GPU, Plan
+    from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
     cats, eff, options = Catalogues.load(), defaults(), LlmOptions.defaults()
     ns = cuda_llm.load()

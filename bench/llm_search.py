@@ -55,10 +55,10 @@ def search_in_process(repeat: int = 7) -> dict:
     """The warm in-process search: seconds (best and median of ``repeat``), its counts and best layout."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
-    from paigrid.llm.layouts import WIDE, layout_label
     from paigrid.llm.models import model
+    from paigrid.llm.parallelism import WIDE, layout_label
     from paigrid.llm.search import best_layout
+    from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
     cats, eff, options = Catalogues.load(), defaults(), LlmOptions.defaults()
     m = model(JOB["model"])

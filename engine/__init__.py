@@ -20,7 +20,7 @@ The public names are imported on first use (module ``__getattr__``), so ``import
 __version__ = "0.2.0"
 
 #: public name -> the module that defines it, imported when the name is first used
-_LAZY = {"open_dataset": "paigrid.dataset", "sweep": "paigrid.sweeping"}
+_LAZY = {"open_dataset": "paigrid.xarray_api", "sweep": "paigrid.orchestration"}
 
 __all__ = ["__version__", *_LAZY]
 

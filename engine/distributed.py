@@ -17,7 +17,7 @@ from contextlib import ExitStack, contextmanager
 
 from paigrid.errors import PaigridError
 from paigrid.evaluate import compute_llm_block, evaluate_block
-from paigrid.inputs.tables import Grid
+from paigrid.inputs.kernel_tables import Grid
 
 IN_FLIGHT_PER_WORKER = 2
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from paigrid.inputs.tables import Grid, KernelTables
-from paigrid.kernels import layout as L
+from paigrid.inputs.kernel_tables import Grid, KernelTables
+from paigrid.kernels import dp_columns as L
 from paigrid.llm.grid import LlmGrid, best_over_layouts, evaluate_llm_block
 from paigrid.schema import (
     BEST_VARIABLES,
@@ -299,7 +299,7 @@ def compute_llm_block(llm: LlmGrid, index: int, write_cube: bool = True, threads
     """Evaluate the LLM block ``index`` and its bests (here, in a pipeline thread, or on a Dask
     worker): the cells are kept only for a full cube (``write_cube``), in float32 as the cube
     stores them; ``threads``: numba's thread count for the kernel (None: as it is)."""
-    from paigrid.llm.layouts import CUBE_REASON_NAMES
+    from paigrid.llm.parallelism import CUBE_REASON_NAMES
 
     if threads is not None:
         import numba

@@ -9,7 +9,7 @@ import numpy as np
 from paigrid.errors import PaigridError
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.spec import SweepSpec
-from paigrid.kernels.layout import ARCH_NAMES, REASON_VALID
+from paigrid.kernels.dp_columns import ARCH_NAMES, REASON_VALID
 from paigrid.schema import DERIVED_VARIABLES, bottleneck_name, reason_sentence
 
 #: resources ``predict_configs`` can scale (the study's sensitivity analysis and fusion factor)
@@ -22,7 +22,7 @@ def scale_tables(scale: dict[str, float], gpu_table, peak, class_peak, intra_tab
     host PCIe link and the PCIe intra links, ``nvlink`` the NVLink/NVSwitch intra links,
     ``network`` the networks, ``membound_bytes`` the memory-bound bytes of every job (an
     operator-fusion factor: 0.5 = fusion removes half of them)."""
-    from paigrid.kernels import layout as L
+    from paigrid.kernels import dp_columns as L
 
     unknown = set(scale) - set(SCALABLE)
     if unknown:
@@ -87,7 +87,7 @@ def config_values(
         return {}
     # the data-parallel kernel and its tables, imported here so that an LLM prediction does not load them
     from paigrid.evaluate import allocate, kernel_for, run_kernel
-    from paigrid.inputs.tables import (
+    from paigrid.inputs.kernel_tables import (
         KernelTables,
         class_tables,
         fits_matrix,
@@ -275,7 +275,7 @@ def predict_one(
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import with_calibration
     from paigrid.inputs.jobs import load_jobs, resolve_link
-    from paigrid.kernels.layout import ARCH_NAMES
+    from paigrid.kernels.dp_columns import ARCH_NAMES
 
     if arch not in ARCH_NAMES:
         raise PaigridError(f"unknown architecture {arch!r}; known: {', '.join(ARCH_NAMES)}.")
@@ -310,9 +310,9 @@ def predict_one(
 
 def _design(cats, gpu: str, n_domain: int | None, network: str, precision: str, nics_per_gpu: float):
     """The LLM cluster design of ``predict_llm``'s arguments (``domain`` from the catalogue's server by default)."""
-    from paigrid.llm.compute import Hardware, intra_link_for
     from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.grid import catalogue_default
+    from paigrid.llm.tables import Hardware, intra_link_for
 
     g = cats.gpus.resolve(gpu)
     return Hardware(
@@ -331,8 +331,8 @@ def _searched_layout(cats, m, gpu, n_gpu, domain, network, precision, nics_per_g
     import time
 
     from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import LlmOptions
     from paigrid.llm.search import best_layout
+    from paigrid.llm.tables import LlmOptions
 
     design = _design(cats, gpu, domain, network, precision, nics_per_gpu)
     options = LlmOptions.defaults().with_items(option_items or {})
@@ -340,7 +340,7 @@ def _searched_layout(cats, m, gpu, n_gpu, domain, network, precision, nics_per_g
     found = best_layout(m, n_gpu, [design], cats, defaults(), options, global_batch=global_batch)
     seconds = time.perf_counter() - started
     if found.layouts[0] is None:
-        from paigrid.llm.layouts import CUBE_REASON_NAMES
+        from paigrid.llm.parallelism import CUBE_REASON_NAMES
 
         if not found.counts["layouts"]:
             raise PaigridError(f"no layout of {n_gpu} GPUs suits {m.name}'s shape and batch.")
@@ -373,12 +373,12 @@ def predict_llm(
     ``train_energy_MWh`` (``llm.query.train_totals``).  A layout that does not divide ``n_gpu`` is one sentence."""
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
     from paigrid.llm.evaluate import predict as run
     from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.grid import catalogue_default
-    from paigrid.llm.layouts import Layout, layout_label, parse_label
     from paigrid.llm.models import model
+    from paigrid.llm.parallelism import Layout, layout_label, parse_label
+    from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
     cats = Catalogues.load()
     m = model(model_name)

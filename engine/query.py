@@ -22,7 +22,7 @@ import numpy as np
 
 from paigrid.cube import Cube
 from paigrid.errors import PaigridError
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from paigrid.ranking import (
     best_per_group,
     distinct_configurations,

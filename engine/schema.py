@@ -1,7 +1,7 @@
 """The cube format, in one place: the variables, their dimensions, units and flags, the file
 naming, and the decoding of stored indices.  The writer (``paigrid.store``), the driver
-(``paigrid.evaluate``) and every reader (``paigrid.cube``, ``paigrid.query``, ``paigrid.dataset``,
-``paigrid.info``, the study report) import it; it imports only numpy and the kernel layout.
+(``paigrid.evaluate``) and every reader (``paigrid.cube``, ``paigrid.query``, ``paigrid.xarray_api``,
+``paigrid.describe``, the study report) import it; it imports only numpy and the kernel layout.
 
 ``FORMAT_VERSION`` is written into every cube (file attribute ``format_version``).  Any change
 to the stored variables bumps it and keeps a reader for the older versions (see
@@ -11,7 +11,7 @@ to the stored variables bumps it and keeps a reader for the older versions (see
    the seven dimensions, 1 where the configuration can exist).
 2. ``valid`` is replaced by ``invalid_reason`` (uint8 over the seven dimensions): the code of
    the first rule that makes the configuration impossible, 0 where it can exist, with CF
-   ``flag_values`` 0..6 and ``flag_meanings`` from ``kernels.layout.INVALID_REASONS`` (valid,
+   ``flag_values`` 0..6 and ``flag_meanings`` from ``kernels.dp_columns.INVALID_REASONS`` (valid,
    single_gpu_arch_needs_one_gpu, local_arch_exceeds_server, cluster_arch_needs_network,
    intra_link_not_on_gpu, precision_not_on_gpu, missing_input_number).  ``valid`` is
    ``invalid_reason == 0``; ``reason_sentence`` says a code in words.  Every other variable
@@ -42,7 +42,7 @@ to the stored variables bumps it and keeps a reader for the older versions (see
    The root's data-parallel variables are those of format 4, unchanged.
 
 Every cube also carries the file attribute ``model``: the compute model that made it
-(``pai-v1`` or ``pai-v2``, ``kernels.layout.MODEL_NAMES``; ``cube_model`` reads it, ``pai-v1``
+(``pai-v1`` or ``pai-v2``, ``kernels.dp_columns.MODEL_NAMES``; ``cube_model`` reads it, ``pai-v1``
 when absent).  The attribute alone would not have bumped the format: the variables mean the
 same under both models (``t_flop`` compute-bound, ``t_mem`` memory-bound time, which in pai-v2
 includes launch overhead and the optimizer update).
@@ -57,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 
 #: version of the stored variables (see the module docstring); 1 = paigrid 0.1.0 (no attribute)
 FORMAT_VERSION = 5

@@ -40,7 +40,7 @@ from paigrid import __version__
 from paigrid.codecs import chunk_corners, filter_kwargs
 from paigrid.errors import PaigridError
 from paigrid.evaluate import Block, cube_chunks
-from paigrid.inputs.tables import Grid
+from paigrid.inputs.kernel_tables import Grid
 from paigrid.llm.grid import LLM_BEST_DIMS, LLM_DIMS, LlmGrid, result_fields
 from paigrid.schema import (
     BAND_DIMS,
@@ -118,8 +118,8 @@ def factor_bytes(grid: Grid) -> int:
 
 
 def grid_model(grid: Grid) -> str:
-    """The compute model (``kernels.layout.MODEL_NAMES``) the grid's kernel options select."""
-    from paigrid.kernels.layout import MODEL_NAMES, O_MODEL
+    """The compute model (``kernels.dp_columns.MODEL_NAMES``) the grid's kernel options select."""
+    from paigrid.kernels.dp_columns import MODEL_NAMES, O_MODEL
 
     return MODEL_NAMES[int(grid.options[O_MODEL])]
 
@@ -149,7 +149,7 @@ def llm_estimated_bytes(llm: LlmGrid | None, reduce_only: bool) -> int:
     per-reason counts)."""
     if llm is None:
         return 0
-    from paigrid.llm.layouts import CUBE_REASON_NAMES
+    from paigrid.llm.parallelism import CUBE_REASON_NAMES
 
     fields = len(result_fields())
     j, lay, g, n, d, w, p = llm.shape
@@ -359,7 +359,7 @@ class CubeWriter:
         bests over the layout axis and ``block_done``."""
         import h5py
 
-        from paigrid.llm.layouts import CUBE_REASON_NAMES, DEGREES, layout_label, space_to_table
+        from paigrid.llm.parallelism import CUBE_REASON_NAMES, DEGREES, layout_label, space_to_table
 
         llm = self.llm
         g = self.file.create_group("llm")
@@ -498,7 +498,7 @@ class CubeWriter:
             nics_per_gpu=llm.nics_per_gpu,
             space=json.dumps(space_to_table(llm.space)),
             options=json.dumps({k: v for k, v in vars(llm.options).items()}),
-            reason_sentences="paigrid.llm.layouts.reason_text says each code in words",
+            reason_sentences="paigrid.llm.parallelism.reason_text says each code in words",
         )
 
     def _record_device(self, device: str) -> None:
@@ -593,7 +593,7 @@ class CubeWriter:
         """Refuse to resume a file whose blocks are not this sweep's (made by a paigrid that sized
         blocks differently)."""
         if self.llm is not None:
-            from paigrid.llm.layouts import layout_label
+            from paigrid.llm.parallelism import layout_label
 
             stored = decode_strings(self.h5["llm/layout"][:]) if "llm/layout" in self.h5 else []
             if stored != [layout_label(lay, with_dp=False) for lay in self.llm.layouts]:

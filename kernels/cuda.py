@@ -27,7 +27,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from . import metrics, model, ps
-from .layout import (
+from .dp_columns import (
     ARCH_PS_WORKER,
     FLAG_FILL,
     G_PCIE_BW,

@@ -22,7 +22,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from . import llm, llm_search
-from . import llm_layout as K
+from . import llm_columns as K
 from .cuda import _complete_ufuncs, _no_contraction, _retarget, launch_grid
 from .llm import evaluate_pair  # the CPU compilations; ``load`` gives the kernels the GPU ones under these names
 from .llm_search import probe_stem, search_stem

@@ -25,10 +25,10 @@ SOURCES = (
     "columns.py",
     "cuda.py",
     "cuda_llm.py",
+    "dp_columns.py",
     "jit.py",
-    "layout.py",
     "llm.py",
-    "llm_layout.py",
+    "llm_columns.py",
     "llm_reference.py",
     "llm_search.py",
     "metrics.py",
@@ -44,7 +44,7 @@ def source_fingerprint() -> str:
     sum of its bytes and its length, modulo 2^64; a cache key, not a cryptographic hash).
 
     numba's on-disk cache checks only the source file of the function it compiled, not the
-    modules whose constants and helpers it compiled in (``layout.py``'s column indices,
+    modules whose constants and helpers it compiled in (``dp_columns.py``'s column indices,
     ``ps.py``'s helpers): after a change to those alone it loads stale machine code, and two
     caches filled at different times (a test's subprocess and its parent process) answer
     differently.  The kernels are therefore cached per fingerprint (``cache_folder``).

@@ -1,7 +1,7 @@
 """The LLM step-time kernel: every parallel layout x every cluster design, one model.
 
 ``evaluate_llm(layouts, hw, model, ctab, options, out)`` fills ``out`` (N x H, N_RESULT_FIELDS)
-for the N layouts and H hardware rows of ``kernels.llm_layout``; an invalid pair gets NaN in
+for the N layouts and H hardware rows of ``kernels.llm_columns``; an invalid pair gets NaN in
 every field but ``R_REASON`` (its reason code).  Per optimizer step, paced by the slowest
 pipeline stage, with m = global batch / (d x micro-batch) micro-batches and v virtual stages:
 
@@ -19,7 +19,7 @@ et al., SC 2021, sections 2.2.1-2.2.2).  docs/llm.md gives every term.
 import numpy as np
 from numba import prange
 
-from . import llm_layout as K
+from . import llm_columns as K
 from .jit import jit, parallel_jit, serial_twin
 
 

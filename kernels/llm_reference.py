@@ -4,7 +4,7 @@ layout is invalid, the same reason codes."""
 
 import numpy as np
 
-from . import llm_layout as K
+from . import llm_columns as K
 
 
 def _ring(nbytes, n, bw, latency):

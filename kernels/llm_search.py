@@ -3,7 +3,7 @@
 ``search_llm(stems, hw, model, ctab, options, choices, best_res, best_lay, counts)`` enumerates,
 for each stem (tp, pp, dp, cp, ep, micro-batch: one row of the stem table, ``ST_*``) and each
 hardware row, every interleave factor, ZeRO stage, recomputation and sequence-parallel setting
-of ``choices`` in the order of ``paigrid.llm.layouts.enumerate_layouts``, and keeps the fastest
+of ``choices`` in the order of ``paigrid.llm.parallelism.enumerate_layouts``, and keeps the fastest
 valid layout.  Two prunings skip a layout before the step-time model runs, both exact for the
 best (tested equal to evaluating every layout):
 
@@ -23,7 +23,7 @@ a full cube evaluates every layout.
 import numpy as np
 from numba import prange
 
-from . import llm_layout as K
+from . import llm_columns as K
 from .jit import jit, parallel_jit, serial_twin
 from .llm import data_parallel_seconds, evaluate_pair, memory_bytes, stage_layers, tensor_seconds
 

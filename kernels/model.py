@@ -53,8 +53,7 @@ import numpy as np
 from numba import prange
 
 from . import metrics
-from .jit import jit, parallel_jit, serial_twin
-from .layout import (
+from .dp_columns import (
     ARCH_1W1G,
     ARCH_1WNG,
     ARCH_ALLREDUCE_CLUSTER,
@@ -146,6 +145,7 @@ from .layout import (
     REASON_SINGLE_GPU_ARCH,
     REASON_VALID,
 )
+from .jit import jit, parallel_jit, serial_twin
 from .ps import ps_fits_memory_flag, ps_seconds, ps_update_fixed_seconds, ps_wire_fraction
 
 

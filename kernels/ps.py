@@ -29,8 +29,7 @@ The options (``layout.O_PS_*``; docs/model.md, "Parameter server"):
 
 import numpy as np
 
-from .jit import jit
-from .layout import (
+from .dp_columns import (
     COLLECTIVE_TREE,
     G_MEMORY,
     J_ACCUM,
@@ -40,6 +39,7 @@ from .layout import (
     P_GRAD_BYTES,
     P_WEIGHT_BYTES,
 )
+from .jit import jit
 
 
 @jit

@@ -11,7 +11,7 @@ included) and ``bench/`` uses them as the baseline.
 
 import numpy as np
 
-from .layout import (
+from .dp_columns import (
     ARCH_1W1G,
     ARCH_1WNG,
     ARCH_ALLREDUCE_CLUSTER,

@@ -55,7 +55,7 @@ def small_cube(tmp_path_factory) -> Path:
     format-1 fixture (``tests/data/format1/spec.toml``, 4 workloads) with the model it was made with,
     pai-v1 (the default since is pai-v2).  Tests read it and never write to it."""
     from paigrid.inputs.spec import load_spec
-    from paigrid.sweeping import run_sweep
+    from paigrid.orchestration import run_sweep
 
     path = tmp_path_factory.mktemp("small-cube") / "cube.h5"
     spec = load_spec(FORMAT1 / "spec.toml")

@@ -14,12 +14,12 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 import numpy as np  # noqa: E402
 
+from paigrid.cuda_sweep import evaluate_block_cuda  # noqa: E402
 from paigrid.evaluate import evaluate_block  # noqa: E402
-from paigrid.gpu import evaluate_block_cuda  # noqa: E402
 from paigrid.inputs.spec import spec_from_dict  # noqa: E402
 from paigrid.kernels import cuda as gpu_kernels  # noqa: E402
-from paigrid.kernels import layout as L  # noqa: E402
-from paigrid.sweeping import prepare  # noqa: E402
+from paigrid.kernels import dp_columns as L  # noqa: E402
+from paigrid.orchestration import prepare  # noqa: E402
 
 GRID = {
     "gpu": ["V100", "A100", "H100"],
@@ -60,7 +60,7 @@ def small_fabric(grid, in_network=1.0):
     ``fabric_tiers``: ``tables.fabric_link_row`` of tor-roce-3to1) whose tier groups are 2 and 16
     GPUs, with in-network reduction, so that 4 GPUs cross the tier-1 uplinks and 32 the tier-2
     ones."""
-    from paigrid.inputs.tables import fabric_link_row
+    from paigrid.inputs.kernel_tables import fabric_link_row
 
     grid.network_table = grid.network_table.copy()
     row = fabric_link_row(grid.cats, "tor-roce-3to1", grid.efficiency)
@@ -293,14 +293,14 @@ def main():
 def pipelined_launches():
     """``run_cuda`` with one job per launch (so the two sets of host buffers alternate over
     several launches) and blocks left out (as on --resume): each block as the CPU computes it."""
-    from paigrid import gpu
+    from paigrid import cuda_sweep
 
     grid = grid_for({"model": "pai-v1"})
     blocks = [(0, 1), (1, 2)]
-    gpu.LAUNCH_THREADS = 1
+    cuda_sweep.LAUNCH_THREADS = 1
     for write_cube in (True, False):
         for todo in ([0, 1], [1]):
-            got = list(gpu.run_cuda(grid, blocks, todo, write_cube, None, 1))
+            got = list(cuda_sweep.run_cuda(grid, blocks, todo, write_cube, None, 1))
             if [b.index for b in got] != todo:
                 sys.exit(f"run_cuda gave blocks {[b.index for b in got]} for {todo}")
             for block in got:

@@ -19,14 +19,14 @@ import numpy as np  # noqa: E402
 from paigrid.inputs.catalog import Catalogues  # noqa: E402
 from paigrid.inputs.efficiency import defaults  # noqa: E402
 from paigrid.kernels import cuda_llm  # noqa: E402
-from paigrid.kernels import llm_layout as K  # noqa: E402
+from paigrid.kernels import llm_columns as K  # noqa: E402
 from paigrid.kernels import llm_search as S  # noqa: E402
 from paigrid.kernels.llm import evaluate_llm  # noqa: E402
-from paigrid.llm.compute import Hardware, LlmOptions  # noqa: E402
 from paigrid.llm.evaluate import tables  # noqa: E402
-from paigrid.llm.layouts import WIDE, Layout  # noqa: E402
 from paigrid.llm.models import model  # noqa: E402
+from paigrid.llm.parallelism import WIDE, Layout  # noqa: E402
 from paigrid.llm.search import best_layout, search_tables  # noqa: E402
+from paigrid.llm.tables import Hardware, LlmOptions  # noqa: E402
 
 CATS, EFF = Catalogues.load(), defaults()
 H100 = Hardware("H100-SXM5-80GB", "amp-bf16", 8, "nvswitch-nvlink4", "ib-ndr-400g", 1.0)

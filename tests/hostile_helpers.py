@@ -93,9 +93,9 @@ def trace_text(table: str, rows: list[list[str]] | None = None) -> str:
 def make_world(folder: Path) -> Path:
     """Valid inputs of every kind, and a finished cube, in ``folder``."""
     from paigrid.inputs.spec import load_spec
+    from paigrid.orchestration import run_sweep
     from paigrid.study.population import synthetic_population
     from paigrid.study.trace import write_population
-    from paigrid.sweeping import run_sweep
 
     (folder / "spec.toml").write_text(SPEC)
     (folder / "study.toml").write_text(STUDY_SPEC)

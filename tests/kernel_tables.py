@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from paigrid.kernels import model, reference
 from paigrid.schema import DERIVED_VARIABLES, FACTOR_VARIABLES, derived_values, factor_for_cube
 

@@ -17,12 +17,12 @@ import xarray as xr
 import paigrid
 from cube_compare import assert_within_one_ulp
 from paigrid.cube import open_cube
-from paigrid.dataset import VALID_ATTRS, present
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
+from paigrid.orchestration import run_sweep
 from paigrid.query import best_configurations, parse_where
 from paigrid.schema import DERIVED_VARIABLES, FACTOR_VARIABLES, derived_values, factor_for_cube, partial_path
-from paigrid.sweeping import run_sweep
+from paigrid.xarray_api import VALID_ATTRS, present
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT1 = ROOT / "tests" / "data" / "format1"
@@ -380,7 +380,7 @@ def test_sweep_refuses_bad_input_in_one_sentence(call, fragment):
 IMPORTS = """
 import json, os, sys
 import {modules}
-heavy = ("paigrid.store", "paigrid.evaluate", "paigrid.sweeping", "numba", "xarray")
+heavy = ("paigrid.store", "paigrid.evaluate", "paigrid.orchestration", "numba", "xarray")
 report = {{"before": [m for m in heavy if m in sys.modules], "cache": os.environ.get("NUMBA_CACHE_DIR")}}
 import paigrid
 ds = paigrid.open_dataset(sys.argv[1])
@@ -412,8 +412,8 @@ def test_importing_loads_neither_the_writer_nor_numba(modules):
 def test_public_names_are_lazy_and_listed():
     assert isinstance(paigrid.__version__, str)
     assert {"open_dataset", "sweep", "__version__"} <= set(paigrid.__all__) <= set(dir(paigrid))
-    from paigrid.dataset import open_dataset
-    from paigrid.sweeping import sweep
+    from paigrid.orchestration import sweep
+    from paigrid.xarray_api import open_dataset
 
     assert paigrid.open_dataset is open_dataset and paigrid.sweep is sweep
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
@@ -428,7 +428,7 @@ def test_the_command_sets_a_default_numba_cache(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "argv", ["paigrid", "--help"])
     # main() is the console process's entry point: it allows a hard exit (os._exit) on a failed
     # HDF5 write; undo that after this test, or a later in-process command would end pytest itself
-    monkeypatch.setattr("paigrid.cli.common.HARD_EXIT_ALLOWED", False)
+    monkeypatch.setattr("paigrid.cli.arguments.HARD_EXIT_ALLOWED", False)
     with pytest.raises(SystemExit):
         cli.main()
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "paigrid" / "numba")

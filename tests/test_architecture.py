@@ -17,7 +17,7 @@ FOLDERS = {"paigrid": ROOT / "engine", "paigrid.kernels": ROOT / "kernels", "pai
 #: the layer order, lowest first: a module may import modules of its own layer or below
 LAYERS = [
     ("kernels", ["paigrid.kernels", "paigrid.kernels.*", "paigrid.datasets"]),
-    ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.output", "paigrid.llm"]),
+    ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.render", "paigrid.llm"]),
     (
         "inputs",
         [
@@ -36,9 +36,9 @@ LAYERS = [
         "jobs and tables",
         [
             "paigrid.inputs.jobs",
-            "paigrid.inputs.tables",
-            "paigrid.llm.compute",
-            "paigrid.llm.layouts",
+            "paigrid.inputs.kernel_tables",
+            "paigrid.llm.tables",
+            "paigrid.llm.parallelism",
             "paigrid.llm.grid",
             "paigrid.llm.evaluate",
             "paigrid.llm.search",
@@ -46,22 +46,22 @@ LAYERS = [
         ],
     ),
     ("schema", ["paigrid.schema", "paigrid.codecs", "paigrid.ranking"]),
-    ("driver", ["paigrid.evaluate", "paigrid.gpu"]),
+    ("driver", ["paigrid.evaluate", "paigrid.cuda_sweep"]),
     ("writer and reader", ["paigrid.store", "paigrid.cube", "paigrid.sources"]),
     (
         "operations",
         [
-            "paigrid.sweeping",
+            "paigrid.orchestration",
             "paigrid.distributed",
             "paigrid.query",
             "paigrid.predict",
-            "paigrid.info",
-            "paigrid.dataset",
+            "paigrid.describe",
+            "paigrid.xarray_api",
             "paigrid.llm.sweep",
             "paigrid.llm.query",
         ],
     ),
-    ("trust and study", ["paigrid.trust", "paigrid.trust.*", "paigrid.study", "paigrid.study.*"]),
+    ("trust and study", ["paigrid.accuracy", "paigrid.accuracy.*", "paigrid.study", "paigrid.study.*"]),
     ("cli", ["paigrid.cli", "paigrid.cli.*"]),
 ]
 #: modules that only read cubes, and the write side they must never reach, even indirectly
@@ -70,11 +70,11 @@ READERS = (
     "paigrid.sources",
     "paigrid.ranking",
     "paigrid.query",
-    "paigrid.info",
-    "paigrid.dataset",
+    "paigrid.describe",
+    "paigrid.xarray_api",
     "paigrid.llm.query",
 )
-WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.gpu", "paigrid.sweeping", "paigrid.distributed")
+WRITE_SIDE = ("paigrid.store", "paigrid.evaluate", "paigrid.cuda_sweep", "paigrid.orchestration", "paigrid.distributed")
 
 
 def module_files() -> dict[str, Path]:

@@ -16,10 +16,10 @@ import pytest
 from cube_compare import assert_same_cube, read_all
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import SweepSpec
+from paigrid.orchestration import prepare, run_sweep, sweep_blocks, work_jobs_per_block
 from paigrid.schema import partial_path
 from paigrid.study.population import synthetic_population
 from paigrid.study.trace import write_population
-from paigrid.sweeping import prepare, run_sweep, sweep_blocks, work_jobs_per_block
 
 GRID = dict(
     gpu=["V100", "A100"],
@@ -45,28 +45,28 @@ def spec_of(population, jobs_per_block=None):
 
 
 def test_blocks_are_sized_by_work_unless_the_spec_fixes_them(population, monkeypatch):
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     grid, _ = prepare(spec_of(population))
     per_job = grid.configs // N_JOBS
     assert work_jobs_per_block(grid, False) == N_JOBS  # the whole small sweep is one unit of work
-    monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
-    monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_REDUCE", 2 * SMALL_BLOCK)
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_REDUCE", 2 * SMALL_BLOCK)
     assert work_jobs_per_block(grid, False) * per_job == SMALL_BLOCK
     assert work_jobs_per_block(grid, True) == 2 * work_jobs_per_block(grid, False)
     blocks, _ = sweep_blocks(grid, None, False)
     assert blocks == [(0, 3), (3, 6), (6, 9), (9, 12)]
     assert sweep_blocks(grid, 5, False)[0] == [(0, 5), (5, 10), (10, 12)]  # fixed by the spec: as given
-    monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", 1)
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_FULL", 1)
     assert work_jobs_per_block(grid, False) == 1  # never less than one job
 
 
 @pytest.mark.slow
 def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_path, monkeypatch):
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     run_sweep(spec_of(population, jobs_per_block=1), tmp_path / "fixed.h5", progress=False)
-    monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
     calls = []
     result = run_sweep(
         spec_of(population), tmp_path / "work.h5", progress=False, flush_seconds=3600.0, on_block=calls.append
@@ -86,11 +86,11 @@ def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_pa
 
 SCRIPT = """
 import sys
-import paigrid.sweeping as sweeping
+import paigrid.orchestration as orchestration
 from paigrid.inputs.spec import SweepSpec
-sweeping.BLOCK_CONFIGS_FULL = {block}
+orchestration.BLOCK_CONFIGS_FULL = {block}
 spec = SweepSpec(workloads={population!r}, **{grid!r})
-sweeping.run_sweep(spec, {out!r}, progress=False, flush_seconds={flush}, resume={resume})
+orchestration.run_sweep(spec, {out!r}, progress=False, flush_seconds={flush}, resume={resume})
 """
 
 
@@ -112,11 +112,11 @@ def sweep_process(population, out, flush, kill_at=None, resume=False):
 @pytest.fixture(scope="module")
 def reference(population, tmp_path_factory):
     """The cube of an uninterrupted sweep in blocks of ``SMALL_BLOCK`` configurations."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     out = tmp_path_factory.mktemp("reference") / "reference.h5"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sweeping, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
+        patch.setattr(orchestration, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
         run_sweep(spec_of(population), out, progress=False)
     return out
 
@@ -127,7 +127,7 @@ def test_a_block_is_marked_done_only_once_flushed(population, reference, tmp_pat
     """Killed (SIGKILL) after its third block is written, with a flush due only later: no block
     is marked done on disk; flushed after each block and killed after the second: two are.
     Resumed, the cube is the one an uninterrupted sweep makes."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     out = tmp_path / "cube.h5"
     killed = sweep_process(population, out, flush, kill_at)
@@ -135,7 +135,7 @@ def test_a_block_is_marked_done_only_once_flushed(population, reference, tmp_pat
     with h5py.File(partial_path(out), "r") as f:
         assert int(f["block_done"][:].sum()) == done
         assert len(f["block_done"]) == 4
-    monkeypatch.setattr(sweeping, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
     run_sweep(spec_of(population), out, progress=False, resume=True, flush_seconds=flush)
     assert_same_cube(reference, out)
 

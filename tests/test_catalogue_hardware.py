@@ -15,9 +15,9 @@ from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues, builtin_text, memory_bytes, parse_csv, server_shape
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.jobs import Job
+from paigrid.inputs.kernel_tables import build_grid
 from paigrid.inputs.spec import JOB_OPTIONS, Options, SweepSpec
-from paigrid.inputs.tables import build_grid
-from paigrid.llm.compute import intra_link_for, peak_flops
+from paigrid.llm.tables import intra_link_for, peak_flops
 from paigrid.predict import predict_configs
 
 DATASETS = resources.files("paigrid.datasets")

@@ -11,12 +11,12 @@ from importlib import resources
 import pytest
 
 from cli_helpers import assert_clean_error, run
+from paigrid.accuracy.measurements import load_measurements
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import parse_csv
 from paigrid.inputs.options import COLUMN_BOUNDS, column_bound
 from paigrid.llm.fabrics import load_fabrics
 from paigrid.llm.models import load_catalogue
-from paigrid.trust.measurements import load_measurements
 
 
 def _with_cell(name: str, column: str, value: str) -> str:

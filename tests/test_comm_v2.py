@@ -10,13 +10,13 @@ import pytest
 
 from cli_helpers import assert_clean_error, run
 from csv_rows import read_rows, write_rows
+from paigrid.accuracy.measurements import load_measurements, modelled
+from paigrid.accuracy.rowkinds import allreduce_seconds, predict_observed
+from paigrid.accuracy.validate import validate_observed
 from paigrid.errors import PaigridError
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
 from paigrid.predict import predict_configs
-from paigrid.trust.measurements import load_measurements, modelled
-from paigrid.trust.rowkinds import allreduce_seconds, predict_observed
-from paigrid.trust.validate import validate_observed
 
 SCALING = str(resources.files("paigrid.datasets").joinpath("scaling_public.csv"))
 COLLECTIVES = str(resources.files("paigrid.datasets").joinpath("collectives_public.csv"))
@@ -127,7 +127,7 @@ def test_validate_collectives_in_percent_leaves_nvls_out(cats):
 
 # --- communication v2 in the kernel: per-bucket latency and bucketed overlap --------------------
 from kernel_tables import GB, link, one  # noqa: E402
-from paigrid.kernels import layout as L  # noqa: E402
+from paigrid.kernels import dp_columns as L  # noqa: E402
 from test_kernels import assert_same, random_tables  # noqa: E402
 
 MIB = 2.0**20
@@ -256,7 +256,7 @@ def test_bucket_option_is_checked():
 
 
 def test_sync_latency_is_on_in_pai_v2_and_off_in_pai_v1_unless_set():
-    from paigrid.inputs.tables import option_vector
+    from paigrid.inputs.kernel_tables import option_vector
 
     assert not Options(model="pai-v1").sync_latency_on and Options().sync_latency_on  # pai-v2 is the default
     assert not Options(model="pai-v2", sync_latency=False).sync_latency_on

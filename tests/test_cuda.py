@@ -61,7 +61,7 @@ def test_cuda_kernels_give_the_cpu_outputs_in_the_simulator():
 
 
 def test_launches_group_consecutive_blocks_up_to_a_size():
-    from paigrid.gpu import launches
+    from paigrid.cuda_sweep import launches
 
     blocks = [(0, 4), (4, 8), (8, 12), (12, 14)]
     assert launches(blocks, [0, 1, 2, 3], 8) == [[0, 1], [2, 3]]
@@ -186,7 +186,7 @@ from paigrid.evaluate import allocate
 from paigrid.inputs.spec import spec_from_dict
 from paigrid.kernels import cuda as gpu_kernels
 from paigrid.schema import BEST_VARIABLES, CUBE_VARIABLES, JOB_GPU_VARIABLES
-from paigrid.sweeping import prepare
+from paigrid.orchestration import prepare
 
 ns = gpu_kernels.load()
 # device functions are compiled for the current device's architecture: name one (sm_90), none is here
@@ -226,7 +226,7 @@ def test_cuda_kernels_compile_to_ptx():
 @pytest.mark.cuda_sim
 def test_a_sweep_started_on_the_cpu_resumes_on_cuda(tmp_path):
     from paigrid.inputs.spec import load_spec
-    from paigrid.sweeping import run_sweep
+    from paigrid.orchestration import run_sweep
 
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC.format(device=""))

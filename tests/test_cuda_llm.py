@@ -47,11 +47,11 @@ import numba.cuda.dispatcher as dispatcher
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.kernels import cuda_llm
-from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_columns as K
 from paigrid.kernels import llm_search as S
-from paigrid.llm.compute import Hardware, LlmOptions
+from paigrid.llm.tables import Hardware, LlmOptions
 from paigrid.llm.evaluate import tables
-from paigrid.llm.layouts import Layout
+from paigrid.llm.parallelism import Layout
 from paigrid.llm.models import model
 from paigrid.llm.search import search_tables
 

@@ -12,9 +12,9 @@ import pytest
 
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link, one
 from paigrid.inputs.spec import spec_from_dict
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from paigrid.kernels import model
-from paigrid.sweeping import run_sweep
+from paigrid.orchestration import run_sweep
 
 
 def assert_same(a, b):

@@ -32,10 +32,10 @@ from cube_compare import assert_same_cube
 from hostile_helpers import assert_one_sentence, invoke
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
+from paigrid.orchestration import run_sweep
 from paigrid.schema import partial_path
 from paigrid.study.population import synthetic_population
 from paigrid.study.trace import write_population
-from paigrid.sweeping import run_sweep
 
 pytestmark = pytest.mark.faults
 
@@ -321,16 +321,16 @@ def big(tmp_path_factory):
 def test_space_check_estimates_the_compressed_size(big, tmp_path, monkeypatch):
     """A cube of a few MB is not refused for lack of its uncompressed size (about 27 times more);
     one larger than the free space is, in MB, with --no-space-check as the way around."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     size = (big / "reference.h5").stat().st_size
-    uncompressed = sweeping.estimated_bytes(sweeping.prepare(load_spec(big / "spec.toml"))[0], False)
+    uncompressed = orchestration.estimated_bytes(orchestration.prepare(load_spec(big / "spec.toml"))[0], False)
     assert uncompressed > 10 * size
-    monkeypatch.setattr(sweeping.shutil, "disk_usage", _free_space(3 * size))
+    monkeypatch.setattr(orchestration.shutil, "disk_usage", _free_space(3 * size))
     code, _, stderr = invoke("sweep", big / "spec.toml", "--out", tmp_path / "fits.h5", "-q")
     assert code == 0, stderr
     assert_same_cube(big / "reference.h5", tmp_path / "fits.h5")
-    monkeypatch.setattr(sweeping.shutil, "disk_usage", _free_space(size // 4))
+    monkeypatch.setattr(orchestration.shutil, "disk_usage", _free_space(size // 4))
     code, _, stderr = invoke("sweep", big / "spec.toml", "--out", tmp_path / "big.h5", "-q")
     assert_one_sentence(code, stderr, "MB", "--no-space-check")
     assert leftovers(tmp_path, "big.h5") == set()
@@ -342,7 +342,7 @@ def test_space_check_estimates_the_compressed_size(big, tmp_path, monkeypatch):
 def test_injected_full_disk_stops_cleanly_and_resumes(big, tmp_path, monkeypatch):
     """No room for the next block (injected: the free space drops after two blocks): the sweep
     stops before HDF5 runs into the full disk, says so in one sentence, and resumes."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     out = tmp_path / "cube.h5"
     real, calls = shutil.disk_usage, []
@@ -352,7 +352,7 @@ def test_injected_full_disk_stops_cleanly_and_resumes(big, tmp_path, monkeypatch
         total, used, free = real(path)
         return type(real(path))(total, used, free if len(calls) <= 2 else 1000)
 
-    monkeypatch.setattr(sweeping.shutil, "disk_usage", shrinking)
+    monkeypatch.setattr(orchestration.shutil, "disk_usage", shrinking)
     code, _, stderr = invoke("sweep", big / "spec.toml", "--out", out, "-q", "--no-space-check")
     assert_one_sentence(code, stderr, "No space left on device", f"2 of {N_BIG_BLOCKS} blocks are saved", "--resume")
     monkeypatch.undo()
@@ -394,7 +394,7 @@ def test_a_real_full_disk_stops_cleanly_and_resumes(big, tmp_path, guard):
                 [
                     sys.executable,
                     "-c",
-                    "import paigrid.sweeping as s; s._check_room = lambda *a: None; "
+                    "import paigrid.orchestration as s; s._check_room = lambda *a: None; "
                     "from paigrid.cli import main; main()",
                     *map(str, args),
                 ],

@@ -18,8 +18,8 @@ import paigrid
 from cli_helpers import run
 from cube_compare import assert_within_one_ulp
 from paigrid.cube import open_cube
-from paigrid.dataset import present
 from paigrid.inputs.spec import load_spec
+from paigrid.orchestration import prepare, run_sweep
 from paigrid.query import best_configurations, parse_where
 from paigrid.schema import (
     CUBE_VARIABLES,
@@ -33,7 +33,7 @@ from paigrid.schema import (
     stores_derived,
 )
 from paigrid.store import estimated_bytes
-from paigrid.sweeping import prepare, run_sweep
+from paigrid.xarray_api import present
 
 FORMAT3 = Path(__file__).resolve().parent / "data" / "format3"
 

@@ -165,7 +165,7 @@ def test_fuzzed_population_csv(world, scratch):
         path.write_text(text, encoding="utf-8")
         from paigrid.errors import PaigridError
         from paigrid.inputs.spec import load_spec
-        from paigrid.sweeping import prepare
+        from paigrid.orchestration import prepare
 
         spec = load_spec(world / "study.toml")
         spec.workloads = str(path)
@@ -185,7 +185,7 @@ def test_fuzzed_workloads_catalogue_as_workloads(world, scratch):
         path.write_text(text, encoding="utf-8")
         from paigrid.errors import PaigridError
         from paigrid.inputs.spec import load_spec
-        from paigrid.sweeping import prepare
+        from paigrid.orchestration import prepare
 
         spec = load_spec(world / "spec.toml")
         spec.workloads = str(path)
@@ -334,7 +334,7 @@ def test_fuzzed_spec_toml(world, scratch):
         path.write_text(text, encoding="utf-8")
         from paigrid.errors import PaigridError
         from paigrid.inputs.spec import load_spec
-        from paigrid.sweeping import prepare
+        from paigrid.orchestration import prepare
 
         try:
             prepare(load_spec(path))
@@ -476,7 +476,7 @@ def test_the_unmutated_inputs_work(world, scratch):
         assert code == 0, stderr
     (scratch / "base-pop.csv").write_text(POPULATION, encoding="utf-8")
     from paigrid.inputs.spec import load_spec
-    from paigrid.sweeping import prepare
+    from paigrid.orchestration import prepare
 
     spec = load_spec(world / "study.toml")
     spec.workloads = str(scratch / "base-pop.csv")

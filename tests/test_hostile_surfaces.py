@@ -507,7 +507,7 @@ FORMULAS = [
 
 
 def test_csv_cells_that_a_spreadsheet_would_run_get_a_quote():
-    from paigrid.output import csv_cell, emit
+    from paigrid.render import csv_cell, emit
 
     for text in FORMULAS:
         assert csv_cell(text) == "'" + text
@@ -548,7 +548,7 @@ def test_a_population_with_hostile_job_names_is_written_back_neutralised(tmp_pat
         written = [r["job"] for r in csv.DictReader(handle)]
     assert written == ["'" + n for n in FORMULAS] + names[-2:]
     stream = io.StringIO()
-    from paigrid.output import emit
+    from paigrid.render import emit
 
     emit([{"job": n, "step_time": 1.0} for n in names], ["job", "step_time"], "table", {"step_time": "s"}, stream)
     lines = stream.getvalue().splitlines()
@@ -743,7 +743,7 @@ def test_the_api_refuses_workers_with_a_scheduler_as_the_cli_does(world, tmp_pat
 def interrupted(world, tmp_path_factory):
     """A partial cube: the sweep of the world's spec interrupted after its first block."""
     from paigrid.inputs.spec import load_spec
-    from paigrid.sweeping import run_sweep
+    from paigrid.orchestration import run_sweep
 
     out = tmp_path_factory.mktemp("resume") / "r.h5"
 
@@ -987,7 +987,7 @@ def test_the_api_corpus_has_cases_for_every_public_callable():
     import inspect
 
     import paigrid
-    from paigrid.dataset import PaigridAccessor
+    from paigrid.xarray_api import PaigridAccessor
 
     public = {n for n in paigrid.__all__ if callable(getattr(paigrid, n))}
     methods = {n for n, m in inspect.getmembers(PaigridAccessor, inspect.isfunction) if not n.startswith("_")}

@@ -21,7 +21,7 @@ import pytest
 from cli_helpers import assert_clean_error, run
 from cube_compare import assert_same_cube
 from paigrid.inputs.spec import load_spec
-from paigrid.sweeping import run_sweep
+from paigrid.orchestration import run_sweep
 
 pytestmark = pytest.mark.hpc
 

@@ -2,12 +2,12 @@
 
 import numpy as np
 
+from paigrid.inputs.kernel_tables import job_table_index, job_vector
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import job_table_index, job_vector
+from paigrid.orchestration import prepare
 from paigrid.predict import current_predictions, predict_configs
 from paigrid.study.population import synthetic_population
 from paigrid.study.trace import write_population
-from paigrid.sweeping import prepare
 
 
 def population_grid(tmp_path, jobs=300, model="pai-v2"):
@@ -56,7 +56,7 @@ def test_job_rows_carry_the_per_workload_corrections(tmp_path):
     leaves the other workloads' rows alone."""
     import dataclasses
 
-    from paigrid.kernels import layout as L
+    from paigrid.kernels import dp_columns as L
 
     grid = population_grid(tmp_path, 200)
     models = sorted({job.model for job in grid.jobs})

@@ -1,4 +1,4 @@
-"""The kernel tables' column indices (``kernels/layout.py``) are unique and dense, and a bad table
+"""The kernel tables' column indices (``kernels/dp_columns.py``) are unique and dense, and a bad table
 value is reported by its catalogue column, not by an index."""
 
 import dataclasses
@@ -8,8 +8,8 @@ import pytest
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
-from paigrid.inputs.tables import gpu_tables
-from paigrid.kernels import layout as L
+from paigrid.inputs.kernel_tables import gpu_tables
+from paigrid.kernels import dp_columns as L
 
 # table prefix -> the count constant that closes it
 TABLES = {"J_": "N_JOB_FIELDS", "G_": "N_GPU_FIELDS", "P_": "N_PREC_FIELDS", "L_": "N_LINK_FIELDS", "O_": "N_OPTIONS"}
@@ -24,7 +24,7 @@ def test_columns_tile_their_table(prefix):
         for name, value in vars(L).items()
         if name.startswith(prefix) and name.isupper() and isinstance(value, int)
     }
-    assert fields, f"no {prefix} columns in kernels/layout.py"
+    assert fields, f"no {prefix} columns in kernels/dp_columns.py"
     covered = []
     for name, first in fields.items():
         width = L.N_CLASSES if name in CLASS_RUNS else 1
@@ -44,7 +44,7 @@ def test_a_gpu_value_the_model_cannot_use_names_its_column():
         gpu_tables(cats, [rows[0]["name"]], ["fp32"], defaults())
 
 
-# prefix of each declared table's constants (``kernels.columns.Table`` in kernels/layout.py)
+# prefix of each declared table's constants (``kernels.columns.Table`` in kernels/dp_columns.py)
 DECLARED_PREFIX = {"job": "J_", "gpu": "G_", "precision": "P_", "link": "L_", "options": "O_"}
 UNITS = {
     "FLOP",
@@ -89,7 +89,7 @@ def test_a_table_refuses_a_column_declared_twice():
         table.column("a", "s", "again")
 
 
-# the LLM kernel's tables (kernels/llm_layout.py): prefix -> (count constant, runs wider than one)
+# the LLM kernel's tables (kernels/llm_columns.py): prefix -> (count constant, runs wider than one)
 LLM_TABLES = {
     "LA_": ("N_LAYOUT_FIELDS", {}),
     "HW_": ("N_HW_FIELDS", {}),
@@ -102,10 +102,10 @@ LLM_TABLES = {
 
 @pytest.mark.parametrize("prefix", sorted(LLM_TABLES))
 def test_llm_columns_tile_their_table(prefix):
-    from paigrid.kernels import llm_layout as K
+    from paigrid.kernels import llm_columns as K
 
     count, runs = LLM_TABLES[prefix]
     fields = {n: v for n, v in vars(K).items() if n.startswith(prefix) and n.isupper() and isinstance(v, int)}
-    assert fields, f"no {prefix} columns in kernels/llm_layout.py"
+    assert fields, f"no {prefix} columns in kernels/llm_columns.py"
     covered = sorted(column for name, first in fields.items() for column in range(first, first + runs.get(name, 1)))
     assert covered == list(range(getattr(K, count))), f"{prefix} columns are not each used once: {sorted(fields)}"

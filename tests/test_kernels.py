@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link, one
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from paigrid.kernels import model, reference
 
 NVSWITCH = link(100 * GB, 5e-6, L.LINK_NVSWITCH)

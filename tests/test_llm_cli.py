@@ -13,13 +13,13 @@ import pytest
 from cli_helpers import assert_clean_error, run
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
-from paigrid.kernels import llm_layout as K
-from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.evaluate import evaluate
-from paigrid.llm.layouts import enumerate_layouts, layout_label
 from paigrid.llm.models import model
+from paigrid.llm.parallelism import enumerate_layouts, layout_label
 from paigrid.llm.rows import parse_row
 from paigrid.llm.shapes import megatron_flops_per_iteration
+from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT / "datasets" / "llm_public.csv"

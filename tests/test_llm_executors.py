@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from paigrid.inputs.spec import spec_from_dict
-from paigrid.sweeping import run_sweep
+from paigrid.orchestration import run_sweep
 
 SPEC = """
 workloads = ["resnet50", "llama3-8b", "llama3-70b"]
@@ -119,7 +119,7 @@ def test_a_sigkilled_mixed_sweep_resumes_to_the_same_cube(serial, tmp_path, poin
 
 def test_the_kernel_cache_is_keyed_by_every_kernel_module():
     """numba's cache checks only a compiled function's own file; a change to a module whose
-    constants it compiled in (layout.py's column indices) would otherwise be answered from a
+    constants it compiled in (dp_columns.py's column indices) would otherwise be answered from a
     stale cache.  ``jit.SOURCES`` names every module of the package, and the fingerprint moves
     with any byte of any of them."""
 
@@ -141,7 +141,7 @@ def test_the_kernel_cache_is_keyed_by_every_kernel_module():
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("__pycache__"))
     try:
-        layout = copy / "layout.py"
+        layout = copy / "dp_columns.py"
         layout.write_text(layout.read_text() + "# one more line\n")
         load = (
             "import importlib.util, sys; spec = importlib.util.spec_from_file_location('jit_copy', sys.argv[1]); "

@@ -13,14 +13,14 @@ from cli_helpers import assert_clean_error, run
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
-from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_columns as K
 from paigrid.kernels.llm import evaluate_llm
 from paigrid.kernels.llm_reference import evaluate_llm_reference
-from paigrid.llm.compute import Hardware, LlmOptions
 from paigrid.llm.evaluate import predict, tables
 from paigrid.llm.fabrics import fabric, load_fabrics
-from paigrid.llm.layouts import Layout, enumerate_layouts
 from paigrid.llm.models import model
+from paigrid.llm.parallelism import Layout, enumerate_layouts
+from paigrid.llm.tables import Hardware, LlmOptions
 
 CATS = Catalogues.load()
 EFF = defaults()

@@ -34,7 +34,7 @@ from cli_helpers import local_dask_workers
 from hostile_helpers import assert_one_sentence, invoke, snapshot
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
-from paigrid.sweeping import run_sweep
+from paigrid.orchestration import run_sweep
 
 ARGS = [
     "llm",
@@ -397,11 +397,11 @@ def test_ctrl_c_during_the_llm_blocks_is_one_sentence_and_resumes(mixed, tmp_pat
 def test_the_space_check_counts_the_llm_group(tmp_path, monkeypatch):
     """A sweep of LLM jobs only (nothing data-parallel to count) that would not fit is refused
     before anything is written."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     (tmp_path / "spec.toml").write_text(BIG_LLM_SPEC.replace('"resnet50", ', ""))
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(sweeping.shutil, "disk_usage", lambda folder: usage(10**9, 10**9 - 20_000, 20_000))
+    monkeypatch.setattr(orchestration.shutil, "disk_usage", lambda folder: usage(10**9, 10**9 - 20_000, 20_000))
     before = snapshot(tmp_path)
     code, _, stderr = invoke("sweep", tmp_path / "spec.toml", "-o", tmp_path / "cube.h5", "-q")
     assert_one_sentence(code, stderr, "MB", "free", "--no-space-check")
@@ -413,7 +413,7 @@ def test_an_injected_full_disk_in_the_llm_group_stops_cleanly_and_resumes(mixed,
     """The free space drops once the data-parallel blocks are written: the first LLM block's room
     check stops the sweep in one sentence before HDF5 meets the full disk; the partial holds the
     data-parallel blocks, and --resume finishes the cube."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     real = shutil.disk_usage
     full = {"now": False}
@@ -426,7 +426,7 @@ def test_an_injected_full_disk_in_the_llm_group_stops_cleanly_and_resumes(mixed,
         full["now"] = _written >= N_DP_BLOCKS
 
     out = tmp_path / "cube.h5"
-    monkeypatch.setattr(sweeping.shutil, "disk_usage", usage)
+    monkeypatch.setattr(orchestration.shutil, "disk_usage", usage)
     spec = load_spec(mixed / "spec.toml")
     with pytest.raises(PaigridError, match=r"No space left on device.*2 of 5 blocks are saved.*--resume"):
         run_sweep(spec, out, progress=False, on_block=fill)
@@ -479,15 +479,15 @@ def test_a_real_disk_filling_during_the_llm_group_leaves_nothing_that_looks_whol
     check, or, with that check off, when HDF5 itself fails to write: no crash on the way out);
     nothing is at the output's name and the partial is a readable cube with the blocks written
     whole; once the disk grows, --resume gives the uninterrupted cube."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
-    slack = sweeping.ROOM_SLACK if guard == "checked" else 0
+    slack = orchestration.ROOM_SLACK if guard == "checked" else 0
     room = (int((big_llm / "data-parallel-part").read_text()) + slack) // 1024 + 64
     assert (room - 64) * 1024 + 230_000 > (big_llm / "data-parallel-part").stat().st_size
     with small_filesystem(tmp_path / "disk", f"{room}k") as disk:
         out = disk / "cube.h5"
         prelude = (
-            "import paigrid.sweeping as s; s._check_room = s._check_llm_room = lambda *a: None; "
+            "import paigrid.orchestration as s; s._check_room = s._check_llm_room = lambda *a: None; "
             if guard == "inside-hdf5"
             else ""
         )

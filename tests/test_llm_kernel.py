@@ -8,13 +8,13 @@ import pytest
 
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
-from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_columns as K
 from paigrid.kernels.llm import evaluate_llm, memory_bytes
 from paigrid.kernels.llm_reference import evaluate_llm_reference
-from paigrid.llm.compute import Hardware, LlmOptions
 from paigrid.llm.evaluate import evaluate, predict, tables
-from paigrid.llm.layouts import Layout, enumerate_layouts, reason_text
 from paigrid.llm.models import model
+from paigrid.llm.parallelism import Layout, enumerate_layouts, reason_text
+from paigrid.llm.tables import Hardware, LlmOptions
 
 CATS = Catalogues.load()
 EFF = defaults()

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 
 from cli_helpers import run
+from paigrid.accuracy import llmfit
+from paigrid.accuracy.measurements import load_measurements
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.llm import shapes as S
-from paigrid.llm.compute import Hardware, LlmOptions, framework_state_bytes
 from paigrid.llm.evaluate import predict
-from paigrid.llm.layouts import Layout
 from paigrid.llm.models import model
+from paigrid.llm.parallelism import Layout
 from paigrid.llm.rows import read_measured, read_row, run_key
-from paigrid.trust import llmfit
-from paigrid.trust.measurements import load_measurements
+from paigrid.llm.tables import Hardware, LlmOptions, framework_state_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT / "datasets" / "llm_public_v2.csv"
@@ -308,7 +308,7 @@ def test_mpt_rows_of_the_data_parallel_file_are_zero3_llm_jobs():
 
 
 def test_the_data_parallel_reader_hands_mpt_rows_to_the_llm_model():
-    from paigrid.trust.publicrows import read_public
+    from paigrid.accuracy.publicrows import read_public
 
     reading = read_public(ROOT / "datasets" / "measured_public_v2.csv", CATS)
     mpt = [r for r in reading.refused if r.id.startswith("MPT-")]

@@ -11,12 +11,12 @@ import pytest
 
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
-from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_columns as K
 from paigrid.kernels.llm import evaluate_llm
 from paigrid.kernels.llm_reference import evaluate_llm_reference
-from paigrid.llm.compute import Hardware, LlmOptions
 from paigrid.llm.evaluate import evaluate, predict, tables
-from paigrid.llm.layouts import (
+from paigrid.llm.models import model
+from paigrid.llm.parallelism import (
     WIDE,
     Layout,
     Space,
@@ -27,8 +27,8 @@ from paigrid.llm.layouts import (
     parse_label,
     stem_interleaves,
 )
-from paigrid.llm.models import model
 from paigrid.llm.search import best_layout, search_tables
+from paigrid.llm.tables import Hardware, LlmOptions
 
 CATS = Catalogues.load()
 EFF = defaults()

@@ -26,10 +26,10 @@ from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.jobs import job_family, split_jobs
 from paigrid.inputs.spec import GRID_KEYS, spec_from_dict
-from paigrid.kernels import llm_layout as K
-from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.evaluate import evaluate
-from paigrid.llm.layouts import (
+from paigrid.llm.models import model
+from paigrid.llm.parallelism import (
     REASON_N_GPU,
     SPACE_KEYS,
     Space,
@@ -38,7 +38,7 @@ from paigrid.llm.layouts import (
     space_default,
     space_from_table,
 )
-from paigrid.llm.models import model
+from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
 SPEC = """
 workloads = ["resnet50", "bert-large-seq128", "llama3-8b", "llama3-70b"]
@@ -123,7 +123,7 @@ def test_the_mixed_sweep_writes_one_cube_and_best_arch_gives_one_row_per_job(swe
 def test_the_llm_best_is_the_minimum_of_the_kernel_over_every_layout(swept):
     """The stored best of llama3-8b at 64 H100s is the brute-force minimum of the LLM kernel over
     every layout the space enumerates, and the stored cells are the kernel's values."""
-    from paigrid.llm.layouts import enumerate_layouts
+    from paigrid.llm.parallelism import enumerate_layouts
 
     with h5py.File(swept / "cube.h5", "r") as f:
         g = f["llm"]
@@ -345,7 +345,7 @@ def test_layout_labels_round_trip():
 def test_the_declared_keys_are_documented():
     """docs/commands.md holds the [grid] and [llm] tables as the declarations render them."""
     from paigrid.inputs.spec import grid_keys_table
-    from paigrid.llm.layouts import space_keys_table
+    from paigrid.llm.parallelism import space_keys_table
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "commands.md").read_text()
     assert grid_keys_table() in text and space_keys_table() in text

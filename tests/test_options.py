@@ -19,12 +19,12 @@ from paigrid.inputs import options as D
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults as efficiency_defaults
 from paigrid.inputs.jobs import Job
+from paigrid.inputs.kernel_tables import _resolve_network, job_vector, link_table, option_vector
 from paigrid.inputs.spec import JOB_OPTIONS, Options, spec_from_dict
-from paigrid.inputs.tables import _resolve_network, job_vector, link_table, option_vector
-from paigrid.kernels import layout as L
-from paigrid.kernels import llm_layout as K
-from paigrid.llm.compute import LlmOptions, model_vector
+from paigrid.kernels import dp_columns as L
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.models import model as llm_model
+from paigrid.llm.tables import LlmOptions, model_vector
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL = [*D.DP_OPTIONS, *D.LLM_OPTIONS]
@@ -164,8 +164,8 @@ def test_every_option_is_on_the_options_page(option):
 
 
 def test_the_bounds_readers_see_the_declared_bounds():
+    from paigrid.accuracy.calibrate import bounds_for
     from paigrid.inputs.efficiency import declared_bounds
-    from paigrid.trust.calibrate import bounds_for
 
     for name, bound in D.PARAMETER_BOUNDS.items():
         assert declared_bounds()[name] == (bound.lower, bound.upper, bound.unit)
@@ -205,7 +205,7 @@ def test_a_bad_value_is_one_sentence(family, values, fragments):
 
 
 def test_both_families_read_command_line_values_the_same_way():
-    from paigrid.cli.common import parse_option_items
+    from paigrid.cli.arguments import parse_option_items
 
     items = parse_option_items(
         ["overlap=0.5", "overlap_dp=false", "workspace_GiB=4", "attention=fused", "ps_nic=per-worker"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernel_tables import AMP, FP32, GB, Tables, gpu, job, link
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from test_kernels import assert_same
 
 CUBE = ("step_time", "t_comm", "throughput", "cost", "energy", "bottleneck", "invalid_reason")
@@ -345,7 +345,7 @@ def test_catalogue_grid_with_a_sparse_workload_matches_the_reference(model):
     from paigrid.inputs.spec import SweepSpec
     from paigrid.kernels import model as kernel_model
     from paigrid.kernels import reference
-    from paigrid.sweeping import prepare
+    from paigrid.orchestration import prepare
 
     spec = SweepSpec(
         workloads=["multi-interests", "resnet50"],

@@ -8,7 +8,7 @@ import pytest
 
 from kernel_tables import FP32, GB, Tables, gpu, job, link, one
 from paigrid.errors import PaigridError
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from test_kernels import assert_same, random_tables
 
 PS, AR = L.ARCH_PS_WORKER, L.ARCH_ALLREDUCE_CLUSTER
@@ -186,8 +186,8 @@ def test_one_gpu_job_has_zero_communication_latency_with_every_option_on(arch):
 # --- the engine: options, catalogue columns, predictions --------------------------------------------
 def test_options_and_their_kernel_values():
     from paigrid.inputs.efficiency import ps_host_bandwidth
+    from paigrid.inputs.kernel_tables import option_vector
     from paigrid.inputs.spec import Options
-    from paigrid.inputs.tables import option_vector
 
     assert (option_vector(Options())[L.O_PS_LOCAL_REDUCE :] == 0).all()
     vec = option_vector(

@@ -1,5 +1,5 @@
 """The public data-parallel file read as published, the run settings, the shrunk calibration and
-the relative errors (``trust.publicrows``, ``trust.settings``, ``trust.shrinkage``, ``trust.relative``)."""
+the relative errors (``accuracy.publicrows``, ``accuracy.settings``, ``accuracy.shrinkage``, ``accuracy.relative``)."""
 
 import csv
 import json
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from cli_helpers import assert_clean_error, run
+from paigrid.accuracy import relative
+from paigrid.accuracy.crossval import held_out
+from paigrid.accuracy.measurements import load_measurements
+from paigrid.accuracy.publicrows import read_public
+from paigrid.accuracy.settings import row_settings
+from paigrid.accuracy.shrinkage import choose_strength, inner_folds, shrunk_least_squares
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
-from paigrid.trust import relative
-from paigrid.trust.crossval import held_out
-from paigrid.trust.measurements import load_measurements
-from paigrid.trust.publicrows import read_public
-from paigrid.trust.settings import row_settings
-from paigrid.trust.shrinkage import choose_strength, inner_folds, shrunk_least_squares
 
 V2 = str(resources.files("paigrid.datasets").joinpath("measured_public_v2.csv"))
 OLD = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
@@ -245,7 +245,7 @@ def test_run_settings_from_the_cells():
 
 
 def test_the_execution_setting_reaches_the_model(tmp_path, cats):
-    from paigrid.trust.measurements import predict_rows
+    from paigrid.accuracy.measurements import predict_rows
 
     reading = read_public(write(tmp_path, [{"framework": "PyTorch"}, {"framework": "PyTorch, torch.compile"}]), cats)
     eager, graphs = reading.rows
@@ -342,7 +342,7 @@ def test_parameter_server_twins_are_read_and_paired(cats):
     all-reduce on the same host.  Their models are zoo entries without a workloads.csv row yet,
     so an alias maps tf_cnn_benchmarks' Inception-v3 to the catalogue's inception-v3 (a stand-in
     for the pairing, not a claim about the model)."""
-    from paigrid.trust.measurements import load_aliases
+    from paigrid.accuracy.measurements import load_aliases
 
     stand_in = {
         "measured_model": "Inception-v3 (tf_cnn_benchmarks)",

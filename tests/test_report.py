@@ -13,12 +13,12 @@ import paigrid.datasets
 from cli_helpers import assert_clean_error, run
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec, spec_from_dict
+from paigrid.orchestration import run_sweep
 from paigrid.schema import ARCH_IGNORES, FORMAT_VERSION
-from paigrid.study import common, report_figures
+from paigrid.study import constants, report_figures
 from paigrid.study import report as R
 from paigrid.study.population import POPULATION_COLUMNS, synthetic_population
 from paigrid.study.trace import write_population
-from paigrid.sweeping import run_sweep
 from test_trace import Trace
 
 STUDY_SPEC = Path(paigrid.datasets.__file__).parent / "pai_study.toml"
@@ -83,7 +83,7 @@ def direct(cube):
     """Per-job values computed directly with xarray, by label, for every configuration the report uses."""
     with xr.open_dataset(cube, engine="h5netcdf") as data:
         ds = data.load()
-    labels = {d: set(map(str, ds[d].values)) for d in common.COORDS}
+    labels = {d: set(map(str, ds[d].values)) for d in constants.COORDS}
 
     def at(j, **coords):
         if any(str(v) not in labels[d] for d, v in coords.items()):
@@ -99,7 +99,7 @@ def direct(cube):
 
     jobs = []
     for j in range(ds.sizes["job"]):
-        cur = {d: str(ds[f"current_{d}"].values[j]) for d in common.COORDS}
+        cur = {d: str(ds[f"current_{d}"].values[j]) for d in constants.COORDS}
         job = {
             "cur": cur,
             "current": at(j, **cur),
@@ -107,12 +107,12 @@ def direct(cube):
             "eth100": at(j, **{**cur, "network": "eth-100g"}),
             "amp": at(j, **{**cur, "precision": "amp-fp16"}),
         }
-        sibling = common.NVLINK_SERVER.get(cur["gpu"])
+        sibling = constants.NVLINK_SERVER.get(cur["gpu"])
         job["nvlink"] = (
             at(j, **{**cur, "arch": "allreduce-local", "gpu": sibling[0], "intra": sibling[1]}) if sibling else None
         )
         ladder = "pcie" if cur["intra"].startswith("pcie") else "nvlink"
-        for gen, (gpu, intra) in zip(common.GENERATIONS, common.GPU_LADDERS[ladder]):
+        for gen, (gpu, intra) in zip(constants.GENERATIONS, constants.GPU_LADDERS[ladder]):
             job[gen] = at(j, **{**cur, "gpu": gpu, "intra": intra})
         job["n_gpu"] = int(ds.current_n_gpu.values[j])
         job["archs"] = {a: at(j, **{**cur, "arch": a}) for a in labels["arch"]}
@@ -171,7 +171,7 @@ def test_comm_share_distribution(numbers, direct):
 def test_bottleneck_counts(numbers, direct):
     for arch in (*numbers["archs"], "all"):
         codes = [j["current"]["bottleneck"] for j in analysed(direct) if arch in ("all", j["cur"]["arch"])]
-        expected = {name: codes.count(k) for k, name in enumerate(common.BOTTLENECKS)}
+        expected = {name: codes.count(k) for k, name in enumerate(constants.BOTTLENECKS)}
         assert numbers["bottlenecks"][arch] == expected
         assert sum(expected.values()) == numbers["breakdown"][arch]["jobs"]
 
@@ -195,7 +195,7 @@ def test_ps_worker_to_allreduce_nvlink(numbers, direct):
     check_projection(proj, [(j["current"]["step_time"], j["nvlink"]["step_time"]) for j in used], len(one))
     assert proj["ps_worker_jobs"] == len(ps)
     assert proj["beyond_one_server"] == len(ps) - len(one) >= 2  # x-ps-big, x-eth100
-    no_nvlink = [j for j in one if j["cur"]["gpu"] not in common.NVLINK_SERVER]
+    no_nvlink = [j for j in one if j["cur"]["gpu"] not in constants.NVLINK_SERVER]
     assert proj["excluded"].get("no NVLink server for this GPU") == len(no_nvlink) >= 2
     assert {"T4", "K80"} <= set(proj["gpus_without_nvlink"])
     faster = sum(j["current"]["step_time"] / j["nvlink"]["step_time"] > 1 for j in used)
@@ -263,7 +263,7 @@ def test_gather_reads_validity_of_every_cube_format(small_cube):
     try:
         assert (old.format, new.format) == (1, FORMAT_VERSION)
         n_jobs = len(old.labels["job"])
-        sizes = [len(old.labels[d]) for d in common.COORDS]
+        sizes = [len(old.labels[d]) for d in constants.COORDS]
         every = np.array(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij")).reshape(5, -1).T
         coords = {f"c{k}": np.tile(c, (n_jobs, 1)) for k, c in enumerate(every)}
         got_old, got_new = R.gather(old, coords, block_jobs=3), R.gather(new, coords, block_jobs=3)
@@ -287,9 +287,9 @@ def test_report_files(cube, numbers, tmp_path):
     for name in pngs:
         assert (tmp_path / "rep" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the headline numbers as printed
-    assert common.pct(numbers["breakdown"]["all"]["t_comm"]) in text
-    assert common.pct(numbers["projections"]["ps_nvlink"]["share_faster"]) in text
-    assert common.times(numbers["projections"]["ethernet"]["mean"]) in text
+    assert constants.pct(numbers["breakdown"]["all"]["t_comm"]) in text
+    assert constants.pct(numbers["projections"]["ps_nvlink"]["share_faster"]) in text
+    assert constants.times(numbers["projections"]["ethernet"]["mean"]) in text
     assert "| 62.0% |" in text and "| 60.0% |" in text and "| 1.70x |" in text
     # no temporary folder left behind; a second run replaces the files in place
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]
@@ -376,7 +376,7 @@ def test_cli_report(cube, tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "rep" / "report.md").exists()
     help_text = " ".join(run("report", "--help").output.split())
-    assert " ".join(common.SWEEP_COMMAND.split()) in help_text
+    assert " ".join(constants.SWEEP_COMMAND.split()) in help_text
 
 
 def test_cli_report_bad_input(study, tmp_path):

@@ -11,10 +11,10 @@ import pytest
 import xarray as xr
 
 from paigrid.inputs.spec import spec_from_dict
+from paigrid.orchestration import run_sweep
 from paigrid.study import report as R
 from paigrid.study.designs import read_at, variable_dims
 from paigrid.study.trace import write_population
-from paigrid.sweeping import run_sweep
 from test_report import _row
 
 H100 = dict(intra="nvswitch-nvlink4", network="ib-ndr-400g", precision="amp-bf16")

@@ -14,8 +14,8 @@ import pytest
 from cube_compare import assert_same_cube, read_all
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec
+from paigrid.orchestration import prepare, run_sweep
 from paigrid.schema import FORMAT_VERSION, int_attr, partial_path
-from paigrid.sweeping import prepare, run_sweep
 
 SPEC = """
 workloads = ["resnet50", "bert-base", "gpt2-medium", "transformer", "vgg16", "gcn", "a3c", "wgan"]

@@ -1,5 +1,5 @@
 """paigrid calibrate on a scaling-efficiency file: the scaling-loss options fitted by the grid fit
-that the cross-validation uses (``trust.scalingfit``), written as a calibration that validate
+that the cross-validation uses (``accuracy.scalingfit``), written as a calibration that validate
 applies."""
 
 import json
@@ -10,11 +10,11 @@ import pytest
 
 from cli_helpers import assert_clean_error, run
 from csv_rows import read_rows, write_rows
+from paigrid.accuracy.crossval import scaling_held_out
+from paigrid.accuracy.measurements import load_measurements
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import load_calibration, with_calibration
 from paigrid.inputs.spec import Options
-from paigrid.trust.crossval import scaling_held_out
-from paigrid.trust.measurements import load_measurements
 
 SCALING = str(resources.files("paigrid.datasets").joinpath("scaling_public.csv"))
 PUBLIC = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))

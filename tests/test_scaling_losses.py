@@ -2,7 +2,7 @@
 the sparse all-gather of embedding rows (``kernels.model.overlap_window``,
 ``coordination_seconds``, ``allgather_wire_fraction``): the kernel against its numpy reference,
 each by hand, their directions, the options, and the leave-out fit of the scaling rows
-(``trust.crossval.scaling_held_out``)."""
+(``accuracy.crossval.scaling_held_out``)."""
 
 from importlib import resources
 
@@ -12,7 +12,7 @@ import pytest
 from kernel_tables import GB, job, link, one
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import Options
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from test_kernels import assert_same, random_tables
 
 AR, LOCAL, PS = L.ARCH_ALLREDUCE_CLUSTER, L.ARCH_ALLREDUCE_LOCAL, L.ARCH_PS_WORKER
@@ -179,7 +179,7 @@ def test_sparse_allgather_loses_for_many_gpus_or_dense_touches():
 
 # --- options -----------------------------------------------------------------------------------------
 def test_options_and_their_kernel_values():
-    from paigrid.inputs.tables import option_vector
+    from paigrid.inputs.kernel_tables import option_vector
 
     vec = option_vector(Options())
     assert vec[L.O_OVERLAP_IDLE] == vec[L.O_COORDINATION] == vec[L.O_SPARSE_ALLGATHER] == 0.0
@@ -213,9 +213,9 @@ def test_a_held_out_row_never_informs_its_own_fit():
     folds that train on it fit another value."""
     from dataclasses import replace
 
+    from paigrid.accuracy.crossval import scaling_held_out
+    from paigrid.accuracy.measurements import load_measurements
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.trust.crossval import scaling_held_out
-    from paigrid.trust.measurements import load_measurements
 
     cats = Catalogues.load()
     rows = load_measurements(SCALING, cats)
@@ -270,10 +270,10 @@ def test_sparse_allgather_prediction_of_multi_interests():
 def test_coordination_lowers_a_collective_rows_bus_bandwidth():
     """A collective row's all-reduce pays the coordination once (no buckets): 24 GPUs, log2
     growth, ceil(log2 24) = 5 steps of 100 us."""
+    from paigrid.accuracy.measurements import load_measurements
+    from paigrid.accuracy.rowkinds import allreduce_seconds
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.trust.measurements import load_measurements
-    from paigrid.trust.rowkinds import allreduce_seconds
 
     cats = Catalogues.load()
     path = str(resources.files("paigrid.datasets").joinpath("collectives_public.csv"))

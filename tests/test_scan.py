@@ -18,9 +18,9 @@ from paigrid import query, store
 from paigrid.codecs import chunk_decoder, chunk_encoder
 from paigrid.cube import cube_from_dataset, open_cube
 from paigrid.inputs.spec import load_spec
+from paigrid.orchestration import run_sweep
 from paigrid.query import _ChunkReader, best_configurations, job_indices
 from paigrid.schema import ARCH_IGNORES, LABEL_DIMS
-from paigrid.sweeping import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT1 = ROOT / "tests" / "data" / "format1"
@@ -43,7 +43,7 @@ def hostile_cube(request, tmp_path_factory):
     digits (many ties) and of which about 60% of the cells, and some (gpu, precision) memory
     fits, are made invalid; written back through h5py, so every chunk keeps its filters and
     checksum."""
-    import paigrid.sweeping as sweeping
+    import paigrid.orchestration as orchestration
 
     compression, chunking = request.param
     path = tmp_path_factory.mktemp(f"scan-{compression}-{chunking}") / "cube.h5"
@@ -52,7 +52,7 @@ def hostile_cube(request, tmp_path_factory):
         if chunking == "gpu":
             patch.setattr(store, "CUBE_CHUNK_BYTES", 1)
         elif chunking == "uneven":
-            patch.setattr(sweeping, "cube_chunk_shape", lambda grid, jobs_per_block: CHUNKINGS["uneven"])
+            patch.setattr(orchestration, "cube_chunk_shape", lambda grid, jobs_per_block: CHUNKINGS["uneven"])
         run_sweep(spec, path, compression=compression, progress=False)
     with h5py.File(path, "r") as f:
         assert f["step_time"].chunks == CHUNKINGS[chunking] == f["bottleneck"].chunks
@@ -118,7 +118,7 @@ def _brute(cube, by, where, jobs, top):
 
 
 def _seen(rows):
-    from paigrid.kernels import layout as L
+    from paigrid.kernels import dp_columns as L
 
     out = []
     for r in rows:
@@ -298,7 +298,7 @@ def test_edge_chunks_are_padded_and_written_where_hdf5_reads_them(tmp_path):
 
 def test_the_chunk_shape_splits_the_gpus_and_never_spans_two_blocks():
     from paigrid.inputs.spec import SweepSpec
-    from paigrid.sweeping import prepare, sweep_blocks
+    from paigrid.orchestration import prepare, sweep_blocks
 
     grid, _ = prepare(SweepSpec())  # the default grid: 18 GPUs, 13 networks, 0.58 M configurations a job
     chunks = store.cube_chunk_shape(grid, 7)

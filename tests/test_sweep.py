@@ -8,11 +8,11 @@ import xarray as xr
 from paigrid.cube import open_cube
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import load_spec, spec_from_dict
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
+from paigrid.orchestration import run_sweep
 from paigrid.predict import predict_one
 from paigrid.query import best_configurations, parse_where
 from paigrid.schema import ANY, ARCH_IGNORES, FORMAT_VERSION, partial_path
-from paigrid.sweeping import run_sweep
 
 SPEC = """
 workloads = ["resnet50", "bert-large-seq384", "gpt2-xl", "transformer"]
@@ -350,7 +350,7 @@ def test_unfinished_cube_is_refused(tmp_path):
     assert not path.exists() and partial_path(path).exists()
     with pytest.raises(PaigridError, match="unfinished"):
         open_cube(path)
-    from paigrid.info import describe
+    from paigrid.describe import describe
 
     assert "INCOMPLETE: 1 of 2 blocks written" in describe(path)
 

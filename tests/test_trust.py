@@ -13,14 +13,14 @@ import pytest
 
 from cli_helpers import assert_clean_error, run
 from csv_rows import read_rows, write_rows
+from paigrid.accuracy.calibrate import fit, write_calibration
+from paigrid.accuracy.measurements import load_measurements, predict_rows, select
+from paigrid.accuracy.validate import validate
 from paigrid.errors import PaigridError
 from paigrid.inputs.efficiency import Efficiency, defaults, load_calibration
 from paigrid.inputs.jobs import Job
 from paigrid.inputs.spec import JOB_OPTIONS, Options
 from paigrid.predict import predict_configs
-from paigrid.trust.calibrate import fit, write_calibration
-from paigrid.trust.measurements import load_measurements, predict_rows, select
-from paigrid.trust.validate import validate
 
 PUBLIC = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
 

@@ -13,8 +13,8 @@ import pytest
 from paigrid.inputs import zoo
 from paigrid.inputs.catalog import Catalogues, check_rows, csv_table, load
 from paigrid.inputs.jobs import Job
-from paigrid.inputs.tables import class_fields
-from paigrid.kernels import layout as L
+from paigrid.inputs.kernel_tables import class_fields
+from paigrid.kernels import dp_columns as L
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = zoo.builtin_models()
@@ -99,7 +99,7 @@ def test_a_zoo_workload_job_is_timed_by_its_operator_classes():
 
 
 def test_the_public_file_predicts_its_zoo_models():
-    from paigrid.trust.publicrows import read_public
+    from paigrid.accuracy.publicrows import read_public
 
     reading = read_public(ROOT / "datasets" / "measured_public_v2.csv")
     assert not [r for r in reading.refused if r.category == "zoo model not in the workload catalogue"]

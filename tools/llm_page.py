@@ -61,11 +61,11 @@ def catalogue_table() -> str:
 
 def validation_table() -> tuple[str, float]:
     """The llm rows' predicted against measured tokens/s, and the median |error|."""
+    from paigrid.accuracy.measurements import load_measurements
+    from paigrid.accuracy.validate import validate_observed
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
     from paigrid.inputs.spec import Options
-    from paigrid.trust.measurements import load_measurements
-    from paigrid.trust.validate import validate_observed
 
     cats = Catalogues.load()
     rows = load_measurements(ROOT / "datasets" / "llm_public.csv", cats)
@@ -95,7 +95,7 @@ def summary_tables() -> str:
     from paigrid.llm.fabrics import load_fabrics
     from paigrid.llm.query import query_best
     from paigrid.llm.sweep import alias_spec
-    from paigrid.sweeping import run_sweep
+    from paigrid.orchestration import run_sweep
 
     fabrics = load_fabrics().names
     names = ["llama3-70b", "llama3-405b"]
@@ -174,11 +174,11 @@ def network_table() -> str:
 
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
-    from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
     from paigrid.llm.evaluate import predict
     from paigrid.llm.fabrics import load_fabrics
-    from paigrid.llm.layouts import Layout
     from paigrid.llm.models import model
+    from paigrid.llm.parallelism import Layout
+    from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
     cats, eff = Catalogues.load(), defaults()
     options = LlmOptions.defaults()

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from paigrid.cli import cube, llm, study, trust
-from paigrid.cli.common import OneSentenceGroup
+from paigrid.cli.arguments import OneSentenceGroup
 
 app = typer.Typer(
     add_completion=False,
@@ -46,12 +46,12 @@ def _options(
 
 def main() -> None:
     """Console entry point."""
-    from paigrid.cli import common
+    from paigrid.cli import arguments
 
     _default_numba_cache()
     _numba_without_blas()
-    common.guard_closed_streams()
-    common.HARD_EXIT_ALLOWED = True
+    arguments.guard_closed_streams()
+    arguments.HARD_EXIT_ALLOWED = True
     signal.signal(signal.SIGTERM, _terminated)  # a polite kill stops like Ctrl-C: partial files stay resumable
     try:
         app()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.common import (
+from paigrid.cli.arguments import (
     CATALOGUE_HELP,
     MODEL_HELP,
     OPTION_HELP,
@@ -64,7 +64,7 @@ def sweep(
 ):
     """Evaluate every configuration of the spec's grid and store the cube (and per-job bests)."""
     from paigrid.inputs.spec import DEVICES, load_spec
-    from paigrid.sweeping import run_sweep
+    from paigrid.orchestration import run_sweep
 
     spec = load_spec(spec_file)
     if workloads is not None:
@@ -129,8 +129,8 @@ def query(
     """Answer a question from a cube: --best-arch gives one row per job (K with --top), --pareto
     each job's fastest-to-cheapest front."""
     from paigrid.cube import check_calibration, open_cube, reading
-    from paigrid.output import emit
     from paigrid.query import QUERY_UNITS, best_configurations, parse_where, result_columns
+    from paigrid.render import emit
 
     fmt = output_format(json_out, csv_out)
     if best_arch == pareto:
@@ -295,7 +295,7 @@ def predict(
         parse_catalogue_items(catalogue),
     )
     if json_out:
-        from paigrid.output import json_safe
+        from paigrid.render import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
@@ -324,8 +324,8 @@ def predict(
 def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH.partial).")):
     """Dimensions, sizes, provenance and completeness of a cube."""
     from paigrid.cube import reading
+    from paigrid.describe import describe
     from paigrid.errors import printable
-    from paigrid.info import describe
     from paigrid.llm.sweep import describe_llm_file
 
     with reading(path):
@@ -342,6 +342,6 @@ def datasets(
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ):
     """The built-in catalogues (with their sources)."""
-    from paigrid.info import describe_catalogues
+    from paigrid.describe import describe_catalogues
 
     typer.echo(describe_catalogues(name, csv_out), nl=False)

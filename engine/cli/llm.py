@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.common import LLM_OPTION_HELP, guarded, output_format
+from paigrid.cli.arguments import LLM_OPTION_HELP, guarded, output_format
 from paigrid.errors import PaigridError
 from paigrid.llm.sweep import DEFAULT_MODELS, FULL_LIMIT_GB
 
@@ -68,14 +68,14 @@ def _names(text: str | None, what: str = "the list") -> list[str] | None:
 
 def _option_items(items: list[str] | None) -> dict:
     """``--option KEY=VALUE`` items of the LLM model, values read as TOML scalars as the
-    data-parallel ones are (``cli.common.parse_option_items``; ``LlmOptions.with_items`` checks them)."""
-    from paigrid.cli.common import parse_option_items
+    data-parallel ones are (``cli.arguments.parse_option_items``; ``LlmOptions.with_items`` checks them)."""
+    from paigrid.cli.arguments import parse_option_items
 
     return parse_option_items(items)
 
 
 def _emit(rows, columns, fmt, units=None):
-    from paigrid.output import emit
+    from paigrid.render import emit
 
     emit(rows, columns, fmt, units)
 
@@ -167,7 +167,7 @@ def sweep(
     from paigrid.inputs.catalog import Catalogues
     from paigrid.llm.fabrics import resolve_network
     from paigrid.llm.sweep import alias_spec, check_full_size, in_alias_words
-    from paigrid.sweeping import run_sweep
+    from paigrid.orchestration import run_sweep
 
     if seq_len is not None:
         from paigrid.llm.sweep import SEQ_LEN_GONE
@@ -371,7 +371,7 @@ def emit_llm_prediction(
     if not result["valid"]:  # with --json too: an invalid layout is bad input, as a data-parallel one is
         raise PaigridError(f"invalid layout {result['layout_text']} ({result['layout']}): {result['reason']}")
     if json_out:
-        from paigrid.output import json_safe
+        from paigrid.render import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return

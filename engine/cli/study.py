@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.common import guarded
+from paigrid.cli.arguments import guarded
 from paigrid.errors import PaigridError
 from paigrid.userfiles import check_output_is_no_input, check_writable_file, write_text_atomically
 
@@ -69,7 +69,7 @@ BYTES_PER_JOB = 1500
 
 def check_population_size(jobs: int) -> None:
     """Refuse up front a population too large to build in this machine's available memory."""
-    from paigrid.cli.common import available_memory
+    from paigrid.cli.arguments import available_memory
     from paigrid.userfiles import megabytes
 
     need, have = jobs * BYTES_PER_JOB, available_memory()
@@ -151,7 +151,7 @@ SWEEP_COMMAND = (
     "paigrid sweep study.toml --workloads pop.csv --out study.h5 && "
     "paigrid report study.h5 --out report/"
 )
-"""The study pipeline (the same text as ``paigrid.study.common.SWEEP_COMMAND``, kept here so that
+"""The study pipeline (the same text as ``paigrid.study.constants.SWEEP_COMMAND``, kept here so that
 ``paigrid --help`` does not import numpy)."""
 
 REPORT_HELP = f"""The PAI-study report of a cube: report.md with PNG figures in DIR.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.common import MODEL_HELP, OPTION_HELP, guarded, parse_option_items
+from paigrid.cli.arguments import MODEL_HELP, OPTION_HELP, guarded, parse_option_items
 
 app = typer.Typer()
 
@@ -45,7 +45,7 @@ def _se(value: float) -> str:
 
 
 def _table(rows: list[dict], columns: list[str], units: dict | None = None) -> str:
-    from paigrid.output import emit
+    from paigrid.render import emit
 
     stream = io.StringIO()
     emit(rows, columns, "table", units, stream)
@@ -65,10 +65,10 @@ def _model(calibration: Path | None, option: list[str] | None, model: str | None
 
 def _rows(measurements: Path, rows_where: list[str] | None, cats, include_doubtful: bool = False):
     """The selected rows of a measurements file and, for the public-as-published schema
-    (``trust.publicrows``), its reading (refused rows, DOUBTFUL rows, assumptions; its ``cats``,
+    (``accuracy.publicrows``), its reading (refused rows, DOUBTFUL rows, assumptions; its ``cats``,
     the catalogues extended with the zoo's workloads, predict the rows); else None."""
-    from paigrid.trust.measurements import load_measurements, select
-    from paigrid.trust.publicrows import is_public_schema, public_header, read_public
+    from paigrid.accuracy.measurements import load_measurements, select
+    from paigrid.accuracy.publicrows import is_public_schema, public_header, read_public
 
     if not is_public_schema(public_header(measurements)):
         return select(load_measurements(measurements, cats), rows_where, cats), None
@@ -164,9 +164,9 @@ def calibrate(
 ):
     """Fit efficiency parameters to measurements by robust least squares on log throughput (on
     scaling-efficiency rows: the scaling-loss options, by least squares in efficiency points)."""
+    from paigrid.accuracy.calibrate import fit, write_calibration
     from paigrid.errors import listing
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.trust.calibrate import fit, write_calibration
     from paigrid.userfiles import check_output_is_no_input, check_writable_file
 
     check_writable_file(out)  # before the fit, which takes seconds
@@ -179,7 +179,7 @@ def calibrate(
         typer.echo("\n".join(_reading_lines(reading, include_doubtful)), err=True)
     groups = None if fit_groups is None else [g.strip() for g in fit_groups.split(",") if g.strip()]
     if rows[0].kind == "llm":
-        from paigrid.trust.llmfit import calibrate_text
+        from paigrid.accuracy.llmfit import calibrate_text
 
         typer.echo(calibrate_text(rows, cats, efficiency, out, str(measurements)))
         return
@@ -261,7 +261,7 @@ def calibrate(
         for r, p, s in zip(rows, result.predicted, result.start_predicted)
     ]
     typer.echo("\nresiduals (error = predicted / measured - 1; error_before: with the start values)")
-    from paigrid.trust.rowkinds import row_kind
+    from paigrid.accuracy.rowkinds import row_kind
 
     unit = row_kind(rows[0].kind).unit
     typer.echo(
@@ -321,8 +321,8 @@ def _calibrate_scaling(rows, efficiency, options, groups, cats, out: Path, notes
     given (an error)."""
     import statistics
 
+    from paigrid.accuracy.scalingfit import FIT_OPTIONS, GRID_TEXT, fit_scaling, write_scaling_calibration
     from paigrid.errors import PaigridError
-    from paigrid.trust.scalingfit import FIT_OPTIONS, GRID_TEXT, fit_scaling, write_scaling_calibration
 
     if unused:
         raise PaigridError(
@@ -377,11 +377,11 @@ def _validate_observed(rows, efficiency, options, cats, json_out: bool) -> None:
     """Print (or write as JSON) the validation of scaling or collective rows."""
     import json
 
-    from paigrid.trust.validate import validate_observed
+    from paigrid.accuracy.validate import validate_observed
 
     result = validate_observed(rows, efficiency, options, cats)
     if json_out:
-        from paigrid.output import json_safe
+        from paigrid.render import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return
@@ -469,8 +469,8 @@ def validate(
     (scaling and collective files: predicted against measured per row, in points or percent)."""
     import json
 
+    from paigrid.accuracy.validate import validate as run_validation
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.trust.validate import validate as run_validation
 
     cats = Catalogues.load()
     efficiency, options = _model(calibration, option, model)
@@ -485,7 +485,7 @@ def validate(
         result["doubtful"] = [r.id for r in reading.doubtful]
         result["assumptions"] = {r["id"]: reading.assumptions.get(r["id"], []) for r in result["rows"]}
     if json_out:
-        from paigrid.output import json_safe
+        from paigrid.render import json_safe
 
         typer.echo(json.dumps(json_safe(result), indent=1))
         return

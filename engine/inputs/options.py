@@ -6,7 +6,7 @@ slot it reaches.  What used to be written out beside each option derives from th
 declarations: the parsing and range checks of ``--option KEY=VALUE``, a spec's ``[options]`` and
 ``[llm.options]`` (``parse_options``: the same for both families, values as TOML scalars), the
 ``--option`` help of every command (``option_help``), the kernels' options vectors
-(``paigrid.inputs.tables.option_vector``, ``paigrid.llm.compute.LlmOptions.vector``), the
+(``paigrid.inputs.kernel_tables.option_vector``, ``paigrid.llm.tables.LlmOptions.vector``), the
 pages ``docs/options.md`` and the bounds file ``datasets/parameter_bounds.csv`` (both written by
 ``tools/options_reference.py``; ``tests/test_options.py`` checks they are current).
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from paigrid.errors import PaigridError
-from paigrid.kernels.layout import COLLECTIVE_NAMES, MODEL_NAMES
+from paigrid.kernels.dp_columns import COLLECTIVE_NAMES, MODEL_NAMES
 
 #: the option families: the data-parallel model (``[options]``) and the LLM model (``[llm.options]``)
 FAMILIES = ("dp", "llm")
@@ -79,8 +79,8 @@ class Option:
     """One model option.  ``kind``: ``word`` (one of ``choices``), ``bool``, ``whole`` or
     ``number``; ``default``: the value an absent option means (for the LLM family ``None`` reads
     it from ``datasets/llm_defaults.toml``); ``bound``: the range of a number; ``slot``: the
-    kernel constant the option reaches (``O_*``/``J_*`` of ``kernels.layout``, ``OP_*``/``M_*``
-    of ``kernels.llm_layout``); ``encode``: for an options-vector slot, its value as
+    kernel constant the option reaches (``O_*``/``J_*`` of ``kernels.dp_columns``, ``OP_*``/``M_*``
+    of ``kernels.llm_columns``); ``encode``: for an options-vector slot, its value as
     ``encode(value, options, option, context)`` (``options``: the whole ``Options`` or
     ``LlmOptions``; ``context``: catalogue values, see ``option_vector``); ``aliases``: old
     spellings of a word, accepted with a deprecation sentence; ``per_job``: a workloads,
@@ -477,7 +477,7 @@ DP_OPTIONS: tuple[Option, ...] = (
 )
 
 
-# --- the LLM family (``[llm.options]``, ``paigrid.llm.compute.LlmOptions``) -----------------------
+# --- the LLM family (``[llm.options]``, ``paigrid.llm.tables.LlmOptions``) -----------------------
 LLM_OPTIONS: tuple[Option, ...] = (
     Option(
         "weight_bytes",

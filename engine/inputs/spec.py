@@ -20,7 +20,7 @@ precisions whose ``default_grid`` column is ``yes``; every row of a catalogue wi
     gpus_per_node = 8                               # GPUs per server (both families)
     nics_per_gpu = 1.0                              # NICs per GPU (both families)
 
-    [llm]                                           # the LLM layouts tried (llm.layouts.SPACE_KEYS)
+    [llm]                                           # the LLM layouts tried (llm.parallelism.SPACE_KEYS)
     max_tp = 8
     zero = [0, 1, 3]
 
@@ -66,7 +66,7 @@ from pathlib import Path
 
 from paigrid.errors import PaigridError
 from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, check_number, parse_options, parse_value
-from paigrid.kernels.layout import ARCH_NAMES
+from paigrid.kernels.dp_columns import ARCH_NAMES
 from paigrid.userfiles import read_text
 
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
@@ -255,10 +255,10 @@ class SweepSpec:
     domain: list[int] | None = None  # LLM family: NVLink domain sizes [GPUs]
     gpus_per_node: int | None = None  # both families: GPUs per server
     nics_per_gpu: float | None = None  # both families: NICs per GPU
-    llm: dict = field(default_factory=dict)  # the [llm] table (checked by llm.layouts.space_from_table)
+    llm: dict = field(default_factory=dict)  # the [llm] table (checked by llm.parallelism.space_from_table)
     options: Options = field(default_factory=Options)
     catalogues: dict[str, str] = field(default_factory=dict)
-    jobs_per_block: int | None = None  # None: blocks sized by work (``sweeping.work_jobs_per_block``)
+    jobs_per_block: int | None = None  # None: blocks sized by work (``orchestration.work_jobs_per_block``)
     device: str = "cpu"  # where the kernels run: "cpu" or "cuda" (not a model input)
     origin: str = "the default spec"
     sha256: str = ""  # of the spec file ("" when not read from a file)

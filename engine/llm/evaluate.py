@@ -7,12 +7,12 @@ import numpy as np
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
-from paigrid.kernels import llm_layout as K
-from paigrid.llm.compute import Hardware, LlmOptions, compute_table, hardware_table, model_vector
-from paigrid.llm.layouts import Layout, check_layout, gemm_shape, layout_array, reason_text
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.models import Transformer
+from paigrid.llm.parallelism import Layout, check_layout, gemm_shape, layout_array, reason_text
+from paigrid.llm.tables import Hardware, LlmOptions, compute_table, hardware_table, model_vector
 
-#: result fields by name, with their units (the order of ``kernels.llm_layout.R_*``)
+#: result fields by name, with their units (the order of ``kernels.llm_columns.R_*``)
 RESULTS = {
     "step_time": (K.R_STEP, "s"),
     "tokens_per_s": (K.R_TOKENS, "tokens/s"),
@@ -126,7 +126,7 @@ def predict(
         arrays = tables(model, [layout], [design], cats, eff, options, global_batch)
         m = arrays[2][K.M_GLOBAL_BATCH] / (layout.dp * layout.micro_batch)
         memory = float(memory_bytes(arrays[0][0], arrays[2], arrays[4], m))
-    from paigrid.llm.compute import memory_bytes as gpu_memory
+    from paigrid.llm.tables import memory_bytes as gpu_memory
 
     capacity = gpu_memory(cats, design.gpu) * (1.0 + options.memory_margin)
     out.update(

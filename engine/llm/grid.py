@@ -1,7 +1,7 @@
 """The LLM family's part of a sweep: its grid over (job, layout, gpu, n_gpu, domain, network,
 precision), its blocks of work (one per job and GPU count) and the evaluation of one block.
 
-The layout axis is one list of labels for every GPU count (``layouts.layout_axis``: the
+The layout axis is one list of labels for every GPU count (``parallelism.layout_axis``: the
 labels carry no data-parallel degree); at a GPU count a label that does not divide it is an
 invalid cell with reason ``layouts.REASON_N_GPU``, and every other cell is evaluated by the LLM
 kernel (``llm.evaluate.evaluate``), which gives the reason of a layout that does not suit the
@@ -20,11 +20,11 @@ from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.jobs import LlmJob
 from paigrid.inputs.spec import CURRENT, SweepSpec
-from paigrid.kernels import llm_layout as K
-from paigrid.llm.compute import Hardware, LlmOptions, intra_link_for
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.evaluate import RESULTS, evaluate
 from paigrid.llm.fabrics import resolve_network
-from paigrid.llm.layouts import REASON_N_GPU, Layout, Space, layout_axis, space_from_table
+from paigrid.llm.parallelism import REASON_N_GPU, Layout, Space, layout_axis, space_from_table
+from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
 #: dimensions of the LLM group's cells, in storage order
 LLM_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")

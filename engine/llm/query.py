@@ -87,7 +87,7 @@ def _legacy_view(f, path, model: str):
     n = np.asarray(labels["n_gpu"], dtype=np.float64)[:, None, None, None]
     degrees["dp"] = n / (degrees["tp"] * degrees["pp"] * degrees["cp"])
     by_reason = np.asarray(g["layouts_by_reason"][mi][..., 0, :]).transpose(1, 0, 2, 3, 4).copy()
-    from paigrid.llm.layouts import REASON_N_GPU
+    from paigrid.llm.parallelism import REASON_N_GPU
 
     by_reason[..., REASON_N_GPU] = 0  # labels of other GPU counts: not a reason of this one
     return (
@@ -336,7 +336,7 @@ def llm_best(
     design) the stored bests answer (within one design time, cost and energy are proportional,
     so the fastest layout is also the cheapest); otherwise the cells (``GroupSource.cells``: only
     the chunks the filters touch), which a reduce-only cube does not hold."""
-    from paigrid.llm.layouts import CUBE_REASON_NAMES, REASON_N_GPU, Layout, layout_label
+    from paigrid.llm.parallelism import CUBE_REASON_NAMES, REASON_N_GPU, Layout, layout_label
 
     if by not in RANK_FIELDS:
         raise PaigridError(f"--by takes time, cost or energy, not {by!r}.")

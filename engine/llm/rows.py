@@ -51,10 +51,10 @@ from dataclasses import dataclass, replace
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.options import check_column
-from paigrid.llm.compute import Hardware, LlmOptions, framework_state_bytes, intra_link_for
-from paigrid.llm.layouts import Layout, check_layout
 from paigrid.llm.models import Transformer, load_catalogue, transformer_from_cells, whole_cell
+from paigrid.llm.parallelism import Layout, check_layout
 from paigrid.llm.shapes import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
+from paigrid.llm.tables import Hardware, LlmOptions, framework_state_bytes, intra_link_for
 
 REQUIRED = (
     "id",
@@ -601,7 +601,7 @@ def parse_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
 def read_measured(cells: dict[str, str], origin: str, cats: Catalogues, eff=None) -> tuple[LlmRow | None, str]:
     """A row and the reason it is refused (empty when it is predicted): the row cannot be read
     or expressed (``read_row``'s sentence), or the model says its layout is invalid on its
-    design (the reason sentence of ``llm.layouts.reason_text``)."""
+    design (the reason sentence of ``llm.parallelism.reason_text``)."""
     try:
         row = read_row(cells, origin, cats)
     except PaigridError as exc:
@@ -624,8 +624,8 @@ def _admit_published(row: LlmRow, result: dict, cats: Catalogues, eff) -> tuple[
     """A published run fitted in its GPUs' memory, so a memory refusal of a measured row is the
     estimate's error, not the run's: the row is predicted all the same (``memory_margin``
     unbounded) and its ``defaults`` record the over-estimate."""
-    from paigrid.kernels import llm_layout as K
-    from paigrid.llm.compute import memory_bytes
+    from paigrid.kernels import llm_columns as K
+    from paigrid.llm.tables import memory_bytes
 
     if result["valid"] or result["reason_code"] != K.REASON_MEMORY:
         return row, result
@@ -643,7 +643,7 @@ def _lightest_recompute_that_fits(row: LlmRow, result: dict, cats: Catalogues, e
     """A row whose recomputation is not stated and whose layout does not fit at its family's
     default takes the least recomputation that fits (none, selective, full): the run did fit,
     so it must have recomputed at least that much; its ``defaults`` say so."""
-    from paigrid.kernels import llm_layout as K
+    from paigrid.kernels import llm_columns as K
 
     stated = not any(d.startswith("recompute=") for d in row.defaults)
     if result["valid"] or result["reason_code"] != K.REASON_MEMORY or stated:
@@ -679,8 +679,8 @@ def _on_top(row_opts: LlmOptions, given: LlmOptions) -> LlmOptions:
 
 def predict_row(row: LlmRow, cats: Catalogues, eff, options: LlmOptions | None = None) -> dict:
     """The model's breakdown of a row (``llm.evaluate.predict``) at its layout, design and options."""
-    from paigrid.llm.compute import llm_factor
     from paigrid.llm.evaluate import predict
+    from paigrid.llm.tables import llm_factor
 
     opts = row_options(options, row)
     opts = replace(
@@ -698,9 +698,9 @@ def software_efficiency(eff, row: LlmRow):
     """``eff`` with a calibration's factor on the row's software release (``LlmRow.software``)
     applied to the rates its kernels reach: the GEMM and attention efficiencies (a release's
     kernels, fusions and CUDA graphs change how fast the same work runs on the same GPU; the
-    factor is 1 unless ``trust.llmfit`` fitted it on rows of one model and GPU under several
+    factor is 1 unless ``accuracy.llmfit`` fitted it on rows of one model and GPU under several
     releases)."""
-    from paigrid.llm.compute import llm_factor
+    from paigrid.llm.tables import llm_factor
 
     factor = llm_factor(eff, row.software) if row.software else 1.0
     if factor == 1.0:

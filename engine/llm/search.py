@@ -4,10 +4,10 @@
 every interleave factor with uneven stages, every micro-batch up to what fits, ZeRO 0-3,
 sequence parallelism on and off, context and expert parallelism) with
 ``kernels.llm_search.search_llm``: the stems (tp, pp, dp, cp, ep, micro-batch) come from
-``layouts.layout_stems``; the kernel crosses each with the interleave factors, ZeRO stages,
+``parallelism.layout_stems``; the kernel crosses each with the interleave factors, ZeRO stages,
 recomputation and sequence parallelism, skips the layouts that do not fit in memory and those
 its lower bound shows cannot be faster than the best so far, and evaluates the rest with the
-cube's kernel.  The result equals the fastest layout of ``layouts.enumerate_layouts`` evaluated
+cube's kernel.  The result equals the fastest layout of ``parallelism.enumerate_layouts`` evaluated
 one by one (ties to the first in its order); ``tests/test_llm_space.py`` checks it.
 """
 
@@ -20,12 +20,12 @@ import numpy as np
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
-from paigrid.kernels import llm_layout as K
-from paigrid.llm.compute import Hardware, LlmOptions, hardware_table, model_vector
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.evaluate import RESULTS, shape_table
-from paigrid.llm.layouts import WIDE, Layout, Space, layout_stems
 from paigrid.llm.models import Transformer
+from paigrid.llm.parallelism import WIDE, Layout, Space, layout_stems
 from paigrid.llm.shapes import RECOMPUTE
+from paigrid.llm.tables import Hardware, LlmOptions, hardware_table, model_vector
 
 #: the kernel's count columns by name (``kernels.llm_search.C_*``)
 COUNT_NAMES = ("layouts", "pruned_memory", "pruned_bound", "evaluated", "valid")

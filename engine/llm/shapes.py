@@ -25,7 +25,7 @@ sequence length, b micro-batch [sequences], t tensor-parallel degree.
 
 from __future__ import annotations
 
-from paigrid.kernels.llm_layout import RECOMPUTE_NAMES
+from paigrid.kernels.llm_columns import RECOMPUTE_NAMES
 from paigrid.llm.models import Transformer
 
 #: the recomputation choices, in the order of the kernel's codes

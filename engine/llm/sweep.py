@@ -1,5 +1,5 @@
 """``paigrid llm sweep`` as an alias of ``paigrid sweep``: its flags translated into a sweep spec
-of LLM-family jobs, swept by the one writer (``paigrid.sweeping.run_sweep``) into a format-5
+of LLM-family jobs, swept by the one writer (``paigrid.orchestration.run_sweep``) into a format-5
 cube whose group ``llm`` holds the results.
 
 What each flag became (docs/commands.md says the same to users):
@@ -77,8 +77,8 @@ def full_size(spec) -> dict:
     ``store.llm_estimated_bytes``)."""
     import copy
 
+    from paigrid.orchestration import prepare_families
     from paigrid.store import llm_estimated_bytes
-    from paigrid.sweeping import prepare_families
 
     _, llm, _ = prepare_families(copy.deepcopy(spec))
     if llm is None:  # an alias spec names LLM models only
@@ -131,7 +131,7 @@ def describe_llm_file(path) -> str | None:
     """``paigrid info``'s text for an LLM file of ``paigrid llm sweep`` of before the one cube
     (kind ``paigrid-llm-best``): its dimensions with their values, precision, NICs per GPU, the
     LLM options it was swept with, whether it holds every pair (``full``), its variables with
-    their units, and which command reads it; None for any other file (``info.describe`` says
+    their units, and which command reads it; None for any other file (``describe.describe`` says
     what it is)."""
     import h5py
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from paigrid.schema import ARCH_IGNORES, DIMS, LABEL_DIMS, is_valid, validity_variable
 from paigrid.study.bands import total_band
 

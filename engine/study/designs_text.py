@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from paigrid.study.common import pct
+from paigrid.study.constants import pct
 
 SHOWN = 15
 """Designs shown in the report's table; every design is in ``designs.csv`` beside it."""

@@ -40,7 +40,7 @@ from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.jobs import load_jobs
 from paigrid.inputs.spec import Options, SweepSpec
 from paigrid.predict import _shortest_array, config_values
-from paigrid.study.common import ARCHS, COMPONENTS, ETHERNET, NVLINK_SERVER, pct, times
+from paigrid.study.constants import ARCHS, COMPONENTS, ETHERNET, NVLINK_SERVER, pct, times
 
 #: model variants: name -> (what it is, option overrides of the base model).  The base is the model
 #: that made the cube (``Population.options``: its compute model, pai-v1 or pai-v2, and every option

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paigrid.kernels.layout import ARCH_NAMES
+from paigrid.kernels.dp_columns import ARCH_NAMES
 
 POPULATION_COLUMNS = (
     "job",

@@ -31,9 +31,9 @@ import numpy as np
 
 from paigrid.cube import Cube, open_cube
 from paigrid.errors import PaigridError
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 from paigrid.schema import cube_model, decode_strings, is_valid, str_attr, validity_variable
-from paigrid.study.common import (
+from paigrid.study.constants import (
     ARCHS,
     BOTTLENECKS,
     COMPONENTS,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paigrid.study.common import BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, pct, times
+from paigrid.study.constants import BOTTLENECKS, COMPONENT_LABELS, COMPONENTS, pct, times
 
 COLORS = {"t_data": "#7f7f7f", "t_flop": "#1f77b4", "t_mem": "#ff7f0e", "t_comm": "#d62728"}
 FIGURES = {

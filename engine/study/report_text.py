@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from paigrid.study.common import (
+from paigrid.study.constants import (
     BOTTLENECKS,
     COMPONENT_LABELS,
     COMPONENTS,

@@ -64,7 +64,7 @@ import math
 import os
 from collections import Counter, defaultdict
 
-from paigrid.output import CsvWriter
+from paigrid.render import CsvWriter
 from paigrid.study.population import POPULATION_COLUMNS
 from paigrid.userfiles import open_input, write_text_atomically
 

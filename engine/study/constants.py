@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from paigrid import schema
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 
 SWEEP_COMMAND = (
     "paigrid population --jobs 10000 --seed 1 --out pop.csv && "

@@ -19,7 +19,7 @@ from paigrid.inputs.efficiency import Efficiency, ps_host_bandwidth, workspace_b
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.options import option_vector as declared_option_vector
 from paigrid.inputs.spec import CURRENT, DEFAULT_N_GPU, PRECISIONS_ORDER, Options, SweepSpec
-from paigrid.kernels import layout as L
+from paigrid.kernels import dp_columns as L
 
 LINK_KIND_CODES = {
     "pcie": L.LINK_PCIE,
@@ -37,7 +37,7 @@ BUILTIN_WORKLOAD_ORIGINS = ("the built-in workloads.csv", "the built-in workload
 @dataclass
 class KernelTables:
     """The per-dimension kernel tables of one kernel call (SI units, layouts in
-    ``kernels.layout``): what ``evaluate.run_kernel`` and ``evaluate.allocate`` read.  A
+    ``kernels.dp_columns``): what ``evaluate.run_kernel`` and ``evaluate.allocate`` read.  A
     ``Grid`` is one, with the labels and jobs of a sweep beside the tables; ``predict`` builds
     bare ones for single configurations."""
 

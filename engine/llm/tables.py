@@ -1,6 +1,6 @@
 """The tables the LLM kernel reads: the model vector, the compute table per (GPU at a
 precision, tensor degree, recomputation, sequence parallelism), the hardware rows and the
-options vector (``kernels.llm_layout`` names their columns).
+options vector (``kernels.llm_columns`` names their columns).
 
 Compute per token and layer on one GPU of a tensor group of t, forward:
 ``gemm = 2 W / t / (peak x gemm efficiency)``, ``attention = 4 s h / t / (peak x attention
@@ -27,9 +27,9 @@ import numpy as np
 
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
+from paigrid.inputs.kernel_tables import generation
 from paigrid.inputs.options import BY_NAME, check_number, llm_default_values, option_vector, parse_options
-from paigrid.inputs.tables import generation
-from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_columns as K
 from paigrid.llm import shapes as S
 from paigrid.llm.models import Transformer
 
@@ -111,7 +111,7 @@ def framework_state_bytes(family: str, precision: str) -> dict[str, float]:
 
 
 def llm_factor(eff, key: str) -> float:
-    """A calibration's factor on one LLM parameter (``Efficiency.llm``, ``trust.llmfit``), 1 when none."""
+    """A calibration's factor on one LLM parameter (``Efficiency.llm``, ``accuracy.llmfit``), 1 when none."""
     table = getattr(eff, "llm", None) or {}
     return float(table.get(key, 1.0))
 
@@ -317,7 +317,7 @@ class Hardware:
 def intra_link_for(cats: Catalogues, gpu: str) -> str:
     """The GPU's own NVLink/NVSwitch link (the first such row of links.csv that fits it), else
     its host PCIe link."""
-    from paigrid.inputs.tables import fits_matrix
+    from paigrid.inputs.kernel_tables import fits_matrix
 
     intra = cats.links_of_scope("intra")
     fits = fits_matrix(cats, [gpu], intra)[0]

@@ -11,7 +11,7 @@ the ``Dataset.paigrid`` accessor answers the questions of ``paigrid query`` from
     llm.paigrid.best(gpu="H100", n_gpu=64)                # the best layout of each LLM job
 
 The accessor is registered when this module is imported (``paigrid.open_dataset`` and
-``paigrid.sweep`` import it; ``import paigrid.dataset`` does it for a Dataset opened otherwise).
+``paigrid.sweep`` import it; ``import paigrid.xarray_api`` does it for a Dataset opened otherwise).
 Its answers come from the same code as the command line's (``paigrid.query``), over the
 Dataset's variables instead of the file, so the two agree exactly.
 
@@ -606,7 +606,7 @@ def _llm_breakdown(ds: xr.Dataset, labels: dict) -> xr.Dataset:
     """Every stored result field of the selected LLM cells (``Dataset.sel`` by label; ``layout``
     a label without dp, or a label with its dp, which also selects its n_gpu)."""
     from paigrid.llm.evaluate import RESULTS
-    from paigrid.llm.layouts import layout_label, parse_label
+    from paigrid.llm.parallelism import layout_label, parse_label
 
     if "step_time" not in ds.variables:
         raise PaigridError(

@@ -98,8 +98,8 @@ def allreduce_seconds(row, cats, efficiency, options, nbytes: float) -> float:
     links, GPUs and NICs per server, the options' collective algorithm and topology), latency
     terms included: ``kernels.model.exchange_seconds``, the function the sweep kernel uses, and
     the options' coordination time of one all-reduce (``coordination_seconds``, 0 by default)."""
-    from paigrid.inputs.tables import COLLECTIVE_CODES, link_table, option_vector
-    from paigrid.kernels import layout as L
+    from paigrid.inputs.kernel_tables import COLLECTIVE_CODES, link_table, option_vector
+    from paigrid.kernels import dp_columns as L
     from paigrid.kernels.model import coordination_seconds, exchange_seconds, intra_fraction
 
     intra = link_table(cats, [row.intra], efficiency)[0]

@@ -27,8 +27,8 @@ from paigrid.evaluate import compute_llm_block, evaluate_block
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import with_calibration
 from paigrid.inputs.jobs import split_jobs
+from paigrid.inputs.kernel_tables import Grid, build_grid
 from paigrid.inputs.spec import SweepSpec
-from paigrid.inputs.tables import Grid, build_grid
 from paigrid.llm.grid import LlmGrid, build_llm_grid
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
@@ -395,7 +395,7 @@ def device_label(device: str) -> str:
     name (a user error in one sentence when no GPU can run the kernels)."""
     if device == "cpu":
         return "cpu"
-    from paigrid.gpu import device_name
+    from paigrid.cuda_sweep import device_name
 
     return device_name(device)
 
@@ -489,7 +489,7 @@ def _sweep_into(
                         threads=threads,
                     )
                 elif made_on != "cpu":
-                    from paigrid.gpu import run_cuda
+                    from paigrid.cuda_sweep import run_cuda
 
                     source = run_cuda(grid, blocks, todo, not reduce_only, compression, chunks, threads)
                 else:
@@ -709,8 +709,8 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, g
     import tempfile
 
     from paigrid.cube import families_of
-    from paigrid.dataset import open_dataset
     from paigrid.inputs.spec import load_spec, spec_from_dict
+    from paigrid.xarray_api import open_dataset
 
     known = [
         name

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from paigrid.accuracy.measurements import Measurement
+from paigrid.accuracy.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, defaults
 from paigrid.inputs.spec import Options
-from paigrid.trust.measurements import Measurement
-from paigrid.trust.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.userfiles import write_text_atomically
 
 #: the grids of the options a scaling fit may set: the overlap efficiency (a fraction) in steps of
@@ -99,7 +99,7 @@ def scaling_grid(
     applied and ``efficiency`` (default: the defaults): [(point, {row id: error})].  A row's
     prediction does not depend on the other rows, so a fit to any subset of the rows
     (``best_point``) chooses among these without recomputing them."""
-    from paigrid.trust.validate import validate_observed
+    from paigrid.accuracy.validate import validate_observed
 
     efficiency = efficiency or defaults()
     out = []
@@ -173,7 +173,7 @@ def fit_scaling(
     errors = next(e for p, e in grid if p == point)
     start_point = {name: getattr(base, name) for name in fitted}
     start = replace(base, **start_point)
-    from paigrid.trust.validate import validate_observed
+    from paigrid.accuracy.validate import validate_observed
 
     start_errors = {r["id"]: r["error"] for r in validate_observed(rows, efficiency, start, cats)["rows"]}
     at_end = [name for name in fitted if point[name] in (SCALING_GRIDS[name][0], SCALING_GRIDS[name][-1])]

@@ -45,7 +45,7 @@ from paigrid.inputs.catalog import Catalogues, csv_table, to_float
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.options import check_column
 from paigrid.inputs.spec import JOB_OPTIONS, Options, coerce_options
-from paigrid.kernels.layout import ARCH_NAMES
+from paigrid.kernels.dp_columns import ARCH_NAMES
 from paigrid.llm.rows import REQUIRED as LLM_REQUIRED
 from paigrid.userfiles import read_text
 
@@ -105,7 +105,7 @@ class Measurement:
     job_options: dict[str, float] = field(default_factory=dict)  # per-job options the row sets
     cells: dict[str, str] = field(default_factory=dict)  # the raw CSV row
     variant: dict[str, str] = field(default_factory=dict)  # optimizer, attention, execution the row sets
-    kind: str = "throughput"  # what was measured: a ``trust.rowkinds`` name
+    kind: str = "throughput"  # what was measured: a ``accuracy.rowkinds`` name
     generation: str = ""  # the GPU's architecture generation (GPU catalogue), for selections
     refused: str = ""  # why the model cannot predict the row (llm rows; empty: it can)
     note: str = ""  # what the row took by default (llm rows)
@@ -339,8 +339,8 @@ def _variant(cells: dict[str, str], cats: Catalogues, origin: str) -> dict[str, 
 
 
 def _kind(cells: dict[str, str], origin: str) -> str:
-    """The row's kind (optional ``kind`` column, a ``trust.rowkinds`` name; empty: throughput)."""
-    from paigrid.trust.rowkinds import row_kind
+    """The row's kind (optional ``kind`` column, a ``accuracy.rowkinds`` name; empty: throughput)."""
+    from paigrid.accuracy.rowkinds import row_kind
 
     try:
         return row_kind(cells.get("kind") or "").name
@@ -461,7 +461,7 @@ def _collective(cells: dict[str, str], cats: Catalogues, origin: str) -> Measure
     intra = _intra(cells, gpu, n_gpu, cats, origin)
     _positive(cells["message_size_bytes"], origin, "message_size_bytes")
     rule = cats.links.row(intra)["fits_gpus"].strip()
-    from paigrid.inputs.tables import fits_matrix
+    from paigrid.inputs.kernel_tables import fits_matrix
 
     if not fits_matrix(cats, [gpu], [intra])[0, 0]:
         raise PaigridError(f"{origin}: the intra link {intra} does not connect a {gpu} (it fits {rule}).")

@@ -189,7 +189,7 @@ SHOWN = {
 def describe_catalogues(name: str | None, as_csv: bool = False) -> str:
     """A summary of every built-in catalogue, or one catalogue as a table (or CSV)."""
     from paigrid.inputs.catalog import builtin_text
-    from paigrid.output import emit
+    from paigrid.render import emit
 
     if name is None:
         lines = []

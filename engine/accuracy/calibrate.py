@@ -40,14 +40,14 @@ from pathlib import Path
 
 import numpy as np
 
+from paigrid.accuracy.measurements import Measurement
+from paigrid.accuracy.scalingfit import SCALING_GROUPS
+from paigrid.accuracy.shrinkage import StrengthChoice, choose_strength, shrunk_least_squares
+from paigrid.accuracy.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.spec import Options
-from paigrid.trust.measurements import Measurement
-from paigrid.trust.scalingfit import SCALING_GROUPS
-from paigrid.trust.shrinkage import StrengthChoice, choose_strength, shrunk_least_squares
-from paigrid.trust.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.userfiles import write_text_atomically
 
 GROUPS = ("flop", "link", "memory", "overlap", "class", "hbm", "launch", "workload")
@@ -175,8 +175,8 @@ def _class_candidates(
     With ``share="all"`` the generation of every key is ``*`` (one value for all generations,
     so it transfers to a generation the rows do not have)."""
     from paigrid.inputs.efficiency import class_key, precision_family
-    from paigrid.inputs.tables import class_fields, generation
-    from paigrid.kernels import layout as L
+    from paigrid.inputs.kernel_tables import class_fields, generation
+    from paigrid.kernels import dp_columns as L
 
     gen = generation(cats, row.gpu)
     key_gen = gen if share == "generation" else "*"
@@ -298,7 +298,7 @@ class _Model:
         self.upper = np.log([p.upper for p in params])
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        from paigrid.trust.rowkinds import predict_observed
+        from paigrid.accuracy.rowkinds import predict_observed
 
         values = np.exp(x)
         eff = self.base.overridden(_overrides(self.params, values, self.base.origin))
@@ -420,14 +420,14 @@ def fit(
     error (within the bounds of ``datasets/parameter_bounds.csv``: fractions, or us per launch)
     and the predicted throughput [samples/s] per row.  With ``allow_bounds`` False a value on a
     bound is an error naming the parameter.  ``shrinkage``: the ridge strength lambda of
-    ``trust.shrinkage`` (0: the plain fit; ``math.inf``: the defaults) or ``"cv"``, chosen by
+    ``accuracy.shrinkage`` (0: the plain fit; ``math.inf``: the defaults) or ``"cv"``, chosen by
     cross-validation on ``rows`` grouped by workload (``cv_strength``; what ``paigrid calibrate``
     does by default); the choice and each candidate's score are in ``Fit.notes``.  Needs scipy
     (``pip install paigrid[calibrate]``).
     """
     if any(r.kind == "llm" for r in rows):
         raise PaigridError(
-            "llm rows are fitted by paigrid.trust.llmfit (paigrid calibrate on an llm file), "
+            "llm rows are fitted by paigrid.accuracy.llmfit (paigrid calibrate on an llm file), "
             "not with the data-parallel model's parameters."
         )
     try:
@@ -436,7 +436,7 @@ def fit(
         raise PaigridError(
             "paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' (or pip install scipy)."
         ) from None
-    from paigrid.trust.measurements import modelled
+    from paigrid.accuracy.measurements import modelled
 
     cats = cats or Catalogues.load()
     v2 = options.model == "pai-v2"

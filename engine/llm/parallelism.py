@@ -1,5 +1,5 @@
 """Parallel layouts: the degrees of one layout, the enumeration of the valid ones per GPU count
-and the sentence of each invalid-layout reason code (``kernels.llm_layout.REASON_*``)."""
+and the sentence of each invalid-layout reason code (``kernels.llm_columns.REASON_*``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from paigrid.errors import PaigridError
-from paigrid.kernels import llm_layout as K
+from paigrid.kernels import llm_columns as K
 from paigrid.llm.models import Transformer
 from paigrid.llm.shapes import RECOMPUTE
 

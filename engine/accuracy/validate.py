@@ -16,10 +16,10 @@ import math
 import statistics
 from collections import defaultdict
 
+from paigrid.accuracy.measurements import GROUPS, NOT_MODELLED, Measurement, modelled, predict_rows
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.spec import Options
-from paigrid.trust.measurements import GROUPS, NOT_MODELLED, Measurement, modelled, predict_rows
 
 
 def error_summary(errors: list[float]) -> dict:
@@ -174,7 +174,7 @@ def validate_observed(rows: list[Measurement], efficiency, options: Options, cat
     algorithm, its note says why, and it is left out of ``summary`` (``error_summary`` of
     the others: |error| in points for scaling, relative for collective).
     """
-    from paigrid.trust.rowkinds import predict_observed, row_kind
+    from paigrid.accuracy.rowkinds import predict_observed, row_kind
 
     cats = cats or Catalogues.load()
     kinds = {r.kind for r in rows}

@@ -72,10 +72,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from paigrid.accuracy.measurements import REQUIRED, Measurement, _measurement, load_aliases
+from paigrid.accuracy.settings import row_settings
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues, csv_table
-from paigrid.trust.measurements import REQUIRED, Measurement, _measurement, load_aliases
-from paigrid.trust.settings import row_settings
 from paigrid.userfiles import read_text
 
 #: the columns that mark a measurements file as the public-as-published schema
@@ -457,7 +457,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
     gpus_per_node, nodes = _gpu_count(cells, "gpus_per_node"), _gpu_count(cells, "nodes")
     n_gpu = gpus_per_node * nodes
     gpu = resolve_gpu(cells["gpu"], cats, notes, cache)
-    from paigrid.trust.measurements import resolve_model
+    from paigrid.accuracy.measurements import resolve_model
 
     size = _size(cells.get("seq_len_or_image_size") or "")
     try:

@@ -1,6 +1,6 @@
 """Calibration that never hurts: a fit shrunk toward the sourced defaults, its strength chosen by
 cross-validation on the training rows only.  One mechanism for every calibration (the
-data-parallel fit of ``trust.calibrate`` and the LLM fit call the same two functions).
+data-parallel fit of ``accuracy.calibrate`` and the LLM fit call the same two functions).
 
 The fit minimises, over x = log p (p: the parameters, bounded),
 

@@ -6,7 +6,7 @@ rows).  ``calibrated`` runs the three fold kinds of ``crossval.V2_FOLDS`` (leave
 one GPU, one source out): each held-out row is predicted by ``paigrid calibrate``'s default fit
 (``calibrate.fit`` with ``shrinkage="cv"``: the strength chosen on the fold's training rows) on
 the other folds' rows.  ``relative`` turns either set of predictions into the ratio errors of
-``trust.relative``.
+``accuracy.relative``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 import statistics
 
+from paigrid.accuracy import relative
+from paigrid.accuracy.crossval import V2_FOLDS, group_summary, held_out
+from paigrid.accuracy.measurements import Measurement
+from paigrid.accuracy.validate import validate
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
-from paigrid.trust import relative
-from paigrid.trust.crossval import V2_FOLDS, group_summary, held_out
-from paigrid.trust.measurements import Measurement
-from paigrid.trust.validate import validate
 
 #: the goals of the public rows: median |error| per group, the largest mean, the ratio median,
 #: the share of parameter-server vs all-reduce twins in the right order
@@ -64,7 +64,7 @@ def by_attribute(results: list[dict], rows: list[Measurement], attribute: str) -
 
 
 def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, dict]:
-    """The ratio errors of ``trust.relative`` of one set of predictions: per comparison the
+    """The ratio errors of ``accuracy.relative`` of one set of predictions: per comparison the
     pairs, the median |error| and the share whose order (which is faster) is right; the ranking
     per job with its mean Spearman correlation and top-1 agreement."""
     lookup = {r.id: r for r in rows}

@@ -26,14 +26,14 @@ import math
 import statistics
 from dataclasses import replace
 
+from paigrid.accuracy.calibrate import fit
+from paigrid.accuracy.measurements import GROUPS, Measurement
+from paigrid.accuracy.scalingfit import SCALING_GRIDS, best_point, scaling_grid
+from paigrid.accuracy.validate import validate
 from paigrid.errors import PaigridError
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
-from paigrid.trust.calibrate import fit
-from paigrid.trust.measurements import GROUPS, Measurement
-from paigrid.trust.scalingfit import SCALING_GRIDS, best_point, scaling_grid
-from paigrid.trust.validate import validate
 
 #: fold kind -> the row attribute whose values are the folds
 FOLDS = {"workload": "leave-one-workload-out", "generation": "leave-one-generation-out"}

@@ -20,8 +20,8 @@ import numpy as np
 
 from paigrid.errors import PaigridError
 from paigrid.evaluate import Block, allocate, encode_cube, overall_best, step_factor_arrays
-from paigrid.inputs.tables import Grid
-from paigrid.kernels import layout as L
+from paigrid.inputs.kernel_tables import Grid
+from paigrid.kernels import dp_columns as L
 from paigrid.schema import BEST_VARIABLES, CUBE_VARIABLES, JOB_GPU_VARIABLES
 
 #: threads a reduce-only launch aims at: enough to fill a large GPU (an H200 holds 132 x 2,048)

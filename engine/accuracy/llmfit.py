@@ -1,13 +1,13 @@
 """Calibration of the LLM step-time model on llm rows, shrunk toward the sourced defaults.
 
-The parameters are log-factors on the model's sourced values (``llm.compute.llm_factor``): the
+The parameters are log-factors on the model's sourced values (``llm.tables.llm_factor``): the
 large-GEMM efficiency per GPU generation and precision family (``gemm/GENERATION/FAMILY``),
 the GEMM half-efficiency side, the attention and HBM efficiencies, the NVLink and network
 efficiencies, the data-parallel overlap efficiency, the hidden fraction of overlapped
 tensor-parallel collectives and the fixed per-layer and per-MoE-layer overheads.  A factor of
 1 (log 0) is the default.
 
-The fit is the shrinkage of ``trust.shrinkage`` (the one mechanism of both families): over the
+The fit is the shrinkage of ``accuracy.shrinkage`` (the one mechanism of both families): over the
 log-factors theta it minimises the robust (soft-l1, scale ``F_SCALE``) loss of the rows'
 log(predicted / measured) plus ``lambda |theta|^2``, each factor bounded to ``BOUNDS`` (``WIDE``
 for the fixed overheads), on the residuals linearised at the defaults (the Jacobian by forward
@@ -118,7 +118,7 @@ def _with(eff, factors: dict[str, float]):
 
 
 def _predict(rows, cats, eff, factors: dict[str, float]) -> np.ndarray:
-    from paigrid.trust.rowkinds import predict_observed
+    from paigrid.accuracy.rowkinds import predict_observed
 
     return np.asarray(predict_observed(rows, cats, _with(eff, factors), None), dtype=float)
 
@@ -155,7 +155,7 @@ def fit_linearised(r0, jac, w, strength: float, keys: list[str], at=None) -> np.
     ``r0 + J (theta - at)`` (``at``: where they were linearised, default the defaults), each
     row's residual weighted by sqrt(w), shrunk toward the defaults (theta = 0) with ``strength``
     and bounded by ``BOUNDS`` / ``WIDE``."""
-    from paigrid.trust.shrinkage import shrunk_least_squares
+    from paigrid.accuracy.shrinkage import shrunk_least_squares
 
     at = np.zeros(jac.shape[1]) if at is None else np.asarray(at, dtype=float)
     sw = np.sqrt(np.asarray(w, dtype=float))
@@ -176,7 +176,7 @@ def choose_llm_strength(r0, jac, w, groups: list[str], keys: list[str]) -> float
     """The shrinkage strength (``STRENGTHS``, inf = the defaults) that ``shrinkage.choose_strength``
     picks by cross-validation over whole ``groups`` (models) of these rows, on the linearised
     residuals."""
-    from paigrid.trust.shrinkage import choose_strength
+    from paigrid.accuracy.shrinkage import choose_strength
 
     def held_out(train, test, strength):
         theta = fit_linearised(r0[train], jac[train], w[train], strength, keys)
@@ -222,11 +222,11 @@ def fit_llm(rows, cats, eff, linear=None) -> LlmFit:
 
 def public_llm_measurements(path, cats) -> list:
     """The LLM-family rows of a data-parallel public file (``measured_public_v2.csv``) as llm
-    Measurements (``trust.measurements``), refused ones with their reason, for the LLM
+    Measurements (``accuracy.measurements``), refused ones with their reason, for the LLM
     accuracy section and its cross-validation."""
+    from paigrid.accuracy.measurements import _llm as llm_measurement  # the llm row kind's reader
     from paigrid.inputs.catalog import csv_table
     from paigrid.llm.rows import is_llm_family, llm_cells_from_public
-    from paigrid.trust.measurements import _llm as llm_measurement  # the llm row kind's reader
     from paigrid.userfiles import read_text
 
     _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file")
@@ -314,7 +314,7 @@ def calibrate_text(rows, cats, eff, out, measurements: str) -> str:
     points = memory_points(rows, cats, eff)
     memory_note = "no row reports peak memory: workspace and fragmentation keep their defaults"
     if len(points) >= 2:
-        from paigrid.llm.compute import LlmOptions
+        from paigrid.llm.tables import LlmOptions
 
         workspace, fragmentation = fit_memory(points)
         result.factors["workspace"] = workspace / LlmOptions.defaults().workspace_GiB
