@@ -1016,5 +1016,5 @@ def test_a_header_that_names_a_column_twice_is_one_sentence(tmp_path, name, comm
         csv.writer(handle).writerows(rows)
     args = ("validate", path) if command == "validate" else ("sweep", "--workloads", path, "-o", tmp_path / "c.h5")
     code, _, stderr = invoke(*args)
-    assert_one_sentence(code, stderr, twin, "more than once")
+    assert_one_sentence(code, stderr, twin, "twice")
     assert not (tmp_path / "c.h5").exists()

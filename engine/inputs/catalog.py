@@ -173,7 +173,7 @@ def csv_table(
         raise PaigridError(f"{origin} is empty; {what} needs a header row.")
     repeated = sorted({h for h in header if h and header.count(h) > 1})
     if repeated:  # a row's cells would be read by name, and the last of the twins would win silently
-        raise PaigridError(f"{origin} names the column(s) {', '.join(repeated)} more than once in its header.")
+        raise PaigridError(f"{origin} has the column(s) {', '.join(repeated)} twice or more in its header.")
     missing = [c for c in required if c not in header]
     if missing:
         raise PaigridError(
@@ -337,9 +337,6 @@ def check_rows(kind: str, header: list[str], rows, origin: str) -> None:
     missing = [c for c, rule in rules.items() if rule.required and c not in header]
     if missing:
         raise PaigridError(f"{origin} lacks the column(s) {', '.join(missing)} that the {kind} catalogue needs.")
-    duplicated = sorted({c for c in header if header.count(c) > 1})
-    if duplicated:
-        raise PaigridError(f"{origin} has the column {duplicated[0]} twice.")
     for line_no, row in rows:
         where = f"{origin} line {line_no}"
         for column, rule in rules.items():
