@@ -164,9 +164,22 @@ def csv_table(
     """Header and ``(line number, row)`` pairs of CSV text, cells stripped, blank lines skipped.
 
     One sentence (naming ``origin`` and, for a row, its line) for an empty text, a missing
-    ``required`` column, a row whose field count differs from the header's, and no rows;
+    ``required`` column, a row whose field count differs from the header's, no rows, and text the
+    csv module cannot parse (a bare carriage return in an unquoted cell);
     ``what`` names the kind of file in them ("a gpus catalogue").
     """
+    try:
+        return _csv_table(text, origin, what, required)
+    except csv.Error as exc:
+        message = str(exc.args[0]) if exc.args else str(exc)
+        if "new-line character" in message:  # csv's hint about the open mode means nothing to a user
+            message = "a line break (a carriage return) inside a cell that is not quoted"
+        raise PaigridError(f"{origin} is not CSV that paigrid can read: {message.rstrip('.?')}.") from None
+
+
+def _csv_table(
+    text: str, origin: str, what: str, required: tuple[str, ...]
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     reader = csv.reader(io.StringIO(text))
     header = [h.strip() for h in next(reader, [])]
     if not header:
