@@ -1,14 +1,113 @@
-"""Package discovery only (the metadata lives in pyproject.toml).
+"""Package discovery, and the kernel cache compiled at build time (the metadata lives in pyproject.toml).
 
 The import package ``paigrid`` is assembled from three top-level folders: ``engine/`` is
 ``paigrid``, ``kernels/`` is ``paigrid.kernels`` and ``datasets/`` is ``paigrid.datasets``.
 ``pyproject.toml`` cannot express "find the subpackages of a renamed folder", so they are found
 here with setuptools' ``find_packages``: a new subpackage is picked up without a list to edit.
+
+``build_py`` also compiles the kernels that the default ``paigrid sweep`` calls into
+``paigrid/kernels/_prebuilt/`` (``prebuild_kernel_cache``): in the wheel for an install, in the
+source tree for an editable one.  A fresh install's first sweep then loads them instead of
+spending about a minute in numba's compiler (``paigrid.kernels.jit`` reads that folder, never
+writes it).  A build that cannot compile (no numba in a build without isolation, a compiler error,
+a time-out) prints one line and goes on: the wheel works, and the first run compiles as before.
 """
 
-from setuptools import find_packages, setup
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
+from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
 FOLDERS = {"paigrid": "engine", "paigrid.kernels": "kernels", "paigrid.datasets": "datasets"}
+#: where the prebuilt cache lives, under the package folder ``paigrid`` (``kernels.jit.PREBUILT_FOLDER``'s parent)
+PREBUILT = ("kernels", "_prebuilt")
+#: the most a build waits for the compiler [s] (about a minute on 2 busy cores)
+PREBUILD_TIMEOUT_S = 900
+
+#: run in a fresh interpreter on a copy of the package (argv[1]: the folder holding ``paigrid/``,
+#: with NUMBA_CACHE_DIR at its ``paigrid/kernels/_prebuilt``): what the default ``paigrid sweep``
+#: compiles, called as the sweep calls it (``evaluate.compute_block`` on a block of the default
+#: grid, the factors of the derived variables, the chunk checksum), so the signatures are the sweep's
+DEFAULT_SWEEP = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from paigrid.kernels import jit
+if not jit.__file__.startswith(sys.argv[1]):
+    sys.exit(f"imported paigrid.kernels from {jit.__file__}, not from the copy being built")
+from paigrid import codecs, evaluate
+from paigrid.inputs.spec import SweepSpec
+from paigrid.orchestration import prepare
+
+grid, _ = prepare(SweepSpec())
+stop = 1
+while stop < len(grid.jobs) and stop * grid.configs // len(grid.jobs) <= evaluate.SERIAL_MAX_CONFIGS:
+    stop += 1  # the sweep's blocks are larger than the serial kernel's limit: so is this one
+evaluate.compute_block(grid, 0, 0, stop, True, None)
+jobs, n_gpu = grid.job_rows(0, stop)
+evaluate.step_factor_arrays(jobs, n_gpu, grid.gpu_table)
+codecs.fletcher32(b"")
+print(f"compiled the default sweep's kernels for fingerprint {jit.FINGERPRINT}")
+"""
+
+
+def _copy_package(into: Path) -> None:
+    """The package as it installs (``FOLDERS``), under ``into/paigrid``, without caches."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "_prebuilt")
+    for package, folder in FOLDERS.items():
+        shutil.copytree(ROOT / folder, into.joinpath(*package.split(".")), ignore=skip, dirs_exist_ok=True)
+
+
+def prebuild_kernel_cache(target: Path, code: str = DEFAULT_SWEEP, timeout: float = PREBUILD_TIMEOUT_S) -> str:
+    """Compile the kernels that ``code`` calls (default: the default sweep's) on a copy of the
+    package and put numba's cache of them in ``target`` (replaced), for ``paigrid.kernels.jit`` to
+    load.  Returns the child's last line: what it compiled, or why it could not (then ``target``
+    is left as it was)."""
+    with tempfile.TemporaryDirectory(prefix="paigrid-prebuild-") as folder:
+        tree = Path(folder)
+        _copy_package(tree)
+        built = tree.joinpath("paigrid", *PREBUILT)
+        # PYTHONPATH stays: pip's isolated build environment reaches its numba through it
+        env = {key: value for key, value in os.environ.items() if key != "NUMBA_DISABLE_JIT"}
+        env["NUMBA_CACHE_DIR"] = str(built)
+        try:
+            run = subprocess.run(
+                [sys.executable, "-c", code, folder],
+                env=env,
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"the kernels were not compiled at build time ({error}); the first run compiles them"
+        lines = (run.stdout + run.stderr).strip().splitlines() or ["(no output)"]
+        if run.returncode != 0 or not built.is_dir():
+            return f"the kernels were not compiled at build time ({lines[-1]}); the first run compiles them"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(built, target)
+        return lines[-1]
+
+
+class BuildWithKernelCache(build_py):
+    """``build_py``, then ``prebuild_kernel_cache`` into the built package (or, for an editable
+    install, into the source tree's ``kernels/_prebuilt``, which git ignores)."""
+
+    def run(self):
+        super().run()
+        if self.dry_run:
+            return
+        if getattr(self, "editable_mode", False):
+            target = ROOT.joinpath(FOLDERS["paigrid.kernels"], *PREBUILT[1:])
+        else:
+            target = Path(self.build_lib).joinpath("paigrid", *PREBUILT)
+        print(f"paigrid: {prebuild_kernel_cache(target)}", file=sys.stderr)
+
 
 packages = []
 package_dir = {}
@@ -16,4 +115,5 @@ for package, folder in FOLDERS.items():
     package_dir[package] = folder
     packages += [package] + [f"{package}.{sub}" for sub in find_packages(folder)]
 
-setup(packages=packages, package_dir=package_dir)
+if __name__ == "__main__":  # setuptools runs this file as __main__; the tests import it for prebuild_kernel_cache
+    setup(packages=packages, package_dir=package_dir, cmdclass={"build_py": BuildWithKernelCache})

@@ -78,9 +78,10 @@ def _fletcher32_bytes(data):
 
 @functools.cache
 def _fletcher32_kernel():
-    import numba
+    # the kernels' jit: cached by content, so the build's prebuilt cache serves it too (kernels.jit)
+    from paigrid.kernels.jit import jit
 
-    return numba.njit(cache=True, nogil=True, error_model="numpy")(_fletcher32_bytes)
+    return jit(_fletcher32_bytes)
 
 
 def fletcher32(data: bytes) -> int:
