@@ -628,6 +628,11 @@ def bench_first_run(folder: Path):
         subprocess.run([*COMMAND, "sweep", "--out", str(path), "-q"], check=True, capture_output=True, env=env)
         return time.perf_counter() - start
 
+    from paigrid.kernels import jit
+
+    # the cache setup.py compiled when this installation was built (absent: a build that could not
+    # compile, or a kernel module edited since an editable install)
+    prebuilt = Path(jit.PREBUILT_FOLDER).is_dir()
     cold, warm = run(), run()
     overhead = cold - warm
     line("paigrid sweep, first run (cold)", f"{cold:.3g} s", "command, empty NUMBA_CACHE_DIR")
@@ -635,9 +640,15 @@ def bench_first_run(folder: Path):
     line(
         "  first-run overhead",
         f"{overhead:.3g} s",
-        f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s: {'met' if overhead < FIRST_RUN_GOAL_S else 'missed'}",
+        f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s: {'met' if overhead < FIRST_RUN_GOAL_S else 'missed'}; "
+        + ("the kernels prebuilt at install" if prebuilt else "no prebuilt kernel cache for these sources"),
     )
-    return {"first_run_cold_s": cold, "first_run_warm_s": warm, "first_run_overhead_s": overhead}
+    return {
+        "first_run_cold_s": cold,
+        "first_run_warm_s": warm,
+        "first_run_overhead_s": overhead,
+        "first_run_prebuilt": prebuilt,
+    }
 
 
 def _cpu() -> str:
@@ -758,8 +769,10 @@ ratios compare with a baseline measured in the same run, so they move less than 
   previous one is compressed).
 - **CLI defaults**: `paigrid --help` and the default `paigrid sweep` as commands, warm.
 - **First run**: the default `paigrid sweep` as a command with `NUMBA_CACHE_DIR` pointed at an
-  empty folder (every kernel compiled), then again on the cache it wrote; the overhead is the first
-  minus the second, one run each.
+  empty folder, then again on the cache it wrote; the overhead is the first minus the second, one
+  run each. The first loads the kernels that `setup.py` compiled when paigrid was built (the
+  prebuilt kernel cache of docs/development.md) where this installation has one for its sources,
+  and compiles them otherwise; the line says which.
 - **GPU** (`bench/gpu.py`, run by this script where numba.cuda finds an NVIDIA GPU, skipped
   with the reason printed elsewhere): the reduce-only kernels of `--device cuda` over many
   population jobs at once with the tables already on the GPU, best of 3, against a minimal
@@ -898,7 +911,12 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             f"first default `paigrid sweep` < {FIRST_RUN_GOAL_S:.0f} s more than a warm one",
             f"{f['first_run_overhead_s']:.1f} s",
             f["first_run_overhead_s"] < FIRST_RUN_GOAL_S,
-            "compiling the kernels (numba)",
+            "compiling the kernels (numba)"
+            + (
+                ""
+                if f.get("first_run_prebuilt")
+                else ": this installation has no prebuilt kernel cache for its sources"
+            ),
         )
     )
     from gpu import gpu_goal_rows  # bench/gpu.py, beside this file
