@@ -110,8 +110,9 @@ _MODULE_SUMS: dict[str, str] = {}
 def content_stamp(py_file: str) -> tuple[str, str, str, str]:
     """What a cached function's index must carry to be used (numba's "source stamp"): the
     fingerprint of the kernel modules, a content sum of the function's own file (``py_file``,
-    which may be outside them: ``paigrid.codecs``) and numpy's version.  numba's own stamp, the
-    file's path-dependent stamp, changes when the file is copied or installed."""
+    which may be outside them: ``paigrid.codecs``) and numpy's version.  numba's own locators
+    file the cache under a hash of the file's folder path (and numba before 0.68 stamps it with
+    the file's modification time), which change when the file is copied or installed."""
     if py_file not in _MODULE_SUMS:
         size, weighted = _content_sums(py_file)
         _MODULE_SUMS[py_file] = f"{int(size):x}-{int(weighted):016x}"
