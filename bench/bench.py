@@ -633,6 +633,14 @@ def bench_first_run(folder: Path):
     # the cache setup.py compiled when this installation was built (absent: a build that could not
     # compile, or a kernel module edited since an editable install)
     prebuilt = Path(jit.PREBUILT_FOLDER).is_dir()
+    # untimed: import what the sweep imports, in the same environment (an import compiles nothing),
+    # so that both runs find the files in the OS's cache and their difference is the compiler's
+    subprocess.run(
+        [sys.executable, "-c", "import paigrid.cli, paigrid.orchestration, paigrid.store, paigrid.kernels.model"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     cold, warm = run(), run()
     overhead = cold - warm
     line("paigrid sweep, first run (cold)", f"{cold:.3g} s", "command, empty NUMBA_CACHE_DIR")
@@ -770,9 +778,11 @@ ratios compare with a baseline measured in the same run, so they move less than 
 - **CLI defaults**: `paigrid --help` and the default `paigrid sweep` as commands, warm.
 - **First run**: the default `paigrid sweep` as a command with `NUMBA_CACHE_DIR` pointed at an
   empty folder, then again on the cache it wrote; the overhead is the first minus the second, one
-  run each. The first loads the kernels that `setup.py` compiled when paigrid was built (the
-  prebuilt kernel cache of docs/development.md) where this installation has one for its sources,
-  and compiles them otherwise; the line says which.
+  run each, after an untimed import of the modules the sweep imports (so that neither run reads
+  them from disk while the other finds them in the OS's file cache). The first loads the kernels
+  that `setup.py` compiled when paigrid was built (the prebuilt kernel cache of
+  docs/development.md) where this installation has one for its sources, and compiles them
+  otherwise; the line says which.
 - **GPU** (`bench/gpu.py`, run by this script where numba.cuda finds an NVIDIA GPU, skipped
   with the reason printed elsewhere): the reduce-only kernels of `--device cuda` over many
   population jobs at once with the tables already on the GPU, best of 3, against a minimal
