@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from paigrid.errors import PaigridError
+from paigrid.files import file_sha256
 from paigrid.schema import (
     FORMAT_VERSION,
     LABEL_DIMS,
@@ -29,7 +30,6 @@ from paigrid.schema import (
     str_attr,
 )
 from paigrid.sources import CubeSource, DatasetSource, FileSource
-from paigrid.userfiles import file_sha256
 
 
 class CubeFile(Protocol):
@@ -88,7 +88,7 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
             )
         else:
             raise PaigridError(f"there is no cube at {path}.")
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     problem = input_problem(path)  # a FIFO or a device would never end: refused before HDF5 waits on it
     if problem:
@@ -159,7 +159,7 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
     """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
     if calibration is None:
         return
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     problem = input_problem(calibration)  # a FIFO is refused, not read (file_sha256 would wait on it)
     if problem:
@@ -254,7 +254,7 @@ def families_of(path: str | Path) -> list[str]:
     is no cube (``open_cube``'s sentences)."""
     import h5py
 
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     path = Path(path)
     if not path.exists():

@@ -40,6 +40,8 @@ from paigrid import __version__
 from paigrid.codecs import chunk_corners, filter_kwargs
 from paigrid.errors import PaigridError
 from paigrid.evaluate import Block, cube_chunks
+from paigrid.faults import fault_point
+from paigrid.files import new_file_mode, sync_folder
 from paigrid.inputs.kernel_tables import Grid
 from paigrid.llm.grid import LLM_BEST_DIMS, LLM_DIMS, LlmGrid, result_fields
 from paigrid.schema import (
@@ -64,7 +66,6 @@ from paigrid.schema import (
     partial_path,
     str_attr,
 )
-from paigrid.userfiles import fault_point, new_file_mode, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
 #: a chunk of the cube variables holds at least about this much float32 (unless a block's jobs

@@ -65,9 +65,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, check_number, parse_options, parse_value
 from paigrid.kernels.dp_columns import ARCH_NAMES
-from paigrid.userfiles import read_text
 
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
 DEFAULT_N_GPU = tuple(2**i for i in range(11))  # 1 .. 1024

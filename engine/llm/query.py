@@ -35,7 +35,7 @@ BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 def _open(path: str | Path):
     import h5py
 
-    from paigrid.userfiles import input_problem, os_reason
+    from paigrid.files import input_problem, os_reason
 
     problem = input_problem(path)
     if problem:
