@@ -567,7 +567,7 @@ case(
     {},
     "--flop-per",
 )
-case("datasets-unknown", ["datasets", "cpus"], {}, "cpus")
+case("catalogues-unknown", ["catalogues", "cpus"], {}, "cpus")
 case("command-unknown", ["sweeep"], {}, "sweeep")
 case("option-unknown-flag", ["info", f"{W}/cube.h5", "--verbose"], {}, "--verbose")
 

@@ -776,7 +776,7 @@ def _closed_stdout():
     os.close(1)
 
 
-@pytest.mark.parametrize("args", [["datasets"], ["llm", "models", "--csv"], ["study-spec"]])
+@pytest.mark.parametrize("args", [["catalogues"], ["llm", "models", "--csv"], ["study-spec"]])
 def test_a_closed_stdout_is_one_sentence(args):
     result = subprocess.run(
         [sys.executable, "-c", "from paigrid.cli import main; main()", *args],
