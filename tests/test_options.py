@@ -19,7 +19,7 @@ from paigrid.inputs import options as D
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults as efficiency_defaults
 from paigrid.inputs.jobs import Job
-from paigrid.inputs.kernel_tables import _resolve_network, job_vector, link_table, option_vector
+from paigrid.inputs.kernel_tables import job_vector, link_table, option_vector, resolve_dp_network
 from paigrid.inputs.spec import JOB_OPTIONS, Options, spec_from_dict
 from paigrid.kernels import dp_columns as L
 from paigrid.kernels import llm_columns as K
@@ -111,7 +111,7 @@ def _dp_slot(option, value, cats):
         # a link-table option (fabric_tiers): the row that a fabric named as a network becomes, NaN
         # where the name is no network of the data-parallel jobs
         try:
-            name = _resolve_network(cats, "dgx-h100-superpod", value)
+            name = resolve_dp_network(cats, "dgx-h100-superpod", value)
         except PaigridError:
             return math.nan
         return link_table(cats, [name], efficiency_defaults())[0, getattr(L, option.slot)]

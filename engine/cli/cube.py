@@ -234,7 +234,7 @@ def predict(
 
     family, name = job_family(workload, Catalogues.load(parse_catalogue_items(catalogue)))
     if family == "llm":
-        from paigrid.cli.llm import _option_items, emit_llm_prediction
+        from paigrid.cli.llm import emit_llm_prediction
 
         for flag, value in (
             ("--arch", arch),
@@ -261,7 +261,7 @@ def predict(
             domain,
             "ib-ndr-400g" if network is None else network,
             nics_per_gpu,
-            _option_items(option),
+            parse_option_items(option),
             None,
             None,
             tokens,
