@@ -22,6 +22,7 @@ from paigrid.files import file_sha256
 from paigrid.schema import (
     FORMAT_VERSION,
     LABEL_DIMS,
+    LLM_DIMS,
     cube_families,
     decode_strings,
     format_version,
@@ -227,8 +228,8 @@ def _jobs_of(rows: slice, jobs: list, dataset) -> str:
     return f"job {jobs[first]}" if first == last else f"jobs {jobs[first]} to {jobs[last]}"
 
 
-#: the dimensions of the LLM group's cells and of its bests (``paigrid.llm.grid``)
-LLM_LABEL_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")
+#: the dimensions of the LLM group's cells, whose labels the group stores
+LLM_LABEL_DIMS = LLM_DIMS
 
 
 @dataclass

@@ -43,7 +43,7 @@ from paigrid.evaluate import Block, cube_chunks
 from paigrid.faults import fault_point
 from paigrid.files import new_file_mode, sync_folder
 from paigrid.inputs.kernel_tables import Grid
-from paigrid.llm.grid import LLM_BEST_DIMS, LLM_DIMS, LlmGrid, result_fields
+from paigrid.llm.grid import LlmGrid, result_fields
 from paigrid.schema import (
     BAND_DIMS,
     BAND_VARIABLE,
@@ -57,6 +57,8 @@ from paigrid.schema import (
     FORMAT_VERSION,
     JOB_GPU_DIMS,
     JOB_GPU_VARIABLES,
+    LLM_BEST_DIMS,
+    LLM_DIMS,
     OVERALL_BEST_DIMS,
     OVERALL_DIMS,
     OVERALL_STEP_DIMS,

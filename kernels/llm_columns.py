@@ -23,7 +23,11 @@ LA_RECOMPUTE = LAYOUT.column("recompute", "code", "activation recomputation, the
 LA_SP = LAYOUT.column("sp", "flag", "1: sequence parallelism inside the tensor group")
 LA_TP_INDEX = LAYOUT.column("tp_index", "index", "index of t on the compute table's tensor axis")
 N_LAYOUT_FIELDS = LAYOUT.width
+#: the recomputation codes' names, by code (``LA_RECOMPUTE``)
 RECOMPUTE_NAMES = ("none", "selective", "full")
+#: a layout's degrees by name, in the order of its columns here, of the cube's coordinate
+#: variables over ``layout`` and of ``paigrid.llm.parallelism.Layout``
+LAYOUT_DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
 
 # --- hardware table: one row per cluster design -------------------------------------------
 HARDWARE = Table("hardware")

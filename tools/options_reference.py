@@ -33,7 +33,7 @@ default, bounds with their source, effect and the kernel input it sets. This pag
 `--option` help of every command, the parsing and the range checks derive from those
 declarations (a test checks that this page is up to date).
 
-Version 2 of the compute model (`model = "pai-v2"`) is the default; `pai-v1` with every other
+The compute model `model = "{default_model}"` is the default; `pai-v1` with every other
 option at its default is version 1 of the model, value for value (tested).
 
 ## Data-parallel options
@@ -80,10 +80,11 @@ wide enough for the next generations; the calibration parameters' bounds are
 
 def render_page() -> str:
     """docs/options.md as the declarations say it."""
-    from paigrid.inputs.options import DP_OPTIONS, column_bounds_table, options_table
+    from paigrid.inputs.options import BY_NAME, DP_OPTIONS, column_bounds_table, options_table
 
     per_job = ", ".join(f"`{o.name}`" for o in DP_OPTIONS if o.per_job)
     return TEMPLATE.format(
+        default_model=BY_NAME["dp"]["model"].default,
         per_job=per_job,
         dp_table=options_table("dp"),
         llm_table=options_table("llm"),
