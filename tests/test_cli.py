@@ -96,6 +96,17 @@ def test_the_old_name_datasets_prints_the_same_with_one_note_on_stderr(args):
     assert "catalogues" in listed and "datasets" not in listed
 
 
+def test_the_old_name_datasets_refuses_bad_input_as_catalogues_does():
+    """Bad input to the old name: its note, then the one sentence of ``catalogues``, the same exit."""
+    new, old = run("catalogues", "cpus"), run("datasets", "cpus")
+    assert old.exit_code == new.exit_code == 2 and old.stdout == new.stdout == ""
+    assert old.stderr.splitlines() == [
+        "paigrid: note: `paigrid datasets` is now `paigrid catalogues`; the old name will go.",
+        *new.stderr.splitlines(),
+    ]
+    assert len(new.stderr.splitlines()) == 1 and new.stderr.startswith("paigrid: error: unknown catalogue 'cpus'")
+
+
 def test_unknown_gpu_lists_close_matches():
     result = run(
         "predict",
