@@ -76,8 +76,8 @@ from pathlib import Path
 from paigrid.accuracy.measurements import REQUIRED, Measurement, _measurement, load_aliases
 from paigrid.accuracy.settings import row_settings
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.catalog import Catalogues, csv_table
-from paigrid.userfiles import read_text
 
 #: the columns that mark a measurements file as the public-as-published schema
 SCHEMA_COLUMNS = ("model_config", "notes")

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.options import check_column
-from paigrid.userfiles import read_text
 
 BUILTIN = ("gpus", "links", "workloads", "optimizers", "precisions")
 
