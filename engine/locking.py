@@ -1,9 +1,7 @@
-"""One writer per output: the output's lock, the removal of stale partial files, and a whole
-file replaced under the lock.
+"""One writer per output: the output's lock and the removal of stale partial files.
 
-``OutputLock`` claims an output for one process at a time, what an interrupted writer left is
-removed under it (``remove_stale_partials``), and ``replacing_file`` writes a whole file that
-replaces an output only once it is complete, under the lock.
+``OutputLock`` claims an output for one process at a time, and what an interrupted writer left
+is removed under it (``remove_stale_partials``).
 """
 
 from __future__ import annotations
@@ -18,14 +16,9 @@ import time
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.faults import fault_point
 from paigrid.files import (
-    check_free_space,
     glob_escape,
-    new_file_mode,
     os_reason,
-    output_target,
-    sync_folder,
 )
 
 
@@ -182,11 +175,11 @@ class OutputLock:
         return False
 
 
-# --- a whole file replaced at once, under a lock ------------------------------------------------
+# --- what an interrupted writer left ------------------------------------------------------------
 
 
 def writing_path(path: str | Path) -> Path:
-    """The hidden name ``.NAME.writing`` a file written by ``replacing_file`` has until it is whole."""
+    """The hidden name ``.NAME.writing`` that the writer of earlier versions gave a file until it was whole."""
     path = Path(path)
     return path.with_name(f".{path.name}.writing")
 
@@ -204,42 +197,3 @@ def remove_stale_partials(path: str | Path) -> list[Path]:
                 stale.unlink()
                 removed.append(stale)
     return removed
-
-
-@contextlib.contextmanager
-def replacing_file(path: str | Path, what: str, need_bytes: float = 0, hint: str = ""):
-    """Write a whole file (HDF5, or any other) that replaces the output ``path`` only once it is
-    complete: yields the hidden path to write (``writing_path``), then gives it the existing
-    file's permissions (``new_file_mode``), renames it over ``path`` and syncs the folder.
-    Around it: the output's lock (``OutputLock``; a second writer gets one sentence), what an
-    earlier interrupted writer left removed (``remove_stale_partials``), and a free-space
-    check of ``need_bytes`` first.  A failure of the operating system while writing (a full
-    disk) becomes one sentence marked ``exit_hard``; ``path`` is then untouched."""
-    target = output_target(path)
-    if target.stream:
-        raise PaigridError(f"cannot write {target.given}: {what} is a file, not a stream.")
-    destination = target.path
-    folder = destination.parent if str(destination.parent) else Path(".")
-    with OutputLock(destination).acquire(str(target.given)):
-        fault_point("lock-taken")
-        remove_stale_partials(destination)
-        if need_bytes:
-            check_free_space(folder, need_bytes, what, hint)
-        tmp = writing_path(destination)
-        try:
-            yield tmp
-            fault_point("before-finish")
-            os.chmod(tmp, new_file_mode(destination))
-            os.replace(tmp, destination)
-            sync_folder(folder)
-        except PaigridError:
-            raise
-        except (OSError, RuntimeError) as exc:
-            if isinstance(exc, RuntimeError) and "errno" not in str(exc) and "write failed" not in str(exc):
-                raise
-            error = PaigridError(f"cannot write {target.given} ({os_reason(exc)}); nothing was written to it.")
-            error.exit_hard = True
-            raise error from None
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()

@@ -7,7 +7,7 @@ starts, and a full disk met while writing is one sentence with nothing replaced;
 output keeps its permissions.  And the Dask loop's handling of futures the scheduler dropped
 (``distributed._poll_blocks``), on a stand-in client.
 
-These tests guarded the old plain-h5py LLM writer (``locking.replacing_file``); each keeps its
+These tests guarded the old plain-h5py LLM writer (since removed); each keeps its
 hostile input and checks the same guarantee on the unified writer's files (``l.h5.partial``,
 ``.l.h5.creating``, ``l.h5.lock``) instead of the old writer's (``.l.h5.writing``).
 """
