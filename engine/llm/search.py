@@ -197,7 +197,10 @@ def incumbents(arrays: tuple, probe, search) -> np.ndarray:
     stems, hw = arrays[0], arrays[1]
     probed = probe(arrays).reshape(stems.shape[0], hw.shape[0])
     incumbent = probed.min(axis=0)
-    leading = np.unique(np.argsort(probed, axis=0, kind="stable")[:LEADING_STEMS].ravel())
+    # the leading stems' rows, sorted and distinct (np.unique's answer without its import of numpy.ma)
+    chosen = np.zeros(stems.shape[0], dtype=bool)
+    chosen[np.argsort(probed, axis=0, kind="stable")[:LEADING_STEMS].ravel()] = True
+    leading = np.flatnonzero(chosen)
     best_res = search((stems[leading], *arrays[1:]), incumbent)[0]
     found = best_res[:, K.R_STEP].reshape(leading.size, hw.shape[0])
     return np.fmin(incumbent, np.nanmin(np.where(np.isnan(found), np.inf, found), axis=0))
