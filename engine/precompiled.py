@@ -124,6 +124,19 @@ def load(build: bool = False):
     return module
 
 
+def status() -> str:
+    """One line on the module for these sources: built (its path), failed (the recorded reason),
+    not built yet, or off (no ``NUMBA_CACHE_DIR``, or ``ENABLE_VARIABLE`` 0)."""
+    where = folder()
+    if where is None:
+        return "off"
+    if _path(where).exists():
+        return f"built: {_path(where)}"
+    if (where / FAILED).exists():
+        return f"failed: {(where / FAILED).read_text(encoding='utf-8').strip()}"
+    return "not built yet"
+
+
 def _calling(kernel, n_args: int):
     """A function of ``n_args`` arrays that calls the numba ``kernel``: what is exported, so the
     kernel itself is compiled with its own options (``kernels.jit``: ``error_model="numpy"``,
