@@ -111,17 +111,34 @@ def load(build: bool = False):
         try:
             _build(where)
         except Exception as error:  # noqa: BLE001 (any failure of the C toolchain: the JIT kernels serve)
-            where.mkdir(parents=True, exist_ok=True)
-            (where / FAILED).write_text(f"{type(error).__name__}: {error}\n", encoding="utf-8")
-            return None
+            return _failed(where, error)
     from importlib.machinery import ExtensionFileLoader, ModuleSpec
     from importlib.util import module_from_spec
 
-    loader = ExtensionFileLoader(MODULE, str(path))
-    module = module_from_spec(ModuleSpec(MODULE, loader, origin=str(path)))
-    loader.exec_module(module)
+    try:
+        loader = ExtensionFileLoader(MODULE, str(path))
+        module = module_from_spec(ModuleSpec(MODULE, loader, origin=str(path)))
+        loader.exec_module(module)
+        missing = [name for name in EXPORTS if not hasattr(module, name)]
+        if missing:
+            raise ImportError(f"the module lacks {', '.join(missing)}")
+    except (ImportError, OSError) as error:  # a module this Python cannot load: set aside, not retried
+        path.unlink(missing_ok=True)
+        return _failed(where, error)
     _loaded[where] = module
     return module
+
+
+def _failed(where: Path, error: Exception) -> None:
+    """Record why the module of ``where`` is not there (``FAILED``), where the folder can be
+    written; the callers then use the JIT kernels."""
+    _loaded[where] = None
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        (where / FAILED).write_text(f"{type(error).__name__}: {error}\n", encoding="utf-8")
+    except OSError:
+        pass  # a cache folder that cannot be written: nothing is recorded, nothing is built either
+    return None
 
 
 def status() -> str:

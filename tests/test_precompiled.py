@@ -135,3 +135,20 @@ def test_the_folder_is_keyed_by_the_kernel_sources_and_the_toolchain(monkeypatch
     assert where.parent == tmp_path / f"paigrid-kernels-{source_fingerprint()}"
     for part in (sys.implementation.cache_tag, platform.machine(), np.__version__, numba.__version__):
         assert part in where.name
+
+
+def test_a_module_that_does_not_load_is_set_aside(monkeypatch, tmp_path):
+    """A file in the module's place that this Python cannot load (here not a shared object at
+    all): ``load`` returns None, removes it, records why, and builds nothing in its place."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(precompiled.ENABLE_VARIABLE, raising=False)
+    monkeypatch.setattr(precompiled, "_loaded", {})
+    monkeypatch.setattr(precompiled, "_build", lambda where: pytest.fail("built"))
+    where = precompiled.folder()
+    where.mkdir(parents=True)
+    broken = precompiled._path(where)
+    broken.write_bytes(b"not an extension module")
+    assert precompiled.load(build=True) is None
+    assert not broken.exists()
+    assert (where / precompiled.FAILED).read_text().startswith("ImportError")
+    assert precompiled.status().startswith("failed: ImportError")
