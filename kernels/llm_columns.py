@@ -193,3 +193,25 @@ REASON_NO_NETWORK = 11  # the job spans several NVLink domains but the network i
 REASON_FABRIC = 12  # the job spans more NVLink domains than the fabric's tiers connect
 REASON_MEMORY = 13  # the busiest stage does not fit in the GPU's memory
 N_REASONS = 14
+
+# --- stem table of the search (``kernels.llm_search``): one row per (tp, pp, dp, cp, ep, mb) ---
+ST_TP = 0
+ST_PP = 1
+ST_DP = 2
+ST_CP = 3
+ST_EP = 4
+ST_MB = 5
+ST_SHAPE = 6  # the stem's row on the compute table's second axis (its GEMM shape)
+N_STEM_FIELDS = 7
+
+# --- choices vector: what each stem is crossed with ---------------------------------------------
+# [CH_EVERY_VPP, n_vpp, vpp values..., n_zero, zero stages..., n_rc, recompute codes..., n_sp, sp flags...]
+CH_EVERY_VPP = 0  # 1: every interleave factor that fits (the space's empty vpp)
+
+# --- counts per (stem, hardware row) ------------------------------------------------------------
+C_LAYOUTS = 0  # layouts enumerated
+C_MEMORY = 1  # pruned: the busiest stage does not fit in memory
+C_BOUND = 2  # pruned: the lower bound is not below the best step so far
+C_EVALUATED = 3  # evaluated by the step-time model
+C_VALID = 4  # of those, valid
+N_COUNTS = 5

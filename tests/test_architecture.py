@@ -27,6 +27,7 @@ LAYERS = [
             "paigrid.locking",
             "paigrid.render",
             "paigrid.llm",
+            "paigrid.precompiled",
         ],
     ),
     (
