@@ -18,9 +18,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from paigrid.errors import PaigridError
+from paigrid.files import file_sha256
 from paigrid.schema import (
     FORMAT_VERSION,
     LABEL_DIMS,
+    LLM_DIMS,
     cube_families,
     decode_strings,
     format_version,
@@ -29,7 +31,6 @@ from paigrid.schema import (
     str_attr,
 )
 from paigrid.sources import CubeSource, DatasetSource, FileSource
-from paigrid.userfiles import file_sha256
 
 
 class CubeFile(Protocol):
@@ -88,7 +89,7 @@ def open_cube(path: str | Path, allow_incomplete: bool = False) -> Cube:
             )
         else:
             raise PaigridError(f"there is no cube at {path}.")
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     problem = input_problem(path)  # a FIFO or a device would never end: refused before HDF5 waits on it
     if problem:
@@ -159,7 +160,7 @@ def check_calibration(cube: Cube, calibration: str | Path | None) -> None:
     """Refuse to answer from a cube computed with other efficiencies than ``calibration`` (None: no check)."""
     if calibration is None:
         return
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     problem = input_problem(calibration)  # a FIFO is refused, not read (file_sha256 would wait on it)
     if problem:
@@ -227,8 +228,8 @@ def _jobs_of(rows: slice, jobs: list, dataset) -> str:
     return f"job {jobs[first]}" if first == last else f"jobs {jobs[first]} to {jobs[last]}"
 
 
-#: the dimensions of the LLM group's cells and of its bests (``paigrid.llm.grid``)
-LLM_LABEL_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")
+#: the dimensions of the LLM group's cells, whose labels the group stores
+LLM_LABEL_DIMS = LLM_DIMS
 
 
 @dataclass
@@ -254,7 +255,7 @@ def families_of(path: str | Path) -> list[str]:
     is no cube (``open_cube``'s sentences)."""
     import h5py
 
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     path = Path(path)
     if not path.exists():

@@ -1,4 +1,4 @@
-"""Text descriptions of a cube file (``paigrid info``) and of the catalogues (``paigrid datasets``)."""
+"""Text descriptions of a cube file (``paigrid info``) and of the catalogues (``paigrid catalogues``)."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def _describe_dp(path: str | Path) -> str:
         cube.close()
 
 
-# columns shown by ``paigrid datasets NAME`` in the text table (all columns with --csv)
+# columns shown by ``paigrid catalogues NAME`` in the text table (all columns with --csv)
 SHOWN = {
     "gpus": (
         "name",
@@ -199,7 +199,7 @@ def describe_catalogues(name: str | None, as_csv: bool = False) -> str:
                 f"{kind:<11} {len(cat.rows):>3} rows  sha256 {cat.sha256[:12]}  {', '.join(cat.names[:6])}"
                 + (", ..." if len(cat.names) > 6 else "")
             )
-        lines.append("show one with: paigrid datasets NAME [--csv]")
+        lines.append("show one with: paigrid catalogues NAME [--csv]")
         return "\n".join(lines) + "\n"
     if name not in BUILTIN:
         raise PaigridError(f"unknown catalogue {name!r}; known: {', '.join(BUILTIN)}.")

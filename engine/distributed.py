@@ -93,7 +93,7 @@ def scheduler_file_address(path: str) -> str:
     not one."""
     import json
 
-    from paigrid.userfiles import read_text
+    from paigrid.files import read_text
 
     text = read_text(path, "the scheduler file")
     try:

@@ -24,12 +24,15 @@ from pathlib import Path
 from paigrid import __version__
 from paigrid.errors import PaigridError
 from paigrid.evaluate import compute_llm_block, evaluate_block
+from paigrid.faults import fault_point
+from paigrid.files import check_output_is_no_input, file_sha256, megabytes, os_reason, output_target
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import with_calibration
 from paigrid.inputs.jobs import split_jobs
 from paigrid.inputs.kernel_tables import Grid, build_grid
 from paigrid.inputs.spec import SweepSpec
 from paigrid.llm.grid import LlmGrid, build_llm_grid
+from paigrid.locking import OutputLock
 from paigrid.predict import current_predictions
 from paigrid.schema import partial_path
 from paigrid.store import (
@@ -39,15 +42,6 @@ from paigrid.store import (
     estimated_bytes,
     factor_bytes,
     llm_estimated_bytes,
-)
-from paigrid.userfiles import (
-    OutputLock,
-    check_output_is_no_input,
-    fault_point,
-    file_sha256,
-    megabytes,
-    os_reason,
-    output_target,
 )
 
 
@@ -320,7 +314,7 @@ def run_sweep(
     written in between are marked done together, once flushed); default 0 (after every block)
     when the spec fixes ``jobs_per_block``, ``FLUSH_SECONDS`` when the blocks are sized by work.
 
-    One writer at a time: ``out.lock`` (``userfiles.OutputLock``) names the process writing.
+    One writer at a time: ``out.lock`` (``locking.OutputLock``) names the process writing.
     """
     out = cube_output(out)
     check_output_is_no_input(out, sweep_inputs(spec, calibration))

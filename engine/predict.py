@@ -337,7 +337,7 @@ def _searched_layout(cats, m, gpu, n_gpu, domain, network, precision, nics_per_g
     design = _design(cats, gpu, domain, network, precision, nics_per_gpu)
     options = LlmOptions.defaults().with_items(option_items or {})
     started = time.perf_counter()
-    found = best_layout(m, n_gpu, [design], cats, defaults(), options, global_batch=global_batch)
+    found = best_layout(m, n_gpu, [design], cats, defaults(), options, global_batch=global_batch, precompiled=True)
     seconds = time.perf_counter() - started
     if found.layouts[0] is None:
         from paigrid.llm.parallelism import CUBE_REASON_NAMES
@@ -417,7 +417,8 @@ def predict_llm(
         resolve_network(network, cats),
         nics_per_gpu,
     )
-    result = run(m, lay, design, cats, defaults(), LlmOptions.defaults().with_items(option_items or {}), global_batch)
+    options = LlmOptions.defaults().with_items(option_items or {})
+    result = run(m, lay, design, cats, defaults(), options, global_batch, precompiled=True)
     result["layout"] = layout_label(lay)
     result["layout_text"] = lay.describe()
     result["design"] = design

@@ -77,6 +77,10 @@ BAND_VARIABLE = (
 DIMS = ("job", "arch", "gpu", "n_gpu", "intra", "network", "precision")
 #: the labelled dimensions of one configuration (every dimension but ``job``)
 LABEL_DIMS = DIMS[1:]
+#: the dimensions of the LLM group's cells (``paigrid.llm.grid``), in storage order
+LLM_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")
+#: the dimensions of the LLM group's per-job bests (the layout folded)
+LLM_BEST_DIMS = tuple(d for d in LLM_DIMS if d != "layout")
 #: the dimensions that the stored per-(job, gpu, n_gpu, precision) reductions fold
 REDUCED_DIMS = ("arch", "intra", "network")
 

@@ -40,8 +40,10 @@ from paigrid import __version__
 from paigrid.codecs import chunk_corners, filter_kwargs
 from paigrid.errors import PaigridError
 from paigrid.evaluate import Block, cube_chunks
+from paigrid.faults import fault_point
+from paigrid.files import new_file_mode, sync_folder
 from paigrid.inputs.kernel_tables import Grid
-from paigrid.llm.grid import LLM_BEST_DIMS, LLM_DIMS, LlmGrid, result_fields
+from paigrid.llm.grid import LlmGrid, result_fields
 from paigrid.schema import (
     BAND_DIMS,
     BAND_VARIABLE,
@@ -55,6 +57,8 @@ from paigrid.schema import (
     FORMAT_VERSION,
     JOB_GPU_DIMS,
     JOB_GPU_VARIABLES,
+    LLM_BEST_DIMS,
+    LLM_DIMS,
     OVERALL_BEST_DIMS,
     OVERALL_DIMS,
     OVERALL_STEP_DIMS,
@@ -64,7 +68,6 @@ from paigrid.schema import (
     partial_path,
     str_attr,
 )
-from paigrid.userfiles import fault_point, new_file_mode, sync_folder
 
 CHUNK_TARGET_BYTES = 2 * 2**20
 #: a chunk of the cube variables holds at least about this much float32 (unless a block's jobs

@@ -19,8 +19,8 @@ kernel's.
   check per architecture (``O_PS_MEMORY``) as on the CPU.
 
 Importing this module needs only numpy and numba: ``numba.cuda`` is imported by ``load``
-(which sets ``np.row_stack`` first where numpy lacks it, since numba-cuda still registers it),
-so that machines without the CUDA target can import the package.
+(``device_namespace``, the load step ``cuda_llm`` shares), so that machines without the CUDA
+target can import the package.
 """
 
 import numpy as np
@@ -127,23 +127,7 @@ def load():
     import of numba.cuda they run in numba's CUDA simulator."""
     if "ns" in _LOADED:
         return _LOADED["ns"]
-    if not hasattr(np, "row_stack"):  # numba-cuda registers np.row_stack, which numpy 2.5 removed
-        np.row_stack = np.vstack
-    from numba import cuda as numba_cuda
-
-    _complete_ufuncs()
-    _no_contraction()
-    # one copy of each module's globals, in which every shared helper (of any module) is its
-    # CUDA compilation, so that a helper calling another (model's calling ps's) stays on the GPU
-    module_globals = {module.__name__: dict(vars(module)) for module in SHARED_MODULES}
-    kernel_globals = dict(globals())
-    device = {
-        name: numba_cuda.jit(device=True)(_retarget(getattr(module, name).py_func, module_globals[module.__name__]))
-        for name, module in shared_helpers().items()
-    }
-    for namespace in (*module_globals.values(), kernel_globals):
-        namespace.update(device)
-    kernel_globals["cuda"] = numba_cuda
+    numba_cuda, device, kernel_globals = device_namespace(shared_helpers(), SHARED_MODULES, globals())
     ns = CudaKernels(
         numba_cuda,
         device,
@@ -152,6 +136,37 @@ def load():
     )
     _LOADED["ns"] = ns
     return ns
+
+
+def device_namespace(helpers: dict, modules, kernel_globals: dict, prepare=()) -> tuple:
+    """The load step of both CUDA modules (this one and ``cuda_llm``): numba.cuda imported (with
+    ``np.row_stack`` set first where numpy lacks it, since numba-cuda still registers it),
+    numba-cuda's ufunc table completed (``_complete_ufuncs``, then each function of ``prepare``),
+    contraction into fused multiply-adds switched off (``_no_contraction``), and every helper of
+    ``helpers`` (name -> the module of ``modules`` that defines it) compiled a second time, from
+    the same Python function, as a CUDA device function.  Each module gets one copy of its
+    globals in which every shared helper (of any of the modules) is its CUDA compilation, so that
+    a helper calling another (model's calling ps's) stays on the GPU.  Returns (numba.cuda, name
+    -> device function, a copy of ``kernel_globals`` with the device functions and ``cuda`` set:
+    the globals to retarget the kernels to)."""
+    if not hasattr(np, "row_stack"):  # numba-cuda registers np.row_stack, which numpy 2.5 removed
+        np.row_stack = np.vstack
+    from numba import cuda as numba_cuda
+
+    _complete_ufuncs()
+    for step in prepare:
+        step()
+    _no_contraction()
+    module_globals = {module.__name__: dict(vars(module)) for module in modules}
+    namespace = dict(kernel_globals)
+    device = {
+        name: numba_cuda.jit(device=True)(_retarget(getattr(module, name).py_func, module_globals[module.__name__]))
+        for name, module in helpers.items()
+    }
+    for globals_ in (*module_globals.values(), namespace):
+        globals_.update(device)
+    namespace["cuda"] = numba_cuda
+    return numba_cuda, device, namespace
 
 
 def _complete_ufuncs() -> None:

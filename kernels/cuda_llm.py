@@ -15,7 +15,8 @@ either module later is retargeted too).  The kernels below only index the grid:
 
 ``tests/test_cuda_llm.py`` checks, through numba's CUDA simulator, that every output equals the
 CPU kernels' bit for bit, and compiles the kernels to PTX where NVVM is installed.  Importing
-this module needs only numpy and numba; ``numba.cuda`` is imported by ``load``.
+this module needs only numpy and numba; ``numba.cuda`` is imported by ``load`` (the load step
+is ``cuda.device_namespace``, shared with the data-parallel kernels).
 """
 
 import numpy as np
@@ -23,7 +24,7 @@ from numba.core.registry import CPUDispatcher
 
 from . import llm, llm_search
 from . import llm_columns as K
-from .cuda import _complete_ufuncs, _no_contraction, _retarget, launch_grid
+from .cuda import _retarget, device_namespace, launch_grid
 from .llm import evaluate_pair  # the CPU compilations; ``load`` gives the kernels the GPU ones under these names
 from .llm_search import probe_stem, search_stem
 
@@ -76,22 +77,9 @@ def load() -> CudaLlmKernels:
     set before numba.cuda is first imported they run in numba's CUDA simulator)."""
     if "ns" in _LOADED:
         return _LOADED["ns"]
-    if not hasattr(np, "row_stack"):  # numba-cuda registers np.row_stack, which numpy 2.5 removed
-        np.row_stack = np.vstack
-    from numba import cuda as numba_cuda
-
-    _complete_ufuncs()
-    _complete_floor()
-    _no_contraction()
-    module_globals = {module.__name__: dict(vars(module)) for module in SHARED_MODULES}
-    kernel_globals = dict(globals())
-    device = {
-        name: numba_cuda.jit(device=True)(_retarget(getattr(module, name).py_func, module_globals[module.__name__]))
-        for name, module in shared_helpers().items()
-    }
-    for namespace in (*module_globals.values(), kernel_globals):
-        namespace.update(device)
-    kernel_globals["cuda"] = numba_cuda
+    numba_cuda, device, kernel_globals = device_namespace(
+        shared_helpers(), SHARED_MODULES, globals(), prepare=(_complete_floor,)
+    )
     ns = CudaLlmKernels(
         numba_cuda,
         device,

@@ -28,43 +28,7 @@ import numba
 import numpy as np
 from numba.core import caching
 
-#: the modules of this package whose sources key the kernel cache (``source_fingerprint``;
-#: tests/test_one_engine.py checks that it names every module of the package)
-SOURCES = (
-    "__init__.py",
-    "columns.py",
-    "cuda.py",
-    "cuda_llm.py",
-    "dp_columns.py",
-    "jit.py",
-    "llm.py",
-    "llm_columns.py",
-    "llm_reference.py",
-    "llm_search.py",
-    "metrics.py",
-    "model.py",
-    "ps.py",
-    "reference.py",
-    "scan.py",
-)
-
-
-def source_fingerprint() -> str:
-    """16 hex digits that change whenever a module of ``SOURCES`` changes (a position-weighted
-    sum of its bytes and its length, modulo 2^64; a cache key, not a cryptographic hash).
-
-    numba's on-disk cache checks only the source file of the function it compiled, not the
-    modules whose constants and helpers it compiled in (``dp_columns.py``'s column indices,
-    ``ps.py``'s helpers): after a change to those alone it loads stale machine code, and two
-    caches filled at different times (a test's subprocess and its parent process) answer
-    differently.  The kernels are therefore cached per fingerprint (``cache_folder``).
-    """
-    total = np.zeros(1, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for name in SOURCES:
-            size, weighted = _content_sums(_FOLDER + name)
-            total = total * np.uint64(1099511628211) + size + weighted
-    return f"{int(total[0]):016x}"
+from .fingerprint import SOURCES, source_fingerprint  # noqa: F401 (also read as jit.SOURCES)
 
 
 #: this module's folder, with its trailing separator

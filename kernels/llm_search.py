@@ -26,28 +26,22 @@ from numba import prange
 from . import llm_columns as K
 from .jit import jit, parallel_jit, serial_twin
 from .llm import data_parallel_seconds, evaluate_pair, memory_bytes, stage_layers, tensor_seconds
-
-# --- stem table: one row per (tp, pp, dp, cp, ep, micro-batch) --------------------------------
-ST_TP = 0
-ST_PP = 1
-ST_DP = 2
-ST_CP = 3
-ST_EP = 4
-ST_MB = 5
-ST_SHAPE = 6  # the stem's row on the compute table's second axis (its GEMM shape)
-N_STEM_FIELDS = 7
-
-# --- choices vector: what each stem is crossed with ---------------------------------------------
-# [CH_EVERY_VPP, n_vpp, vpp values..., n_zero, zero stages..., n_rc, recompute codes..., n_sp, sp flags...]
-CH_EVERY_VPP = 0  # 1: every interleave factor that fits (the space's empty vpp)
-
-# --- counts per (stem, hardware row) ------------------------------------------------------------
-C_LAYOUTS = 0  # layouts enumerated
-C_MEMORY = 1  # pruned: the busiest stage does not fit in memory
-C_BOUND = 2  # pruned: the lower bound is not below the best step so far
-C_EVALUATED = 3  # evaluated by the step-time model
-C_VALID = 4  # of those, valid
-N_COUNTS = 5
+from .llm_columns import (  # the stem table, choices vector and counts (columns declared with the others)
+    C_BOUND,
+    C_EVALUATED,
+    C_LAYOUTS,
+    C_MEMORY,
+    C_VALID,
+    CH_EVERY_VPP,
+    N_COUNTS,
+    ST_CP,
+    ST_DP,
+    ST_EP,
+    ST_MB,
+    ST_PP,
+    ST_SHAPE,
+    ST_TP,
+)
 
 #: chunks a pipeline may hold beyond its layers (the embedding and the loss, as ``llm.layout_reason``)
 EXTRA_CHUNKS = 2.0

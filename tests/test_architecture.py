@@ -17,7 +17,19 @@ FOLDERS = {"paigrid": ROOT / "engine", "paigrid.kernels": ROOT / "kernels", "pai
 #: the layer order, lowest first: a module may import modules of its own layer or below
 LAYERS = [
     ("kernels", ["paigrid.kernels", "paigrid.kernels.*", "paigrid.datasets"]),
-    ("base", ["paigrid", "paigrid.errors", "paigrid.userfiles", "paigrid.render", "paigrid.llm"]),
+    (
+        "base",
+        [
+            "paigrid",
+            "paigrid.errors",
+            "paigrid.faults",
+            "paigrid.files",
+            "paigrid.locking",
+            "paigrid.render",
+            "paigrid.llm",
+            "paigrid.precompiled",
+        ],
+    ),
     (
         "inputs",
         [

@@ -314,7 +314,7 @@ def _csv_line(row: dict) -> str:
     return buffer.getvalue()
 
 
-def test_datasets_lists_the_new_rows():
-    result = run("datasets", "gpus")
+def test_catalogues_lists_the_new_rows():
+    result = run("catalogues", "gpus")
     assert result.exit_code == 0 and "GB300" in result.output and "RTX-3090" in result.output
-    assert "memory_GiB" in result.output and "nvfp4" in run("datasets", "precisions").output
+    assert "memory_GiB" in result.output and "nvfp4" in run("catalogues", "precisions").output

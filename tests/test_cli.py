@@ -76,10 +76,35 @@ def test_predict_json_gives_the_breakdown():
     assert data["step_time"] == pytest.approx(components, rel=1e-5)
 
 
-def test_datasets_lists_the_catalogues():
-    result = run("datasets")
+def test_catalogues_lists_the_catalogues():
+    result = run("catalogues")
     assert result.exit_code == 0 and "gpus" in result.output and "workloads" in result.output
-    assert "V100-SXM2-16GB" in run("datasets", "gpus").output
+    assert "V100-SXM2-16GB" in run("catalogues", "gpus").output
+
+
+@pytest.mark.parametrize("args", [[], ["gpus"], ["links", "--csv"]])
+def test_the_old_name_datasets_prints_the_same_with_one_note_on_stderr(args):
+    """``paigrid datasets`` (the name before ``catalogues``) still works for users' scripts: the
+    same stdout, one line on stderr naming the new command, and it is not in the help."""
+    new, old = run("catalogues", *args), run("datasets", *args)
+    assert (new.exit_code, old.exit_code) == (0, 0), old.output
+    assert old.stdout == new.stdout and new.stderr == ""
+    assert old.stderr.splitlines() == [
+        "paigrid: note: `paigrid datasets` is now `paigrid catalogues`; the old name will go."
+    ]
+    listed = run("--help").output
+    assert "catalogues" in listed and "datasets" not in listed
+
+
+def test_the_old_name_datasets_refuses_bad_input_as_catalogues_does():
+    """Bad input to the old name: its note, then the one sentence of ``catalogues``, the same exit."""
+    new, old = run("catalogues", "cpus"), run("datasets", "cpus")
+    assert old.exit_code == new.exit_code == 2 and old.stdout == new.stdout == ""
+    assert old.stderr.splitlines() == [
+        "paigrid: note: `paigrid datasets` is now `paigrid catalogues`; the old name will go.",
+        *new.stderr.splitlines(),
+    ]
+    assert len(new.stderr.splitlines()) == 1 and new.stderr.startswith("paigrid: error: unknown catalogue 'cpus'")
 
 
 def test_unknown_gpu_lists_close_matches():

@@ -6,18 +6,17 @@ made it."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import h5py
 import pytest
 
 from cli_helpers import assert_clean_error, run
 from cube_compare import assert_same_cube
+from cuda_helpers import compile_ptx, run_simulator_checks
 from paigrid.errors import PaigridError
 from paigrid.inputs.spec import spec_from_dict
 from paigrid.schema import partial_path
 
-HERE = Path(__file__).parent
 PAIGRID = [sys.executable, "-c", "from paigrid.cli import main; main()"]
 
 SPEC = """
@@ -49,15 +48,12 @@ def test_cuda_kernels_give_the_cpu_outputs_in_the_simulator():
     # both compute models, every option that changes a formula (the parameter-server options and the
     # ring inter-server volume on workloads with sparse embeddings included), NaN inputs; full cube
     # and reduce-only
-    done = subprocess.run(
-        [sys.executable, str(HERE / "cuda_sim_checks.py")], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok missing input numbers (full)" in done.stdout, done.stdout
-    assert "ok missing input numbers, every ps option (full)" in done.stdout, done.stdout
-    assert done.stdout.count("16 outputs equal") == 14 and done.stdout.count("9 outputs equal") == 12, done.stdout
-    assert done.stdout.count(" exercised: ") == 5, done.stdout
-    assert "ok run_cuda over several launches" in done.stdout, done.stdout
+    stdout = run_simulator_checks("cuda_sim_checks.py")
+    assert "ok missing input numbers (full)" in stdout, stdout
+    assert "ok missing input numbers, every ps option (full)" in stdout, stdout
+    assert stdout.count("16 outputs equal") == 14 and stdout.count("9 outputs equal") == 12, stdout
+    assert stdout.count(" exercised: ") == 5, stdout
+    assert "ok run_cuda over several launches" in stdout, stdout
 
 
 def test_launches_group_consecutive_blocks_up_to_a_size():
@@ -167,17 +163,6 @@ def test_info_of_a_cube_without_the_device_attribute(tmp_path):
     assert info.exit_code == 0 and "device: not recorded" in info.output, info.output
 
 
-def _nvvm_found() -> str:
-    """'' when numba-cuda and libNVVM are installed here (PTX can be made without a GPU), else why not."""
-    probe = subprocess.run(
-        [sys.executable, "-c", "from numba.cuda.cudadrv import nvvm; nvvm.NVVM()"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no libNVVM"])[-1]
-
-
 PTX = """
 import types
 import numba
@@ -209,17 +194,12 @@ for kernel, args in ((ns.terms_kernel, terms), (ns.configurations_kernel, block)
 @pytest.mark.cuda_sim
 def test_cuda_kernels_compile_to_ptx():
     # the simulator runs Python; this compiles the real kernels (helpers included) with NVVM for sm_90
-    reason = _nvvm_found()
-    if reason:
-        pytest.skip(f"numba-cuda's NVVM is not installed here ({reason}); pip install 'paigrid[cuda]' to run this")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-c", PTX], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "ptx _terms_kernel" in done.stdout and "ptx _configurations_kernel" in done.stdout, done.stdout
+    stdout = compile_ptx(PTX)
+    assert "ptx _terms_kernel" in stdout and "ptx _configurations_kernel" in stdout, stdout
     # NVVM contracts a * b + c into one rounding unless told not to (-fma=0), where the CPU rounds
     # twice: the terms kernel (no math library calls) has no fma.rn; the configurations kernel's
     # come from libdevice's log2 (ceil(log2 n) of the collectives), fma-based by design
-    terms = next(line for line in done.stdout.splitlines() if line.startswith("ptx _terms_kernel"))
+    terms = next(line for line in stdout.splitlines() if line.startswith("ptx _terms_kernel"))
     assert terms.endswith(" fused multiply-adds 0"), terms
 
 

@@ -2,41 +2,20 @@
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set in a subprocess before numba.cuda is imported),
 and compiled to PTX with NVVM where it is installed; no GPU is needed."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-HERE = Path(__file__).parent
+from cuda_helpers import compile_ptx, run_simulator_checks
 
 
 @pytest.mark.cuda_sim
 def test_cuda_llm_kernels_give_the_cpu_outputs_in_the_simulator():
-    done = subprocess.run(
-        [sys.executable, str(HERE / "cuda_sim_llm_checks.py")], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    stdout = run_simulator_checks("cuda_sim_llm_checks.py")
     for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3", "probe mixtral-8x7b"):
-        assert f"ok {case}: 1 outputs equal" in done.stdout, done.stdout
-    assert done.stdout.count("search ") == 2 and "ok search mixtral-8x7b: 3 outputs equal" in done.stdout
-    assert done.stdout.count("ok best_layout") == 2, done.stdout
-    exercised = [
-        int(line.split(":")[1].split(",")[0]) for line in done.stdout.splitlines() if "reasons exercised" in line
-    ]
-    assert len(exercised) == 3 and min(exercised) >= 5, done.stdout
-
-
-def _nvvm_found() -> str:
-    """'' when numba-cuda and libNVVM are installed here (PTX can be made without a GPU), else why not."""
-    probe = subprocess.run(
-        [sys.executable, "-c", "from numba.cuda.cudadrv import nvvm; nvvm.NVVM()"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no libNVVM"])[-1]
+        assert f"ok {case}: 1 outputs equal" in stdout, stdout
+    assert stdout.count("search ") == 2 and "ok search mixtral-8x7b: 3 outputs equal" in stdout
+    assert stdout.count("ok best_layout") == 2, stdout
+    exercised = [int(line.split(":")[1].split(",")[0]) for line in stdout.splitlines() if "reasons exercised" in line]
+    assert len(exercised) == 3 and min(exercised) >= 5, stdout
 
 
 PTX = """
@@ -80,14 +59,9 @@ for kernel, args in cases:
 @pytest.mark.cuda_sim
 def test_cuda_llm_kernels_compile_to_ptx():
     # the simulator runs Python; this compiles the real kernels (helpers included) with NVVM for sm_90
-    reason = _nvvm_found()
-    if reason:
-        pytest.skip(f"numba-cuda's NVVM is not installed here ({reason}); pip install 'paigrid[cuda]' to run this")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-c", PTX], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.startswith("ptx ")]
-    assert [line.split()[1] for line in lines] == ["_pairs_kernel", "_probe_kernel", "_search_kernel"], done.stdout
+    stdout = compile_ptx(PTX)
+    lines = [line for line in stdout.splitlines() if line.startswith("ptx ")]
+    assert [line.split()[1] for line in lines] == ["_pairs_kernel", "_probe_kernel", "_search_kernel"], stdout
     # no math-library call of these kernels is fma-based, and NVVM is told not to contract a * b + c
     # (-fma=0, kernels.cuda._no_contraction), so the GPU rounds as the CPU does
-    assert all(line.endswith(" fused multiply-adds 0") for line in lines), done.stdout
+    assert all(line.endswith(" fused multiply-adds 0") for line in lines), stdout

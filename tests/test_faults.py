@@ -3,7 +3,7 @@ SIGINT and SIGTERM (and Ctrl-C on a Dask sweep), two writers on one output with 
 HDF5's file locking, a full disk (a small tmpfs where it can be mounted, injected ENOSPC
 always), bit flips in cube chunks, special output files, a closed stdout pipe.
 
-The kill points come from the test hook ``PAIGRID_TEST_KILL_AT`` (``paigrid.userfiles.fault_point``):
+The kill points come from the test hook ``PAIGRID_TEST_KILL_AT`` (``paigrid.faults.fault_point``):
 the sweep signals itself at exactly that point, so nothing here depends on timing.  After every
 fault the output is checked: nothing that looks whole is left half-written, and the finished
 cube (resumed or re-run) equals an uninterrupted one value for value.

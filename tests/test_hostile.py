@@ -567,7 +567,7 @@ case(
     {},
     "--flop-per",
 )
-case("datasets-unknown", ["datasets", "cpus"], {}, "cpus")
+case("catalogues-unknown", ["catalogues", "cpus"], {}, "cpus")
 case("command-unknown", ["sweeep"], {}, "sweeep")
 case("option-unknown-flag", ["info", f"{W}/cube.h5", "--verbose"], {}, "--verbose")
 
@@ -682,7 +682,10 @@ def test_the_corpus_is_large_and_covers_every_command():
 
     assert len(CASES) >= 150, len(CASES)
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
-    commands = set(get_command(app).commands) - {"trace"} | {"trace"}
+    # every command of the help; a hidden one is an old name (``datasets``), the same function as the
+    # command it names (covered here), with its bad input checked in tests/test_cli.py
+    commands = {name for name, command in get_command(app).commands.items() if not command.hidden}
+    assert "catalogues" in commands and "datasets" not in commands
     covered = {c.args[0] for c in CASES}
     assert commands <= covered, commands - covered
 

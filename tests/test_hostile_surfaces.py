@@ -776,7 +776,7 @@ def _closed_stdout():
     os.close(1)
 
 
-@pytest.mark.parametrize("args", [["datasets"], ["llm", "models", "--csv"], ["study-spec"]])
+@pytest.mark.parametrize("args", [["catalogues"], ["llm", "models", "--csv"], ["study-spec"]])
 def test_a_closed_stdout_is_one_sentence(args):
     result = subprocess.run(
         [sys.executable, "-c", "from paigrid.cli import main; main()", *args],
@@ -806,9 +806,9 @@ def test_a_command_that_prints_nothing_runs_with_stdout_closed(tmp_path):
 def test_a_fifo_whose_reader_stops_reading_ends_in_one_sentence(tmp_path, monkeypatch):
     """A reader that opened the FIFO and reads nothing: once the pipe's buffer is full the write
     would wait forever; after ``STREAM_STALL_SECONDS`` without progress it is one sentence."""
-    import paigrid.userfiles as userfiles
+    import paigrid.files as files
 
-    monkeypatch.setattr(userfiles, "STREAM_STALL_SECONDS", 0.5)
+    monkeypatch.setattr(files, "STREAM_STALL_SECONDS", 0.5)
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, never read
@@ -823,7 +823,7 @@ def test_a_fifo_whose_reader_stops_reading_ends_in_one_sentence(tmp_path, monkey
 def test_a_fifo_whose_reader_went_away_ends_in_one_sentence(tmp_path, monkeypatch):
     """The reader closes the FIFO after the first piece: the rest cannot be written (a broken
     pipe), which is one sentence, not a traceback or a silent success."""
-    import paigrid.userfiles as userfiles
+    import paigrid.files as files
 
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
@@ -836,7 +836,7 @@ def test_a_fifo_whose_reader_went_away_ends_in_one_sentence(tmp_path, monkeypatc
             os.close(reader)
         return written
 
-    monkeypatch.setattr(userfiles.os, "write", write_then_reader_gone)
+    monkeypatch.setattr(files.os, "write", write_then_reader_gone)
     code, _, stderr = invoke("population", "--jobs", "3000", "--out", fifo)
     monkeypatch.undo()
     assert_one_sentence(code, stderr, "its reader closed it before the end")
@@ -915,7 +915,9 @@ def test_a_public_files_whole_number_beyond_range_refuses_its_row(tmp_path, name
 
 # --- the corpus covers every command and the Python API ---------------------------------------------------
 def _commands() -> set[str]:
-    """Every command of the CLI by its full name ("sweep", "llm query", "trace import", ...)."""
+    """Every command of the CLI's help by its full name ("sweep", "llm query", "trace import", ...):
+    a hidden one is an old name (``datasets``) that runs the command it names, its bad input
+    checked in tests/test_cli.py."""
     import typer.main
 
     from paigrid.cli import app
@@ -924,7 +926,8 @@ def _commands() -> set[str]:
         subs = getattr(command, "commands", None)
         if subs:
             for name, sub in subs.items():
-                yield from walk(sub, (*prefix, name))
+                if not sub.hidden:
+                    yield from walk(sub, (*prefix, name))
         else:
             yield " ".join(prefix)
 

@@ -1,5 +1,5 @@
-"""The kernel tables' column indices (``kernels/dp_columns.py``) are unique and dense, and a bad table
-value is reported by its catalogue column, not by an index."""
+"""The kernel tables' column indices (``kernels/dp_columns.py``, ``kernels/llm_columns.py``) are
+unique and dense, and a bad table value is reported by its catalogue column, not by an index."""
 
 import dataclasses
 
@@ -109,3 +109,58 @@ def test_llm_columns_tile_their_table(prefix):
     assert fields, f"no {prefix} columns in kernels/llm_columns.py"
     covered = sorted(column for name, first in fields.items() for column in range(first, first + runs.get(name, 1)))
     assert covered == list(range(getattr(K, count))), f"{prefix} columns are not each used once: {sorted(fields)}"
+
+
+# prefix of each declared LLM table's constants (``kernels.columns.Table`` in kernels/llm_columns.py)
+LLM_DECLARED_PREFIX = {
+    "layout": "LA_",
+    "hardware": "HW_",
+    "model": "M_",
+    "options": "OP_",
+    "compute": "CT_",
+    "result": "R_",
+}
+LLM_UNITS = UNITS | {
+    "index",
+    "sequences",
+    "tokens",
+    "tokens/s",
+    "features",
+    "domains",
+    "NICs/GPU",
+    "FLOP/s",
+    "FLOP/token",
+    "bytes/token",
+    "bytes/value",
+    "s/token",
+    "TFLOP/s",
+    "USD",
+    "J",
+}
+
+
+def test_every_llm_table_is_declared():
+    from paigrid.kernels import llm_columns as K
+
+    assert set(K.TABLES) == set(LLM_DECLARED_PREFIX)
+    assert {LLM_DECLARED_PREFIX[name] for name in K.TABLES} == set(LLM_TABLES)
+
+
+@pytest.mark.parametrize("table", sorted(LLM_DECLARED_PREFIX))
+def test_declared_llm_columns_are_the_constants(table):
+    """Each declared LLM column is the module constant of its name, with a unit and a meaning,
+    its width is the run the tiling test expects, and the declared widths add up to the
+    table's count constant."""
+    from paigrid.kernels import llm_columns as K
+
+    declared = K.TABLES[table]
+    prefix = LLM_DECLARED_PREFIX[table]
+    count, runs = LLM_TABLES[prefix]
+    assert declared.columns and declared.width == getattr(K, count)
+    for column in declared.columns:
+        constant = prefix + column.name.upper()
+        assert getattr(K, constant) == column.index, column
+        assert column.width == runs.get(constant, 1), column
+        assert column.unit in LLM_UNITS and column.doc, column
+    constants = {n for n, v in vars(K).items() if n.startswith(prefix) and n.isupper() and isinstance(v, int)}
+    assert constants == {prefix + c.name.upper() for c in declared.columns}

@@ -148,7 +148,7 @@ def test_the_kernel_cache_is_keyed_by_every_kernel_module():
             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); print(m.source_fingerprint())"
         )
         moved = subprocess.run(
-            [sys.executable, "-c", load, str(copy / "jit.py")], capture_output=True, text=True, check=True
+            [sys.executable, "-c", load, str(copy / "fingerprint.py")], capture_output=True, text=True, check=True
         ).stdout.strip()
     finally:
         shutil.rmtree(copy, ignore_errors=True)

@@ -7,7 +7,7 @@ starts, and a full disk met while writing is one sentence with nothing replaced;
 output keeps its permissions.  And the Dask loop's handling of futures the scheduler dropped
 (``distributed._poll_blocks``), on a stand-in client.
 
-These tests guarded the old plain-h5py LLM writer (``userfiles.replacing_file``); each keeps its
+These tests guarded the old plain-h5py LLM writer (since removed); each keeps its
 hostile input and checks the same guarantee on the unified writer's files (``l.h5.partial``,
 ``.l.h5.creating``, ``l.h5.lock``) instead of the old writer's (``.l.h5.writing``).
 """
@@ -140,10 +140,10 @@ def test_ctrl_c_is_one_sentence_and_leaves_nothing_at_the_output(reference, tmp_
 
 
 def test_a_sweep_that_would_not_fit_is_refused_before_it_starts(tmp_path, monkeypatch):
-    import paigrid.userfiles as userfiles
+    import paigrid.files as files
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(userfiles.shutil, "disk_usage", lambda folder: usage(10**6, 10**6 - 1000, 1000))
+    monkeypatch.setattr(files.shutil, "disk_usage", lambda folder: usage(10**6, 10**6 - 1000, 1000))
     (tmp_path / "l.h5").write_bytes(b"an earlier result")
     before = snapshot(tmp_path)
     code, _, stderr = invoke(*ARGS, "-o", tmp_path / "l.h5")
@@ -186,10 +186,10 @@ def test_an_existing_output_keeps_its_permissions_and_a_new_one_gets_the_usual(t
 
 
 def test_a_second_writer_is_refused_naming_the_first(tmp_path):
-    import paigrid.userfiles as userfiles
+    import paigrid.locking as locking
 
     out = tmp_path / "l.h5"
-    with userfiles.OutputLock(out).acquire(str(out)):
+    with locking.OutputLock(out).acquire(str(out)):
         code, _, stderr = invoke(*ARGS, "-o", out)
     assert_one_sentence(code, error_line(stderr), f"pid {os.getpid()}", "is writing")
     assert not out.exists()
@@ -336,7 +336,7 @@ def names_left(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir()}
 
 
-#: the points of a mixed sweep's write (``userfiles.fault_point``), each with the blocks of each
+#: the points of a mixed sweep's write (``faults.fault_point``), each with the blocks of each
 #: family its partial file holds when killed there (None: no partial file yet)
 MIXED_POINTS = {
     "lock-taken": None,
@@ -515,10 +515,10 @@ def test_a_real_disk_filling_during_the_llm_group_leaves_nothing_that_looks_whol
 
 
 def test_a_second_writer_of_a_mixed_sweep_is_refused_naming_the_first(mixed, tmp_path):
-    import paigrid.userfiles as userfiles
+    import paigrid.locking as locking
 
     out = tmp_path / "cube.h5"
-    with userfiles.OutputLock(out).acquire(str(out)):
+    with locking.OutputLock(out).acquire(str(out)):
         before = snapshot(tmp_path)
         code, _, stderr = invoke("sweep", mixed / "spec.toml", "-o", out, "-q")
         assert_one_sentence(code, stderr, f"pid {os.getpid()}", "is writing")

@@ -19,7 +19,7 @@ from paigrid.inputs import options as D
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults as efficiency_defaults
 from paigrid.inputs.jobs import Job
-from paigrid.inputs.kernel_tables import _resolve_network, job_vector, link_table, option_vector
+from paigrid.inputs.kernel_tables import job_vector, link_table, option_vector, resolve_dp_network
 from paigrid.inputs.spec import JOB_OPTIONS, Options, spec_from_dict
 from paigrid.kernels import dp_columns as L
 from paigrid.kernels import llm_columns as K
@@ -43,7 +43,7 @@ def _tool():
 # --- declared once: the option classes are the declarations --------------------------------------
 def test_options_fields_are_the_dp_declarations():
     fields = {f.name: f.default for f in dataclasses.fields(Options)}
-    assert list(fields) and set(fields) == set(D.BY_NAME["dp"])
+    assert list(fields) == [o.name for o in D.DP_OPTIONS]
     for option in D.DP_OPTIONS:
         assert fields[option.name] == option.default or (
             option.default != option.default and fields[option.name] != fields[option.name]
@@ -52,10 +52,28 @@ def test_options_fields_are_the_dp_declarations():
 
 def test_llm_options_fields_are_the_llm_declarations():
     names = [f.name for f in dataclasses.fields(LlmOptions)]
-    assert set(names) == set(D.BY_NAME["llm"])
+    assert names == [o.name for o in D.LLM_OPTIONS]
     defaults = LlmOptions.defaults()
     for option in D.LLM_OPTIONS:
         assert getattr(defaults, option.name) == D.default(option)
+
+
+@pytest.mark.parametrize("cls", [Options, LlmOptions], ids=["dp", "llm"])
+def test_option_fields_have_the_declared_types_and_are_keyword_only(cls):
+    """The fields are built from the declarations (``options.fields_class``): each has its
+    kind's type (``| None`` where unset is a value), a default exactly where the declaration
+    gives one, and is keyword-only; the stub the type checker reads says the same."""
+    family = "dp" if cls is Options else "llm"
+    stub = (ROOT / "engine" / "inputs" / "option_fields.pyi").read_text(encoding="utf-8")
+    for f, option in zip(dataclasses.fields(cls), D.OPTIONS[family], strict=True):
+        kind = D.PYTHON_TYPES[option.kind]
+        assert f.type == (kind | None if option.nullable else kind), option.name
+        assert (f.default is not dataclasses.MISSING) == D.has_field_default(option), option.name
+        assert f.kw_only, option.name
+        default = " = ..." if D.has_field_default(option) else ""
+        assert f"\n    {option.name}: {D.field_type_text(option)}{default}\n" in stub, option.name
+    with pytest.raises(TypeError):
+        cls(*[getattr(cls.defaults() if cls is LlmOptions else cls(), f.name) for f in dataclasses.fields(cls)])
 
 
 @pytest.mark.parametrize("option", ALL, ids=IDS)
@@ -93,7 +111,7 @@ def _dp_slot(option, value, cats):
         # a link-table option (fabric_tiers): the row that a fabric named as a network becomes, NaN
         # where the name is no network of the data-parallel jobs
         try:
-            name = _resolve_network(cats, "dgx-h100-superpod", value)
+            name = resolve_dp_network(cats, "dgx-h100-superpod", value)
         except PaigridError:
             return math.nan
         return link_table(cats, [name], efficiency_defaults())[0, getattr(L, option.slot)]
@@ -146,13 +164,16 @@ def test_every_option_is_in_the_help_of_its_family():
             assert f" {option.name}," in D.option_help(family) or D.option_help(family).endswith(f" {option.name}.")
 
 
-def test_options_page_and_bounds_file_are_up_to_date():
+def test_options_page_bounds_file_and_fields_stub_are_up_to_date():
     tool = _tool()
     assert tool.render_page() == (ROOT / "docs" / "options.md").read_text(encoding="utf-8"), (
         "docs/options.md is not what the declarations say: run python tools/options_reference.py"
     )
     assert tool.render_bounds() == (ROOT / "datasets" / "parameter_bounds.csv").read_text(encoding="utf-8"), (
         "datasets/parameter_bounds.csv is not what the declarations say: run python tools/options_reference.py"
+    )
+    assert tool.render_stub() == (ROOT / "engine" / "inputs" / "option_fields.pyi").read_text(encoding="utf-8"), (
+        "engine/inputs/option_fields.pyi is not what the declarations say: run python tools/options_reference.py"
     )
 
 

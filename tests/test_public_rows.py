@@ -19,6 +19,7 @@ from paigrid.accuracy.shrinkage import choose_strength, inner_folds, shrunk_leas
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.inputs.spec import Options
+from paigrid.inputs.zoo import builtin_models
 
 V2 = str(resources.files("paigrid.datasets").joinpath("measured_public_v2.csv"))
 OLD = str(resources.files("paigrid.datasets").joinpath("measurements_public.csv"))
@@ -164,8 +165,24 @@ def test_gpus_cells_and_units_as_published(tmp_path, cats):
     reading, row = one(tmp_path, cats, model="A model nobody catalogued")
     assert reading.refused[0].reason == "model not in the zoo: A model nobody catalogued"
     tokens = cats.workloads.number("gnmt", "tokens_per_sample")
-    _, row = one(tmp_path, cats, throughput="30000", throughput_unit="tokens/s")
-    assert row.measured == pytest.approx(30000 / tokens)
+    # DLE GNMT's tok/s counts source + target tokens: the zoo's per_sample tokens (30 + 30), not
+    # the catalogue's tokens_per_sample (the 30 of one side); the row lists the assumption
+    pair = next(m for m in builtin_models() if m.name == "gnmt").per_sample["tokens"]
+    assert pair == 2 * tokens
+    reading, row = one(tmp_path, cats, throughput="30000", throughput_unit="tokens/s")
+    assert row.measured == pytest.approx(30000 / pair)
+    assert any("per_sample tokens" in a for a in reading.assumptions[row.id])
+    # where the zoo and the catalogue agree (Transformer-XL base: 192) the count is that, unremarked
+    reading, row = one(
+        tmp_path,
+        cats,
+        model="Transformer-XL base",
+        seq_len_or_image_size="192",
+        throughput="19200",
+        throughput_unit="tokens/s",
+    )
+    assert row.measured == pytest.approx(100)
+    assert not any("per_sample tokens" in a for a in reading.assumptions[row.id])
     _, row = one(tmp_path, cats, throughput="2", throughput_unit="Msamples/s (value printed with M suffix)")
     assert row.measured == pytest.approx(2e6)
     _, row = one(tmp_path, cats, throughput="3", throughput_unit="molecules/ms")

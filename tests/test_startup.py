@@ -4,12 +4,14 @@ nor scipy, dask, matplotlib or xarray.
 
 The commands run one after another in a fresh interpreter, which reports the modules loaded after
 each; a command that needs the kernels (``predict``) is checked the same way and must show numba,
-so the check is seen to catch an import.  No timing here: the start-up times are measured by
-``bench/bench.py``.
+so the check is seen to catch an import; a warm LLM search (``predict --layout best``, its kernels
+precompiled by ``paigrid.precompiled``) must show neither numba nor llvmlite.  No timing here:
+the start-up times are measured by ``bench/bench.py``.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,9 @@ import pytest
 from cli_helpers import run
 
 FORMAT4 = Path(__file__).parent / "data" / "format4" / "cube.h5"
+
+#: the variable that turns the precompiled kernels off (``paigrid.precompiled.ENABLE_VARIABLE``)
+PRECOMPILED_OFF = "PAIGRID_PRECOMPILED"
 
 #: what a reading command must not load
 HEAVY = ("numba", "llvmlite", "scipy", "dask", "matplotlib", "xarray")
@@ -74,12 +79,14 @@ def mixed_cube(tmp_path_factory):
     return folder / "cube.h5"
 
 
-def probe(tmp_path, commands):
-    """Run the ``commands`` (lists of arguments) in one fresh interpreter: one result each."""
+def probe(tmp_path, commands, variables=None):
+    """Run the ``commands`` (lists of arguments) in one fresh interpreter (with the environment
+    ``variables`` added): one result each."""
     report = tmp_path / "report.json"
     env = {
         **os.environ,
         "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "paigrid-tests-numba")),
+        **(variables or {}),
     }
     done = subprocess.run(
         [
@@ -144,3 +151,24 @@ def test_the_probe_sees_numba_where_a_command_needs_the_kernels(tmp_path):
     )
     assert result["code"] == 0 and "step_time" in result["out"], result
     assert "numba" in result["loaded"] and "llvmlite" in result["loaded"], result
+
+
+LLM_BEST = ["predict", "--workload", "nemo-gpt3-5b", "--gpu", "H100", "--n-gpu", "16", "--layout", "best"]
+
+
+@pytest.mark.slow
+def test_a_warm_llm_search_imports_no_compiler(tmp_path):
+    """``predict --layout best`` of an LLM job, once its kernels are precompiled (the first run
+    builds them, ``paigrid.precompiled``), imports neither numba nor llvmlite, and prints what
+    the JIT kernels print (``PAIGRID_PRECOMPILED=0``), but for the search's seconds."""
+    first, warm = probe(tmp_path, [LLM_BEST]), probe(tmp_path, [LLM_BEST])
+    for result in first + warm:
+        assert result["code"] == 0 and "step_time" in result["out"], result
+    assert warm[0]["loaded"] == [], warm
+    [jit] = probe(tmp_path, [LLM_BEST], {PRECOMPILED_OFF: "0"})
+    assert "numba" in jit["loaded"], jit
+
+    def unsecond(text):
+        return re.sub(r"searched in [0-9.]+ s", "searched in", text)
+
+    assert unsecond(warm[0]["out"]) == unsecond(jit["out"])

@@ -239,3 +239,19 @@ def test_per_sample_counts():
     assert by_name["waveglow"].per_sample == {"audio samples": 8000, "mel frames": 32}
     assert by_name["tacotron2"].sample.startswith("one utterance of 100 characters and 566 mel frames")
     assert by_name["mpt-7b-seq8192"].sample == "one 8192-token sequence"
+
+
+def test_vae_cf_counts_no_more_flops_than_its_fp32_rows_could_run():
+    """VAE-CF's encoder input is sparse (an embedding lookup of the user's items): with the dense
+    I x 600 product counted, DLE's V100 FP32 row would run above the GPU's FP32 peak."""
+    gpus = load("gpus")
+    model = next(m for m in MODELS if m.name == "vae-cf")
+    rows = [r for r in MEASURED if r["model"] == "VAE-CF" and r["precision"] == "fp32"]
+    assert rows
+    for r in rows:
+        n_gpu = int(r["gpus_per_node"]) * int(r["nodes"])
+        gpu = gpus.resolve(r["gpu"].split(" (")[0])
+        rate = 3 * model.flops() * float(r["throughput"]) / n_gpu  # FLOP/s per GPU, users/s as published
+        assert rate < gpus.number(gpu, "fp32_TFLOP_per_s") * 1e12, r["id"]
+    dense = 2 * (20108 * 600 + 600 * 400 + 200 * 600 + 600 * 20108)  # a dense interaction vector
+    assert model.flops() < 0.6 * dense  # the encoder's first layer reads only the user's rows

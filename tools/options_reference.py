@@ -1,11 +1,13 @@
-"""Write docs/options.md and datasets/parameter_bounds.csv from the option declarations.
+"""Write docs/options.md, datasets/parameter_bounds.csv and engine/inputs/option_fields.pyi from
+the option declarations.
 
-    python tools/options_reference.py            # (re)write both files
-    python tools/options_reference.py --check    # exit 1 if either is not what the declarations say
+    python tools/options_reference.py            # (re)write the three files
+    python tools/options_reference.py --check    # exit 1 if one is not what the declarations say
 
-Both are generated, never edited by hand: the options of each family, their types, defaults,
+All are generated, never edited by hand: the options of each family, their types, defaults,
 bounds (with their sources) and effects come from ``paigrid.inputs.options`` (``DP_OPTIONS``,
-``LLM_OPTIONS``), the calibration parameters' bounds from its ``PARAMETER_BOUNDS``.
+``LLM_OPTIONS``), the calibration parameters' bounds from its ``PARAMETER_BOUNDS``, and the
+option classes' typed fields, as the type checker reads them, from ``options.fields_stub``.
 ``tests/test_options.py`` checks that the committed files are up to date.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "options.md"
 BOUNDS = ROOT / "datasets" / "parameter_bounds.csv"
+STUB = ROOT / "engine" / "inputs" / "option_fields.pyi"
 
 TEMPLATE = """\
 # Model options
@@ -30,7 +33,7 @@ default, bounds with their source, effect and the kernel input it sets. This pag
 `--option` help of every command, the parsing and the range checks derive from those
 declarations (a test checks that this page is up to date).
 
-Version 2 of the compute model (`model = "pai-v2"`) is the default; `pai-v1` with every other
+The compute model `model = "{default_model}"` is the default; `pai-v1` with every other
 option at its default is version 1 of the model, value for value (tested).
 
 ## Data-parallel options
@@ -77,10 +80,11 @@ wide enough for the next generations; the calibration parameters' bounds are
 
 def render_page() -> str:
     """docs/options.md as the declarations say it."""
-    from paigrid.inputs.options import DP_OPTIONS, column_bounds_table, options_table
+    from paigrid.inputs.options import BY_NAME, DP_OPTIONS, column_bounds_table, options_table
 
     per_job = ", ".join(f"`{o.name}`" for o in DP_OPTIONS if o.per_job)
     return TEMPLATE.format(
+        default_model=BY_NAME["dp"]["model"].default,
         per_job=per_job,
         dp_table=options_table("dp"),
         llm_table=options_table("llm"),
@@ -95,12 +99,19 @@ def render_bounds() -> str:
     return bounds_csv()
 
 
+def render_stub() -> str:
+    """engine/inputs/option_fields.pyi as the declarations say it."""
+    from paigrid.inputs.options import fields_stub
+
+    return fields_stub()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is out of date")
     args = parser.parse_args(argv)
     stale = []
-    for path, text in ((PAGE, render_page()), (BOUNDS, render_bounds())):
+    for path, text in ((PAGE, render_page()), (BOUNDS, render_bounds()), (STUB, render_stub())):
         if path.read_text(encoding="utf-8") != text:
             stale.append(path)
             if not args.check:

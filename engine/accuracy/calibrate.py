@@ -45,10 +45,10 @@ from paigrid.accuracy.scalingfit import SCALING_GROUPS
 from paigrid.accuracy.shrinkage import StrengthChoice, choose_strength, shrunk_least_squares
 from paigrid.accuracy.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.errors import PaigridError
+from paigrid.files import write_text_atomically
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.spec import Options
-from paigrid.userfiles import write_text_atomically
 
 GROUPS = ("flop", "link", "memory", "overlap", "class", "hbm", "launch", "workload")
 DEFAULT_PARAMETERS = ("flop", "link")
@@ -657,5 +657,5 @@ def calibration_text(result: Fit, notes: dict | None = None) -> str:
 
 
 def write_calibration(result: Fit, path: str | Path, notes: dict | None = None) -> Path:
-    """Write the calibration TOML atomically (``userfiles.write_text_atomically``); returns the path."""
+    """Write the calibration TOML atomically (``files.write_text_atomically``); returns the path."""
     return write_text_atomically(path, calibration_text(result, notes))

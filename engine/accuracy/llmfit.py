@@ -225,9 +225,9 @@ def public_llm_measurements(path, cats) -> list:
     Measurements (``accuracy.measurements``), refused ones with their reason, for the LLM
     accuracy section and its cross-validation."""
     from paigrid.accuracy.measurements import _llm as llm_measurement  # the llm row kind's reader
+    from paigrid.files import read_text
     from paigrid.inputs.catalog import csv_table
     from paigrid.llm.rows import is_llm_family, llm_cells_from_public
-    from paigrid.userfiles import read_text
 
     _, table = csv_table(read_text(path, "the measurements file"), str(path), "a public measurements file")
     return [
@@ -299,7 +299,7 @@ def crossval(rows, cats, eff) -> dict:
 def write_llm_calibration(result: LlmFit, path, notes: dict) -> None:
     """Write ``[llm]`` factors (and ``[fit]`` notes) as a calibration TOML that ``paigrid
     validate --calibration`` reads; the file appears whole or not at all."""
-    from paigrid.userfiles import write_text_atomically
+    from paigrid.files import write_text_atomically
 
     lines = ["# paigrid calibrate on llm rows: factors on the LLM model's sourced defaults (trust.llmfit)", "[llm]"]
     lines += [f'"{key}" = {value:.6g}' for key, value in sorted(result.factors.items())]

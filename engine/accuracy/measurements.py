@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.catalog import Catalogues, csv_table, to_float
 from paigrid.inputs.jobs import Job, resolve_link
 from paigrid.inputs.options import check_column
 from paigrid.inputs.spec import JOB_OPTIONS, Options, coerce_options
 from paigrid.kernels.dp_columns import ARCH_NAMES
 from paigrid.llm.rows import REQUIRED as LLM_REQUIRED
-from paigrid.userfiles import read_text
 
 REQUIRED = (
     "id",

@@ -52,7 +52,8 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   rows silent on it (only one-GPU rows here) are read as the whole job, where the two agree.
   ``throughput_unit``: images/sequences/samples/items/users/molecules per second are samples/s,
   "M..." per second x 1e6, molecules/ms x 1000, tokens/s divided by the workload's
-  ``tokens_per_sample``, audio samples/s by the row's segment ("segment 8000 samples", else the
+  ``tokens_per_sample`` (the zoo's ``per_sample`` tokens where it gives them: GNMT's source + target
+  tokens, which DLE's trainer counts), audio samples/s by the row's segment ("segment 8000 samples", else the
   zoo's ``per_sample`` audio samples) and mel frames/s by the zoo's ``per_sample`` mel frames
   (else a ``frames_per_sample`` column, else ``tokens_per_sample`` when above 1), each an
   assumption listed per row; a unit with no such count is listed as not convertible.  "not stated (values
@@ -75,8 +76,8 @@ from pathlib import Path
 from paigrid.accuracy.measurements import REQUIRED, Measurement, _measurement, load_aliases
 from paigrid.accuracy.settings import row_settings
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.catalog import Catalogues, csv_table
-from paigrid.userfiles import read_text
 
 #: the columns that mark a measurements file as the public-as-published schema
 SCHEMA_COLUMNS = ("model_config", "notes")
@@ -366,7 +367,12 @@ def samples_per_second(cells: dict[str, str], workload: str, cats: Catalogues, n
                 "and no zoo per_sample audio samples"
             )
     elif "tokens" in head:
-        tokens = cats.workloads.number(workload, "tokens_per_sample")
+        # the zoo's per_sample tokens are the tokens the source's counter counts in one sample
+        # (DLE GNMT's trainer counts source + target tokens of a sentence pair); else the
+        # catalogue's tokens_per_sample
+        tokens = counts.get("tokens") or cats.workloads.number(workload, "tokens_per_sample")
+        if counts.get("tokens") and counts["tokens"] != cats.workloads.number(workload, "tokens_per_sample"):
+            notes.append("tokens/s converted with the zoo's per_sample tokens (the tokens the source counts)")
         value /= tokens if tokens > 0 else 1.0
     elif head.startswith("msamples"):
         value *= 1e6

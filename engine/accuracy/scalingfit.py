@@ -30,10 +30,10 @@ from typing import Any
 from paigrid.accuracy.measurements import Measurement
 from paigrid.accuracy.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.errors import PaigridError
+from paigrid.files import write_text_atomically
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency, defaults
 from paigrid.inputs.spec import Options
-from paigrid.userfiles import write_text_atomically
 
 #: the grids of the options a scaling fit may set: the overlap efficiency (a fraction) in steps of
 #: 0.02, the coordination time [us] 0 and 0.1 to 1000 us, 8 values a decade

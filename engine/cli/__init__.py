@@ -1,5 +1,5 @@
 """The ``paigrid`` command line (typer): one app per command group (``cube``: sweep, query,
-predict, info, datasets; ``study``: population, trace import, study-spec, report; ``trust``:
+predict, info, catalogues; ``study``: population, trace import, study-spec, report; ``trust``:
 calibrate, validate; ``llm``: models, sweep, query, predict of LLM-scale layouts), composed
 here.  Heavy modules are imported inside the commands so that
 ``paigrid --help`` starts fast.  Results go to stdout, progress and errors to stderr."""

@@ -125,7 +125,7 @@ def guard_closed_streams() -> None:
 
 def os_error_sentence(exc: OSError) -> str:
     """An operating-system error as a sentence naming the file, without the exception's class."""
-    from paigrid.userfiles import os_reason
+    from paigrid.files import os_reason
 
     reason = os_reason(exc)
     return f"{exc.filename}: {reason}." if exc.filename else f"{reason[:1].lower()}{reason[1:]}."

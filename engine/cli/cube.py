@@ -1,4 +1,4 @@
-"""Commands of the design space: sweep, query, predict, info, datasets."""
+"""Commands of the design space: sweep, query, predict, info, catalogues."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def predict(
 
     family, name = job_family(workload, Catalogues.load(parse_catalogue_items(catalogue)))
     if family == "llm":
-        from paigrid.cli.llm import _option_items, emit_llm_prediction
+        from paigrid.cli.llm import emit_llm_prediction
 
         for flag, value in (
             ("--arch", arch),
@@ -261,7 +261,7 @@ def predict(
             domain,
             "ib-ndr-400g" if network is None else network,
             nics_per_gpu,
-            _option_items(option),
+            parse_option_items(option),
             None,
             None,
             tokens,
@@ -333,15 +333,26 @@ def info(path: Path = typer.Argument(..., help="Cube file (or an unfinished PATH
     typer.echo("\n".join(printable(line) for line in text.split("\n")))  # names from the user's files, escaped
 
 
+_CATALOGUE_NAME = typer.Argument(None, help="gpus, links, workloads, optimizers or precisions: print that catalogue.")
+_CATALOGUE_CSV = typer.Option(False, "--csv", help="CSV on stdout.")
+
+
 @app.command()
 @guarded
-def datasets(
-    name: str | None = typer.Argument(
-        None, help="gpus, links, workloads, optimizers or precisions: print that catalogue."
-    ),
-    csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
-):
+def catalogues(name: str | None = _CATALOGUE_NAME, csv_out: bool = _CATALOGUE_CSV):
     """The built-in catalogues (with their sources)."""
+    _print_catalogues(name, csv_out)
+
+
+@app.command("datasets", hidden=True)
+@guarded
+def datasets(name: str | None = _CATALOGUE_NAME, csv_out: bool = _CATALOGUE_CSV):
+    """The old name of ``paigrid catalogues`` (hidden; kept for users' scripts, with a note)."""
+    typer.echo("paigrid: note: `paigrid datasets` is now `paigrid catalogues`; the old name will go.", err=True)
+    _print_catalogues(name, csv_out)
+
+
+def _print_catalogues(name: str | None, csv_out: bool) -> None:
     from paigrid.describe import describe_catalogues
 
     typer.echo(describe_catalogues(name, csv_out), nl=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from paigrid.cli.arguments import LLM_OPTION_HELP, guarded, output_format
+from paigrid.cli.arguments import LLM_OPTION_HELP, guarded, output_format, parse_option_items
 from paigrid.errors import PaigridError
 from paigrid.llm.sweep import DEFAULT_MODELS, FULL_LIMIT_GB
 
@@ -64,14 +64,6 @@ def _names(text: str | None, what: str = "the list") -> list[str] | None:
         if name in folded[:i]:
             raise PaigridError(f"{what} names {quoted(names[i])} twice.")
     return names
-
-
-def _option_items(items: list[str] | None) -> dict:
-    """``--option KEY=VALUE`` items of the LLM model, values read as TOML scalars as the
-    data-parallel ones are (``cli.arguments.parse_option_items``; ``LlmOptions.with_items`` checks them)."""
-    from paigrid.cli.arguments import parse_option_items
-
-    return parse_option_items(items)
 
 
 def _emit(rows, columns, fmt, units=None):
@@ -197,7 +189,7 @@ def sweep(
         nics_per_gpu,
         precision,
         max_tp,
-        _option_items(option),
+        parse_option_items(option),
     )
 
     def progress(text: str) -> None:
@@ -334,7 +326,7 @@ def predict(
         domain,
         network,
         nics_per_gpu,
-        _option_items(option),
+        parse_option_items(option),
         global_batch,
         seq_len,
         tokens,

@@ -16,7 +16,7 @@ import typer
 
 from paigrid.cli.arguments import guarded
 from paigrid.errors import PaigridError
-from paigrid.userfiles import check_output_is_no_input, check_writable_file, write_text_atomically
+from paigrid.files import check_output_is_no_input, check_writable_file, write_text_atomically
 
 app = typer.Typer()
 trace_app = typer.Typer(no_args_is_help=True, help="Import cluster traces as job populations.")
@@ -70,7 +70,7 @@ BYTES_PER_JOB = 1500
 def check_population_size(jobs: int) -> None:
     """Refuse up front a population too large to build in this machine's available memory."""
     from paigrid.cli.arguments import available_memory
-    from paigrid.userfiles import megabytes
+    from paigrid.files import megabytes
 
     need, have = jobs * BYTES_PER_JOB, available_memory()
     if have and need > have:

@@ -166,8 +166,8 @@ def calibrate(
     scaling-efficiency rows: the scaling-loss options, by least squares in efficiency points)."""
     from paigrid.accuracy.calibrate import fit, write_calibration
     from paigrid.errors import listing
+    from paigrid.files import check_output_is_no_input, check_writable_file
     from paigrid.inputs.catalog import Catalogues
-    from paigrid.userfiles import check_output_is_no_input, check_writable_file
 
     check_writable_file(out)  # before the fit, which takes seconds
     check_output_is_no_input(out, [("the measurements file", measurements)])

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.options import check_column
-from paigrid.userfiles import read_text
 
 BUILTIN = ("gpus", "links", "workloads", "optimizers", "precisions")
 
@@ -435,9 +435,29 @@ def builtin_text(kind: str) -> str:
 def load(kind: str, path: str | Path | None = None) -> Catalogue:
     """Load a built-in catalogue (``path`` None) or a user CSV of the same schema."""
     if path is None:
-        return parse_csv(builtin_text(kind), kind, f"the built-in {kind}.csv")
+        return fresh_copy(parsed_once(kind, builtin_text(kind), parse_csv))
     text = read_text(path, f"the {kind} file")
     return parse_csv(text, kind, str(path))
+
+
+#: built-in catalogues parsed and checked in this process, by (kind, SHA-256 of their text)
+_PARSED: dict[tuple[str, str], Catalogue] = {}
+
+
+def parsed_once(kind: str, text: str, parse) -> Catalogue:
+    """``parse(text, kind, origin)`` of a built-in catalogue, done once per process and content
+    (a command loads the catalogues more than once: the job's family, then its prediction)."""
+    key = (kind, hashlib.sha256(text.encode()).hexdigest())
+    if key not in _PARSED:
+        _PARSED[key] = parse(text, kind, f"the built-in {kind}.csv")
+    return _PARSED[key]
+
+
+def fresh_copy(catalogue: Catalogue) -> Catalogue:
+    """A catalogue of the same rows that shares no list or row with ``catalogue``."""
+    return Catalogue(
+        catalogue.kind, catalogue.origin, list(catalogue.columns), [dict(r) for r in catalogue.rows], catalogue.sha256
+    )
 
 
 @dataclass

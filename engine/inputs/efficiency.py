@@ -33,7 +33,7 @@ from importlib import resources
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.userfiles import read_toml
+from paigrid.files import read_toml
 
 
 @dataclass

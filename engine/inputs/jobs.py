@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table, parse_csv, to_float
 from paigrid.inputs.options import check_column
 from paigrid.inputs.spec import JOB_OPTIONS, MAX_N_GPU, Options, SweepSpec, coerce_options
 from paigrid.kernels.dp_columns import ARCH_NAMES
-from paigrid.userfiles import read_text
 
 CURRENT_COLUMNS = (
     "current_arch",

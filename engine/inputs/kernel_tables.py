@@ -430,9 +430,11 @@ def _unique(names: list[str], dim: str) -> list[str]:
     return names
 
 
-def _resolve_network(cats: Catalogues, name: str, fabric_tiers: bool) -> str:
-    """A network of the data-parallel grid: a network link of links.csv, or with the option
-    ``fabric_tiers`` also a fabric of ``llm_fabrics.csv`` (its canonical name)."""
+def resolve_dp_network(cats: Catalogues, name: str, fabric_tiers: bool) -> str:
+    """The catalogue name of ``name`` (a name or alias) as a network of the data-parallel grid:
+    a network link of links.csv, or, with the option ``fabric_tiers`` true, also a fabric of
+    ``llm_fabrics.csv`` (its canonical name; the link table then carries its switch tiers).
+    One sentence for a name that is neither, or an intra-server link."""
     if fabric_tiers:
         from paigrid.llm.fabrics import is_fabric, load_fabrics
 
@@ -453,7 +455,7 @@ def build_grid(spec: SweepSpec, jobs: list[Job], cats: Catalogues, eff: Efficien
     )
     network = _unique(
         [
-            _resolve_network(cats, n, spec.options.fabric_tiers)
+            resolve_dp_network(cats, n, spec.options.fabric_tiers)
             for n in (spec.network or cats.links_of_scope("network", default_only=True))
         ],
         "network",

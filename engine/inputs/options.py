@@ -7,8 +7,11 @@ declarations: the parsing and range checks of ``--option KEY=VALUE``, a spec's `
 ``[llm.options]`` (``parse_options``: the same for both families, values as TOML scalars), the
 ``--option`` help of every command (``option_help``), the kernels' options vectors
 (``paigrid.inputs.kernel_tables.option_vector``, ``paigrid.llm.tables.LlmOptions.vector``), the
-pages ``docs/options.md`` and the bounds file ``datasets/parameter_bounds.csv`` (both written by
-``tools/options_reference.py``; ``tests/test_options.py`` checks they are current).
+typed fields of ``paigrid.inputs.spec.Options`` and ``paigrid.llm.tables.LlmOptions`` (built by
+``fields_class``; the type checker reads the same fields from ``inputs/option_fields.pyi``), the
+page ``docs/options.md`` and the bounds file ``datasets/parameter_bounds.csv`` (the page, the
+bounds file and the stub are written by ``tools/options_reference.py``; ``tests/test_options.py``
+checks they are current).
 
 Why Python declarations rather than a data file: an option's kernel slot often holds a function
 of its value (MiB to bytes, a word to a code, a fraction to its complement), which is code; the
@@ -27,7 +30,7 @@ import functools
 import math
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from importlib import resources
 
 from paigrid.errors import PaigridError
@@ -846,6 +849,72 @@ def option_vector(family: str, options, layout, context: dict | None = None) -> 
         value = getattr(options, option.name)
         out.append((getattr(layout, option.slot), float(option.encode(value, options, option, context or {}))))
     return out
+
+
+# --- the option classes' fields (``spec.Options``, ``llm.tables.LlmOptions``) -------------------
+#: the Python type of each kind of option
+PYTHON_TYPES: dict[str, type] = {"word": str, "bool": bool, "whole": int, "number": float}
+#: the name of the class that holds each family's option values (``fields_class``), as
+#: ``inputs/option_fields.pyi`` shows it to the type checker
+FIELD_CLASSES = {"dp": "DpOptionFields", "llm": "LlmOptionFields"}
+
+
+def has_field_default(option: Option) -> bool:
+    """Whether ``option``'s field has a default: its declared one (``None`` too, for an option
+    where unset is a value); an LLM option whose default is in ``datasets/llm_defaults.toml``
+    has none (``LlmOptions.defaults()`` reads the file)."""
+    return option.default is not None or option.nullable
+
+
+def field_type_text(option: Option) -> str:
+    """The annotation of ``option``'s field, as the stub writes it (``float``, ``bool | None``)."""
+    name = PYTHON_TYPES[option.kind].__name__
+    return f"{name} | None" if option.nullable else name
+
+
+@functools.cache
+def fields_class(family: str) -> type:
+    """A frozen, keyword-only dataclass with one field per declared option of ``family``, in
+    declaration order: its type from the option's kind, its default the declared one
+    (``has_field_default``).  ``spec.Options`` and ``llm.tables.LlmOptions`` are its subclasses;
+    the type checker reads the same fields from ``inputs/option_fields.pyi`` (``fields_stub``)."""
+    specs: list = []
+    for option in OPTIONS[family]:
+        kind = PYTHON_TYPES[option.kind]
+        annotation = kind | None if option.nullable else kind
+        specs.append(
+            (option.name, annotation, field(default=option.default))
+            if has_field_default(option)
+            else (option.name, annotation)
+        )
+    cls = make_dataclass(FIELD_CLASSES[family], specs, frozen=True, kw_only=True)
+    cls.__module__ = __name__
+    cls.__doc__ = f"One field per declared {FAMILY_WORDS[family]} (``options.fields_class``)."
+    return cls
+
+
+STUB_HEADER = '''"""The fields of the option classes (``paigrid.inputs.spec.Options``,
+``paigrid.llm.tables.LlmOptions``) as the type checker sees them.
+
+Written by tools/options_reference.py from the declarations of ``paigrid.inputs.options``; at run
+time ``options.fields_class`` builds these classes from the same declarations.  Do not edit:
+tests/test_options.py checks that this file is what the declarations say.
+"""
+
+from dataclasses import dataclass
+'''
+
+
+def fields_stub() -> str:
+    """``engine/inputs/option_fields.pyi``: the classes of ``fields_class``, for the type checker."""
+    parts = [STUB_HEADER]
+    for family, name in FIELD_CLASSES.items():
+        lines = ["", "@dataclass(frozen=True, kw_only=True)", f"class {name}:"]
+        for option in OPTIONS[family]:
+            default = " = ..." if has_field_default(option) else ""
+            lines.append(f"    {option.name}: {field_type_text(option)}{default}")
+        parts.append("\n".join(lines) + "\n")
+    return "".join(parts)
 
 
 def option_help(family: str) -> str:

@@ -24,34 +24,10 @@ precisions whose ``default_grid`` column is ``yes``; every row of a catalogue wi
     max_tp = 8
     zero = [0, 1, 3]
 
-    [options]                                       # the model's named options (README)
-    collective = "default"                          # default | ring | tree | hierarchical | pipelined
-    topology_aware = false
-    grad_accum_steps = 1
-    overlap = 0.0
-    gpus_per_node = 8
-    nics_per_node = 1
-    pcie_roots = 2
-    ps_count = 0                                    # 0: one parameter server per worker server
-    input_rate_samples_per_s = inf                  # per server; inf: no input-pipeline bound
-    sync_latency = true                             # latency hops once per gradient bucket (unset: pai-v2 only)
-    bucket_mb = 25.0                                # gradient bucket size, MiB
-    bucket_overlap = false                          # all buckets but the last hide behind backward
-    ps_local_reduce = false                         # parameter server: reduce inside each server first
-    ps_nic = "shared"                               # shared | per-worker NIC share
-    ps_placement = "separate"                       # separate | colocated parameter servers
-    ps_latency = false                              # per-message latency of pushes and pulls
-    ps_update = false                               # update time on the parameter server hosts
-    ps_sparse = false                               # only the touched embedding rows travel
-    ps_memory = false                               # optimizer state on the parameter server hosts
-    inter_volume = "hierarchical"                   # hierarchical | ring: all-reduce volume across servers
-    overlap_efficiency = 1.0                        # fraction of the backward pass the exchange proceeds in
-    coordination_us = 0.0                           # per participant step of each all-reduce
-    coordination_growth = "log2"                    # log2 | linear participant steps of n GPUs
-    sparse_allgather = false                        # all-reduce all-gathers the touched embedding rows
-    fabric_tiers = false                            # a fabric in grid.network: its tiers for the all-reduce
-    attention = "eager"                             # pai-v2: eager | fused attention kernels
-    execution = "eager"                             # pai-v2: eager | graphs kernel launches
+    [options]                                       # the model's options: every one, with its default,
+    collective = "ring"                             # is in docs/options.md (inputs.options.DP_OPTIONS)
+    overlap = 0.3
+    attention = "fused"
 
     [catalogues]                                    # replace a built-in catalogue by a CSV
     gpus = "my_gpus.csv"
@@ -63,11 +39,20 @@ import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from paigrid.errors import PaigridError
-from paigrid.inputs.options import BY_NAME, DP_OPTIONS, MAX_WHOLE, check_number, parse_options, parse_value
+from paigrid.files import read_text
+from paigrid.inputs.options import (
+    BY_NAME,
+    DP_OPTIONS,
+    MAX_WHOLE,
+    check_number,
+    fields_class,
+    parse_options,
+    parse_value,
+)
 from paigrid.kernels.dp_columns import ARCH_NAMES
-from paigrid.userfiles import read_text
 
 PRECISIONS_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8")
 DEFAULT_N_GPU = tuple(2**i for i in range(11))  # 1 .. 1024
@@ -89,47 +74,18 @@ BOOL_OPTIONS = tuple(o.name for o in DP_OPTIONS if o.kind == "bool")
 #: per-job options: a workloads or population CSV may set them in columns of the same name
 JOB_OPTIONS = tuple(o.name for o in DP_OPTIONS if o.per_job)
 
-
-def _default(name: str):
-    """The declared default of the data-parallel option ``name`` (a dataclass field default)."""
-    return field(default=_DP[name].default)
+if TYPE_CHECKING:  # the fields as the type checker reads them: written from the same declarations
+    from paigrid.inputs.option_fields import DpOptionFields
+else:
+    DpOptionFields = fields_class("dp")
 
 
 @dataclass(frozen=True)
-class Options:
-    """The model's named options (declared in ``inputs.options.DP_OPTIONS``: type, default,
-    bounds, documentation and kernel slot; a test checks that these fields are those
-    declarations); with ``model="pai-v1"`` and every other option at its default they are
-    version 1 of the model, value for value."""
-
-    collective: str = _default("collective")
-    topology_aware: bool = _default("topology_aware")
-    grad_accum_steps: int = _default("grad_accum_steps")
-    overlap: float = _default("overlap")
-    gpus_per_node: int = _default("gpus_per_node")
-    nics_per_node: int = _default("nics_per_node")
-    pcie_roots: int = _default("pcie_roots")
-    ps_count: int = _default("ps_count")
-    input_rate_samples_per_s: float = _default("input_rate_samples_per_s")
-    model: str = _default("model")
-    attention: str = _default("attention")
-    execution: str = _default("execution")
-    sync_latency: bool | None = _default("sync_latency")
-    bucket_mb: float = _default("bucket_mb")
-    bucket_overlap: bool = _default("bucket_overlap")
-    ps_local_reduce: bool = _default("ps_local_reduce")
-    ps_nic: str = _default("ps_nic")
-    ps_placement: str = _default("ps_placement")
-    ps_latency: bool = _default("ps_latency")
-    ps_update: bool = _default("ps_update")
-    ps_sparse: bool = _default("ps_sparse")
-    ps_memory: bool = _default("ps_memory")
-    inter_volume: str = _default("inter_volume")
-    overlap_efficiency: float = _default("overlap_efficiency")
-    coordination_us: float = _default("coordination_us")
-    coordination_growth: str = _default("coordination_growth")
-    sparse_allgather: bool = _default("sparse_allgather")
-    fabric_tiers: bool = _default("fabric_tiers")
+class Options(DpOptionFields):
+    """The model's named options: one field per declaration of ``inputs.options.DP_OPTIONS``
+    (type, default, bounds, documentation and kernel slot; the fields are built from them,
+    ``options.fields_class``, keyword-only); with ``model="pai-v1"`` and every other option at
+    its default they are version 1 of the model, value for value."""
 
     def __post_init__(self) -> None:
         for option in DP_OPTIONS:  # a value set in Python is checked as one read from a file

@@ -146,8 +146,8 @@ from importlib import resources
 from pathlib import Path
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text, write_text_atomically
 from paigrid.inputs.catalog import Catalogue, builtin_text, check_rows, csv_table, load
-from paigrid.userfiles import read_text, write_text_atomically
 
 CLASSES = ("gemm_conv", "small_conv", "recurrent", "attention", "elementwise_norm", "embedding")
 VARIANTS = ("eager", "fused")

@@ -94,14 +94,31 @@ def evaluate(
     eff: Efficiency,
     options: LlmOptions,
     global_batch: int | None = None,
+    precompiled: bool = False,
 ) -> np.ndarray:
-    """(len(layouts), len(designs), N_RESULT_FIELDS) results from the numba kernel."""
-    from paigrid.kernels import llm as kernel
-
+    """(len(layouts), len(designs), N_RESULT_FIELDS) results from the numba kernel (with
+    ``precompiled``, a serial evaluation runs the kernel of ``paigrid.precompiled`` where it is
+    built or can be)."""
     arrays = tables(model, layouts, designs, cats, eff, options, global_batch)
     out = np.empty((len(layouts) * len(designs), K.N_RESULT_FIELDS))
-    (kernel.evaluate_llm if out.shape[0] >= SERIAL_PAIRS else kernel.evaluate_llm_serial)(*arrays, out)
+    serial = out.shape[0] < SERIAL_PAIRS
+    module = _precompiled() if precompiled and serial else None
+    if module is not None:
+        from paigrid.precompiled import contiguous
+
+        module.evaluate_llm_serial(*contiguous(*arrays), out)
+    else:
+        from paigrid.kernels import llm as kernel
+
+        (kernel.evaluate_llm_serial if serial else kernel.evaluate_llm)(*arrays, out)
     return out.reshape(len(layouts), len(designs), K.N_RESULT_FIELDS)
+
+
+def _precompiled():
+    """The precompiled module of ``paigrid.precompiled``, built where it can be; None otherwise."""
+    from paigrid import precompiled
+
+    return precompiled.load(build=True)
 
 
 def predict(
@@ -112,19 +129,26 @@ def predict(
     eff: Efficiency,
     options: LlmOptions,
     global_batch: int | None = None,
+    precompiled: bool = False,
 ) -> dict:
     """The full breakdown of one layout on one design: every ``RESULTS`` field, ``valid``,
-    ``reason`` (a sentence, empty when valid) and ``n_gpu``."""
+    ``reason`` (a sentence, empty when valid) and ``n_gpu`` (``precompiled`` as ``evaluate``)."""
     check_layout(layout)
-    res = evaluate(model, [layout], [design], cats, eff, options, global_batch)[0, 0]
+    res = evaluate(model, [layout], [design], cats, eff, options, global_batch, precompiled)[0, 0]
     code = int(res[K.R_REASON])
     out = {name: float(res[index]) for name, (index, _) in RESULTS.items()}
     memory = np.nan
     if code == K.REASON_MEMORY:
-        from paigrid.kernels.llm import memory_bytes
-
         arrays = tables(model, [layout], [design], cats, eff, options, global_batch)
         m = arrays[2][K.M_GLOBAL_BATCH] / (layout.dp * layout.micro_batch)
+        module = _precompiled() if precompiled else None
+        if module is None:
+            from paigrid.kernels.llm import memory_bytes
+        else:
+            from paigrid.precompiled import contiguous
+
+            memory_bytes = module.memory_bytes
+            arrays = contiguous(*arrays)
         memory = float(memory_bytes(arrays[0][0], arrays[2], arrays[4], m))
     from paigrid.llm.tables import memory_bytes as gpu_memory
 

@@ -17,9 +17,9 @@ from importlib import resources
 from pathlib import Path
 
 from paigrid.errors import PaigridError
+from paigrid.files import read_text
 from paigrid.inputs.catalog import Catalogue, Catalogues, csv_table
 from paigrid.inputs.options import check_column
-from paigrid.userfiles import read_text
 
 REQUIRED = (
     "name",

@@ -26,10 +26,6 @@ from paigrid.llm.fabrics import resolve_network
 from paigrid.llm.parallelism import REASON_N_GPU, Layout, Space, layout_axis, space_from_table
 from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
 
-#: dimensions of the LLM group's cells, in storage order
-LLM_DIMS = ("job", "layout", "gpu", "n_gpu", "domain", "network", "precision")
-#: dimensions of its per-job bests (the layout folded)
-LLM_BEST_DIMS = ("job", "gpu", "n_gpu", "domain", "network", "precision")
 #: today's defaults of the LLM family for [grid] keys a spec leaves out
 DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200", "B200")
 DEFAULT_N_GPU = tuple(2**k for k in range(3, 15))  # 8 .. 16384
@@ -64,7 +60,7 @@ class LlmGrid:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Sizes along ``LLM_DIMS``."""
+        """Sizes along ``schema.LLM_DIMS``."""
         return (
             len(self.jobs),
             len(self.layouts),

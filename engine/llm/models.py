@@ -11,9 +11,9 @@ from importlib import resources
 from pathlib import Path
 
 from paigrid.errors import PaigridError
-from paigrid.inputs.catalog import Catalogue, csv_table
+from paigrid.files import read_text
+from paigrid.inputs.catalog import Catalogue, csv_table, fresh_copy, parsed_once
 from paigrid.inputs.options import check_column
-from paigrid.userfiles import read_text
 
 REQUIRED = ("name", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "source")
 NORMS = ("layernorm", "rmsnorm")
@@ -221,9 +221,12 @@ def load_catalogue(path: str | Path | None = None) -> Catalogue:
     resolvable as in the other catalogues."""
     if path is None:
         text = resources.files("paigrid.datasets").joinpath("llm_models.csv").read_text(encoding="utf-8")
-        origin = "the built-in llm_models.csv"
-    else:
-        text, origin = read_text(path, "the LLM model catalogue"), str(path)
+        return fresh_copy(parsed_once("llm_models", text, lambda text, _, origin: _parse(text, origin)))
+    return _parse(read_text(path, "the LLM model catalogue"), str(path))
+
+
+def _parse(text: str, origin: str) -> Catalogue:
+    """The LLM model catalogue of ``text``, every row checked."""
     header, rows = csv_table(text, origin, "an LLM model catalogue", REQUIRED)
     for line_no, row in rows:
         transformer_from_cells(row, f"{origin} line {line_no}")

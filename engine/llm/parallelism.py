@@ -13,7 +13,7 @@ from paigrid.llm.models import Transformer
 from paigrid.llm.shapes import RECOMPUTE
 
 #: the layout coordinates, in the order of the HDF5 variables and the tables
-DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
+DEGREES = K.LAYOUT_DEGREES
 
 
 @dataclass(frozen=True)

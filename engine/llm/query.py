@@ -12,9 +12,12 @@ from pathlib import Path
 import numpy as np
 
 from paigrid.errors import PaigridError
+from paigrid.kernels.llm_columns import LAYOUT_DEGREES, RECOMPUTE_NAMES
+from paigrid.schema import LABEL_DIMS, LLM_DIMS
 
+#: the dimensions of an LLM file of ``paigrid llm sweep`` (before the one cube)
 DIMS = ("model", "n_gpu", "gpu", "domain", "network")
-LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
+LAYOUT_FIELDS = LAYOUT_DEGREES
 VALUE_FIELDS = (
     "step_time",
     "tokens_per_s",
@@ -27,7 +30,7 @@ VALUE_FIELDS = (
     "tp_comm",
     "dp_comm_exposed",
 )
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = RECOMPUTE_NAMES
 PER = ("n_gpu", "network", "design")
 BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 
@@ -35,7 +38,7 @@ BY = {"time": "step_time", "cost": "cost_per_step", "energy": "energy_per_step"}
 def _open(path: str | Path):
     import h5py
 
-    from paigrid.userfiles import input_problem, os_reason
+    from paigrid.files import input_problem, os_reason
 
     problem = input_problem(path)
     if problem:
@@ -204,9 +207,9 @@ def train_totals(tokens: float, tokens_per_s: float, usd_per_token: float, joule
 
 # --- the LLM family of a cube (format 5): the array core of best / top / pareto --------------
 #: the LLM group's dimensions a ``--where`` selects on (``layout`` labels carry no dp)
-LLM_WHERE_DIMS = ("layout", "gpu", "n_gpu", "domain", "network", "precision")
+LLM_WHERE_DIMS = LLM_DIMS[1:]
 #: the layout degrees a ``--where`` may filter on (each a coordinate variable over ``layout``)
-LAYOUT_FILTERS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
+LAYOUT_FILTERS = tuple(d for d in LAYOUT_DEGREES if d != "dp")
 #: the parts of a step whose largest is the row's bottleneck
 COMPONENTS = ("compute", "bubble", "tp_comm", "cp_comm_exposed", "ep_comm", "pp_comm", "dp_comm_exposed", "optimizer")
 #: the stored result field each ``--by`` ranks (within one job the global batch is fixed, so
@@ -351,10 +354,7 @@ def llm_best(
     names = labels["job"]
     rows_of = range(len(names)) if not jobs else [names.index(j) for j in jobs if j in names]
     sel = [np.asarray(where.get(d, range(len(labels[d]))), dtype=np.intp) for d in LLM_WHERE_DIMS]
-    degrees = {
-        d: (source.strings(d) if d == "recompute" else [int(v) for v in source.get(d)])
-        for d in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sp")
-    }
+    degrees = {d: (source.strings(d) if d == "recompute" else [int(v) for v in source.get(d)]) for d in LAYOUT_FILTERS}
     meta = {name: source.get(name) for name in ("global_batch", "seq_len", "price", "power")}
     intra = source.strings("intra")
     out = []
@@ -501,7 +501,7 @@ FAMILY_UNITS = {
 #: the columns ``tokens`` adds: time, cost and energy to train that many tokens
 TRAIN_COLUMNS = ["train_days", "train_cost", "train_energy_MWh"]
 #: the dimensions of each family a ``--where`` may name
-DP_WHERE_DIMS = ("arch", "gpu", "n_gpu", "intra", "network", "precision")
+DP_WHERE_DIMS = LABEL_DIMS
 ALL_LLM_WHERE = (*LLM_WHERE_DIMS, *LAYOUT_FILTERS)
 
 

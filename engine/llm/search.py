@@ -27,7 +27,7 @@ from paigrid.llm.parallelism import WIDE, Layout, Space, layout_stems
 from paigrid.llm.shapes import RECOMPUTE
 from paigrid.llm.tables import Hardware, LlmOptions, hardware_table, model_vector
 
-#: the kernel's count columns by name (``kernels.llm_search.C_*``)
+#: the kernel's count columns by name (``kernels.llm_columns.C_*``)
 COUNT_NAMES = ("layouts", "pruned_memory", "pruned_bound", "evaluated", "valid")
 
 
@@ -70,14 +70,12 @@ def search_tables(
     global_batch: int | None = None,
 ):
     """The search kernel's inputs: (stems, hardware, model, compute table, options, choices)."""
-    from paigrid.kernels import llm_search as S
-
     if not designs:
         raise PaigridError("there is no hardware design to search layouts on.")
     stems = layout_stems(model, n_gpu, space, global_batch)
     shapes = sorted({(tp, mb * model.seq_len / cp, ep) for tp, _, _, cp, ep, mb in stems})
     position = {shape: i for i, shape in enumerate(shapes)}
-    table = np.zeros((len(stems), S.N_STEM_FIELDS))
+    table = np.zeros((len(stems), K.N_STEM_FIELDS))
     for i, (tp, pp, dp, cp, ep, mb) in enumerate(stems):
         table[i] = (tp, pp, dp, cp, ep, mb, position[(tp, mb * model.seq_len / cp, ep)])
     pairs = list(dict.fromkeys((hw.gpu, hw.precision) for hw in designs))
@@ -106,29 +104,34 @@ def best_layout(
     space: Space = WIDE,
     global_batch: int | None = None,
     device: str = "cpu",
+    precompiled: bool = False,
 ) -> SearchResult:
     """The fastest valid layout of ``model`` on ``n_gpu`` GPUs of each design in ``space``
     (pruned search, ``kernels.llm_search``; on ``device`` cuda the same kernels on the GPU,
-    ``kernels.cuda_llm``)."""
-    from paigrid.kernels import llm_search as S
-
+    ``kernels.cuda_llm``; with ``precompiled``, a serial search on the CPU runs the kernels of
+    ``paigrid.precompiled`` where they are built or can be, without importing numba)."""
     arrays = search_tables(model, n_gpu, designs, cats, eff, options, space, global_batch)
     stems, hw = arrays[0], arrays[1]
     rows = stems.shape[0] * hw.shape[0]
     best_res = np.empty((rows, K.N_RESULT_FIELDS))
     best_lay = np.empty((rows, K.N_LAYOUT_FIELDS))
-    counts = np.zeros((rows, S.N_COUNTS))
+    counts = np.zeros((rows, K.N_COUNTS))
     if rows:
-        probe, search = backend(device, rows)
+        probe, search = backend(device, rows, precompiled)
         best_res, best_lay, counts = search(arrays, incumbents(arrays, probe, search))
     return reduce_stems(best_res, best_lay, counts, len(designs))
 
 
-def backend(device: str, rows: int):
+def backend(device: str, rows: int, precompiled: bool = False):
     """(probe, search) of ``device``: functions of (the search tables) and of (the tables, the
-    incumbents) giving the kernels' outputs; on the CPU serial below ``PARALLEL_ROWS`` rows."""
-    from paigrid.kernels import llm_search as S
+    incumbents) giving the kernels' outputs; on the CPU serial below ``PARALLEL_ROWS`` rows (with
+    ``precompiled``, those of ``paigrid.precompiled`` where it has them)."""
+    if device == "cpu" and precompiled and rows < PARALLEL_ROWS:
+        from paigrid import precompiled as P
 
+        module = P.load(build=True)
+        if module is not None:
+            return _precompiled_backend(module, P.contiguous)
     if device == "cuda":
         from paigrid.kernels import cuda_llm
 
@@ -143,6 +146,8 @@ def backend(device: str, rows: int):
         return probe_cuda, search_cuda
     if device != "cpu":
         raise PaigridError(f"the LLM search runs on cpu or cuda, not {device!r}.")
+    from paigrid.kernels import llm_search as S
+
     parallel = rows >= PARALLEL_ROWS
 
     def probe(arrays):
@@ -152,8 +157,25 @@ def backend(device: str, rows: int):
 
     def search(arrays, incumbent):
         n = arrays[0].shape[0] * arrays[1].shape[0]
-        outs = (np.empty((n, K.N_RESULT_FIELDS)), np.empty((n, K.N_LAYOUT_FIELDS)), np.zeros((n, S.N_COUNTS)))
+        outs = (np.empty((n, K.N_RESULT_FIELDS)), np.empty((n, K.N_LAYOUT_FIELDS)), np.zeros((n, K.N_COUNTS)))
         (S.search_llm if n >= PARALLEL_ROWS else S.search_llm_serial)(*arrays, incumbent, *outs)
+        return outs
+
+    return probe, search
+
+
+def _precompiled_backend(module, contiguous):
+    """(probe, search) of ``backend`` with the serial kernels of the precompiled ``module``."""
+
+    def probe(arrays):
+        out = np.empty(arrays[0].shape[0] * arrays[1].shape[0])
+        module.probe_llm_serial(*contiguous(*arrays), out)
+        return out
+
+    def search(arrays, incumbent):
+        n = arrays[0].shape[0] * arrays[1].shape[0]
+        outs = (np.empty((n, K.N_RESULT_FIELDS)), np.empty((n, K.N_LAYOUT_FIELDS)), np.zeros((n, K.N_COUNTS)))
+        module.search_llm_serial(*contiguous(*arrays, incumbent), *outs)
         return outs
 
     return probe, search
@@ -175,7 +197,10 @@ def incumbents(arrays: tuple, probe, search) -> np.ndarray:
     stems, hw = arrays[0], arrays[1]
     probed = probe(arrays).reshape(stems.shape[0], hw.shape[0])
     incumbent = probed.min(axis=0)
-    leading = np.unique(np.argsort(probed, axis=0, kind="stable")[:LEADING_STEMS].ravel())
+    # the leading stems' rows, sorted and distinct (np.unique's answer without its import of numpy.ma)
+    chosen = np.zeros(stems.shape[0], dtype=bool)
+    chosen[np.argsort(probed, axis=0, kind="stable")[:LEADING_STEMS].ravel()] = True
+    leading = np.flatnonzero(chosen)
     best_res = search((stems[leading], *arrays[1:]), incumbent)[0]
     found = best_res[:, K.R_STEP].reshape(leading.size, hw.shape[0])
     return np.fmin(incumbent, np.nanmin(np.where(np.isnan(found), np.inf, found), axis=0))

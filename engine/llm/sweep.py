@@ -135,7 +135,7 @@ def describe_llm_file(path) -> str | None:
     what it is)."""
     import h5py
 
-    from paigrid.userfiles import input_problem
+    from paigrid.files import input_problem
 
     if input_problem(path):
         return None

@@ -22,13 +22,21 @@ import math
 import tomllib
 from dataclasses import dataclass, fields, replace
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import Efficiency
 from paigrid.inputs.kernel_tables import generation
-from paigrid.inputs.options import BY_NAME, check_number, llm_default_values, option_vector, parse_options
+from paigrid.inputs.options import (
+    BY_NAME,
+    check_number,
+    fields_class,
+    llm_default_values,
+    option_vector,
+    parse_options,
+)
 from paigrid.kernels import llm_columns as K
 from paigrid.llm import shapes as S
 from paigrid.llm.models import Transformer
@@ -43,29 +51,19 @@ def _defaults() -> dict:
     return tomllib.loads(text)
 
 
-@dataclass(frozen=True)
-class LlmOptions:
-    """Options of the LLM model, declared in ``inputs.options.LLM_OPTIONS`` (type, bounds,
-    documentation, kernel slot; defaults: ``datasets/llm_defaults.toml``).  Bytes per parameter
-    or per value; ``workspace_GiB`` in GiB (2^30 bytes, as GPUs report memory); ``attention`` fused or eager."""
+if TYPE_CHECKING:  # the fields as the type checker reads them: written from the same declarations
+    from paigrid.inputs.option_fields import LlmOptionFields
+else:
+    LlmOptionFields = fields_class("llm")
 
-    weight_bytes: float
-    grad_bytes: float
-    optimizer_bytes: float
-    logit_bytes: float
-    workspace_GiB: float
-    grad_comm_bytes: float
-    activation_bytes: float
-    overlap_dp: bool
-    update_bytes: float
-    attention: str
-    in_network_reduction: bool
-    tp_overlap: bool = False
-    tp_overlap_fraction: float = 0.5
-    overlap_efficiency: float = 0.8
-    memory_margin: float = 0.1
-    fragmentation: float = 0.0
-    stored_activation_bytes: float = 2.0
+
+@dataclass(frozen=True)
+class LlmOptions(LlmOptionFields):
+    """Options of the LLM model: one field per declaration of ``inputs.options.LLM_OPTIONS``
+    (type, bounds, documentation, kernel slot; the fields are built from them,
+    ``options.fields_class``, keyword-only; defaults: ``datasets/llm_defaults.toml``, read by
+    ``defaults``).  Bytes per parameter or per value; ``workspace_GiB`` in GiB (2^30 bytes, as
+    GPUs report memory); ``attention`` fused or eager."""
 
     def __post_init__(self) -> None:
         if self.attention in LLM["attention"].aliases:  # the old spelling "flash", set in Python

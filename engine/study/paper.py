@@ -267,9 +267,9 @@ def cube_efficiency(cube, cats: Catalogues):
     import json
 
     from paigrid.errors import PaigridError
+    from paigrid.files import file_sha256
     from paigrid.inputs.efficiency import load_calibration
     from paigrid.schema import str_attr
-    from paigrid.userfiles import file_sha256
 
     f = cube.file
     if (str_attr(f.attrs, "efficiency_source") or "defaults") == "defaults":

@@ -334,7 +334,7 @@ def population_sources(cube: Cube) -> dict:
     import csv
     import json
 
-    from paigrid.userfiles import file_sha256
+    from paigrid.files import file_sha256
 
     inputs = json.loads(str_attr(cube.file.attrs, "input_sha256") or "{}")
     entry = inputs.get("workloads") or {}

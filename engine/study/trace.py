@@ -64,9 +64,9 @@ import math
 import os
 from collections import Counter, defaultdict
 
+from paigrid.files import open_input, write_text_atomically
 from paigrid.render import CsvWriter
 from paigrid.study.population import POPULATION_COLUMNS
-from paigrid.userfiles import open_input, write_text_atomically
 
 TABLE_COLUMNS = {
     "pai_job_table.csv": ("job_name", "inst_id", "user", "status", "start_time", "end_time"),

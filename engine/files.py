@@ -1,55 +1,34 @@
-"""Reading and writing the user's files (specs, catalogues, workloads, calibrations,
-measurements, outputs) with one clear sentence for every way that can fail.
+"""Reading and writing the user's files, with one clear sentence for every way that can fail.
+
+The files are specs, catalogues, workloads, calibrations, measurements and outputs; the free
+space an output needs is checked here too.
 
 Outputs: a path the user names as the output is the only file replaced.  A regular file is
 written through a temporary file in its folder that is then renamed over it, so an interrupted
 write never leaves a file that looks whole; a symbolic link to a file has its target replaced
 that way (the link stays); a FIFO or a device (``/dev/stdout``, ``/dev/null``) receives text as
-a stream and is never replaced.  ``OutputLock`` claims an output for one writer at a time.
-
-Test hook: ``PAIGRID_TEST_KILL_AT=POINT`` makes the process kill itself at the named point of a
-write (``fault_point``), with SIGKILL or the signal named by ``PAIGRID_TEST_SIGNAL``; the fault
-tests use it to interrupt writes at exact places.  It does nothing unless set.
+a stream and is never replaced.  ``paigrid.locking`` claims an output for one writer at a time.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import errno
 import hashlib
-import json
 import os
 import shutil
-import signal
-import socket
 import stat
 import tempfile
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from paigrid.errors import PaigridError
+from paigrid.faults import fault_point
 
 #: largest input text file read [bytes]; a larger one (or an endless device) is refused
 MAX_INPUT_BYTES = 1 << 30
 _READ_CHUNK = 1 << 20
-
-
-def fault_point(point: str) -> None:
-    """The test hook: signal this process at ``point`` when ``PAIGRID_TEST_KILL_AT`` names it
-    (SIGKILL, or ``PAIGRID_TEST_SIGNAL``: SIGINT, SIGTERM, SIGSTOP, ...; to the whole process
-    group, as Ctrl-C in a terminal does, when ``PAIGRID_TEST_SIGNAL_GROUP`` is set).  Points:
-    ``lock-taken``, ``creating``, ``skeleton-written``, ``after-create``, ``block-written-N`` (the
-    N-th block this process wrote, flushed or not), ``after-block-N`` (N blocks flushed and marked
-    done), ``before-finish`` (sweep) and ``text-before-rename`` (text outputs)."""
-    if os.environ.get("PAIGRID_TEST_KILL_AT") == point:
-        number = getattr(signal, os.environ.get("PAIGRID_TEST_SIGNAL", "SIGKILL"), signal.SIGKILL)
-        if os.environ.get("PAIGRID_TEST_SIGNAL_GROUP"):
-            os.killpg(os.getpgrp(), number)
-        else:
-            os.kill(os.getpid(), number)
 
 
 def os_reason(exc: BaseException) -> str:
@@ -380,165 +359,6 @@ def megabytes(size: float) -> str:
     return f"{size / 1e12:,.0f} TB"
 
 
-# --- one writer per output ---------------------------------------------------------------------
-
-
-def _start_time(pid: int) -> str:
-    """When process ``pid`` started (clock ticks since boot, from /proc), "" where unknown: with
-    the pid it tells a live writer from a new process that reuses a dead writer's pid."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return text.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def _alive(pid: int, started: str) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    except OSError:
-        return True
-    now = _start_time(pid)
-    return not (started and now and now != started)
-
-
-class OutputLock:
-    """An exclusive claim on an output ``PATH``: the file ``PATH.lock``, created atomically (a
-    hard link of a finished temporary file, or ``O_EXCL`` where links are not supported) and
-    holding the writer's pid, host and start time.  It does not depend on HDF5's or the file
-    system's locks (often off on parallel file systems).  A lock left by a dead process of this
-    host (SIGKILL, a crash) is taken over; one from another host is reported, since its
-    process cannot be checked from here."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(f"{path}.lock")
-        self.held = False
-        self.owner = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": _start_time(os.getpid()),
-            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-
-    def acquire(self, what: str) -> OutputLock:
-        """Take the lock, or raise one sentence naming the other writer (``what`` names the output)."""
-        text = json.dumps(self.owner) + "\n"
-        for _ in range(5):
-            if self._create(text):
-                self.held = True
-                return self
-            other = self._read()
-            if other is None:  # vanished, or still being written by its creator: look again
-                time.sleep(0.05)
-                continue
-            if other.get("host") == self.owner["host"] and not _alive(other["pid"], str(other.get("started", ""))):
-                self._break(other)
-                continue
-            pid, host = other.get("pid", "?"), other.get("host", "?")
-            hint = (
-                "wait for it to finish"
-                if host == self.owner["host"]
-                else f"wait for it to finish, or delete {self.path} if that process is no longer running"
-            )
-            raise PaigridError(f"another paigrid process (pid {pid} on {host}) is writing {what}; {hint}.")
-        raise PaigridError(f"cannot claim {what}: its lock file {self.path} keeps changing; try again.")
-
-    def _create(self, text: str) -> bool:
-        folder = self.path.parent if str(self.path.parent) else Path(".")
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=folder)
-        except OSError as exc:
-            raise PaigridError(f"cannot create the lock file {self.path} ({_reason(exc)}).") from None
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            try:
-                os.link(tmp, self.path)
-                return True
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
-                    raise
-            try:  # no hard links here: O_EXCL (a writer killed between create and write leaves it empty)
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            return True
-        except OSError as exc:
-            raise PaigridError(f"cannot create the lock file {self.path} ({_reason(exc)}).") from None
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-
-    def _read(self) -> dict | None:
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise PaigridError(f"cannot read the lock file {self.path} ({_reason(exc)}).") from None
-        try:
-            data = json.loads(text)
-            if isinstance(data, dict) and isinstance(data.get("pid"), int) and not isinstance(data["pid"], bool):
-                return data
-        except ValueError:
-            pass
-        if text.strip():
-            raise PaigridError(f"{self.path} exists and is not a paigrid lock file; move it away.")
-        # empty: a writer killed between creating it and writing it (the O_EXCL fallback)
-        try:
-            age = time.time() - self.path.stat().st_mtime
-        except OSError:
-            return None
-        return {"pid": -1, "host": self.owner["host"], "started": ""} if age > 2 else None
-
-    def _break(self, stale: dict) -> None:
-        """Remove a stale lock, unless another process replaced it meanwhile."""
-        moved = self.path.with_name(f".{self.path.name}.stale.{os.getpid()}")
-        try:
-            os.replace(self.path, moved)
-        except FileNotFoundError:
-            return
-        try:
-            data = json.loads(moved.read_text() or "null")
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and data.get("pid") != stale.get("pid") and data.get("pid") not in (None, -1):
-            with contextlib.suppress(OSError):  # it was a new writer's lock: put it back (unless another exists now)
-                os.link(moved, self.path)
-        moved.unlink(missing_ok=True)
-
-    def release(self) -> None:
-        """Give the lock up (only if it is still this process's)."""
-        if not self.held:
-            return
-        self.held = False
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return
-        if data.get("pid") == self.owner["pid"] and data.get("host") == self.owner["host"]:
-            self.path.unlink(missing_ok=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-        return False
-
-
-# --- a whole file replaced at once, under a lock ------------------------------------------------
-
-
 def new_file_mode(path: str | Path) -> int:
     """The permission bits a replacement of ``path`` gets: those of the existing file, else the
     usual ones of a new file (0o666 less the umask)."""
@@ -548,27 +368,6 @@ def new_file_mode(path: str | Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
-
-
-def writing_path(path: str | Path) -> Path:
-    """The hidden name ``.NAME.writing`` a file written by ``replacing_file`` has until it is whole."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.writing")
-
-
-def remove_stale_partials(path: str | Path) -> list[Path]:
-    """Remove what an interrupted writer of ``path`` left (``.NAME.writing``, and the
-    ``.NAME.*.partial`` temporary files of earlier versions); call it only with the output's
-    lock held, when no other writer can be using them.  Returns the paths removed."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    removed = []
-    for stale in [writing_path(path), *folder.glob(f".{glob_escape(path.name)}.*.partial")]:
-        with contextlib.suppress(FileNotFoundError):
-            if stale.is_file() and not stale.is_symlink():
-                stale.unlink()
-                removed.append(stale)
-    return removed
 
 
 def glob_escape(name: str) -> str:
@@ -589,42 +388,3 @@ def check_free_space(folder: str | Path, need: float, what: str, hint: str = "")
             f"{what} needs about {megabytes(need)} and {folder} has {megabytes(free)} free"
             f"{'; ' + hint if hint else ''}."
         )
-
-
-@contextlib.contextmanager
-def replacing_file(path: str | Path, what: str, need_bytes: float = 0, hint: str = ""):
-    """Write a whole file (HDF5, or any other) that replaces the output ``path`` only once it is
-    complete: yields the hidden path to write (``writing_path``), then gives it the existing
-    file's permissions (``new_file_mode``), renames it over ``path`` and syncs the folder.
-    Around it: the output's lock (``OutputLock``; a second writer gets one sentence), what an
-    earlier interrupted writer left removed (``remove_stale_partials``), and a free-space
-    check of ``need_bytes`` first.  A failure of the operating system while writing (a full
-    disk) becomes one sentence marked ``exit_hard``; ``path`` is then untouched."""
-    target = output_target(path)
-    if target.stream:
-        raise PaigridError(f"cannot write {target.given}: {what} is a file, not a stream.")
-    destination = target.path
-    folder = destination.parent if str(destination.parent) else Path(".")
-    with OutputLock(destination).acquire(str(target.given)):
-        fault_point("lock-taken")
-        remove_stale_partials(destination)
-        if need_bytes:
-            check_free_space(folder, need_bytes, what, hint)
-        tmp = writing_path(destination)
-        try:
-            yield tmp
-            fault_point("before-finish")
-            os.chmod(tmp, new_file_mode(destination))
-            os.replace(tmp, destination)
-            sync_folder(folder)
-        except PaigridError:
-            raise
-        except (OSError, RuntimeError) as exc:
-            if isinstance(exc, RuntimeError) and "errno" not in str(exc) and "write failed" not in str(exc):
-                raise
-            error = PaigridError(f"cannot write {target.given} ({os_reason(exc)}); nothing was written to it.")
-            error.exit_hard = True
-            raise error from None
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
