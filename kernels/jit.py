@@ -30,7 +30,6 @@ from numba.core import caching
 
 from .fingerprint import SOURCES, source_fingerprint  # noqa: F401 (also read as jit.SOURCES)
 
-
 #: this module's folder, with its trailing separator
 _FOLDER = __file__[: max(__file__.rfind("/"), __file__.rfind("\\")) + 1]
 
