@@ -323,18 +323,19 @@ class _Model:
 
     def colours(self) -> list[list[int]]:
         """Groups of parameters no row depends on two of (greedy, most rows first)."""
-        if self.support is None:
+        support = self.support
+        if support is None:
             return [[j] for j in range(len(self.params))]
-        order = sorted(range(len(self.params)), key=lambda j: -int(self.support[:, j].sum()))
+        order = sorted(range(len(self.params)), key=lambda j: -int(support[:, j].sum()))
         groups: list[tuple[list[int], np.ndarray]] = []
         for j in order:
             for members, used in groups:
-                if not np.any(used & self.support[:, j]):
+                if not np.any(used & support[:, j]):
                     members.append(j)
-                    used |= self.support[:, j]
+                    used |= support[:, j]
                     break
             else:
-                groups.append(([j], self.support[:, j].copy()))
+                groups.append(([j], support[:, j].copy()))
         return [sorted(members) for members, _ in groups]
 
     def jacobian(self, x: np.ndarray, central: bool = True, here: np.ndarray | None = None) -> np.ndarray:
