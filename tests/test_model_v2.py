@@ -419,15 +419,20 @@ def test_workload_corrections_are_pai_v2_and_checked(tmp_path):
             load_calibration(path)
 
 
-def test_a_fit_on_a_bound_exits_non_zero_unless_allowed(tmp_path):
-    # the ResNet-50 rows alone push the Volta HBM efficiency onto its upper bound (0.95)
+def test_a_parameter_fitted_onto_a_bound_keeps_its_default_unless_allowed(tmp_path):
+    # the ResNet-50 rows alone push the Volta HBM efficiency onto its upper bound (0.95): by
+    # default it goes back to its sourced default and the other parameters are fitted without it
     where = ("--rows-where", "workload=resnet50-v1.5")
-    refused = run("calibrate", PUBLIC, "--model", "pai-v2", "--out", tmp_path / "c.toml", *where)
-    assert_clean_error(refused, "class_efficiency.hbm/Volta/* on its bound", "--allow-bounds")
-    assert not (tmp_path / "c.toml").exists()
-    allowed = run("calibrate", PUBLIC, "--model", "pai-v2", "--out", tmp_path / "c.toml", "--allow-bounds", *where)
+    result = run("calibrate", PUBLIC, "--model", "pai-v2", "--out", tmp_path / "c.toml", *where)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.stdout.splitlines() if x.startswith("class_efficiency.hbm/Volta/*"))
+    assert "fitted onto a bound, so kept at its default" in line and "at a bound" not in result.stdout
+    written = load_calibration(tmp_path / "c.toml")
+    assert "hbm/Volta/*" not in written.classes and written.classes
+    allowed = run("calibrate", PUBLIC, "--model", "pai-v2", "--out", tmp_path / "d.toml", "--allow-bounds", *where)
     assert allowed.exit_code == 0, allowed.output
     assert "at a bound" in allowed.stdout
+    assert load_calibration(tmp_path / "d.toml").classes["hbm/Volta/*"] == pytest.approx(0.95, rel=1e-3)
 
 
 def test_bad_class_calibration_keys_are_one_sentence(tmp_path):

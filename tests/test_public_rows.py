@@ -220,7 +220,12 @@ def test_batch_accumulation_precision_and_doubtful(tmp_path, cats):
     assert row.precision == "tf32"
     _, row = one(tmp_path, cats, precision="fp32", gpu="V100-SXM2-16GB")  # Volta has no TF32
     assert row.precision == "fp32"
-    _, row = one(tmp_path, cats, precision="fp32", framework="TensorFlow 2.2 (tf_cnn_benchmarks)")
+    # TensorFlow before 2.4 had no upstream Ampere build: on an A100 it is NVIDIA's, TF32 by default
+    _, row = one(tmp_path, cats, precision="fp32", framework="TensorFlow 1.15 (tf_cnn_benchmarks)")
+    assert row.precision == "tf32"
+    _, row = one(tmp_path, cats, precision="fp32", framework="TensorFlow 1.15", gpu="V100-SXM2-16GB")
+    assert row.precision == "fp32"
+    _, row = one(tmp_path, cats, precision="fp32", framework="PyTorch 2.1 (pip wheel)")  # not NGC: kept fp32
     assert row.precision == "fp32"
     _, row = one(tmp_path, cats, precision="amp (fp16 or bf16 not stated)")
     assert row.precision == "amp-fp16"

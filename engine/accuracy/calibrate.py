@@ -42,7 +42,7 @@ import numpy as np
 
 from paigrid.accuracy.measurements import Measurement
 from paigrid.accuracy.scalingfit import SCALING_GROUPS
-from paigrid.accuracy.shrinkage import StrengthChoice, choose_strength, shrunk_least_squares
+from paigrid.accuracy.shrinkage import StrengthChoice, choose_strength, shrunk_linear_least_squares
 from paigrid.accuracy.tomlwrite import non_default_options, toml_key, toml_value
 from paigrid.errors import PaigridError
 from paigrid.files import write_text_atomically
@@ -289,45 +289,107 @@ def _with_overlap(options: Options, params: list[Parameter], values) -> Options:
 
 # --- the fit ------------------------------------------------------------------------------------
 class _Model:
-    """log residuals of the rows as a function of log parameter values."""
+    """log residuals of the rows as a function of log parameter values.
 
-    def __init__(self, rows, base: Efficiency, options: Options, params, cats):
+    ``support`` (rows x parameters, bool; ``support_of``): which rows a parameter can move at
+    all.  With it a forward-difference Jacobian perturbs several parameters in one evaluation
+    when no row depends on two of them (a GPU generation's class efficiencies and another
+    generation's, say) and evaluates only the rows they touch; a row's prediction depends on its
+    own row alone, so the columns are those of one parameter at a time."""
+
+    def __init__(self, rows, base: Efficiency, options: Options, params, cats, support=None):
         self.rows, self.base, self.options, self.params, self.cats = rows, base, options, params, cats
         self.log_measured = np.log([r.measured for r in rows])
         self.lower = np.log([p.lower for p in params])
         self.upper = np.log([p.upper for p in params])
+        self.support = None if support is None else np.asarray(support, dtype=bool)
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def predict(self, x: np.ndarray, index=None) -> np.ndarray:
+        """Predicted throughput of the rows (of ``index``, positions in ``rows``, when given)."""
         from paigrid.accuracy.rowkinds import predict_observed
 
+        rows = self.rows if index is None else [self.rows[i] for i in index]
         values = np.exp(x)
         eff = self.base.overridden(_overrides(self.params, values, self.base.origin))
-        throughput = predict_observed(self.rows, self.cats, eff, _with_overlap(self.options, self.params, values))
+        throughput = predict_observed(rows, self.cats, eff, _with_overlap(self.options, self.params, values))
         if not np.all(np.isfinite(throughput) & (throughput > 0)):
-            bad = self.rows[int(np.argmin(np.isfinite(throughput) & (throughput > 0)))].id
+            bad = rows[int(np.argmin(np.isfinite(throughput) & (throughput > 0)))].id
             raise PaigridError(f"the model gives no throughput for row {bad!r}; it cannot be fitted.")
         return throughput
 
-    def residuals(self, x: np.ndarray) -> np.ndarray:
-        return np.log(self.predict(x)) - self.log_measured
+    def residuals(self, x: np.ndarray, index=None) -> np.ndarray:
+        measured = self.log_measured if index is None else self.log_measured[index]
+        return np.log(self.predict(x, index)) - measured
 
-    def jacobian(self, x: np.ndarray, central: bool = True) -> np.ndarray:
+    def colours(self) -> list[list[int]]:
+        """Groups of parameters no row depends on two of (greedy, most rows first)."""
+        support = self.support
+        if support is None:
+            return [[j] for j in range(len(self.params))]
+        order = sorted(range(len(self.params)), key=lambda j: -int(support[:, j].sum()))
+        groups: list[tuple[list[int], np.ndarray]] = []
+        for j in order:
+            for members, used in groups:
+                if not np.any(used & support[:, j]):
+                    members.append(j)
+                    used |= support[:, j]
+                    break
+            else:
+                groups.append(([j], support[:, j].copy()))
+        return [sorted(members) for members, _ in groups]
+
+    def jacobian(self, x: np.ndarray, central: bool = True, here: np.ndarray | None = None) -> np.ndarray:
         """d residual / d log p by central differences of STEP (one-sided at a bound), or forward
         differences (backward at the upper bound) when not ``central``: one evaluation per
-        parameter instead of two."""
-        jac = np.empty((len(self.rows), len(x)))
-        here = None if central else self.residuals(x)
-        for j in range(len(x)):
-            up, down = x.copy(), x.copy()
-            up[j] = min(x[j] + STEP, self.upper[j])
-            down[j] = max(x[j] - STEP, self.lower[j])
-            if central:
+        parameter instead of two, or per group of ``colours`` with a ``support`` (``here``: the
+        residuals at x, when known)."""
+        jac = np.zeros((len(self.rows), len(x)))
+        if central:
+            for j in range(len(x)):
+                up, down = x.copy(), x.copy()
+                up[j] = min(x[j] + STEP, self.upper[j])
+                down[j] = max(x[j] - STEP, self.lower[j])
                 jac[:, j] = (self.residuals(up) - self.residuals(down)) / (up[j] - down[j])
-            elif up[j] > x[j]:
-                jac[:, j] = (self.residuals(up) - here) / (up[j] - x[j])
-            else:
-                jac[:, j] = (here - self.residuals(down)) / (x[j] - down[j])
+            return jac
+        here = self.residuals(x) if here is None else here
+        support = np.ones((len(self.rows), len(x)), dtype=bool) if self.support is None else self.support
+        for group in self.colours():
+            moved = x.copy()
+            for j in group:
+                moved[j] = x[j] + STEP if x[j] + STEP <= self.upper[j] else x[j] - STEP
+            index = np.flatnonzero(support[:, group].any(axis=1))
+            if not len(index):
+                continue
+            change = self.residuals(moved, index) - here[index]
+            for j in group:
+                rows = support[index, j]
+                jac[index[rows], j] = change[rows] / (moved[j] - x[j])
         return jac
+
+
+def support_of(
+    rows: list[Measurement],
+    params: list[Parameter],
+    base: Efficiency,
+    options: Options,
+    groups,
+    flop_per: str,
+    cats: Catalogues,
+    share: str,
+) -> np.ndarray:
+    """rows x params, True where the row depends on the parameter: the parameter is among those
+    ``parameters_for`` gives that row alone (the keys its own predictions look up), and the PCIe
+    link efficiency for every row (the input batch crosses PCIe to the GPU on one GPU too: the
+    input floor)."""
+    column = {p.name: j for j, p in enumerate(params)}
+    out = np.zeros((len(rows), len(params)), dtype=bool)
+    if "link_efficiency.pcie" in column:
+        out[:, column["link_efficiency.pcie"]] = True
+    for i, row in enumerate(rows):
+        for p in parameters_for([row], base, options, tuple(groups), flop_per, cats, share):
+            if p.name in column:
+                out[i, column[p.name]] = True
+    return out
 
 
 def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list[Measurement]) -> None:
@@ -373,12 +435,12 @@ def _refuse_if_undetermined(jac: np.ndarray, params: list[Parameter], rows: list
         )
 
 
-def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, limit: int):
+def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, limit: int, jac: np.ndarray):
     """The pai-v2 selection: at most ``limit`` parameters, most informative first (summed
-    |d log prediction / d log p| over the rows), each kept only if the rows still determine
-    every kept one (``_refuse_if_undetermined`` passes); the others keep their defaults.
-    Returns the kept parameters, their start vector and the candidates left at their defaults."""
-    jac = model.jacobian(x0)
+    |d log prediction / d log p| over the rows, ``jac`` the Jacobian at ``x0``), each kept only
+    if the rows still determine every kept one (``_refuse_if_undetermined`` passes); the others
+    keep their defaults.  Returns the kept parameters' indices, parameters, their start vector
+    and the candidates left at their defaults."""
     order = sorted(range(len(params)), key=lambda j: (-float(np.abs(jac[:, j]).sum()), params[j].name))
     kept: list[int] = []
     for j in order:
@@ -391,7 +453,100 @@ def _most_informative(model: _Model, params: list[Parameter], x0: np.ndarray, li
             continue
         kept = trial
     left = [params[i] for i in range(len(params)) if i not in kept]
-    return [params[i] for i in kept], x0[kept], left
+    return kept, [params[i] for i in kept], x0[kept], left
+
+
+@dataclass
+class Linearisation:
+    """The model linearised at the defaults: per row (``ids``) its log residual ``r0`` and per
+    parameter (``names``) the forward-difference column of d r / d log p (``jac``, rows x
+    parameters).  A row's prediction depends on its own row only, so the linearisation of a set
+    of rows is the rows' slice of one taken over more rows: the held-out judgement computes it
+    once over every row and hands each fold's fit its training rows' slice (``fit``), which is
+    what the fit would compute on those rows itself."""
+
+    ids: list[str]
+    names: list[str]
+    r0: np.ndarray
+    jac: np.ndarray
+    support: np.ndarray  # rows x parameters: ``support_of``
+
+    def slice(self, rows: list[Measurement], params: list[Parameter]) -> tuple[np.ndarray, ...] | None:
+        """(r0, jac, support) of ``rows`` and ``params``, or None when one of them is not in it."""
+        where = {i: k for k, i in enumerate(self.ids)}
+        column = {n: k for k, n in enumerate(self.names)}
+        if any(r.id not in where for r in rows) or any(p.name not in column for p in params):
+            return None
+        index, columns = [where[r.id] for r in rows], [column[p.name] for p in params]
+        return self.r0[index], self.jac[np.ix_(index, columns)], self.support[np.ix_(index, columns)]
+
+
+def linearise(
+    rows: list[Measurement],
+    base: Efficiency,
+    options: Options,
+    parameters=None,
+    flop_per: str = "gpu-precision",
+    cats: Catalogues | None = None,
+    share: str = "generation",
+) -> Linearisation:
+    """``Linearisation`` of ``rows`` at the defaults for every candidate parameter of the
+    groups ``parameters`` (``fit``'s defaults when None): one model evaluation per parameter."""
+    from paigrid.accuracy.measurements import modelled
+
+    cats = cats or Catalogues.load()
+    rows = [r for r in rows if modelled(r)]
+    if parameters is None:
+        parameters = DEFAULT_PARAMETERS_V2 if options.model == "pai-v2" else DEFAULT_PARAMETERS
+    params = parameters_for(rows, base, options, tuple(parameters), flop_per, cats, share)
+    support = support_of(rows, params, base, options, parameters, flop_per, cats, share)
+    model = _Model(rows, base, options, params, cats, support)
+    x0 = np.log([p.start for p in params])
+    r0 = model.residuals(x0)
+    return Linearisation([r.id for r in rows], [p.name for p in params], r0, model.jacobian(x0, False, r0), support)
+
+
+#: at most this many linearisations of the model per fit (``_gauss_newton``)
+OUTER_STEPS = 4
+#: a fit stops when no log parameter moved by more than this in a step (1%)
+OUTER_TOLERANCE = 0.01
+
+
+def _objective(r: np.ndarray, x: np.ndarray, x0: np.ndarray, strength: float) -> float:
+    """The fit's objective: sum of soft-l1 losses of r plus the ridge penalty (``shrinkage``)."""
+    loss = 2.0 * F_SCALE**2 * float(np.sum(np.sqrt(1.0 + (r / F_SCALE) ** 2) - 1.0))
+    return loss + (0.0 if strength == 0.0 else strength * float(np.sum((x - x0) ** 2)))
+
+
+def _gauss_newton(model: _Model, x0: np.ndarray, start: tuple, strength: float):
+    """Minimise the objective by linearised steps: at x_k the model is r_k + J_k (x - x_k), its
+    shrunk robust least-squares minimum (within the bounds, shrunk toward x0) is the next point,
+    halved until the model itself (not the linearisation) improves; at most ``OUTER_STEPS``
+    linearisations, stopping once no log parameter moves by ``OUTER_TOLERANCE``.  ``start``:
+    (x, residuals at x, a Jacobian near x) to begin from (x0 and its precomputable ``jac0``, or
+    the point of an earlier fit); each later linearisation costs one model evaluation per group
+    of ``_Model.colours``.  Returns (x, the residuals there, the last Jacobian)."""
+    x, r, jac = (np.array(v, dtype=float) for v in start)
+    best = _objective(r, x, x0, strength)
+    for step in range(OUTER_STEPS):
+        target = shrunk_linear_least_squares(r, jac, x, x0, model.lower, model.upper, strength, F_SCALE, start=x)
+        t, moved = 1.0, False
+        while t >= 0.125:
+            trial = np.clip(x + t * (target - x), model.lower, model.upper)
+            r_trial = model.residuals(trial)
+            value = _objective(r_trial, trial, x0, strength)
+            if value <= best:
+                moved = True
+                break
+            t /= 2.0
+        if not moved:
+            break
+        shift = float(np.max(np.abs(trial - x))) if len(x) else 0.0
+        x, r, best = trial, r_trial, value
+        if shift < OUTER_TOLERANCE or step == OUTER_STEPS - 1:
+            break
+        jac = model.jacobian(x, central=False, here=r)
+    return x, r, jac
 
 
 def fit(
@@ -404,6 +559,7 @@ def fit(
     allow_bounds: bool = True,
     share: str = "generation",
     shrinkage: float | str = 0.0,
+    linearisation: Linearisation | None = None,
 ) -> Fit:
     """Fit the efficiency ``parameters`` (groups, see the module docstring; ``None``: the
     model's defaults, ``DEFAULT_PARAMETERS`` for pai-v1, ``DEFAULT_PARAMETERS_V2`` for pai-v2,
@@ -422,8 +578,14 @@ def fit(
     bound is an error naming the parameter.  ``shrinkage``: the ridge strength lambda of
     ``accuracy.shrinkage`` (0: the plain fit; ``math.inf``: the defaults) or ``"cv"``, chosen by
     cross-validation on ``rows`` grouped by workload (``cv_strength``; what ``paigrid calibrate``
-    does by default); the choice and each candidate's score are in ``Fit.notes``.  Needs scipy
-    (``pip install paigrid[calibrate]``).
+    does by default); the choice and each candidate's score are in ``Fit.notes``.  The objective
+    is minimised by linearised steps (``_gauss_newton``); ``linearisation``: the model linearised
+    at the defaults over these rows or more (``linearise``), which saves the first Jacobian.  A
+    parameter the fit puts on a bound, when ``allow_bounds`` is False, is returned to its
+    default and the others are fitted again without it (``Fit.notes["bound_to_default"]``): a
+    bound is where the physics of the parameter ends, so a value pressed against it stands for
+    a term the model lacks, not for that parameter.  Needs scipy (``pip install
+    paigrid[calibrate]``).
     """
     if any(r.kind == "llm" for r in rows):
         raise PaigridError(
@@ -431,7 +593,7 @@ def fit(
             "not with the data-parallel model's parameters."
         )
     try:
-        from scipy.optimize import least_squares
+        import scipy.optimize  # noqa: F401  (the solver of shrinkage.shrunk_least_squares)
     except ImportError:
         raise PaigridError(
             "paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' (or pip install scipy)."
@@ -461,70 +623,67 @@ def fit(
     params = parameters_for(rows, base_efficiency, options, tuple(parameters), flop_per, cats, share)
     if not params:
         raise PaigridError("the selected rows touch none of the parameters to fit.")
-    model = _Model(rows, base_efficiency, options, params, cats)
     x0 = np.log([p.start for p in params])
-    start_predicted = model.predict(x0)
+    given = linearisation.slice(rows, params) if linearisation is not None else None
+    if given is not None:
+        r0, jac0, support = given
+        model = _Model(rows, base_efficiency, options, params, cats, support)
+    else:
+        support = support_of(rows, params, base_efficiency, options, parameters, flop_per, cats, share)
+        model = _Model(rows, base_efficiency, options, params, cats, support)
+        r0 = model.residuals(x0)
+        jac0 = model.jacobian(x0, central=False, here=r0)
+    start_predicted = np.exp(r0 + model.log_measured)
     left: list[Parameter] = []
     if v2:
         limit = max(1, len(rows) // ROWS_PER_PARAMETER)
-        params, x0, left = _most_informative(model, params, x0, limit)
+        kept, params, x0, left = _most_informative(model, params, x0, limit, jac0)
         if not params:
             raise PaigridError("the selected rows cannot determine any parameter of the fit.")
-        model = _Model(rows, base_efficiency, options, params, cats)
-    _refuse_if_undetermined(model.jacobian(x0), params, rows)
-    # our own differences, STEP in log p: scipy's relative step is ~1e-8 at log p = 0 (a start of
-    # 1, as every per-workload factor has), below the float32 resolution of a prediction
-    strength, choice = _strength(shrinkage, rows, base_efficiency, options, params, cats, x0)
-    if strength == 0.0:
-        result = least_squares(
-            model.residuals,
-            x0,
-            jac=lambda x: model.jacobian(x, central=False),
-            bounds=(model.lower, model.upper),
-            loss=LOSS,
-            f_scale=F_SCALE,
-            x_scale=1.0,
-            max_nfev=200 * len(params),
-        )
-    else:
-        result = shrunk_least_squares(
-            model.residuals,
-            lambda x: model.jacobian(x, central=False),
-            x0,
-            model.lower,
-            model.upper,
-            strength,
-            F_SCALE,
-            max_nfev=200 * len(params),
-        )
-    x = np.clip(result.x, model.lower, model.upper)
-    residuals = model.residuals(x)
+        jac0, support = jac0[:, kept], support[:, kept]
+        model = _Model(rows, base_efficiency, options, params, cats, support)
+    _refuse_if_undetermined(jac0, params, rows)
+    strength, choice = _strength(shrinkage, rows, base_efficiency, options, params, cats, x0, r0, jac0)
+    bound_to_default: list[Parameter] = []
+    x, residuals, jac = x0, r0, jac0
+    while True:
+        if not math.isinf(strength):
+            x, residuals, jac = _gauss_newton(model, x0, (x, residuals, jac), strength)
+        # on a bound: within 1e-4 of it in log p, as ``Parameter.at_bound`` reads it
+        on_bound = [j for j in range(len(params)) if min(x[j] - model.lower[j], model.upper[j] - x[j]) < 1e-4]
+        if allow_bounds or not on_bound:
+            break
+        if len(on_bound) == len(params):
+            p = params[on_bound[0]]
+            raise PaigridError(
+                f"the fit put {p.name} on its bound ({math.exp(x[on_bound[0]]):.4g}, bounds {p.lower:g} to "
+                f"{p.upper:g} in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
+                f"values; pass --allow-bounds to keep such a fit."
+            )
+        # back to the defaults: the parameters pressed against their bounds, and fit the rest again
+        bound_to_default += [params[j] for j in on_bound]
+        keep = [j for j in range(len(params)) if j not in on_bound]
+        params, x0, x, jac, support = [params[j] for j in keep], x0[keep], x[keep], jac[:, keep], support[:, keep]
+        model = _Model(rows, base_efficiency, options, params, cats, support)
+        residuals = model.residuals(x)  # the others where they were, these at their defaults
     dof = len(rows) - len(params)
-    jac = model.jacobian(x)
     with np.errstate(divide="ignore", invalid="ignore"):
         try:
             cov = np.linalg.inv(jac.T @ jac)
             se_log = np.sqrt(np.maximum(np.diag(cov), 0.0) * (residuals @ residuals / dof if dof > 0 else np.nan))
         except np.linalg.LinAlgError:
             se_log = np.full(len(params), np.inf)
+    result_status = 0
     for p, xi, se in zip(params, x, se_log):
         p.value = float(math.exp(xi))
         p.stderr = float(p.value * se)
-    bound = [p for p in params if p.at_bound]
-    if bound and not allow_bounds:
-        p = bound[0]
-        raise PaigridError(
-            f"the fit put {p.name} on its bound ({p.value:.4g}, bounds {p.lower:g} to {p.upper:g} "
-            f"in datasets/parameter_bounds.csv): the model cannot explain these rows with physical "
-            f"values; pass --allow-bounds to keep such a fit."
-        )
     notes = {
         "loss": LOSS,
         "f_scale": F_SCALE,
         "flop_per": flop_per,
         "share": share,
         "groups": list(parameters),
-        "optimizer_status": int(result.status),
+        "optimizer_status": result_status,
         "model": options.model,
         "shrinkage": "inf" if math.isinf(strength) else float(strength),
     }
@@ -538,12 +697,14 @@ def fit(
         notes["shrinkage_scores"] = [f"lambda {k:g}: mean |log residual| {v:.4f}" for k, v in choice.scores.items()]
     if left_out:
         notes["left_out"] = left_out  # rows the model has no term for (``measurements.NOT_MODELLED``)
+    if bound_to_default:
+        notes["bound_to_default"] = [p.name for p in bound_to_default]
+        notes["bound_to_default_values"] = [float(p.start) for p in bound_to_default]
     if v2:
         notes["at_default"] = [p.name for p in left]
         notes["default_values"] = [float(p.start) for p in left]
-    return Fit(
-        params, rows, [float(v) for v in model.predict(x)], [float(v) for v in start_predicted], options, dof, notes
-    )
+    predicted = np.exp(residuals + model.log_measured)
+    return Fit(params, rows, [float(v) for v in predicted], [float(v) for v in start_predicted], options, dof, notes)
 
 
 def cv_strength(
@@ -553,6 +714,8 @@ def cv_strength(
     params: list[Parameter],
     cats: Catalogues,
     x0: np.ndarray,
+    r0: np.ndarray | None = None,
+    jac: np.ndarray | None = None,
 ) -> StrengthChoice:
     """The shrinkage strength of ``params`` chosen by ``shrinkage.choose_strength`` on ``rows``
     alone: folds of whole workloads (of rows when per-workload corrections are fitted), each
@@ -564,20 +727,13 @@ def cv_strength(
     cross-validation costs one Jacobian instead of a fit per fold and strength; the fit with the
     chosen strength then runs on the model itself."""
     model = _Model(rows, base, options, params, cats)
-    r0, jac = model.residuals(x0), model.jacobian(x0, central=False)
+    if r0 is None or jac is None:
+        r0, jac = model.residuals(x0), model.jacobian(x0, central=False)
 
     def held_out(train, test, strength):
         x = x0
         if not math.isinf(strength):
-            x = shrunk_least_squares(
-                lambda v: r0[train] + jac[train] @ (v - x0),
-                lambda v: jac[train],
-                x0,
-                model.lower,
-                model.upper,
-                strength,
-                F_SCALE,
-            ).x
+            x = shrunk_linear_least_squares(r0[train], jac[train], x0, x0, model.lower, model.upper, strength, F_SCALE)
         return r0[test] + jac[test] @ (x - x0)
 
     # per-workload corrections are judged on their own workload's rows left out: folds of rows
@@ -587,12 +743,14 @@ def cv_strength(
     return choose_strength(len(rows), groups, held_out)
 
 
-def _strength(shrinkage, rows, base, options, params, cats, x0) -> tuple[float, StrengthChoice | None]:
+def _strength(
+    shrinkage, rows, base, options, params, cats, x0, r0=None, jac=None
+) -> tuple[float, StrengthChoice | None]:
     """(lambda, the cross-validation that chose it or None) of a ``fit``'s ``shrinkage`` argument."""
     if isinstance(shrinkage, str):
         if shrinkage.strip().casefold() != "cv":
             raise PaigridError(f"the shrinkage is cv or a strength >= 0, not {shrinkage!r}.")
-        choice = cv_strength(rows, base, options, params, cats, x0)
+        choice = cv_strength(rows, base, options, params, cats, x0, r0, jac)
         return choice.strength, choice
     value = float(shrinkage)
     if not value >= 0:

@@ -66,6 +66,9 @@ def held_out(
     calibrated: bool = True,
     groups: tuple[str, ...] | None = None,
     shrinkage: float | str = 0.0,
+    allow_bounds: bool = True,
+    linearisation=None,
+    max_folds: int | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Each row's validate result (``validate.validate`` row dict plus ``fold``) predicted by a
     calibration fitted on the rows of the other ``fold_by`` values (``workload`` or
@@ -75,15 +78,19 @@ def held_out(
     its value, training and test row counts, the fitted parameters ({name: value}), those on a
     bound and, when the fit was refused, the reason (that fold then uses the defaults).
     ``fold_by`` may also be a ``V2_FOLDS`` kind (``gpu``, ``source_id``); ``shrinkage``: the
-    calibrated fit's (``calibrate.fit``; ``"cv"`` chooses it on each fold's training rows)."""
+    calibrated fit's (``calibrate.fit``; ``"cv"`` chooses it on each fold's training rows);
+    ``allow_bounds``: the fit's (False: a parameter fitted onto a bound goes back to its default,
+    as ``paigrid calibrate`` does by default); ``linearisation``: ``calibrate.linearise`` of the
+    rows (or more), which each fold's fit slices to its training rows instead of computing it;
+    ``max_folds``: with more ``fold_by`` values than this, the values (sorted) are dealt
+    round-robin into that many folds, each holding out every row of its values (``fold_values``)."""
     if fold_by not in FOLDS and fold_by not in V2_FOLDS:
         raise PaigridError(f"folds are by {' or '.join({**FOLDS, **V2_FOLDS})}, not {fold_by!r}.")
     base = defaults()
-    values = sorted({getattr(r, fold_by) for r in rows})
     out, folds = [], []
-    for value in values:
-        test = [r for r in rows if getattr(r, fold_by) == value]
-        train = [r for r in rows if getattr(r, fold_by) != value]
+    for value, members in fold_values(sorted({getattr(r, fold_by) for r in rows}), max_folds):
+        test = [r for r in rows if getattr(r, fold_by) in members]
+        train = [r for r in rows if getattr(r, fold_by) not in members]
         eff, fold_options = base, options
         entry = {
             "fold": value,
@@ -102,9 +109,10 @@ def held_out(
                     options,
                     fitted,
                     cats=cats,
-                    allow_bounds=True,
+                    allow_bounds=allow_bounds,
                     share=SHARE[fold_by],
                     shrinkage=shrinkage if calibrated else 0.0,
+                    linearisation=linearisation if calibrated else None,
                 )
             except PaigridError as exc:
                 entry["refused"] = str(exc)
@@ -118,6 +126,16 @@ def held_out(
             out.append({**row, "fold": value})
         folds.append(entry)
     return out, folds
+
+
+def fold_values(values: list, max_folds: int | None = None) -> list[tuple[str, set]]:
+    """(label, the values it holds out) per fold: one value each, or, with more values than
+    ``max_folds``, the sorted values dealt round-robin into ``max_folds`` folds (deterministic;
+    every row of a value stays in one fold, so no fold's fit sees a row of a value it judges)."""
+    if max_folds is None or len(values) <= max_folds:
+        return [(str(v), {v}) for v in values]
+    dealt = [values[k::max_folds] for k in range(max_folds)]
+    return [(", ".join(str(v) for v in members), set(members)) for members in dealt]
 
 
 def group_summary(results: list[dict]) -> dict[str, dict]:

@@ -39,14 +39,42 @@ def uncalibrated(rows: list[Measurement], cats: Catalogues, options: Options | N
     return validate(rows, defaults(), options or Options(), cats)["rows"]
 
 
+#: folds per fold kind of the calibrated judgement: the workloads (61) and GPUs (30) are dealt
+#: into this many folds of whole workloads or GPUs (``crossval.fold_values``); the sources (6)
+#: stay one per fold
+MAX_FOLDS = 10
+
+
 def calibrated(
-    rows: list[Measurement], cats: Catalogues, options: Options | None = None, folds=tuple(V2_FOLDS)
+    rows: list[Measurement],
+    cats: Catalogues,
+    options: Options | None = None,
+    folds=tuple(V2_FOLDS),
+    max_folds: int | None = MAX_FOLDS,
 ) -> dict[str, dict]:
-    """Per fold kind: the held-out rows (``crossval.held_out`` with ``shrinkage="cv"``), the
-    folds and the per-group summary."""
+    """Per fold kind: the held-out rows (``crossval.held_out`` with ``paigrid calibrate``'s
+    defaults: ``shrinkage="cv"``, a parameter fitted onto a bound back at its default), the
+    folds and the per-group summary.  The model is linearised at the defaults once over every
+    row (``calibrate.linearise``); each fold's fit takes its training rows' slice, which is what
+    it would compute on them (a row's prediction depends on that row alone)."""
+    from paigrid.accuracy.calibrate import linearise
+
+    options = options or Options()
+    linear = linearise(rows, defaults(), options, cats=cats)
     out = {}
     for fold_by in folds:
-        results, entries = held_out(rows, cats, options or Options(), fold_by, True, None, "cv")
+        results, entries = held_out(
+            rows,
+            cats,
+            options,
+            fold_by,
+            True,
+            None,
+            "cv",
+            allow_bounds=False,
+            linearisation=linear,
+            max_folds=max_folds,
+        )
         out[fold_by] = {"rows": results, "folds": entries, "summary": group_summary(results)}
     return out
 

@@ -40,8 +40,9 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   A100/H100-class, 4 for V100), an assumption listed per row.  On one server the network is unused
   whatever the cell says.
 * ``precision``: the precision catalogue's names; "fp32" on an Ampere, Ada, Hopper or Blackwell
-  GPU under NGC PyTorch or TensorFlow 2.4+ is ``tf32`` (their default FP32 math there; the notes
-  say "TF32 may be active by default"), an assumption; "bf16" (pure BF16, the MPT rows) is
+  GPU under NGC PyTorch or TensorFlow is ``tf32`` (their default FP32 math there: TensorFlow 1.15
+  and 2.3 on Ampere are NVIDIA's builds, TF32 on by default; the notes say "TF32 may be active by
+  default"), an assumption; "bf16" (pure BF16, the MPT rows) is
   ``amp-bf16``; "amp (fp16 or bf16 not stated)" is ``amp-fp16`` (torch.cuda.amp's default),
   an assumption.
 * ``batch_per_gpu``: an empty cell is listed ("batch per GPU not stated"): the model's
@@ -277,12 +278,17 @@ TF32_GENERATIONS = ("Ampere", "Ada", "Hopper", "Blackwell")
 def _tf32_default(framework: str) -> bool:
     """True for a framework whose default FP32 math on a TF32 GPU is TF32: NGC PyTorch containers
     (cuDNN convolutions with TF32 allowed by default, matmuls through NVIDIA_TF32_OVERRIDE unset)
-    and TensorFlow 2.4 or later (TF32 execution on by default since 2.4); not TensorFlow 1 or
-    TensorFlow 2.2/2.3, which predate it."""
+    and every TensorFlow.  Upstream TensorFlow turns TF32 on by default from 2.4, the first
+    release built for CUDA 11 and Ampere (TensorFlow 2.4.0 release notes); the TensorFlow 1.15
+    and 2.2/2.3 of the Ampere rows are therefore NVIDIA's builds for Ampere (NGC TensorFlow
+    containers, ``nvidia-tensorflow``), in which TF32 is on by default too (NVIDIA TensorFlow
+    container release notes, 20.06 and later: "TF32 ... enabled by default",
+    ``NVIDIA_TF32_OVERRIDE=0`` turns it off).  The rows agree: tf_cnn_benchmarks' AlexNet "fp32"
+    on an A100 PCIe runs 10,187 images/s, about 51 TFLOP/s at the zoo's 5.0 GFLOP per training
+    image, 2.6 times the A100's FP32 (non-tensor) peak of 19.5 TFLOP/s."""
     folded = framework.casefold()
     if "tensorflow" in folded:
-        match = re.search(r"tensorflow (\d+)\.(\d+)", folded)
-        return match is not None and (int(match.group(1)), int(match.group(2))) >= (2, 4)
+        return True
     return "ngc" in folded and "pytorch" in folded
 
 

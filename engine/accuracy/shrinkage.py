@@ -54,13 +54,15 @@ def shrunk_least_squares(
     strength: float,
     f_scale: float = 0.1,
     max_nfev: int | None = None,
+    start: np.ndarray | None = None,
 ):
     """Minimise sum rho(r(x)) + strength * |x - x0|^2 within [lower, upper] (module docstring).
 
     ``residuals(x)``: the data residuals r (log predicted / measured, one per row) at x = log p;
     ``jacobian(x)``: dr/dx (rows x parameters); ``x0``: log of the defaults, the start and the
     point shrunk toward; ``strength``: lambda >= 0 (inf returns x0 unchanged); ``f_scale``: the
-    soft-l1 scale in log units.  Returns scipy's ``OptimizeResult`` (``x``, ``status``, ...);
+    soft-l1 scale in log units; ``start``: where the solver starts (default ``x0``).  Returns
+    scipy's ``OptimizeResult`` (``x``, ``status``, ...);
     needs scipy."""
     from scipy.optimize import OptimizeResult, least_squares
 
@@ -79,7 +81,7 @@ def shrunk_least_squares(
         _, dg = _robust(residuals(x), f_scale)
         return np.vstack([dg[:, None] * jacobian(x), root * np.eye(len(x))])
 
-    start = np.clip(x0, lower, upper)
+    start = np.clip(x0 if start is None else np.asarray(start, dtype=float), lower, upper)
     return least_squares(
         augmented,
         start,
@@ -145,3 +147,51 @@ def choose_strength(
     # ties (within 1e-9) go to the strongest shrinkage: the closest to the sourced defaults
     chosen = max(s for s, v in scores.items() if v <= best + 1e-9)
     return StrengthChoice(chosen, scores, len(folds), len(set(groups)) >= k)
+
+
+def shrunk_linear_least_squares(
+    r: np.ndarray,
+    jac: np.ndarray,
+    x_lin: np.ndarray,
+    x0: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    strength: float,
+    f_scale: float = 0.1,
+    start: np.ndarray | None = None,
+    iterations: int = 100,
+) -> np.ndarray:
+    """``shrunk_least_squares`` of a linear model: minimise sum rho(r + J (x - x_lin)) +
+    strength * |x - x0|^2 within [lower, upper] (rho: soft-l1 of scale ``f_scale``), by
+    iteratively reweighted least squares: rho is concave in r^2, so each reweighted problem
+    (weights 1 / sqrt(1 + (r/f)^2) at the current point) bounds the objective from above and
+    its minimum lowers it; each is a bounded quadratic in the parameters alone (``jac`` columns),
+    solved through the Cholesky factor of its normal matrix (``scipy.optimize.lsq_linear``),
+    never through the rows.  Returns x (inf strength: x0)."""
+    from scipy.linalg import cho_factor, solve_triangular
+    from scipy.optimize import lsq_linear
+
+    x0 = np.asarray(x0, dtype=float)
+    if math.isinf(strength):
+        return x0.copy()
+    if strength < 0:
+        raise PaigridError(f"a shrinkage strength is >= 0, not {strength:g}.")
+    x = np.clip(x0 if start is None else np.asarray(start, dtype=float), lower, upper)
+    base = jac @ x_lin - r  # r + J (x - x_lin) = J x - base
+    eye = np.eye(len(x))
+    for _ in range(iterations):
+        residual = jac @ x - base
+        w = 1.0 / np.sqrt(1.0 + (residual / f_scale) ** 2)
+        normal = jac.T @ (w[:, None] * jac) + strength * eye
+        rhs = jac.T @ (w * base) + strength * x0
+        scale = max(float(np.trace(normal)) / max(len(x), 1), 1e-300)
+        factor, _ = cho_factor(normal + 1e-12 * scale * eye, lower=True)
+        lower_factor = np.tril(factor)
+        # 1/2 x^T N x - rhs^T x = 1/2 |L^T x - L^-1 rhs|^2 + const
+        target = solve_triangular(lower_factor, rhs, lower=True)
+        new = lsq_linear(lower_factor.T, target, bounds=(lower, upper), method="bvls").x
+        moved = float(np.max(np.abs(new - x))) if len(x) else 0.0
+        x = new
+        if moved < 1e-7:
+            break
+    return x

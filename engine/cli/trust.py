@@ -233,6 +233,17 @@ def calibrate(
         {"parameter": name, "start": f"{value:.3f}", "fitted ± s.e.": "-", "note": "kept at its default"}
         for name, value in zip(result.notes.get("at_default", []), result.notes.get("default_values", []))
     ]
+    params += [
+        {
+            "parameter": name,
+            "start": f"{value:.3f}",
+            "fitted ± s.e.": "-",
+            "note": "fitted onto a bound, so kept at its default (--allow-bounds keeps the bound)",
+        }
+        for name, value in zip(
+            result.notes.get("bound_to_default", []), result.notes.get("bound_to_default_values", [])
+        )
+    ]
     if result.notes.get("left_out"):
         typer.echo(
             f"left out (the model has no term for their algorithm): {listing(result.notes['left_out'])}", err=True
