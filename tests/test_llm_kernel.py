@@ -299,3 +299,28 @@ def test_uneven_layers_are_costed_per_stage():
     assert r["memory_per_gpu"] == pytest.approx(float(memory_bytes(arrays[0][0], vec, arrays[4], mb)), rel=1e-12)
     params = 8 * vec[K.M_SHARED_PARAMS] / 8 + vec[K.M_EMBED_PARAMS] / 8
     assert r["optimizer"] == pytest.approx(params / 8 * OPTIONS.update_bytes / row[K.HW_HBM], rel=1e-12)
+
+
+def test_low_precision_casts_cost_their_bytes_at_the_hbm_rate(monkeypatch):
+    """An FP8 layer pays, per token, its cast elements (``shapes.quantized_elements``) x 4 bytes
+    (a BF16 read, row- and column-wise FP8 writes; 6 with current scaling's amax pass, 3.125 for
+    NVFP4) at the HBM rate over forward + backward; a BF16 layer casts nothing."""
+    from paigrid.inputs.kernel_tables import generation
+    from paigrid.llm import shapes as S
+    from paigrid.llm import tables as T
+
+    assert T.quantization_bytes("amp-bf16") == 0.0
+    assert (T.quantization_bytes("fp8"), T.quantization_bytes("fp8-current")) == (4.0, 6.0)
+    assert T.quantization_bytes("nvfp4") == pytest.approx(2.0 + 2 * 0.5625)
+    m = model("llama3-8b")
+    pairs = [("H100-SXM5-80GB", "fp8")]
+    with_casts = T.compute_table(m, CATS, EFF, pairs, [1, 2], "fused")
+    monkeypatch.setattr(T, "quantization_bytes", lambda precision: 0.0)
+    without = T.compute_table(m, CATS, EFF, pairs, [1, 2], "fused")
+    hbm = CATS.gpus.number("H100-SXM5-80GB", "hbm_GB_per_s") * 1e9 * EFF.class_for("hbm", generation(CATS, "H100-SXM5-80GB"), "*")
+    for ti, t in enumerate((1, 2)):
+        cast = S.quantized_elements(m, False, t, m.seq_len) * 4.0 / hbm
+        got = with_casts[0, ti, 0, 1, K.CT_LAYER] - without[0, ti, 0, 1, K.CT_LAYER]
+        assert got == pytest.approx(cast, rel=1e-9)
+        full = with_casts[0, ti, 2, 1, K.CT_LAYER] - without[0, ti, 2, 1, K.CT_LAYER]
+        assert full == pytest.approx(cast * 4.0 / 3.0, rel=1e-9)  # a full recomputation casts the inputs again

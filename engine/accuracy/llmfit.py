@@ -74,8 +74,11 @@ def _family(precision: str) -> str:
 
 def parameter_keys(rows) -> list[str]:
     """The factors the rows can inform: a GEMM factor per (generation, precision family) of the
-    rows, and the shared ones."""
+    rows and one per precision family over all generations (the shrinkage splits a shift that
+    every generation shows between the two, so a held-out generation inherits the shared part),
+    and the shared ones."""
     gemm = sorted({f"gemm/{r.generation or '*'}/{_family(r.precision)}" for r in rows})
+    gemm += sorted({f"gemm/*/{_family(r.precision)}" for r in rows} - set(gemm))
     variants = sorted(
         {
             f"gemm/{r.generation or '*'}/{r.precision}"

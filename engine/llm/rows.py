@@ -447,6 +447,13 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     sp = _flag(cells, "sequence_parallel", origin, defaults["sp"] and tp > 1, used)
     vpp = _whole(cells, "virtual_stages", origin, 1, 1)
     ep = _whole(cells, "expert_parallel", origin, 1, 1)
+    states = "legacy" if family == "legacy" else family
+    if family == "torchtitan" and pp > 1 and zero >= 2:
+        # pipelining defers FSDP2's gradient reduce-scatter to the last micro-batch: the
+        # gradients stay unsharded (ZeRO-1's memory, ZeRO-2's traffic, which the kernel's
+        # stage 1 also costs), the parameters gathered ([state_bytes.torchtitan_pipelined])
+        zero, states = 1, "torchtitan_pipelined"
+        used.append("zero_stage=1 for memory (torchtitan's pipeline keeps FSDP2's gradients unsharded until its last micro-batch)")
     layout = check_layout(Layout(tp, pp, dp, cp, ep, vpp, micro, zero, recompute, sp))
     network = _network(cells, gpu, cats, nodes > 1, origin, used)
     nics = _whole(cells, "nics_per_node", origin, 0, per_node if nodes > 1 else 0)
@@ -481,10 +488,13 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         )
     options = replace(
         LlmOptions.defaults(),
+        # a measured row is read with the tolerance of [memory] measured_memory_margin (the
+        # search ranks on the strict check, memory_margin)
+        memory_margin=_measured_margin(),
         attention=attention,
         overlap_dp=defaults["overlap_dp"],
         stored_activation_bytes=stored,
-        **framework_state_bytes("legacy" if family == "legacy" else family, precision),
+        **framework_state_bytes(states, precision),
     )
     if family != "legacy":
         used.append(f"overlap_dp={str(defaults['overlap_dp']).lower()}")
@@ -505,6 +515,14 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         tp_overlap,
         container_of(cells, family),
     )
+
+
+def _measured_margin() -> float:
+    """The memory tolerance a measured row is read with (``[memory] measured_memory_margin`` of
+    ``datasets/llm_defaults.toml``)."""
+    from paigrid.llm.tables import _defaults
+
+    return float(_defaults()["memory"]["measured_memory_margin"])
 
 
 def _memory(cells: dict, origin: str) -> float:
