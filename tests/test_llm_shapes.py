@@ -130,4 +130,6 @@ def test_quantized_elements_count_every_gemm_input_and_output():
     m = model("llama3-8b")
     h, kv, f = m.hidden, m.kv_heads * m.head_dim, m.ffn_hidden
     assert S.quantized_elements(m, False, 1, 8192) == (h + h + 2 * kv) + 2 * h + (h + 2 * f) + (f + h) == 69632
-    assert S.quantized_elements(m, False, 4, 8192) == (h + (h + 2 * kv) / 4) + (h / 4 + h) + (h + 2 * f / 4) + (f / 4 + h)
+    assert S.quantized_elements(m, False, 4, 8192) == (h + (h + 2 * kv) / 4) + (h / 4 + h) + (h + 2 * f / 4) + (
+        f / 4 + h
+    )

@@ -285,4 +285,6 @@ def quantized_elements(model: Transformer, moe_layer: bool, tensor: int, tokens:
     """Elements per token that a low-precision recipe casts for one layer's Linear GEMMs on one
     GPU of a tensor group of ``tensor`` over a step: each GEMM's input (k) in the forward pass
     and its output gradient (n) in the backward pass, summed over ``layer_gemms`` [elements/token]."""
-    return sum((k + n) * m * copies for m, n, k, copies in layer_gemms(model, moe_layer, tensor, tokens, expert)) / tokens
+    return (
+        sum((k + n) * m * copies for m, n, k, copies in layer_gemms(model, moe_layer, tensor, tokens, expert)) / tokens
+    )
