@@ -118,7 +118,8 @@ def llm_section(full: bool = False) -> str:
     block = calibrated_lines(judged, cats, eff, [r for r in judged if not r.refused]) if full else _committed_block()
     lines += [
         "The held-out judgement below takes minutes (a shrunk fit with its own cross-validation and a second "
-        "Gauss-Newton step for every fold of three fold kinds); `python bench/accuracy.py` regenerates it, and "
+        "Gauss-Newton step for every fold of three fold kinds); `python bench/accuracy.py` regenerates it "
+        "(`--cheap --llm`: this block alone), and "
         "the page check (`tests/test_docs.py`) recomputes everything else and keeps this block as committed.",
         "",
         BEGIN,
@@ -240,6 +241,15 @@ def _committed_block() -> list[str]:
 FOLD_KINDS_ORDER = ("model", "generation", "framework")
 
 
+def _misses_sentence(held: list[dict]) -> str:
+    """The rows the held-out memory estimate misses by more than the goal, by their error."""
+    misses = sorted((p for p in held if abs(p["error"]) > GOAL_MEMORY), key=lambda p: p["error"])
+    if not misses:
+        return "No row is missed by more than 10%."
+    parts = [f"{p['id']} ({100 * p['error']:+.1f}%)" for p in misses]
+    return "The misses: " + ", ".join(parts) + "."
+
+
 def _memory_lines(rows, cats, eff, llmfit) -> list[str]:
     reporting = [r for r in rows if (r.cells.get("peak_memory_GB") or "").strip()]
     points = llmfit.memory_points(rows, cats, eff)
@@ -268,10 +278,9 @@ def _memory_lines(rows, cats, eff, llmfit) -> list[str]:
             f"{100 * worst:.1f}%; the other {len(reporting) - len(points)} are not judged until their GPUs are in "
             "the catalogue. torchtitan logs its caching allocator's peak reserved memory (max_reserved_gib); the "
             "estimate is of "
-            "the tensors a step allocates (states, stored activations, the loss's logits, FSDP's gathered layers), "
-            "and the fitted workspace and fragmentation stand for the difference. The misses are the pipelined "
-            "405B rows (the busiest stage's estimate against the maximum over ranks), the 70B FSDP + TP rows at "
-            "16 sequences a GPU and the 2025 H200 rows, which report 15-20 GiB less than the 2024 rows of the same "
-            "model, local batch and checkpointing on 128 H100.",
+            "the tensors a step allocates (states, stored activations, the loss's logits, FSDP's gathered layers; "
+            "with pipeline parallelism torchtitan's unsharded gradients and gathered parameters; a full "
+            "recomputation's 16-bit layer inputs; 4 bytes a logit where the release compiles its loss), and the "
+            "fitted workspace and fragmentation stand for the difference. " + _misses_sentence(held),
         ]
     return out
