@@ -117,22 +117,42 @@ def llm_factor(eff, key: str) -> float:
     return float(table.get(key, 1.0))
 
 
+def gemm_family(precision: str) -> str:
+    """The precision family of the GEMM table: amp, fp8 (with its variants) or the precision."""
+    return "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
+
+
+def default_gemm_key(gen: str, family: str) -> str:
+    """The ``[gemm.large_efficiency]`` key a generation's GEMMs at a family take: its own
+    (``Hopper/amp``), else the family's shared estimate (``*/fp8``), else the generation's or
+    the table's fallback."""
+    table = _defaults()["gemm"]["large_efficiency"]
+    return next(key for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*") if key in table)
+
+
+def shared_gemm_key(family: str) -> str:
+    """The calibration factor on a family's shared GEMM estimate (``gemm/*/fp8``)."""
+    return f"gemm/*/{family}"
+
+
 def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[float, float]:
     """(large-GEMM efficiency [fraction of the dense peak], half-efficiency side [elements]) of
     ``gpu`` at ``precision``: ``[gemm]`` of ``datasets/llm_defaults.toml`` by generation and
-    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` and ``gemm/*/FAMILY``
-    factors (and, for an FP8 variant, its ``gemm/GENERATION/PRECISION`` factor)."""
+    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor, its
+    ``gemm/*/FAMILY`` factor where the default is the family's shared estimate (not a sourced
+    value of the generation's own), and for an FP8 variant its ``gemm/GENERATION/PRECISION``
+    factor."""
     table = _defaults()["gemm"]
     gen = generation(cats, gpu)
-    family = "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
-    value = next(
-        table["large_efficiency"][key]
-        for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*")
-        if key in table["large_efficiency"]
-    )
-    # a factor per generation and family, one per family shared by every generation (what a
-    # calibration learns of a family on one generation carries to a generation it has no rows of)
-    factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, f"gemm/*/{family}") * llm_factor(eff, "gemm")
+    family = gemm_family(precision)
+    key = default_gemm_key(gen, family)
+    value = table["large_efficiency"][key]
+    factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, "gemm")
+    if key.startswith("*/"):
+        # a default one estimate gives every generation without its own sourced value also
+        # has one factor for them all: what a calibration learns of it on one generation
+        # carries to a generation the rows lack
+        factor *= llm_factor(eff, shared_gemm_key(family))
     if family == "fp8" and precision != "fp8":
         # an FP8 variant (current scaling, MXFP8's 32-element blocks, blockwise) also has its
         # own factor: its scaling kernels and GEMMs run at their own share of the FP8 peak
