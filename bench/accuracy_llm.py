@@ -115,7 +115,9 @@ def llm_section(full: bool = False) -> str:
     ]
     lines += _mpt_lines(mpt, cats, eff)
     judged = rows + mpt
-    block = calibrated_lines(judged, cats, eff, [r for r in judged if not r.refused]) if full else _committed_block()
+    file_runs = {r.run or r.id for r in rows}
+    predicted_judged = [r for r in judged if not r.refused]
+    block = calibrated_lines(judged, cats, eff, predicted_judged, file_runs) if full else _committed_block()
     lines += [
         "The held-out judgement below takes minutes (a shrunk fit with its own cross-validation and a second "
         "Gauss-Newton step for every fold of three fold kinds); `python bench/accuracy.py` regenerates it "
@@ -139,7 +141,7 @@ def llm_section(full: bool = False) -> str:
     return "\n".join(lines)
 
 
-def calibrated_lines(rows, cats, eff, predicted) -> list[str]:
+def calibrated_lines(rows, cats, eff, predicted, file_runs=frozenset()) -> list[str]:
     """The held-out block: the fold table, whether calibration is worse than none, the size
     trend and the bands (``llmfit.crossval``: minutes)."""
     from paigrid.accuracy import llmfit
@@ -162,6 +164,12 @@ def calibrated_lines(rows, cats, eff, predicted) -> list[str]:
             f"{_pct(result['median_abs_error'])} | {_pct(result['median_abs_error_defaults'])} | "
             f"{_met(result['median_abs_error'] <= GOAL_MEDIAN)} |"
         )
+    if file_runs:
+        parts = [
+            f"{label} {_pct(statistics.median(abs(e) for run, e in cv[kind]['errors'].items() if run in file_runs))}"
+            for kind, label in FOLD_LABELS.items()
+        ]
+        lines += ["", f"The same folds on the runs of `{NAME}` alone: " + ", ".join(parts) + "."]
     lines += ["", _family_line(cv["model"]["errors"], predicted)]
     worse = [k for k in FOLD_KINDS_ORDER if cv[k]["median_abs_error"] > cv[k]["median_abs_error_defaults"]]
     lines += [
