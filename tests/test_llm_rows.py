@@ -72,8 +72,14 @@ def test_stack_defaults_are_named_per_family():
     assert titan.options.grad_bytes == 4 and titan.options.weight_bytes == 4 and titan.options.optimizer_bytes == 8
     assert megatron.options.weight_bytes == 3  # bf16 weights + Transformer Engine's FP8 copy
     assert framework_state_bytes("megatron", "amp-bf16")["grad_bytes"] == 4  # fp32 main gradients
-    # torchtitan's loss keeps bf16 logits, their fp32 copy, the log-softmax and its gradient
-    assert titan.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+    # torchtitan's eager loss keeps bf16 logits, their fp32 copy, the log-softmax and its
+    # gradient; the 2025 release compiles it (bf16 logits and gradient), the December 2024 one not
+    titan_2024 = read_row(CELLS["A-torchtitan-202412-T1-llama3.1-8b-8g-compile"], "x", CATS)
+    assert (
+        titan_2024.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+    )
+    assert titan.options.logit_bytes == 4 and any(d.startswith("logit_bytes=4") for d in titan.defaults)
+    assert not any(d.startswith("logit_bytes") for d in titan_2024.defaults)
     t2 = read_row(CELLS["A-torchtitan-202412-T2-llama3.1-8b-8g-cp4"], "x", CATS)
     plain = dataclasses.replace(t2, options=dataclasses.replace(t2.options, logit_bytes=4.0))
     from paigrid.llm.rows import predict_row
