@@ -118,6 +118,8 @@ def llm_section(full: bool = False) -> str:
     file_runs = {r.run or r.id for r in rows}
     predicted_judged = [r for r in judged if not r.refused]
     block = calibrated_lines(judged, cats, eff, predicted_judged, file_runs) if full else _committed_block()
+    while block and not block[-1]:  # the committed block is read back stripped: a full run writes it so too
+        block.pop()
     lines += [
         "The held-out judgement below takes minutes (a shrunk fit with its own cross-validation and a second "
         "Gauss-Newton step for every fold of three fold kinds); `python bench/accuracy.py` regenerates it "
