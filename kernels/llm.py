@@ -208,7 +208,8 @@ def memory_bytes(lay, model, options, m):
     """Bytes per GPU on the busiest (first) pipeline stage: weights, gradients and optimizer
     state (sharded by ZeRO stage over the d x c data-parallel ranks; ZeRO-3 adds two layers'
     gathered weights and one layer's gradients), the activations of the micro-batches in flight
-    (Korthikanti et al. 2022) and the workspace."""
+    (Korthikanti et al. 2022; at the stored bytes of the precision, but a full recomputation's
+    16-bit layer inputs) and the workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
     layers = stage_layers(model[K.M_LAYERS], p, v)[0]
@@ -236,8 +237,11 @@ def memory_bytes(lay, model, options, m):
         in_flight *= 1.0 + (p - 1.0) / (p * v)
     activations = layers * per_layer * in_flight * (1.0 + options[K.OP_FRAGMENTATION])
     if rc == 2.0:
-        activations += full_layer  # the layer being recomputed
-    activations *= options[K.OP_ACT_STORE]
+        # a full recomputation keeps each layer's input, the 16-bit residual stream that no
+        # low-precision recipe casts; only the layer being recomputed holds GEMM inputs
+        activations += full_layer * options[K.OP_ACT_STORE]
+    else:
+        activations *= options[K.OP_ACT_STORE]
     if p == 1.0:
         activations += tokens * model[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t
     return weights + grads + state + activations + options[K.OP_WORKSPACE]

@@ -66,10 +66,12 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         [rc == 2, rc == 1], [2.0 * h / split_repl, keep_repl + keep_split], keep_repl + keep_split + keep_core
     )
     factor = np.minimum(m, p) * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0)
-    acts = most * per_layer * factor * (1.0 + options[K.OP_FRAGMENTATION]) + np.where(
-        rc == 2, tokens * (keep_repl + keep_split + keep_core), 0.0
-    )
-    acts = acts * options[K.OP_ACT_STORE] + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t, 0.0)
+    # full recomputation: the checkpointed layer inputs stay 16-bit whatever the precision; the
+    # recomputed layer, like every stored activation otherwise, at the precision's stored bytes
+    stored = most * per_layer * factor * (1.0 + options[K.OP_FRAGMENTATION])
+    recomputed = tokens * (keep_repl + keep_split + keep_core) * options[K.OP_ACT_STORE]
+    acts = np.where(rc == 2, stored + recomputed, stored * options[K.OP_ACT_STORE])
+    acts = acts + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t, 0.0)
     mem = states + acts + options[K.OP_WORKSPACE]
     # reasons, the first that applies
     kv_heads = M[K.M_KV_HEADS]

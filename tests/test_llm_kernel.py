@@ -83,7 +83,9 @@ def test_kernel_agrees_with_the_reference_on_the_new_terms(name):
     options = dataclasses.replace(
         OPTIONS, tp_overlap=True, tp_overlap_fraction=0.4, overlap_efficiency=0.6, memory_margin=0.0, fragmentation=0.2
     )
-    for opts in (OPTIONS, options):
+    # FP8-stored activations: a full recomputation's 16-bit layer inputs are not scaled
+    fp8_stored = dataclasses.replace(options, stored_activation_bytes=1.5, memory_margin=0.3)
+    for opts in (OPTIONS, options, fp8_stored):
         arrays = tables(m, layouts, DESIGNS, CATS, EFF, opts)
         out = np.empty((len(layouts) * len(DESIGNS), K.N_RESULT_FIELDS))
         evaluate_llm(*arrays, out)
@@ -299,3 +301,49 @@ def test_uneven_layers_are_costed_per_stage():
     assert r["memory_per_gpu"] == pytest.approx(float(memory_bytes(arrays[0][0], vec, arrays[4], mb)), rel=1e-12)
     params = 8 * vec[K.M_SHARED_PARAMS] / 8 + vec[K.M_EMBED_PARAMS] / 8
     assert r["optimizer"] == pytest.approx(params / 8 * OPTIONS.update_bytes / row[K.HW_HBM], rel=1e-12)
+
+
+def test_low_precision_casts_cost_their_bytes_at_the_hbm_rate(monkeypatch):
+    """An FP8 layer pays, per token, its cast elements (``shapes.quantized_elements``) x 4 bytes
+    (a BF16 read, row- and column-wise FP8 writes; 6 with current scaling's amax pass, 3.125 for
+    NVFP4) at the HBM rate over forward + backward; a BF16 layer casts nothing."""
+    from paigrid.inputs.kernel_tables import generation
+    from paigrid.llm import shapes as S
+    from paigrid.llm import tables as T
+
+    assert T.quantization_bytes("amp-bf16") == 0.0
+    assert (T.quantization_bytes("fp8"), T.quantization_bytes("fp8-current")) == (4.0, 6.0)
+    assert T.quantization_bytes("nvfp4") == pytest.approx(2.0 + 2 * 0.5625)
+    m = model("llama3-8b")
+    pairs = [("H100-SXM5-80GB", "fp8")]
+    with_casts = T.compute_table(m, CATS, EFF, pairs, [1, 2], "fused")
+    monkeypatch.setattr(T, "quantization_bytes", lambda precision: 0.0)
+    without = T.compute_table(m, CATS, EFF, pairs, [1, 2], "fused")
+    hbm = (
+        CATS.gpus.number("H100-SXM5-80GB", "hbm_GB_per_s")
+        * 1e9
+        * EFF.class_for("hbm", generation(CATS, "H100-SXM5-80GB"), "*")
+    )
+    for ti, t in enumerate((1, 2)):
+        cast = S.quantized_elements(m, False, t, m.seq_len) * 4.0 / hbm
+        got = with_casts[0, ti, 0, 1, K.CT_LAYER] - without[0, ti, 0, 1, K.CT_LAYER]
+        assert got == pytest.approx(cast, rel=1e-9)
+        full = with_casts[0, ti, 2, 1, K.CT_LAYER] - without[0, ti, 2, 1, K.CT_LAYER]
+        assert full == pytest.approx(cast * 4.0 / 3.0, rel=1e-9)  # a full recomputation casts the inputs again
+
+
+def test_full_recomputation_keeps_16_bit_layer_inputs_under_fp8():
+    """With full recomputation only the layer being recomputed stores FP8 GEMM inputs: halving
+    the stored bytes per value changes the memory by half of that one layer's activations, not
+    of the checkpointed layer inputs (Korthikanti et al.'s 2 s b h a layer, 16-bit)."""
+    from paigrid.llm.parallelism import Layout
+
+    m = model("llama3-70b")
+    layout = Layout(tp=8, pp=1, dp=4, cp=1, ep=1, vpp=1, micro_batch=2, zero=1, recompute="full", sp=True)
+    arrays = tables(m, [layout], DESIGNS[:1], CATS, EFF, OPTIONS)
+    lay, vec = arrays[0][0], arrays[2]
+    full16 = memory_bytes(lay, vec, dataclasses.replace(OPTIONS, stored_activation_bytes=2.0).vector(), 64.0)
+    full8 = memory_bytes(lay, vec, dataclasses.replace(OPTIONS, stored_activation_bytes=1.0).vector(), 64.0)
+    tokens = 2 * m.seq_len
+    one_layer = tokens * (vec[K.M_ACT_REPLICATED] / 8 + vec[K.M_ACT_SPLIT] / 8 + vec[K.M_ACT_CORE] / 8)
+    assert full16 - full8 == pytest.approx(one_layer / 2, rel=1e-12)

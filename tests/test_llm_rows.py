@@ -72,8 +72,14 @@ def test_stack_defaults_are_named_per_family():
     assert titan.options.grad_bytes == 4 and titan.options.weight_bytes == 4 and titan.options.optimizer_bytes == 8
     assert megatron.options.weight_bytes == 3  # bf16 weights + Transformer Engine's FP8 copy
     assert framework_state_bytes("megatron", "amp-bf16")["grad_bytes"] == 4  # fp32 main gradients
-    # torchtitan's loss keeps bf16 logits, their fp32 copy, the log-softmax and its gradient
-    assert titan.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+    # torchtitan's eager loss keeps bf16 logits, their fp32 copy, the log-softmax and its
+    # gradient; the 2025 release compiles it (bf16 logits and gradient), the December 2024 one not
+    titan_2024 = read_row(CELLS["A-torchtitan-202412-T1-llama3.1-8b-8g-compile"], "x", CATS)
+    assert (
+        titan_2024.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+    )
+    assert titan.options.logit_bytes == 4 and any(d.startswith("logit_bytes=4") for d in titan.defaults)
+    assert not any(d.startswith("logit_bytes") for d in titan_2024.defaults)
     t2 = read_row(CELLS["A-torchtitan-202412-T2-llama3.1-8b-8g-cp4"], "x", CATS)
     plain = dataclasses.replace(t2, options=dataclasses.replace(t2.options, logit_bytes=4.0))
     from paigrid.llm.rows import predict_row
@@ -316,3 +322,32 @@ def test_the_data_parallel_reader_hands_mpt_rows_to_the_llm_model():
     assert all(r.reason.startswith("LLM-family FSDP run, judged by the LLM model") for r in mpt)
     assert all("tokens/s predicted against" in r.reason for r in mpt)
     assert not [r for r in reading.rows if r.id.startswith("MPT-")]
+
+
+def test_torchtitan_pipelined_rows_keep_unsharded_gradients():
+    """torchtitan with pipeline parallelism keeps FSDP2's gradients unsharded until the last
+    micro-batch and its parameters gathered: the row is read as ZeRO-1 with 2 + 4 bytes a
+    parameter unsharded and 16 sharded, and its traffic (ZeRO-1's, which is ZeRO-2's) leaves
+    the step as the stated stage 2 gives it; its memory is the stage's parameters x (6 + 16 / d)
+    over the file's ZeRO-2 reading."""
+    from paigrid.llm.rows import predict_row
+
+    rows = {r.id: r for r in load_measurements(PUBLIC, CATS)}
+    row = rows["A-torchtitan-202412-T6-llama3.1-405b-512g-cp1"].llm_row
+    assert row.layout.zero == 1 and any("unsharded" in d for d in row.defaults)
+    o = row.options
+    assert (o.weight_bytes, o.grad_bytes, o.optimizer_bytes) == (2.0, 4.0, 16.0)
+    stated = dataclasses.replace(
+        row,
+        layout=dataclasses.replace(row.layout, zero=2),
+        options=dataclasses.replace(o, **framework_state_bytes("torchtitan", "fp8")),
+    )
+    mine, theirs = predict_row(row, CATS, EFF), predict_row(stated, CATS, EFF)
+    assert mine["tokens_per_s"] == theirs["tokens_per_s"]
+    m, lay = row.model, row.layout
+    params = (
+        math.ceil(m.layers / lay.pp) * (S.layer_params(m, False)["shared"]) / lay.tp + S.embedding_params(m) / lay.tp
+    )
+    shards = lay.dp * lay.cp
+    expected = params * ((2 + 4 + 16 / shards) - (4 + (4 + 8) / shards))
+    assert mine["memory_per_gpu"] - theirs["memory_per_gpu"] == pytest.approx(expected, rel=1e-9)

@@ -121,3 +121,15 @@ def test_moe_permutations_move_sixteen_bytes_per_routed_copy_and_feature():
     assert S.moe_permute_bytes(m, True) == 16.0 * m.capacity_factor * m.experts_per_token * m.hidden
     assert S.moe_permute_bytes(m, False) == 0.0
     assert S.moe_permute_bytes(model("llama3-70b"), True) == 0.0
+
+
+def test_quantized_elements_count_every_gemm_input_and_output():
+    """A dense gated layer casts, over a step, each Linear GEMM's input (k) and output gradient
+    (n): QKV h + (h + 2 kv), output projection h + h, gate/up h + 2 f, down f + h (Llama 3 8B:
+    69,632 elements a token), split by the tensor degree where the GEMM's side is."""
+    m = model("llama3-8b")
+    h, kv, f = m.hidden, m.kv_heads * m.head_dim, m.ffn_hidden
+    assert S.quantized_elements(m, False, 1, 8192) == (h + h + 2 * kv) + 2 * h + (h + 2 * f) + (f + h) == 69632
+    assert S.quantized_elements(m, False, 4, 8192) == (h + (h + 2 * kv) / 4) + (h / 4 + h) + (h + 2 * f / 4) + (
+        f / 4 + h
+    )

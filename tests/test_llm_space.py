@@ -210,3 +210,20 @@ def test_predict_layout_best_prints_the_searched_best():
     assert table.exit_code == 0 and "layouts searched in" in table.output, table.output
     v100 = ["predict", "--workload", "nemo-gpt3-5b", "--gpu", "V100-SXM2-16GB", "--n-gpu", 16, "--layout", "best"]
     assert_clean_error(run(*v100), "no layout of 16 GPUs is valid", "precision")  # V100 has no bf16
+
+
+def test_a_search_winner_fits_in_the_gpus_memory():
+    """The search ranks on the strict memory check (``memory_margin`` 0 by default): every
+    design's best layout, on a space whose layouts run from far too big to small, needs at most
+    the GPU's memory (in the bytes it reports), and a margin admits more layouts than none."""
+    from paigrid.llm.tables import memory_bytes
+
+    assert OPTIONS.memory_margin == 0.0
+    m = model("llama3-70b")
+    found = best_layout(m, 64, DESIGNS, CATS, EFF, OPTIONS, Space())
+    lenient = best_layout(m, 64, DESIGNS, CATS, EFF, dataclasses.replace(OPTIONS, memory_margin=0.5), Space())
+    assert any(lay is not None for lay in found.layouts)
+    for j, lay in enumerate(found.layouts):
+        if lay is not None:
+            assert found.results[j, K.R_MEMORY] <= memory_bytes(CATS, DESIGNS[j].gpu)
+    assert lenient.counts["pruned_memory"] < found.counts["pruned_memory"]

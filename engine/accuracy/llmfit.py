@@ -74,8 +74,20 @@ def _family(precision: str) -> str:
 
 def parameter_keys(rows) -> list[str]:
     """The factors the rows can inform: a GEMM factor per (generation, precision family) of the
-    rows, and the shared ones."""
+    rows and, for a family whose default is one estimate shared by the generations without a
+    sourced value of their own (``*/fp8``), one factor on that estimate (the shrinkage splits a
+    shift every such generation shows between the two, so a held-out generation inherits the
+    shared part), and the shared ones."""
+    from paigrid.llm.tables import default_gemm_key, shared_gemm_key
+
     gemm = sorted({f"gemm/{r.generation or '*'}/{_family(r.precision)}" for r in rows})
+    # a family's shared factor where some rows' generation takes the family's shared estimate
+    shared = {
+        shared_gemm_key(_family(r.precision))
+        for r in rows
+        if default_gemm_key(r.generation or "*", _family(r.precision)).startswith("*/")
+    }
+    gemm += sorted(shared - set(gemm))
     variants = sorted(
         {
             f"gemm/{r.generation or '*'}/{r.precision}"

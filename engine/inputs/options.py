@@ -633,7 +633,7 @@ LLM_OPTIONS: tuple[Option, ...] = (
         "llm",
         "number",
         "a layout is refused only when the memory estimate exceeds (1 + margin) x the GPU's memory",
-        example=0.0,
+        example=0.1,
         slot="OP_MEMORY_MARGIN",
         encode=_same,
         bound=Bound(0.0, 10.0, "fraction", "0 to 10: a margin of 10 already admits any layout (a bound)"),

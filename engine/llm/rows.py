@@ -447,6 +447,15 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     sp = _flag(cells, "sequence_parallel", origin, defaults["sp"] and tp > 1, used)
     vpp = _whole(cells, "virtual_stages", origin, 1, 1)
     ep = _whole(cells, "expert_parallel", origin, 1, 1)
+    states = "legacy" if family == "legacy" else family
+    if family == "torchtitan" and pp > 1 and zero >= 2:
+        # pipelining defers FSDP2's gradient reduce-scatter to the last micro-batch: the
+        # gradients stay unsharded (ZeRO-1's memory, ZeRO-2's traffic, which the kernel's
+        # stage 1 also costs), the parameters gathered ([state_bytes.torchtitan_pipelined])
+        zero, states = 1, "torchtitan_pipelined"
+        used.append(
+            "zero_stage=1 for memory (torchtitan's pipeline keeps FSDP2's gradients unsharded to its last micro-batch)"
+        )
     layout = check_layout(Layout(tp, pp, dp, cp, ep, vpp, micro, zero, recompute, sp))
     network = _network(cells, gpu, cats, nodes > 1, origin, used)
     nics = _whole(cells, "nics_per_node", origin, 0, per_node if nodes > 1 else 0)
@@ -481,13 +490,19 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         )
     options = replace(
         LlmOptions.defaults(),
+        # a measured row is read with the tolerance of [memory] measured_memory_margin (the
+        # search ranks on the strict check, memory_margin)
+        memory_margin=_measured_margin(),
         attention=attention,
         overlap_dp=defaults["overlap_dp"],
         stored_activation_bytes=stored,
-        **framework_state_bytes("legacy" if family == "legacy" else family, precision),
+        **framework_state_bytes(states, precision),
     )
     if family != "legacy":
         used.append(f"overlap_dp={str(defaults['overlap_dp']).lower()}")
+    if family == "torchtitan" and _compiles_loss(_cell(cells, "notes")):
+        options = replace(options, logit_bytes=_torchtitan_states()["compiled_loss_logit_bytes"])
+        used.append(f"logit_bytes={options.logit_bytes:g} (a torchtitan release that compiles its loss)")
     measured = _tokens(cells, origin, model, recompute, n, cats, gpu)
     return LlmRow(
         ident,
@@ -505,6 +520,28 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         tp_overlap,
         container_of(cells, family),
     )
+
+
+def _torchtitan_states() -> dict:
+    from paigrid.llm.tables import _defaults
+
+    return _defaults()["state_bytes"]["torchtitan"]
+
+
+def _compiles_loss(notes: str) -> bool:
+    """True where a torchtitan row's notes say torch.compile and name a commit whose loss
+    torch.compile fuses (``compiled_loss_commits`` of ``[state_bytes.torchtitan]``)."""
+    if "torch.compile" not in notes:
+        return False
+    return any(f"torchtitan@{commit}" in notes for commit in _torchtitan_states()["compiled_loss_commits"])
+
+
+def _measured_margin() -> float:
+    """The memory tolerance a measured row is read with (``[memory] measured_memory_margin`` of
+    ``datasets/llm_defaults.toml``)."""
+    from paigrid.llm.tables import _defaults
+
+    return float(_defaults()["memory"]["measured_memory_margin"])
 
 
 def _memory(cells: dict, origin: str) -> float:

@@ -279,3 +279,12 @@ def layer_gemms(
         ]
     routed = tokens * model.experts_per_token * model.capacity_factor * expert / e
     return out + [(routed, width_in * f / t, h, e / expert), (routed, h, f / t, e / expert)]
+
+
+def quantized_elements(model: Transformer, moe_layer: bool, tensor: int, tokens: float, expert: int = 1) -> float:
+    """Elements per token that a low-precision recipe casts for one layer's Linear GEMMs on one
+    GPU of a tensor group of ``tensor`` over a step: each GEMM's input (k) in the forward pass
+    and its output gradient (n) in the backward pass, summed over ``layer_gemms`` [elements/token]."""
+    return (
+        sum((k + n) * m * copies for m, n, k, copies in layer_gemms(model, moe_layer, tensor, tokens, expert)) / tokens
+    )

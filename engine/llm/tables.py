@@ -8,7 +8,8 @@ efficiency)`` (half of it with causal flash attention), ``element-wise = bytes /
 efficiency)`` with bytes = 2 x the stored inputs of the layer's element-wise operations
 (norms, dropouts, residuals: the replicated 10h of ``shapes.activation_terms``, split by t only
 with sequence parallelism; the FFN activation function's input; the attention core's softmax
-and dropout, 5 a s, only with eager attention), each written once and read once.  Forward +
+and dropout, 5 a s, only with eager attention), each written once and read once, and under an
+FP8 or FP4 recipe the casts of the GEMMs' inputs and output gradients (``quantization_bytes``).  Forward +
 backward = 3 x forward; full recomputation adds a forward, selective recomputation the
 attention core's forward.  Efficiencies are the engine's operator class values
 (``datasets/class_efficiency.csv``: gemm_conv, attention_eager or attention_fused, hbm) of the
@@ -114,20 +115,42 @@ def llm_factor(eff, key: str) -> float:
     return float(table.get(key, 1.0))
 
 
+def gemm_family(precision: str) -> str:
+    """The precision family of the GEMM table: amp, fp8 (with its variants) or the precision."""
+    return "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
+
+
+def default_gemm_key(gen: str, family: str) -> str:
+    """The ``[gemm.large_efficiency]`` key a generation's GEMMs at a family take: its own
+    (``Hopper/amp``), else the family's shared estimate (``*/fp8``), else the generation's or
+    the table's fallback."""
+    table = _defaults()["gemm"]["large_efficiency"]
+    return next(key for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*") if key in table)
+
+
+def shared_gemm_key(family: str) -> str:
+    """The calibration factor on a family's shared GEMM estimate (``gemm/*/fp8``)."""
+    return f"gemm/*/{family}"
+
+
 def gemm_efficiency(cats: Catalogues, eff, gpu: str, precision: str) -> tuple[float, float]:
     """(large-GEMM efficiency [fraction of the dense peak], half-efficiency side [elements]) of
     ``gpu`` at ``precision``: ``[gemm]`` of ``datasets/llm_defaults.toml`` by generation and
-    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor (and, for an FP8
-    variant, its ``gemm/GENERATION/PRECISION`` factor)."""
+    precision family, times a calibration's ``gemm/GENERATION/FAMILY`` factor, its
+    ``gemm/*/FAMILY`` factor where the default is the family's shared estimate (not a sourced
+    value of the generation's own), and for an FP8 variant its ``gemm/GENERATION/PRECISION``
+    factor."""
     table = _defaults()["gemm"]
     gen = generation(cats, gpu)
-    family = "amp" if precision.startswith("amp-") else ("fp8" if "fp8" in precision else precision)
-    value = next(
-        table["large_efficiency"][key]
-        for key in (f"{gen}/{family}", f"*/{family}", f"{gen}/*", "*/*")
-        if key in table["large_efficiency"]
-    )
+    family = gemm_family(precision)
+    key = default_gemm_key(gen, family)
+    value = table["large_efficiency"][key]
     factor = llm_factor(eff, f"gemm/{gen}/{family}") * llm_factor(eff, "gemm")
+    if key.startswith("*/"):
+        # a default one estimate gives every generation without its own sourced value also
+        # has one factor for them all: what a calibration learns of it on one generation
+        # carries to a generation the rows lack
+        factor *= llm_factor(eff, shared_gemm_key(family))
     if family == "fp8" and precision != "fp8":
         # an FP8 variant (current scaling, MXFP8's 32-element blocks, blockwise) also has its
         # own factor: its scaling kernels and GEMMs run at their own share of the FP8 peak
@@ -191,13 +214,27 @@ def peak_flops(cats: Catalogues, gpu: str, precision: str) -> float:
     return value * 1e12 if value > 0 else math.nan
 
 
+def quantization_bytes(precision: str) -> float:
+    """HBM bytes per cast element of a low-precision recipe over a step: one BF16 read (2
+    bytes, more with a current-scaling amax pass) and two quantized copies, row- and
+    column-wise (``[quantization]`` of ``datasets/llm_defaults.toml``); 0 for a precision whose
+    GEMMs take BF16 or wider inputs."""
+    row = _defaults()["quantization"].get(precision)
+    if row is None:
+        return 0.0
+    return 2.0 * (1.0 + row["amax_reads"]) + 2.0 * row["element_bytes"]
+
+
 def _forward_seconds(
     model: Transformer, moe: bool, t: int, sp: int, rates: tuple, attention: str, tokens: float, ep: int
 ) -> tuple[float, float]:
     """Forward seconds per token of one layer on one GPU of t, and of its attention core alone;
     ``rates`` = (peak FLOP/s, large-GEMM efficiency, half-efficiency side, attention FLOP/s, HBM
-    bytes/s); every GEMM at the efficiency of its shape for ``tokens`` tokens a micro-batch."""
-    peak, large, half, attn_rate, hbm = rates
+    bytes/s, bytes per cast element of the precision); every GEMM at the efficiency of its shape
+    for ``tokens`` tokens a micro-batch.  The casts of a low-precision recipe (a step's worth,
+    ``quantization_bytes``) are counted as a third in the forward pass, which the table runs
+    three times (forward + backward)."""
+    peak, large, half, attn_rate, hbm, cast_bytes = rates
     flops = S.layer_forward_flops(model, moe)
     terms = S.activation_terms(model, moe)
     causal = 0.5 if attention == "fused" else 1.0
@@ -209,6 +246,8 @@ def _forward_seconds(
     core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
     elementwise = 2.0 * (terms["replicated"] / (t if sp else 1) + S.ffn_activation_bytes(model, moe) / t) / hbm
     elementwise += S.moe_permute_bytes(model, moe) / t / hbm
+    if cast_bytes > 0.0:
+        elementwise += S.quantized_elements(model, moe, t, tokens, ep) * cast_bytes / 3.0 / hbm
     return gemm + attn + elementwise + core, attn + core
 
 
@@ -246,6 +285,7 @@ def compute_table(
             cats.gpus.number(gpu, "hbm_GB_per_s")
             * 1e9
             * min(1.0, eff.class_for("hbm", gen, "*") * llm_factor(eff, "hbm")),
+            quantization_bytes(precision),
         )
         for ti, t in enumerate(tensor):
             side = model.vocab / t
