@@ -1,6 +1,7 @@
 """paigrid's speed, as ratios against baselines and bounds measured in the same run on this machine.
 
     python bench/bench.py [--quick] [--out-dir DIR] [--page PAGE] [--no-page] [--llm-only]
+                          [--only scans,reduce,blockcost]
 
 Two profiles: ``--quick`` (under two minutes on 2 cores; writes docs/speed.md unless
 ``--no-page``) and the full one (the default: larger sweeps, the 10^10-configuration reduce-only
@@ -968,6 +969,41 @@ PROFILES = {
 }
 
 
+#: the sections ``--only`` runs on their own: the lines of the scan, reduce-only and writer goals
+ONLY = ("scans", "reduce", "blockcost")
+
+
+def run_only(args) -> None:
+    """Only the sections ``args.only`` names (``ONLY``), in that order, on the chosen profile's
+    sizes; the scans' cube is swept first, untimed, as the full sweep line would leave it."""
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in ONLY]
+    if unknown:
+        raise SystemExit(f"--only takes {', '.join(ONLY)}, not {unknown[0]!r}.")
+    p = PROFILES["quick" if args.quick else "full"]
+    folder = Path(tempfile.mkdtemp(prefix="paigrid-bench-", dir=args.out_dir))
+    try:
+        print(f"paigrid bench, {', '.join(chosen)} only, load average {os.getloadavg()[0]:.2f}")
+        grid, _ = prepare(SweepSpec())
+        for name in chosen:
+            if name == "scans":
+                run_sweep(
+                    population_spec(folder, p["sweep_jobs"]),
+                    folder / "full.h5",
+                    compression=args.compression,
+                    progress=False,
+                )
+                bench_queries(folder, grid.network[-3])
+            elif name == "reduce":
+                for jobs in p["reduce_jobs"]:
+                    bench_reduce(folder, jobs, 3 if jobs < 10_000 else 2)
+            else:
+                bench_block_costs(folder, p["block_cost_jobs"])
+        print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     """Run the chosen profile, print every figure beside its baseline and write the page."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -979,7 +1015,15 @@ def main():
     parser.add_argument("--page", type=Path, default=PAGE, help="where to write the page (default: docs/speed.md)")
     parser.add_argument("--no-page", action="store_true", help="only print the figures")
     parser.add_argument("--llm-only", action="store_true", help="only the two kernels' lines (writes no page)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help=f"only these sections, comma-separated, of {', '.join(ONLY)} (writes no page; scans sweep the "
+        "full cube first, untimed)",
+    )
     args = parser.parse_args()
+    if args.only:
+        return run_only(args)
     profile = "quick" if args.quick else "full"
     p = PROFILES[profile]
     folder = Path(tempfile.mkdtemp(prefix="paigrid-bench-", dir=args.out_dir))
