@@ -166,7 +166,7 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
         # the parallel decoder where a row of jobs is one chunk, with the file's own chunk shape
-        assert (reader.decoders is not None) == (len(reader.pieces) == 1)
+        assert reader.decoders is not None and reader.rows_decoded == (len(reader.pieces) == 1)
         assert reader.chunks == cube.file["step_time"].chunks and reader.rows == reader.chunks[0]
         jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]  # out of order, one twice
         ties = 0
