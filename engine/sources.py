@@ -13,6 +13,7 @@ of threads, so a scan costs little more than decompressing the chunks it needs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -235,6 +236,9 @@ class ChunkReader:
     so is every chunk without ``parallel``.  ``owner`` is anything with the h5py ``file`` (a
     ``FileSource``, or a ``paigrid.cube.Cube`` of a file)."""
 
+    #: the share of a row's chunk cells selected at most for the row to be decoded here
+    SPARSE = 0.5
+
     FILTERS = {
         "lz4": {"32001", "fletcher32"},
         "zstd": {"32001", "fletcher32"},
@@ -306,9 +310,11 @@ class ChunkReader:
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
         except (AttributeError, TypeError, ValueError, PaigridError):
             self.decoders = None
-        # the decoders decode single chunks (``chunk``) whatever the row; whole rows only when
-        # a row is one chunk
-        self.rows_decoded = self.decoders is not None and len(self.pieces) == 1
+        # the decoders decode single chunks (``chunk``) whatever the row, and whole rows where a
+        # row is one chunk or the selection keeps at most SPARSE of its chunks' cells (a filter
+        # on network: assembling the row copies little, and the chunks decode in every thread)
+        cells = math.prod(self.shape) / max(1, len(self.pieces) * math.prod(self.chunks[1:]))
+        self.rows_decoded = self.decoders is not None and (len(self.pieces) == 1 or cells <= self.SPARSE)
 
     def chunk(self, variable: int, job: int, corner: tuple[int, ...]) -> np.ndarray:
         """Job ``job``'s part of the chunk of variable ``variable`` (its place in ``names``) whose
