@@ -817,19 +817,20 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             "`query --top 3` within 3x of the decompression floor",
             f"{f['query_top_s'] / f['floor_s']:.1f}x",
             f["query_top_s"] <= 3 * f["floor_s"],
-            "the scan itself reads chunk by chunk, decompresses in threads and selects each job's best in one "
-            "pass (in-process, about 3x the floor on the quick profile's cube), but the command also starts "
-            "Python, imports numpy and h5py (about 0.3 s) and imports numba and loads the compiled selection "
-            "kernel (about 0.6 s, most of it numba setting up its compiler on first use, which imports scipy), a "
-            "fixed cost against a floor of a fraction of a second on the bench's cube",
+            "the command's fixed start (Python, numpy, h5py and typer: the --best-arch line, which reads "
+            "kilobytes, is that cost) and numba's import and the cached kernel's load (in a thread of their own, "
+            "while the first chunks are read, but not hidden on a loaded machine) against a floor of about a "
+            "second; the scan reads step_time as the floor does (h5py, a row of several chunks in one call), "
+            "selects each job's k best in one pass that skips most cells by a bound of the k-th kept, and reads "
+            "the bottleneck codes of the chosen rows only",
         ),
         (
             "`query --where network=...` within 3x of its decompression floor",
             f"{f['query_where_s'] / f['where_floor_s']:.1f}x",
             f["query_where_s"] <= 3 * f["where_floor_s"],
-            "the start-up above, without numba (a scan of this size selects with numpy, and the chunks' checksums "
-            "are checked with numpy); the cube's chunks hold every network (they compress together), so its floor "
-            "is about the whole cube's",
+            "the command's fixed start above (without numba: a scan of this size selects with numpy) is most of "
+            "the floor; the cube's chunks hold every network (they compress together), so the scan decodes every "
+            "chunk (in every thread, checked with numpy) and keeps one network of each",
         ),
         (
             "reduce kernel >= 60% of the same-model fused argmin (10^9 configurations)",
@@ -847,8 +848,9 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             if big in f
             else f"not run (quick profile; {f['reduce1800_command_vs_kernel']:.0%} at 10^9)",
             (f[big] >= 0.8) if big in f else None,
-            "starting the process, importing, loading the compiled kernels, reading the jobs, the "
-            "current-configuration predictions and creating the file are a fixed cost of a few seconds, "
+            "starting the process, importing, loading the compiled kernels and reading the jobs are a fixed "
+            "cost of a few seconds (the current-configuration predictions and creating the file run while the "
+            "first blocks compute), "
             "and each block adds work the kernel-alone figure leaves out (the compute model's terms, the "
             "overall bests of its jobs in numpy, about a tenth of the block's kernel time, and writing "
             "its reductions); the kernel and the writer share the 2 cores",
@@ -861,8 +863,10 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             "median of 3 runs)",
             f"{f['block_writer_share']:.1%}, {f['small_block_growth']:.2f}x ({f['small_block_growth_runs']})",
             f["block_writer_share"] < 0.05 and f["small_block_growth"] <= 1.25,
-            "writing a block's reductions is a few h5py writes of about 0.1 ms each whatever the block's "
-            "size, and the flush, due every few seconds, grows with the file's metadata",
+            "writing a block's reductions is a few h5py writes of about 0.1 ms each whatever the block's size, "
+            "growing with neither the file's chunk index nor its free space (450 4-job chunks written alone cost "
+            "the same in the last tenth as in the first), but in a sweep each write shares the cores and the GIL "
+            "with the kernel's and the compression's threads, so one run's tenths differ with the machine's load",
         )
     )
     rows.append(
