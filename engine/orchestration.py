@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from paigrid import __version__
 from paigrid.errors import PaigridError
@@ -481,7 +482,7 @@ def _sweep_into(
             all_blocks = len(blocks) + len(writer.llm_blocks)
             with _Progress(progress, total) as bar:
                 if grid is None:
-                    source = (block for block in ())  # no data-parallel jobs: no blocks
+                    source: Any = (block for block in ())  # no data-parallel jobs: no blocks
                 elif client is not None:
                     from paigrid.distributed import run_on_dask
 

@@ -362,7 +362,7 @@ class ChunkReader:
                     self._assemble(
                         stop - start, [decode(piece) for piece in (data if isinstance(data, list) else [data])]
                     )
-                    for decode, data in zip(self.decoders, stored)
+                    for decode, data in zip(self.decoders or [], stored)
                 ]
             except (OSError, RuntimeError, ValueError):
                 pass  # h5py reads it again below, and fails as HDF5 does if it is damaged
