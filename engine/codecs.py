@@ -103,13 +103,17 @@ def fletcher32_numpy(data: bytes) -> int:
     if raw.size % 2:
         raw = np.concatenate([raw, np.zeros(1, np.uint8)])
     words = raw.view(">u2")
-    modulus = np.uint64(65535)
     s1 = s2 = 0
     for start in range(0, words.size, _FLETCHER_PIECE):
-        piece = words[start : start + _FLETCHER_PIECE].astype(np.uint64)
-        weights = np.arange(words.size - start, words.size - start - piece.size, -1, dtype=np.uint64) % modulus
-        s1 += int(piece.sum() % modulus)
-        s2 += int(np.dot(piece, weights) % modulus) if piece.size else 0
+        piece = words[start : start + _FLETCHER_PIECE]
+        # the weights count down from the words left at the piece's start: the sum of the
+        # piece's running sums weighs each word by those left in the piece, and each word also
+        # counts once for every word after the piece
+        total = int(piece.sum(dtype=np.uint64))
+        running = int(np.cumsum(piece, dtype=np.uint64).sum(dtype=np.uint64))
+        after = words.size - start - piece.size
+        s1 += total % 65535
+        s2 += (running + after % 65535 * (total % 65535)) % 65535
     if not words.any():
         return 0
     s1, s2 = s1 % 65535 or 65535, s2 % 65535 or 65535

@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from paigrid import __version__
 from paigrid.errors import PaigridError
@@ -414,10 +415,19 @@ def _sweep_into(
     llm=None,
 ) -> SweepResult:
     started = time.perf_counter()
-    current = (
-        None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+    # a new cube swept on this machine's CPUs: its first blocks compute while the current
+    # configurations are predicted and the file is created (a fixed cost of a second or two)
+    early = (
+        _run_local(grid, blocks, list(range(len(blocks))), not reduce_only, compression, chunks, threads)
+        if grid is not None and blocks and not resume and not (scheduler or workers) and made_on == "cpu"
+        else None
     )
     with contextlib.ExitStack() as stack:
+        if early is not None:
+            stack.callback(early.close)  # whatever happens before the blocks are consumed
+        current = (
+            None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+        )
         client = None
         if scheduler or workers:
             from paigrid.distributed import dask_client
@@ -466,7 +476,7 @@ def _sweep_into(
             all_blocks = len(blocks) + len(writer.llm_blocks)
             with _Progress(progress, total) as bar:
                 if grid is None:
-                    source = (block for block in ())  # no data-parallel jobs: no blocks
+                    source: Any = (block for block in ())  # no data-parallel jobs: no blocks
                 elif client is not None:
                     from paigrid.distributed import run_on_dask
 
@@ -486,6 +496,8 @@ def _sweep_into(
                     from paigrid.cuda_sweep import run_cuda
 
                     source = run_cuda(grid, blocks, todo, not reduce_only, compression, chunks, threads)
+                elif early is not None and todo == list(range(len(blocks))):
+                    source = early
                 else:
                     source = _run_local(grid, blocks, todo, not reduce_only, compression, chunks, threads)
                 # closing: on an error the block being computed is finished (its thread stopped)
@@ -767,40 +779,69 @@ def _run_local(
     compression: str,
     chunks: tuple[int, ...],
     threads: int | None = None,
-):
-    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default): a pipeline
-    of three stages, each in its own thread.  The kernel computes block k into one of two buffer
-    sets while block k - 1 is handed over (a full cube's arrays compressed in parallel threads,
-    the reductions copied out) and block k - 2 is written by the caller; a buffer set is reused
-    only once its block is handed over."""
-    from paigrid.evaluate import allocate, compute_block, release_buffers
+) -> _LocalBlocks:
+    """The evaluated blocks ``todo``, in order, on ``threads`` threads (None: numba's default):
+    a pipeline of three stages, each in its own thread.  The kernel computes block k into one of
+    two buffer sets while block k - 1 is handed over (a full cube's arrays compressed in parallel
+    threads, the reductions copied out) and block k - 2 is written by the caller; a buffer set is
+    reused only once its block is handed over.  The first blocks start at once, before the first
+    is asked for, so that the caller's set-up (the current-configuration predictions, creating
+    the file) runs while they compute; ``close`` stops the pipeline (see ``_LocalBlocks``)."""
+    return _LocalBlocks(grid, blocks, todo, write_cube, compression, chunks, threads)
 
-    largest = max(stop - start for start, stop in blocks)
 
-    def encode(computed):
-        if threads is not None:  # numba's thread count is per thread: the compression's pool follows it
-            import numba
+class _LocalBlocks:
+    """The pipeline of ``_run_local``: an iterator of evaluated blocks whose first blocks are
+    submitted when it is made; ``close`` (also when it was never iterated) drops the queued
+    blocks and waits for the running ones, so no kernel thread outlives it."""
 
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        return release_buffers(computed.result(), compression, chunks, True)
+    def __init__(self, grid, blocks, todo, write_cube, compression, chunks, threads):
+        from paigrid.evaluate import allocate, compute_block, release_buffers
 
-    slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
-    in_flight = []  # the encoded blocks' futures, oldest first: at most one per buffer set
-    kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
-    try:
-        for count, i in enumerate(todo):
-            if len(in_flight) == len(slots):  # the oldest block's buffers are needed again
-                yield in_flight.pop(0).result()
-            computed = kernels.submit(
-                compute_block, grid, i, *blocks[i], write_cube, slots[count % len(slots)], threads
-            )
-            in_flight.append(encoders.submit(encode, computed))
-        while in_flight:
-            yield in_flight.pop(0).result()
-    finally:
-        # on an error or an interrupt: queued blocks are dropped, running ones finish first
-        kernels.shutdown(wait=True, cancel_futures=True)
-        encoders.shutdown(wait=True, cancel_futures=True)
+        largest = max(stop - start for start, stop in blocks)
+
+        def encode(computed):
+            if threads is not None:  # numba's thread count is per thread: the compression's pool follows it
+                import numba
+
+                numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            return release_buffers(computed.result(), compression, chunks, True)
+
+        def submit(count: int, i: int) -> None:
+            slot = self.slots[count % len(self.slots)]
+            computed = self.kernels.submit(compute_block, grid, i, *blocks[i], write_cube, slot, threads)
+            self.in_flight.append(self.encoders.submit(encode, computed))
+
+        self.slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
+        self.in_flight: list = []  # the encoded blocks' futures, oldest first: at most one per buffer set
+        self.kernels, self.encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
+        self.waiting = iter(list(enumerate(todo)))
+        self.submit = submit
+        try:
+            for count, i in self.waiting:  # as many as there are buffer sets
+                submit(count, i)
+                if len(self.in_flight) == len(self.slots):
+                    break
+        except BaseException:
+            self.close()
+            raise
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.in_flight:
+            raise StopIteration
+        done = self.in_flight.pop(0).result()  # its buffer set is free again
+        for count, i in self.waiting:
+            self.submit(count, i)
+            break
+        return done
+
+    def close(self) -> None:
+        """On an error or an interrupt: queued blocks are dropped, running ones finish first."""
+        self.kernels.shutdown(wait=True, cancel_futures=True)
+        self.encoders.shutdown(wait=True, cancel_futures=True)
 
 
 class _Progress:

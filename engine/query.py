@@ -351,12 +351,11 @@ def _scan(
 
     kernel = None
     if compiled and not pareto and not per_design and top <= 256:  # one pass, the k best kept in order (small k)
-        from paigrid.kernels.scan import top_configurations as kernel
-
         ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
         ignores_intra = np.array(["intra" in ign for ign in ignores], dtype=np.bool_)
         ignores_network = np.array(["network" in ign for ign in ignores], dtype=np.bool_)
         k = min(top, math.prod(shape))
+        kernel = _scan_kernel()  # loading while the first chunks are read and decoded
 
     def configurations(cand, raw_code):
         gi, ni, pi, ai, ii, wi = np.unravel_index(cand, shape)
@@ -369,7 +368,7 @@ def _scan(
         )
         factor = np.ascontiguousarray(np.broadcast_to(factor, (len(g_s), len(n_s))), dtype=np.float64)
         cand, step = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float64)
-        count = kernel(
+        count = kernel.result()(
             raw_step, fits, la, lg, ln, li, lw, lp, ignores_intra, ignores_network, factor, divide, k, cand, step
         )
         cfg, code = configurations(cand[:count], raw_code)
@@ -399,7 +398,40 @@ def _scan(
         raw_step, raw_code = arrays
         return (*select_job(raw_step, raw_code, fits_all[j], pos), (raw_step, position))
 
-    return cube.source.scan(("step_time", "bottleneck"), sel, job_rows, select)
+    # the bottleneck codes of the few rows chosen only (a per-design answer has a row per design)
+    return cube.source.scan(("step_time", "bottleneck"), sel, job_rows, select, () if per_design else ("bottleneck",))
+
+
+def _scan_kernel():
+    """A future of the compiled selection kernel (``kernels.scan.top_configurations``): numba
+    imported and the cached machine code loaded in a thread of its own (the first call, on a
+    tiny job, with the argument types of the scan's calls), while the scan's first chunks are
+    read and decompressed (about a second of a command's start on a loaded machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def load():
+        from paigrid.kernels.scan import top_configurations
+
+        one, index, flag = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_)
+        top_configurations(
+            np.ones((1,) * 6, np.float32),
+            np.ones((1, 1), np.uint8),
+            *(index,) * 6,
+            flag,
+            flag,
+            np.ones((1, 1)),
+            True,
+            1,
+            one,
+            np.empty(1),
+        )
+        return top_configurations
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(load)
+    finally:
+        pool.shutdown(wait=False)  # its thread ends once the kernel is loaded
 
 
 def _row(cube: Cube, j, pos, k, step, code, cfg, n, meta, price) -> dict:

@@ -93,6 +93,8 @@ def shortlist(time: np.ndarray, metric: np.ndarray, cost: np.ndarray, top: int, 
         cand = np.flatnonzero(~(np.isnan(time) | np.isnan(cost)))
         return cand if cand.size else np.zeros(1, dtype=np.intp)
     key = np.where(np.isnan(metric), np.inf, metric).reshape(-1)
+    if top == 1:  # the first of the smallest: argmin, without partitioning every key
+        return np.array([int(np.argmin(key))], dtype=np.intp)
     k = min(top, key.size)
     kth = np.partition(key, k - 1)[k - 1]
     below = np.flatnonzero(key < kth)
@@ -107,8 +109,12 @@ def distinct_configurations(
     (``fits`` over (gpu, precision), 1 where it does) and, with ``dedupe``, each distinct
     configuration once (``schema.first_of_equivalents``: an architecture that ignores intra or
     network counts its first finite cell along it; without, it stays in every design)."""
-    masked = np.where((fits == 1)[None, :, None, None, None, :], step, np.float32(np.nan)).transpose(1, 2, 5, 0, 3, 4)
-    return first_of_equivalents(masked, arch_names) if dedupe else masked
+    # one copy, float64 in the order of the positions; then the (gpu, precision) that do not fit,
+    # a few slices, instead of a masked temporary of the whole job
+    out = np.array(step.transpose(1, 2, 5, 0, 3, 4), dtype=np.float64)
+    for g, p in zip(*np.nonzero(fits != 1)):
+        out[g, :, p] = np.nan
+    return first_of_equivalents(out, arch_names, copy=False) if dedupe else out
 
 
 def ties_within(block: np.ndarray, arch_names: list[str], step: float, band: float) -> float:

@@ -211,11 +211,12 @@ ARCH_IGNORES = {
 ANY = "any"
 
 
-def first_of_equivalents(values: np.ndarray, arch_names) -> np.ndarray:
+def first_of_equivalents(values: np.ndarray, arch_names, copy: bool = True) -> np.ndarray:
     """``values`` over (..., arch, intra, network) with NaN in every cell that repeats an earlier
     finite cell of the same architecture along the dimensions it ignores (``ARCH_IGNORES``), so
-    that each distinct configuration is counted and listed once."""
-    out = np.array(values, dtype=np.float64)
+    that each distinct configuration is counted and listed once (as float64; without ``copy``,
+    float64 ``values`` are changed in place and returned)."""
+    out = np.array(values, dtype=np.float64) if copy else np.asarray(values, dtype=np.float64)
     for a, name in enumerate(arch_names):
         ignored = ARCH_IGNORES.get(str(name), ())
         if not ignored:

@@ -13,6 +13,7 @@ of threads, so a scan costs little more than decompressing the chunks it needs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -39,7 +40,12 @@ class CubeSource(Protocol):
     def size(self, name: str) -> int: ...
 
     def scan(
-        self, names: tuple[str, ...], sel: dict[str, np.ndarray], job_rows: np.ndarray, select: Select
+        self,
+        names: tuple[str, ...],
+        sel: dict[str, np.ndarray],
+        job_rows: np.ndarray,
+        select: Select,
+        lazy: tuple[str, ...] = (),
     ) -> Iterator[Any]: ...
 
     def close(self) -> None: ...
@@ -86,22 +92,35 @@ class FileSource:
         self.file.close()
 
     def scan(
-        self, names: tuple[str, ...], sel: dict[str, np.ndarray], job_rows: np.ndarray, select: Select
+        self,
+        names: tuple[str, ...],
+        sel: dict[str, np.ndarray],
+        job_rows: np.ndarray,
+        select: Select,
+        lazy: tuple[str, ...] = (),
     ) -> Iterator[Any]:
         """``select(arrays, j, pos, position)`` of each job of ``job_rows``, in that order:
         ``arrays`` the variables ``names`` of job ``j`` over the selected coordinates ``sel``
-        (``ChunkReader.decode``), ``position`` each coordinate's place in them.  Runs of the jobs
-        that share chunks are read together, their stored bytes by this thread and decoded and
-        selected by a pool of threads, two runs a thread ahead."""
+        (``ChunkReader.decode``), ``position`` each coordinate's place in them; those of ``lazy``
+        are ``Cells``, read only where ``select`` indexes them (a bottleneck code of the few rows
+        chosen: a chunk or two, where the rest are read whole).  Runs of the jobs that share
+        chunks are read together, their stored bytes by this thread and decoded and selected by
+        a pool of threads, two runs a thread ahead."""
         import os
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
-        reader = ChunkReader(self, names, sel)
+        eager = tuple(name for name in names if name not in lazy)
+        reader = ChunkReader(self, eager, sel)
+        cells = ChunkReader(self, tuple(lazy), sel) if lazy else None
 
         def work(start, members, stored):
-            arrays = reader.decode(start, stored)
-            return [select([a[j - start] for a in arrays], j, pos, reader.position) for pos, j in members]
+            arrays = dict(zip(eager, reader.decode(start, stored)))
+            out = []
+            for pos, j in members:
+                job = [arrays[n][j - start] if n in arrays else Cells(cells, lazy.index(n), j) for n in names]
+                out.append(select(job, j, pos, reader.position))
+            return out
 
         tasks: list[tuple[int, list]] = []  # runs of consecutive jobs in one chunk
         for pos, j in enumerate(int(j) for j in job_rows):
@@ -125,6 +144,30 @@ class FileSource:
                     pending.append(pool.submit(work, start, members, reader.raw(start)))
                     break
                 yield from done
+
+
+class Cells:
+    """One variable of one job over the selected coordinates of a ``ChunkReader``, read only
+    where it is indexed: ``cells[a, g, n, ...]`` with equal-length index arrays (positions in
+    the selection, as ``ChunkReader.decode``'s arrays take them) decodes just the chunks that
+    hold those cells (the cube's chunks hold every network and a few GPUs: a bottleneck code of
+    three rows reads one to three chunks of a job's nine)."""
+
+    def __init__(self, reader: ChunkReader, variable: int, job: int):
+        self.reader, self.variable, self.job = reader, variable, job
+
+    def __getitem__(self, key) -> np.ndarray:
+        reader = self.reader
+        local = np.broadcast_arrays(*(np.asarray(k, dtype=np.intp) for k in key))
+        coords = [reader.coords[dim][idx] for dim, idx in zip(reader.coords, local)]
+        corner = np.stack([c // size * size for c, size in zip(coords, reader.chunks[1:])], axis=-1)
+        out = np.empty(local[0].shape, reader.datasets[self.variable].dtype)
+        flat = corner.reshape(-1, len(coords))
+        for chunk in {tuple(int(x) for x in row) for row in flat}:
+            where = np.all(corner == chunk, axis=-1)
+            data = reader.chunk(self.variable, self.job, chunk)
+            out[where] = data[tuple(c[where] - c0 for c, c0 in zip(coords, chunk))]
+        return out
 
 
 class DatasetSource:
@@ -158,10 +201,16 @@ class DatasetSource:
         """Nothing to close: the Dataset belongs to the caller."""
 
     def scan(
-        self, names: tuple[str, ...], sel: dict[str, np.ndarray], job_rows: np.ndarray, select: Select
+        self,
+        names: tuple[str, ...],
+        sel: dict[str, np.ndarray],
+        job_rows: np.ndarray,
+        select: Select,
+        lazy: tuple[str, ...] = (),
     ) -> Iterator[Any]:
         """``select(arrays, j, pos, position)`` of each job of ``job_rows``, in that order (as
-        ``FileSource.scan``), reading each job's selected coordinates through xarray."""
+        ``FileSource.scan``), reading each job's selected coordinates through xarray (``lazy``
+        ones too: a Dataset's reads are already its own)."""
         shape = self.ds.variables[names[0]].shape
         wanted = tuple(np.asarray(sel.get(dim, np.arange(n)), dtype=np.intp) for dim, n in zip(LABEL_DIMS, shape[1:]))
         position = positions(sel, shape)
@@ -179,12 +228,16 @@ class ChunkReader:
     Where a row's selection is one chunk, its stored bytes are read by h5py in the calling thread
     (``raw``) and decompressed and checked by ``decode`` in any thread, without the GIL; a row of
     several chunks is read by h5py in one call when the selected coordinates run in steps of one
-    (their box: exactly those chunks), else chunk by chunk (``pieces``).
+    (their box: exactly those chunks), else chunk by chunk (``pieces``).  ``chunk`` decodes one
+    chunk of one job (``Cells``: the few cells a scan reads of a variable it does not rank by).
 
     A variable chunked otherwise than the first, unknown filters, or a chunk that fails to decode
     are read through h5py instead, the same chunks, so a damaged chunk fails as HDF5 reports it;
     so is every chunk without ``parallel``.  ``owner`` is anything with the h5py ``file`` (a
     ``FileSource``, or a ``paigrid.cube.Cube`` of a file)."""
+
+    #: the share of a row's chunk cells selected at most for the row to be decoded here
+    SPARSE = 0.5
 
     FILTERS = {
         "lz4": {"32001", "fletcher32"},
@@ -244,27 +297,46 @@ class ChunkReader:
         chunks = [getattr(d, "chunks", None) for d in self.datasets]
         self.decoders = None
         try:
-            # a row of several chunks: h5py reads them in one call (in C), faster than decoding
-            # them one by one here (measured on chunks of 2 GPUs: a --top 3 scan 10% slower)
-            if (
-                parallel
-                and len(self.pieces) == 1
-                and all(
-                    c is not None
-                    and tuple(c) == self.chunks
-                    and set(d._filters) == self.FILTERS.get(compression)
-                    and hasattr(d, "id")
-                    for c, d in zip(chunks, self.datasets)
-                )
+            # a row of several chunks: h5py reads them in one call (in C), with less work than
+            # decoding and assembling them one by one here (measured on the bench's cube, chunks
+            # of 2 GPUs: 0.97 s against 1.54 s in one thread, more than the second thread gains)
+            if parallel and all(
+                c is not None
+                and tuple(c) == self.chunks
+                and set(d._filters) == self.FILTERS.get(compression)
+                and hasattr(d, "id")
+                for c, d in zip(chunks, self.datasets)
             ):
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
         except (AttributeError, TypeError, ValueError, PaigridError):
             self.decoders = None
+        # the decoders decode single chunks (``chunk``) whatever the row, and whole rows where a
+        # row is one chunk or the selection keeps at most SPARSE of its chunks' cells (a filter
+        # on network: assembling the row copies little, and the chunks decode in every thread)
+        cells = math.prod(self.shape) / max(1, len(self.pieces) * math.prod(self.chunks[1:]))
+        self.rows_decoded = self.decoders is not None and (len(self.pieces) == 1 or cells <= self.SPARSE)
+
+    def chunk(self, variable: int, job: int, corner: tuple[int, ...]) -> np.ndarray:
+        """Job ``job``'s part of the chunk of variable ``variable`` (its place in ``names``) whose
+        first coordinate after the job is ``corner``, over the chunk's other dimensions (cut at
+        the dataset's edges when h5py reads it): decoded from its stored bytes, or read through
+        h5py where those cannot be (as ``decode``)."""
+        start = job - job % self.rows
+        d = self.datasets[variable]
+        if self.decoders is not None:
+            try:
+                mask, data = d.id.read_direct_chunk((start, *corner))
+                if not mask:
+                    return self.decoders[variable](data)[job - start]
+            except (OSError, RuntimeError, ValueError, KeyError):
+                pass  # h5py reads it below, and fails as HDF5 does if it is damaged
+        region = tuple(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:]))
+        return np.asarray(d[(job, *region)])
 
     def raw(self, start: int):
         """The stored bytes of each variable's chunks from job ``start`` (a list per variable, in
         ``pieces`` order; None: read through h5py)."""
-        if self.decoders is None:
+        if not self.rows_decoded:
             return None
         stored = []
         for d in self.datasets:
@@ -284,13 +356,13 @@ class ChunkReader:
         """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
         selected coordinates."""
         stop = min(start + self.rows, self.jobs)
-        if stored is not None and self.decoders is not None:
+        if stored is not None and self.rows_decoded:
             try:
                 return [
                     self._assemble(
                         stop - start, [decode(piece) for piece in (data if isinstance(data, list) else [data])]
                     )
-                    for decode, data in zip(self.decoders, stored)
+                    for decode, data in zip(self.decoders or [], stored)
                 ]
             except (OSError, RuntimeError, ValueError):
                 pass  # h5py reads it again below, and fails as HDF5 does if it is damaged

@@ -139,10 +139,11 @@ def prediction_bands(grid: Grid) -> np.ndarray:
         counts = grid.current_counts[:, None]
     else:
         counts = np.broadcast_to(np.asarray(grid.n_gpu, dtype=np.float64), (len(grid.jobs), len(grid.n_gpu)))
-    pairs, inverse = np.unique(
-        np.stack(np.broadcast_arrays(counts, per_node[:, None]), axis=-1).reshape(-1, 2), axis=0, return_inverse=True
-    )
-    bands = np.array([prediction_band(model, calibrated, band_group(n, k)) for n, k in pairs], np.float32)
+    # each (count, gpus_per_node) pair as one complex number: a 1-D unique sorts it in milliseconds,
+    # where np.unique(axis=0) sorted rows as opaque records (about a second at 18,000 jobs)
+    pairs = np.add(*np.broadcast_arrays(counts, 1j * per_node[:, None])).reshape(-1)
+    distinct, inverse = np.unique(pairs, return_inverse=True)
+    bands = np.array([prediction_band(model, calibrated, band_group(p.real, p.imag)) for p in distinct], np.float32)
     return bands[inverse.reshape(-1)].reshape(counts.shape)  # one lookup per distinct (count, gpus_per_node)
 
 

@@ -30,58 +30,92 @@ def top_configurations(
     increasing order, to ``out_index`` and their step times [s] (NaN where masked) to
     ``out_step``; returns how many (``min(k, configurations)``).
     """
-    n_i, n_w = i_s.size, w_s.size
+    n_a, n_g, n_n, n_i, n_w, n_p = a_s.size, g_s.size, n_s.size, i_s.size, w_s.size, p_s.size
     keys = np.empty(k, np.float64)
     index = np.empty(k, np.int64)
     values = np.empty(k, np.float64)
-    seen = np.zeros((n_i, n_w), np.bool_)
+    # the cells are visited in the order they lie in memory, (arch, gpu, n_gpu, intra, network,
+    # precision), and ranked by (metric, position), so ties go to the first position whatever the
+    # visiting order; an architecture that ignores a dimension keeps, per (gpu, n_gpu, precision),
+    # the first finite cell in (intra, network) order, which this order visits first too
+    seen = np.zeros((n_i, n_w, n_p), np.bool_)
+    ok = np.empty((n_g, n_p), np.bool_)
+    for gi in range(n_g):
+        for pi in range(n_p):
+            ok[gi, pi] = fits[g_s[gi], p_s[pi]] == 1
     count = 0
-    position = 0
-    for gi in range(g_s.size):
-        g = g_s[gi]
-        for ni in range(n_s.size):
-            n = n_s[ni]
-            f = factor[gi, ni]
-            for pi in range(p_s.size):
-                p = p_s[pi]
-                ok = fits[g, p] == 1
-                for ai in range(a_s.size):
-                    a = a_s[ai]
-                    skip_i, skip_w = ignores_intra[ai], ignores_network[ai]
-                    dedupe = skip_i or skip_w
-                    if dedupe:
-                        seen[:, :] = False
-                    for ii in range(n_i):
-                        i = i_s[ii]
-                        for wi in range(n_w):
-                            v = np.float64(step[a, g, n, i, w_s[wi], p]) if ok else np.nan
-                            if dedupe:
-                                if not np.isfinite(v):
+    worst = np.inf  # the k-th key kept, once k are kept
+    stride_p = n_a * n_i * n_w  # the position's stride of each selected precision
+    for ai in range(n_a):
+        a = a_s[ai]
+        skip_i, skip_w = ignores_intra[ai], ignores_network[ai]
+        dedupe = skip_i or skip_w
+        for gi in range(n_g):
+            g = g_s[gi]
+            for ni in range(n_n):
+                n = n_s[ni]
+                f = factor[gi, ni]
+                bound = _step_bound(worst, f, divide)
+                if dedupe:
+                    seen[:, :, :] = False
+                base_gn = (gi * n_n + ni) * n_p
+                for ii in range(n_i):
+                    i = i_s[ii]
+                    gr_i = 0 if skip_i else ii
+                    for wi in range(n_w):
+                        w = w_s[wi]
+                        gr_w = 0 if skip_w else wi
+                        base = (ai * n_i + ii) * n_w + wi
+                        for pi in range(n_p):
+                            v = np.float64(step[a, g, n, i, w, p_s[pi]]) if ok[gi, pi] else np.nan
+                            if dedupe and np.isfinite(v):
+                                if seen[gr_i, gr_w, pi]:
                                     v = np.nan
                                 else:
-                                    gr_i = 0 if skip_i else ii
-                                    gr_w = 0 if skip_w else wi
-                                    if seen[gr_i, gr_w]:
-                                        v = np.nan
-                                    else:
-                                        seen[gr_i, gr_w] = True
+                                    seen[gr_i, gr_w, pi] = True
+                            # NaN, or a metric surely above the k-th kept (a NaN bound skips nothing)
+                            if bound == bound and not v <= bound:
+                                continue
                             metric = v / f if divide else f * v
                             key = np.inf if np.isnan(metric) else metric
-                            if count < k or key < keys[count - 1]:
-                                slot = count if count < k else k - 1
-                                while slot > 0 and keys[slot - 1] > key:
-                                    keys[slot] = keys[slot - 1]
-                                    index[slot] = index[slot - 1]
-                                    values[slot] = values[slot - 1]
-                                    slot -= 1
-                                keys[slot] = key
-                                index[slot] = position
-                                values[slot] = v
-                                if count < k:
-                                    count += 1
-                            position += 1
+                            if count == k and key > worst:
+                                continue
+                            position = (base_gn + pi) * stride_p + base
+                            if count == k and key == worst and position > index[k - 1]:
+                                continue
+                            slot = count if count < k else k - 1
+                            while slot > 0 and (
+                                keys[slot - 1] > key or (keys[slot - 1] == key and index[slot - 1] > position)
+                            ):
+                                keys[slot] = keys[slot - 1]
+                                index[slot] = index[slot - 1]
+                                values[slot] = values[slot - 1]
+                                slot -= 1
+                            keys[slot] = key
+                            index[slot] = position
+                            values[slot] = v
+                            if count < k:
+                                count += 1
+                            if count == k:
+                                worst = keys[k - 1]
+                                bound = _step_bound(worst, f, divide)
     order = np.argsort(index[:count])
     for r in range(count):
         out_index[r] = index[order[r]]
         out_step[r] = values[order[r]]
     return count
+
+
+@jit
+def _step_bound(worst, f, divide):
+    """A step time [s] above which a cell's metric (``v / f`` with ``divide``, else ``f x v``) is
+    surely above ``worst`` (the k-th key kept), rounding included (a relative margin of 1e-12
+    against float64's 1.1e-16 per operation), so that the kernel skips most cells without
+    computing their metric; NaN, which skips nothing, while no finite k-th key is kept (NaN
+    cells rank then too) or where the factor gives no such bound (not positive)."""
+    if not (np.isfinite(worst) and f > 0):
+        return np.nan
+    bound = worst * f if divide else worst / f
+    if not np.isfinite(bound):
+        return np.nan
+    return bound * (1.0 + 1e-12) if bound >= 0 else bound * (1.0 - 1e-12)

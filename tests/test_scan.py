@@ -166,7 +166,7 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
         # the parallel decoder where a row of jobs is one chunk, with the file's own chunk shape
-        assert (reader.decoders is not None) == (len(reader.pieces) == 1)
+        assert reader.decoders is not None and reader.rows_decoded == (len(reader.pieces) == 1)
         assert reader.chunks == cube.file["step_time"].chunks and reader.rows == reader.chunks[0]
         jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]  # out of order, one twice
         ties = 0
@@ -309,3 +309,79 @@ def test_the_chunk_shape_splits_the_gpus_and_never_spans_two_blocks():
         blocks, chunks = sweep_blocks(small, per_block, False)
         assert chunks[1:] == small.shape[1:] and 1 <= chunks[0] <= per_block
         assert all((stop - start) % chunks[0] == 0 or stop == len(small.jobs) for start, stop in blocks)
+
+
+def _ranked_positions(step, fits, arch_names, factor, divide, k):
+    """The numpy reference of ``kernels.scan.top_configurations``: every selected cell's metric
+    over (gpu, n_gpu, precision, arch, intra, network) after the memory mask and the dedupe
+    (``ranking.distinct_configurations``), NaN as +inf, sorted by (metric, position)."""
+    from paigrid.ranking import distinct_configurations
+
+    values = distinct_configurations(step, fits, arch_names)  # (g, n, p, a, i, w), float64
+    f = factor[:, :, None, None, None, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        metric = values / f if divide else f * values
+    key = np.where(np.isnan(metric), np.inf, metric).reshape(-1)
+    order = np.lexsort((np.arange(key.size), key))[:k]
+    chosen = np.sort(order)
+    return chosen, values.reshape(-1)[chosen]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_selection_kernel_equals_its_numpy_reference(seed):
+    # random jobs with many ties (two digits), NaN cells, (gpu, precision) that do not fit, every
+    # architecture's ignored dimensions, equal factors across (gpu, n_gpu) (equal metrics in
+    # different groups: the position decides) and factors that give no bound (zero, negative)
+    from paigrid.kernels.scan import top_configurations
+
+    rng = np.random.default_rng(seed)
+    arch_names = ["1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster"]
+    shape = (5, 3, 4, 3, 4, 2)  # arch, gpu, n_gpu, intra, network, precision
+    step = np.round(rng.random(shape) * 3 + 0.5, 1).astype(np.float32)
+    step[rng.random(shape) < [0.0, 0.3, 0.6, 0.9, 0.99, 0.5][seed]] = np.nan
+    fits = (rng.random((3, 2)) < 0.8).astype(np.uint8)
+    factor = rng.choice([1.0, 2.0, 4.0], size=(3, 4))
+    if seed == 5:
+        factor[0, 0], factor[1, 2] = 0.0, -1.0
+    ignores = [ARCH_IGNORES.get(name, ()) for name in arch_names]
+    skip_i = np.array(["intra" in ign for ign in ignores])
+    skip_w = np.array(["network" in ign for ign in ignores])
+    sel = [np.arange(n, dtype=np.int64) for n in shape]
+    for divide in (True, False):
+        for k in (1, 2, 3, 7, 40, step.size):
+            index, values = np.empty(k, np.int64), np.empty(k)
+            count = top_configurations(step, fits, *sel, skip_i, skip_w, factor, divide, k, index, values)
+            expected, expected_values = _ranked_positions(step, fits, arch_names, factor, divide, k)
+            assert count == len(expected)
+            assert np.array_equal(index[:count], expected), (divide, k)
+            assert np.array_equal(values[:count], expected_values, equal_nan=True), (divide, k)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_cells_read_only_where_indexed_equal_the_whole_variable(hostile_cube, parallel):
+    from paigrid.sources import Cells
+
+    cube = open_cube(hostile_cube)
+    try:
+        rng = np.random.default_rng(5)
+        labels = {d: np.arange(len(cube.labels[d])) for d in LABEL_DIMS}
+        for where in WHERES:
+            sel = {d: np.asarray(where.get(d, labels[d])) for d in LABEL_DIMS}
+            reader = _ChunkReader(cube, ("bottleneck",), sel, parallel=parallel)
+            assert (reader.decoders is not None) == parallel
+            for j in range(len(cube.labels["job"])):
+                whole = cube.file["bottleneck"][j][np.ix_(*(sel[d] for d in LABEL_DIMS))]
+                local = tuple(rng.integers(0, len(sel[d]), size=7) for d in LABEL_DIMS)
+                assert np.array_equal(Cells(reader, 0, j)[local], whole[local]), where
+    finally:
+        cube.close()
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 719, 720, 721, 2**21 - 1, 2**21, 2**21 + 3, 5 * 2**20 + 1])
+def test_the_numpy_checksum_equals_hdf5_s_fletcher32(size):
+    # the reader's checksum (numpy, in pieces of 2**20 words) against the writer's (HDF5's
+    # algorithm word by word, compiled), on random bytes and on the all-0xFF worst case
+    from paigrid.codecs import fletcher32, fletcher32_numpy
+
+    for data in (np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8), np.full(size, 0xFF, np.uint8)):
+        assert fletcher32_numpy(data.tobytes()) == fletcher32(data.tobytes()), size
