@@ -551,7 +551,7 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
             flops = job[J_CLASS_FLOP + c]
             if c >= CLASS_ELEMENTWISE:  # element-wise/norm and embedding, the last classes: bytes only
                 mem_side += t_bytes
-                if c == CLASS_ELEMENTWISE:  # the tensors that stay FP32 under mixed precision
+                if c == CLASS_ELEMENTWISE:  # the tensors that stay FP32 under mixed precision (element-wise and embedding)
                     mem_side += job[J_AMP_FP32_BYTES] * (1.0 - ratio) / bw
                 continue
             t_compute = flops / class_peak[p, c] if flops != 0.0 else 0.0

@@ -333,7 +333,7 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     Over (J, G, P, C): roofline time of each operator class, max(F / R, a B / bw) with F the
     class FLOPs, R its achievable FLOP/s, B its FP32 bytes, a the precision's activation ratio
     and bw the achievable HBM bandwidth; element-wise/norm and embedding are bytes only (the
-    element-wise bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed precision add
+    element-wise and embedding bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed precision add
     B32 (1 - a) / bw).  Each
     class adds to ``t_flop`` when F / R is the larger, else to ``t_mem``; ``t_mem`` adds
     launches x per-launch seconds (eager or graphs) and, once per step, the optimizer update

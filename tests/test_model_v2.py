@@ -124,11 +124,21 @@ def test_class_fields_carry_the_amp_fp32_bytes(cats):
     options = {key: getattr(Options(), key) for key in JOB_OPTIONS}
     with DATASETS.joinpath("workload_classes.csv").open(encoding="utf-8") as handle:
         rows = {r["name"]: r for r in csv.DictReader(handle)}
-    for name in ("gpt2-small", "resnet50-v1.5"):
+    from paigrid.inputs.zoo import with_zoo_workloads
+
+    cats = with_zoo_workloads(cats)
+    for name in ("gpt2-small", "resnet50-v1.5", "ncf"):
         fields = class_fields(Job("j", name, 8.0, options), cats, Options())
-        expected = float(rows[name]["elementwise_norm_amp_fp32_train_MB_per_sample"]) * 1e6 * 8
-        assert fields[L.J_AMP_FP32_BYTES] == pytest.approx(expected)
-        assert fields[L.J_AMP_FP32_BYTES] <= fields[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE]
+        fp32_mb = float(rows[name]["elementwise_norm_amp_fp32_train_MB_per_sample"]) + float(
+            rows[name]["embedding_amp_fp32_train_MB_per_sample"]
+        )
+        assert fields[L.J_AMP_FP32_BYTES] == pytest.approx(fp32_mb * 1e6 * 8)
+        memory_bound = fields[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE] + fields[L.J_CLASS_BYTES + L.CLASS_EMBEDDING]
+        assert fields[L.J_AMP_FP32_BYTES] <= memory_bound * (1 + 1e-12)
+    # the embedding lookups (FP32 tables, which no mixed precision casts) are all FP32 bytes
+    ncf = class_fields(Job("j", "ncf", 8.0, options), cats, Options())
+    assert ncf[L.J_CLASS_BYTES + L.CLASS_EMBEDDING] > 0
+    assert ncf[L.J_AMP_FP32_BYTES] >= ncf[L.J_CLASS_BYTES + L.CLASS_EMBEDDING] * (1 - 1e-12)
     # batchnorm + ReLU networks keep nothing in FP32; HF GPT-2 (LayerNorm, gelu_new, FP32 residual stream) most
     assert class_fields(Job("j", "resnet50-v1.5", 8.0, options), cats, Options())[L.J_AMP_FP32_BYTES] == 0.0
     gpt2 = class_fields(Job("j", "gpt2-small", 8.0, options), cats, Options())

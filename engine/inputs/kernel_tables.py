@@ -136,8 +136,9 @@ def _workload_classes() -> dict[str, dict[str, str]]:
 def _class_numbers(model: str, attention: str) -> tuple | None:
     """The numbers of a built-in workload's ``workload_classes.csv`` row for one attention
     variant, parsed once: per class (GFLOP per sample, train MB per sample, weight MB per step;
-    zeros for the attention class not chosen), forward launches, FP32-under-AMP MB per sample and
-    kept activation MB per sample; None for a workload not in the file."""
+    zeros for the attention class not chosen), forward launches, FP32-under-AMP MB per sample
+    (element-wise/norm and embedding) and kept activation MB per sample; None for a workload not
+    in the file."""
     row = _workload_classes().get(model)
     if row is None:
         return None
@@ -154,7 +155,8 @@ def _class_numbers(model: str, attention: str) -> tuple | None:
     return (
         per_class,
         float(row[f"launches_{attention}_per_step"]),
-        float(row["elementwise_norm_amp_fp32_train_MB_per_sample"]),
+        float(row["elementwise_norm_amp_fp32_train_MB_per_sample"])
+        + float(row["embedding_amp_fp32_train_MB_per_sample"]),
         float(row[f"activation_{attention}_MB_per_sample"]),
     )
 
@@ -170,7 +172,7 @@ def class_fields(
     backward activation traffic x batch + 3 x the weight traffic of a forward pass (read
     forward, read backward, write the gradient), launches = 3 x the forward launches; the
     attention class and the kept activations of the job's attention variant (``eager`` or
-    ``fused``); the element-wise bytes that stay FP32 under mixed precision; the optimizer update
+    ``fused``); the element-wise and embedding bytes that stay FP32 under mixed precision; the optimizer update
     8 + 2 x state bytes per parameter (+12 for LAMB) beyond the
     precision's gradient and working-copy bytes.  A workload not in that file (a user catalogue)
     is one GEMM class of 3 x ``fwd_GFLOP_per_sample`` plus its memory-bound bytes, no launches.
