@@ -450,3 +450,28 @@ def test_embedding_traffic_stays_fp32_under_mixed_precision():
     assert model.amp_fp32_bytes("embedding") == expected
     row = zoo.row(model, "m", "", Catalogues.load().optimizers, Catalogues.load().precisions)
     assert float(row["embedding_amp_fp32_train_MB_per_sample"]) == pytest.approx(expected / 1e6)
+
+
+NCHW_CONVS = """
+[models.m]
+source = "a test model"
+layers = [
+  { op = "conv", cin = 64, cout = 64, k = 3, out = [8, 8] },
+  { op = "conv", cin = 64, cout = 64, k = 3, out = [8, 8], groups = 64 },
+  { op = "linear", in = 16, out = 16, tokens = 4, bias = false },
+]
+"""
+
+
+def test_nchw_transposes_count_six_accesses_of_a_tensor_core_convolutions_tensors():
+    """Forward, backward-data and backward-filter each transpose their two activation tensors
+    in and out of NHWC: 6 x (input + output) elements for a gemm_conv convolution; a depthwise
+    convolution (native NCHW kernels) and a linear layer none."""
+    (model,) = zoo.parse_zoo(NCHW_CONVS, "nchw.toml")
+    dense, depthwise, linear = model.layers
+    assert dense.cls == "gemm_conv" and depthwise.cls == "small_conv"
+    assert dense.nchw_transpose == 6 * (64 * 64 + 64 * 64)
+    assert depthwise.nchw_transpose == 0.0 and linear.nchw_transpose == 0.0
+    assert model.nchw_transpose_bytes() == 4 * dense.nchw_transpose
+    row = zoo.row(model, "m", "", Catalogues.load().optimizers, Catalogues.load().precisions)
+    assert float(row["gemm_conv_nchw_transpose_train_MB_per_sample"]) == pytest.approx(4 * dense.nchw_transpose / 1e6)

@@ -52,6 +52,7 @@ precisions whose ``default_grid`` column is ``yes``; every row of a catalogue wi
     fabric_tiers = false                            # a fabric in grid.network: its tiers for the all-reduce
     attention = "eager"                             # pai-v2: eager | fused attention kernels
     execution = "eager"                             # pai-v2: eager | graphs kernel launches
+    memory_format = "channels_last"                 # pai-v2: channels_last | nchw (layout transposes)
 
     [catalogues]                                    # replace a built-in catalogue by a CSV
     gpus = "my_gpus.csv"
@@ -114,6 +115,7 @@ class Options:
     model: str = _default("model")
     attention: str = _default("attention")
     execution: str = _default("execution")
+    memory_format: str = _default("memory_format")
     sync_latency: bool | None = _default("sync_latency")
     bucket_mb: float = _default("bucket_mb")
     bucket_overlap: bool = _default("bucket_overlap")
