@@ -19,7 +19,8 @@ markdown with their own ``##`` heading): the public data-parallel rows of
 takes minutes (and so does the LLM section's held-out block), so ``tests/test_docs.py`` checks
 ``render_page(full=False)``: every section recomputed except those blocks, which are kept as
 committed (between their ``<!-- public-v2 calibrated -->`` and ``<!-- llm held out -->``
-markers); ``python bench/accuracy.py`` reruns them (``--cheap`` keeps them).
+markers); ``python bench/accuracy.py`` reruns them (``--cheap`` keeps them, ``--cheap --public``
+or ``--cheap --llm`` reruns one).
 """
 
 from __future__ import annotations
@@ -1273,6 +1274,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="rerun the LLM section's held-out block even with --cheap (minutes)",
     )
+    parser.add_argument(
+        "--public",
+        action="store_true",
+        help="rerun the calibrated cross-validation of the public v2 rows even with --cheap (minutes)",
+    )
     args = parser.parse_args(argv)
     path = args.measurements or _default_measurements()
     computed = experiments(path)
@@ -1285,7 +1291,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(f"    {c}" for c in commands))
     if args.measurements is None and not args.no_page:  # the page explains the shipped measurements only
         args.page.write_text(
-            render_page(path, computed, full=not args.cheap, llm_full=(not args.cheap) or args.llm), encoding="utf-8"
+            render_page(path, computed, full=(not args.cheap) or args.public, llm_full=(not args.cheap) or args.llm),
+            encoding="utf-8",
         )
         print(f"\nwrote {args.page}")
         BANDS.write_text(bands_text(path), encoding="utf-8")

@@ -333,7 +333,8 @@ def public_v2_section(full: bool) -> str:
         "",
         "The calibrated judgement below takes minutes (a fit with its own shrinkage cross-validation for "
         "every fold of three fold kinds: workloads, GPUs and sources held out, the source being the "
-        "row id's prefix LV0, LV1, LV2, LTF, DLE, TIMM or MPT). `python bench/accuracy.py` regenerates it; "
+        "row id's prefix LV0, LV1, LV2, LTF, DLE, TIMM or MPT). `python bench/accuracy.py` regenerates it "
+        "(`--cheap --public`: this block alone); "
         "the page check (`tests/test_docs.py`) recomputes everything above and keeps this block as "
         "committed.",
         "",

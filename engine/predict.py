@@ -44,6 +44,7 @@ def scale_tables(scale: dict[str, float], gpu_table, peak, class_peak, intra_tab
         L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE,
         L.J_CLASS_BYTES + L.CLASS_EMBEDDING,
         L.J_AMP_FP32_BYTES,
+        L.J_NCHW_BYTES,
     ):
         job_table[:, field] *= fused
 

@@ -67,7 +67,15 @@ J_ACTIVATION_V2 = JOB.column(
 )
 J_GRAPHS = JOB.column("graphs", "flag", "1: CUDA graphs / compiled execution (short launch overhead), 0: eager")
 J_AMP_FP32_BYTES = JOB.column(
-    "amp_fp32_bytes", "bytes", "part of the element-wise/norm class bytes whose tensors stay FP32 under mixed precision"
+    "amp_fp32_bytes",
+    "bytes",
+    "part of the element-wise/norm and embedding class bytes whose tensors stay FP32 under mixed precision",
+)
+J_NCHW_BYTES = JOB.column(
+    "nchw_bytes",
+    "bytes",
+    "FP32 bytes per micro-batch of the NCHW <-> NHWC transposes around tensor-core convolutions "
+    "(moved at half precision only; 0 for a channels-last job)",
 )
 # sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
 J_EMB_PARAMS = JOB.column("emb_params", "count", "parameters in embedding tables (part of J_PARAMS); 0 when none")

@@ -92,6 +92,7 @@ from .dp_columns import (
     J_INPUT_RATE,
     J_LAUNCHES,
     J_MEMBOUND,
+    J_NCHW_BYTES,
     J_NICS_PER_NODE,
     J_OPT_STATE,
     J_OVERLAP,
@@ -532,7 +533,8 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
     definition; the element-wise bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed
     precision move 4 bytes per element at every precision: + B32 (1 - a) / bw).  ``t_mem`` also
     holds the kernel launches x the per-launch time (eager or graphs) and, once per optimizer
-    step, the update traffic params x (update bytes + gradient bytes + weight bytes - 4) / bw.
+    step, the update traffic params x (update bytes + gradient bytes + weight bytes - 4) / bw;
+    at a half precision (a < 1) the NCHW layout transposes ``J_NCHW_BYTES`` x a / bw.
     ``class_peak`` (P, N_CLASSES) holds achievable FLOP/s; NaN ``peak[p]`` means the GPU lacks
     the precision (outputs NaN, fits 255).
     """
@@ -551,7 +553,9 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
             flops = job[J_CLASS_FLOP + c]
             if c >= CLASS_ELEMENTWISE:  # element-wise/norm and embedding, the last classes: bytes only
                 mem_side += t_bytes
-                if c == CLASS_ELEMENTWISE:  # the tensors that stay FP32 under mixed precision
+                if (
+                    c == CLASS_ELEMENTWISE
+                ):  # the tensors that stay FP32 under mixed precision (element-wise and embedding)
                     mem_side += job[J_AMP_FP32_BYTES] * (1.0 - ratio) / bw
                 continue
             t_compute = flops / class_peak[p, c] if flops != 0.0 else 0.0
@@ -560,6 +564,8 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
             else:
                 mem_side += t_bytes
         mem_side += job[J_LAUNCHES] * launch
+        if ratio < 1.0:  # half precision: the convolutions run on tensor cores, NHWC kernels
+            mem_side += job[J_NCHW_BYTES] * ratio / bw
         update = job[J_PARAMS] * (job[J_UPDATE_BYTES] + prec[p, P_GRAD_BYTES] + prec[p, P_WEIGHT_BYTES] - 4.0) / bw
         out_data[p] = accum * job[J_INPUT] / gpu[G_PCIE_BW]
         out_flop[p] = accum * flop_side

@@ -52,6 +52,7 @@ from .dp_columns import (
     J_INPUT_RATE,
     J_LAUNCHES,
     J_MEMBOUND,
+    J_NCHW_BYTES,
     J_NICS_PER_NODE,
     J_OPT_STATE,
     J_OVERLAP,
@@ -333,11 +334,12 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     Over (J, G, P, C): roofline time of each operator class, max(F / R, a B / bw) with F the
     class FLOPs, R its achievable FLOP/s, B its FP32 bytes, a the precision's activation ratio
     and bw the achievable HBM bandwidth; element-wise/norm and embedding are bytes only (the
-    element-wise bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed precision add
+    element-wise and embedding bytes ``J_AMP_FP32_BYTES`` that stay FP32 under mixed precision add
     B32 (1 - a) / bw).  Each
     class adds to ``t_flop`` when F / R is the larger, else to ``t_mem``; ``t_mem`` adds
     launches x per-launch seconds (eager or graphs) and, once per step, the optimizer update
-    params x (update + gradient + weight - 4 bytes) / bw.  Returns ``t_data, t_flop, t_mem,
+    params x (update + gradient + weight - 4 bytes) / bw; at a half precision (a < 1) the
+    NCHW layout transposes ``J_NCHW_BYTES`` x a / bw add to it per micro-batch.  Returns ``t_data, t_flop, t_mem,
     fits`` over (J, G, P).
     """
     n_classes = len(CLASS_NAMES)
@@ -359,9 +361,16 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     )
     t_flop = accum * np.where(compute_wins, t_compute, 0.0).sum(axis=3)
     t_fp32 = jobs[:, J_AMP_FP32_BYTES][:, None, None] * (1.0 - ratio[..., 0]) / bw[..., 0]
+    half = ratio[..., 0] < 1.0
+    t_nchw = np.where(half, jobs[:, J_NCHW_BYTES][:, None, None] * ratio[..., 0] / bw[..., 0], 0.0)
     t_mem = (
         accum
-        * (np.where(compute_wins, 0.0, t_bytes).sum(axis=3) + jobs[:, J_LAUNCHES][:, None, None] * launch + t_fp32)
+        * (
+            np.where(compute_wins, 0.0, t_bytes).sum(axis=3)
+            + jobs[:, J_LAUNCHES][:, None, None] * launch
+            + t_fp32
+            + t_nchw
+        )
         + update_bytes / bw[..., 0]
     )
     t_data = accum * jobs[:, J_INPUT][:, None, None] / gpus[:, G_PCIE_BW][None, :, None] + 0.0 * ratio[..., 0]

@@ -120,15 +120,62 @@ def test_v2_bytes_that_stay_fp32_under_amp_are_not_halved():
     assert kept["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
 
 
+def test_v2_nchw_transposes_cost_bandwidth_at_half_precision_only():
+    """J_NCHW_BYTES (the layout transposes of an NCHW job's tensor-core convolutions) adds
+    B32 x a / bw to t_mem at a half precision (a = 0.5 here) and nothing at FP32, whose
+    convolutions take NCHW directly; the FLOP side is unchanged."""
+    class_peak = np.full((1, 2, L.N_CLASSES), 1e14)
+    plain = v2_tables([v2_job(accum=2)], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    row = v2_job(accum=2)
+    row[L.J_NCHW_BYTES] = 4e9
+    nchw = v2_tables([row], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    assert nchw["t_mem"][0, 0, 0] == plain["t_mem"][0, 0, 0]
+    assert nchw["t_mem"][0, 0, 1] - plain["t_mem"][0, 0, 1] == pytest.approx(2 * 4e9 * 0.5 / 2e12, rel=1e-9)
+    assert nchw["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
+
+
+def test_class_fields_carry_the_nchw_transposes_of_an_nchw_job_only(cats):
+    """``memory_format = "nchw"`` (a job's variant or the sweep option) carries the zoo's
+    transpose bytes x batch; channels-last (the sweep default) carries none, and a network
+    without tensor-core convolutions has none to carry."""
+    from paigrid.inputs.zoo import with_zoo_workloads
+
+    cats = with_zoo_workloads(cats)
+    options = {key: getattr(Options(), key) for key in JOB_OPTIONS}
+    with DATASETS.joinpath("workload_classes.csv").open(encoding="utf-8") as handle:
+        rows = {r["name"]: r for r in csv.DictReader(handle)}
+    expected = float(rows["resnet50-v1.5"]["gemm_conv_nchw_transpose_train_MB_per_sample"]) * 1e6 * 8
+    assert expected > 0
+    nchw = Job("j", "resnet50-v1.5", 8.0, options, variant={"memory_format": "nchw"})
+    assert class_fields(nchw, cats, Options())[L.J_NCHW_BYTES] == pytest.approx(expected)
+    as_option = Options().with_overrides({"memory_format": "nchw"}, "--option")
+    assert class_fields(Job("j", "resnet50-v1.5", 8.0, options), cats, as_option)[L.J_NCHW_BYTES] == pytest.approx(
+        expected
+    )
+    assert class_fields(Job("j", "resnet50-v1.5", 8.0, options), cats, Options())[L.J_NCHW_BYTES] == 0.0
+    gpt2 = Job("j", "gpt2-small", 8.0, options, variant={"memory_format": "nchw"})
+    assert class_fields(gpt2, cats, Options())[L.J_NCHW_BYTES] == 0.0
+
+
 def test_class_fields_carry_the_amp_fp32_bytes(cats):
     options = {key: getattr(Options(), key) for key in JOB_OPTIONS}
     with DATASETS.joinpath("workload_classes.csv").open(encoding="utf-8") as handle:
         rows = {r["name"]: r for r in csv.DictReader(handle)}
-    for name in ("gpt2-small", "resnet50-v1.5"):
+    from paigrid.inputs.zoo import with_zoo_workloads
+
+    cats = with_zoo_workloads(cats)
+    for name in ("gpt2-small", "resnet50-v1.5", "ncf"):
         fields = class_fields(Job("j", name, 8.0, options), cats, Options())
-        expected = float(rows[name]["elementwise_norm_amp_fp32_train_MB_per_sample"]) * 1e6 * 8
-        assert fields[L.J_AMP_FP32_BYTES] == pytest.approx(expected)
-        assert fields[L.J_AMP_FP32_BYTES] <= fields[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE]
+        fp32_mb = float(rows[name]["elementwise_norm_amp_fp32_train_MB_per_sample"]) + float(
+            rows[name]["embedding_amp_fp32_train_MB_per_sample"]
+        )
+        assert fields[L.J_AMP_FP32_BYTES] == pytest.approx(fp32_mb * 1e6 * 8)
+        memory_bound = fields[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE] + fields[L.J_CLASS_BYTES + L.CLASS_EMBEDDING]
+        assert fields[L.J_AMP_FP32_BYTES] <= memory_bound * (1 + 1e-12)
+    # the embedding lookups (FP32 tables, which no mixed precision casts) are all FP32 bytes
+    ncf = class_fields(Job("j", "ncf", 8.0, options), cats, Options())
+    assert ncf[L.J_CLASS_BYTES + L.CLASS_EMBEDDING] > 0
+    assert ncf[L.J_AMP_FP32_BYTES] >= ncf[L.J_CLASS_BYTES + L.CLASS_EMBEDDING] * (1 - 1e-12)
     # batchnorm + ReLU networks keep nothing in FP32; HF GPT-2 (LayerNorm, gelu_new, FP32 residual stream) most
     assert class_fields(Job("j", "resnet50-v1.5", 8.0, options), cats, Options())[L.J_AMP_FP32_BYTES] == 0.0
     gpt2 = class_fields(Job("j", "gpt2-small", 8.0, options), cats, Options())
@@ -155,6 +202,7 @@ def random_v2_tables(seed, nan_field=None):
             )
         )
         jobs[-1][L.J_AMP_FP32_BYTES] = rng.uniform(0, 1) * nbytes[L.CLASS_ELEMENTWISE]
+        jobs[-1][L.J_NCHW_BYTES] = rng.uniform(0, 2) * nbytes[L.CLASS_GEMM_CONV] * (rng.random() < 0.7)
     if nan_field is not None:
         jobs[int(rng.integers(0, 3))][nan_field] = np.nan
     gpus = [
@@ -182,6 +230,7 @@ def random_v2_tables(seed, nan_field=None):
         L.J_LAUNCHES,
         L.J_ACTIVATION_V2,
         L.J_AMP_FP32_BYTES,
+        L.J_NCHW_BYTES,
     ],
 )
 def test_v2_kernel_matches_its_reference_nan_positions_included(seed, nan_field):

@@ -117,8 +117,13 @@ def _dp_slot(option, value, cats):
         return link_table(cats, [name], efficiency_defaults())[0, getattr(L, option.slot)]
     if option.slot.startswith("O_"):
         return option_vector(options)[getattr(L, option.slot)]
-    job = Job("j", "bert-large-seq384", 8.0, {key: getattr(options, key) for key in JOB_OPTIONS})
+    workload = SLOT_WORKLOADS.get(option.name, "bert-large-seq384")
+    job = Job("j", workload, 8.0, {key: getattr(options, key) for key in JOB_OPTIONS})
     return job_vector(job, cats, options)[getattr(L, option.slot)]
+
+
+#: the workload whose job table shows an option's slot, where BERT has none of what it acts on
+SLOT_WORKLOADS = {"memory_format": "resnet50-v1.5"}  # the layout transposes are of convolutions
 
 
 def _llm_slot(option, value):

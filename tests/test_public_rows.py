@@ -277,6 +277,48 @@ def test_the_execution_setting_reaches_the_model(tmp_path, cats):
     assert fast > slow  # compiled launches cost less than eager ones
 
 
+def test_the_memory_format_setting_from_the_notes_or_the_framework():
+    said = {
+        "PyTorch 1.12": ("single GPU; NCHW; train_step_time 184.877 ms", "nchw"),
+        "PyTorch 1.13": ("single GPU; channels-last (NHWC)", "channels_last"),
+        "PyTorch (NGC 21.03), DLE ConvNets": ("AMP config uses channels-last (memory_format nhwc)", "channels_last"),
+    }
+    for framework, (notes, layout) in said.items():
+        settings = row_settings({"framework": framework, "notes": notes, "data_pipeline": ""})
+        assert settings.memory_format == layout, framework
+        assert not any("memory layout" in d for d in settings.defaults_used)
+    silent = {
+        "PyTorch 1.10": "nchw",
+        "TensorFlow 1.15 (tf_cnn_benchmarks via lambda-tensorflow-benchmark)": "nchw",
+        "TensorFlow 2.4 (tf_cnn_benchmarks via lambda-tensorflow-benchmark)": "nchw",
+        "TensorFlow 1 (NGC TensorFlow 20.06-tf1-py3), DLE TensorFlow ConvNets, Horovod": "channels_last",
+        "MXNet 1.8": "channels_last",
+    }
+    for framework, layout in silent.items():
+        settings = row_settings({"framework": framework, "notes": "", "data_pipeline": ""})
+        assert settings.memory_format == layout, framework
+        assert any(d.startswith(f"memory layout not stated: {layout} (") for d in settings.defaults_used)
+
+
+def test_the_memory_format_setting_reaches_the_model(tmp_path, cats):
+    """An NCHW row of a convolutional network is predicted slower than its channels-last twin
+    under AMP (the layout transposes), and the same under FP32."""
+    from paigrid.accuracy.measurements import predict_rows
+
+    twins = [
+        {"model": "timm resnet18", "precision": precision, "notes": notes, "throughput_unit": "samples/s"}
+        for precision in ("amp-fp16", "fp32")
+        for notes in ("NCHW", "channels-last (NHWC)")
+    ]
+    reading = read_public(write(tmp_path, twins), cats)
+    assert [r.variant["memory_format"] for r in reading.rows] == ["nchw", "channels_last"] * 2
+    amp_nchw, amp_nhwc, fp32_nchw, fp32_nhwc = (
+        p["throughput"] for p in predict_rows(reading.rows, reading.cats, defaults(), Options(model="pai-v2"))
+    )
+    assert amp_nhwc > 1.05 * amp_nchw
+    assert fp32_nhwc == fp32_nchw
+
+
 # --- shrinkage -------------------------------------------------------------------------------------
 def _toy(truth, noise=0.0, seed=0):
     """Residuals of a linear toy model: r = A x - b (log units)."""

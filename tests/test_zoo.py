@@ -13,7 +13,7 @@ import pytest
 
 from paigrid.errors import PaigridError
 from paigrid.inputs import zoo
-from paigrid.inputs.catalog import load
+from paigrid.inputs.catalog import Catalogues, load
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = load("workloads")
@@ -422,3 +422,56 @@ def test_gelu_tanh_counts_eight_kernels_and_autocast_fp32_tensors():
         assert layer.amp_fp32 == {"eager": 0.0, "fused": 0.0}, layer.path
     expected = 4 * (gelu_tanh.train["eager"] + layernorm.train["eager"] + add32.train["eager"])
     assert model.amp_fp32_bytes("elementwise_norm") == expected
+
+
+EMBEDDING_AMP = """
+[models.m]
+source = "a test model"
+layers = [
+  { op = "embedding", rows = 1000, dim = 16, lookups = 4 },
+  { op = "embedding", rows = 1000, dim = 16, lookups = 4, trainable = false },
+  { op = "embedding", rows = 1000, dim = 16, lookups = 4, amp_fp32 = false },
+  { op = "linear", in = 16, out = 16, tokens = 4, bias = false },
+]
+"""
+
+
+def test_embedding_traffic_stays_fp32_under_mixed_precision():
+    """Tables are FP32 variables that no framework's mixed precision casts: all of a lookup's
+    forward and backward traffic (frozen or trainable) is counted FP32, unless the layer says
+    ``amp_fp32 = false``; the column ``embedding_amp_fp32_train_MB_per_sample`` carries it."""
+    (model,) = zoo.parse_zoo(EMBEDDING_AMP, "embedding.toml")
+    trainable, frozen, marked_off, linear = model.layers
+    assert trainable.amp_fp32 == trainable.train and trainable.train["eager"] == 2 * 4 * 16 + 3 * 4 * 16
+    assert frozen.amp_fp32 == frozen.train and frozen.train["eager"] == 2 * 4 * 16 + 4 * 16
+    for layer in (marked_off, linear):
+        assert layer.amp_fp32 == {"eager": 0.0, "fused": 0.0}, layer.path
+    expected = 4 * (trainable.train["eager"] + frozen.train["eager"])
+    assert model.amp_fp32_bytes("embedding") == expected
+    row = zoo.row(model, "m", "", Catalogues.load().optimizers, Catalogues.load().precisions)
+    assert float(row["embedding_amp_fp32_train_MB_per_sample"]) == pytest.approx(expected / 1e6)
+
+
+NCHW_CONVS = """
+[models.m]
+source = "a test model"
+layers = [
+  { op = "conv", cin = 64, cout = 64, k = 3, out = [8, 8] },
+  { op = "conv", cin = 64, cout = 64, k = 3, out = [8, 8], groups = 64 },
+  { op = "linear", in = 16, out = 16, tokens = 4, bias = false },
+]
+"""
+
+
+def test_nchw_transposes_count_six_accesses_of_a_tensor_core_convolutions_tensors():
+    """Forward, backward-data and backward-filter each transpose their two activation tensors
+    in and out of NHWC: 6 x (input + output) elements for a gemm_conv convolution; a depthwise
+    convolution (native NCHW kernels) and a linear layer none."""
+    (model,) = zoo.parse_zoo(NCHW_CONVS, "nchw.toml")
+    dense, depthwise, linear = model.layers
+    assert dense.cls == "gemm_conv" and depthwise.cls == "small_conv"
+    assert dense.nchw_transpose == 6 * (64 * 64 + 64 * 64)
+    assert depthwise.nchw_transpose == 0.0 and linear.nchw_transpose == 0.0
+    assert model.nchw_transpose_bytes() == 4 * dense.nchw_transpose
+    row = zoo.row(model, "m", "", Catalogues.load().optimizers, Catalogues.load().precisions)
+    assert float(row["gemm_conv_nchw_transpose_train_MB_per_sample"]) == pytest.approx(4 * dense.nchw_transpose / 1e6)

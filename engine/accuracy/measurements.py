@@ -318,7 +318,7 @@ ATTENTION_WORDS = {"eager": "eager", "none": "", "sdpa": "fused", "flash": "fuse
 
 
 def _variant(cells: dict[str, str], cats: Catalogues, origin: str) -> dict[str, str]:
-    """The optional ``optimizer``, ``attention`` and ``execution`` columns of a row (pai-v2 uses
+    """The optional ``optimizer``, ``attention``, ``execution`` and ``memory_format`` columns of a row (pai-v2 uses
     them; pai-v1 ignores them), checked: an empty cell keeps the workload's or the sweep's."""
     out = {}
     optimizer = (cells.get("optimizer") or "").strip()
@@ -335,6 +335,11 @@ def _variant(cells: dict[str, str], cats: Catalogues, origin: str) -> dict[str, 
         if execution not in ("eager", "graphs"):
             raise PaigridError(f"{origin}: execution must be eager or graphs, not {execution!r}.")
         out["execution"] = execution
+    layout = (cells.get("memory_format") or "").strip().casefold()
+    if layout:
+        if layout not in ("channels_last", "nchw"):
+            raise PaigridError(f"{origin}: memory_format must be channels_last or nchw, not {layout!r}.")
+        out["memory_format"] = layout
     return out
 
 

@@ -507,6 +507,7 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         "source": cells.get("source", ""),
         "optimizer": optimizer,
         "execution": settings.execution,
+        "memory_format": settings.memory_format,
     }
     out["throughput"] = repr(samples_per_second(cells, workload, cats, notes))
     return out

@@ -24,11 +24,13 @@ import math
 import statistics
 
 #: what "the same job and setup" keeps equal, besides the attribute a comparison varies
-SETUP = ("workload", "batch", "grad_accum_steps", "framework", "source_id", "execution")
+SETUP = ("workload", "batch", "grad_accum_steps", "framework", "source_id", "execution", "memory_format")
+#: the setup attributes a row holds in its ``variant`` (pai-v2 choices), not as attributes
+VARIANT_SETUP = ("execution", "memory_format")
 
 
 def _key(row, extra: tuple[str, ...], free: tuple[str, ...]) -> tuple:
-    values = [getattr(row, a) if a != "execution" else row.variant.get("execution", "") for a in SETUP if a not in free]
+    values = [row.variant.get(a, "") if a in VARIANT_SETUP else getattr(row, a) for a in SETUP if a not in free]
     return tuple(values) + tuple(getattr(row, a) for a in extra)
 
 

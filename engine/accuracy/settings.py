@@ -15,9 +15,12 @@ settings; the ones the model has a term for reach it, the others are recorded:
   (the framework's CPU data loader) or ``not stated``.  The model's input-pipeline bound is the
   ``input_rate_samples_per_s`` option, a server's decode rate; no row states one, so no row sets
   it (the pipeline is recorded, and docs/accuracy.md shows the CPU-decode rows apart).
+* ``memory_format`` (reaches the model: the pai-v2 ``memory_format`` variant, the NCHW layout
+  transposes of tensor-core convolutions under half precision): ``channels_last`` where the notes
+  say channels-last or NHWC, ``nchw`` where they say NCHW; a silent row gets its framework's
+  (``MEMORY_FORMAT_DEFAULTS``, with the reason; tf_cnn_benchmarks its own NCHW), and says so.
 * ``framework`` (``tf1``, ``tf2``, ``pytorch``, ``mxnet``), ``xla``, ``compiled``,
-  ``channels_last``: recorded; channels-last has no term of its own (the model's convolution
-  efficiency is per class, not per memory layout), so it is stated, not modelled.
+  ``channels_last``: recorded.
 * ``defaults_used``: one sentence per setting a row was silent on and that was defaulted.
 """
 
@@ -27,6 +30,16 @@ import re
 from dataclasses import dataclass, field
 
 FRAMEWORKS = ("tf1", "tf2", "pytorch", "mxnet")
+#: the activations' layout of a row silent on it, per framework, and why
+MEMORY_FORMAT_DEFAULTS = {"pytorch": "nchw", "tf1": "channels_last", "tf2": "channels_last", "mxnet": "channels_last"}
+MEMORY_FORMAT_REASONS = {
+    "pytorch": "PyTorch tensors are contiguous NCHW unless converted to torch.channels_last",
+    "tf1": "NVIDIA's TensorFlow scripts (DeepLearningExamples) default to NHWC",
+    "tf2": "NVIDIA's TensorFlow scripts (DeepLearningExamples) default to NHWC",
+    "mxnet": "NVIDIA's MXNet scripts (DeepLearningExamples) default to NHWC",
+}
+#: tf_cnn_benchmarks, whatever the TensorFlow version: its own default layout
+TF_CNN_BENCHMARKS = ("nchw", "tf_cnn_benchmarks' --data_format defaults to NCHW")
 PIPELINES = ("synthetic", "dali", "gpu-cached", "cpu-decode", "not stated")
 
 
@@ -41,6 +54,7 @@ class RunSettings:
     compiled: bool = False
     channels_last: bool = False
     defaults_used: list[str] = field(default_factory=list)
+    memory_format: str = "channels_last"
 
 
 def _framework(text: str) -> str:
@@ -85,6 +99,15 @@ def row_settings(cells: dict[str, str]) -> RunSettings:
     )
     compiled = bool(re.search(r"torch\.compile", framework_text + " " + notes, re.I))
     channels_last = bool(re.search(r"channels[- ]last|NHWC|nhwc", notes))
+    if channels_last:
+        memory_format = "channels_last"
+    elif re.search(r"\bNCHW\b", notes):
+        memory_format = "nchw"
+    else:
+        memory_format, reason = MEMORY_FORMAT_DEFAULTS[framework], MEMORY_FORMAT_REASONS[framework]
+        if "tf_cnn_benchmarks" in framework_text:
+            memory_format, reason = TF_CNN_BENCHMARKS
+        defaults.append(f"memory layout not stated: {memory_format} ({reason})")
     execution = "graphs" if xla or compiled else "eager"
     if framework in ("tf1", "tf2") and not xla:
         defaults.append("TensorFlow graphs without XLA: eager launch cost per kernel")
@@ -93,4 +116,4 @@ def row_settings(cells: dict[str, str]) -> RunSettings:
     pipeline = _pipeline(cells.get("data_pipeline") or "")
     if pipeline == "not stated":
         defaults.append("input pipeline not stated: no input-pipeline bound")
-    return RunSettings(framework, execution, pipeline, xla, compiled, channels_last, defaults)
+    return RunSettings(framework, execution, pipeline, xla, compiled, channels_last, defaults, memory_format)

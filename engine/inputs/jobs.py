@@ -47,7 +47,8 @@ class Job:
     current: dict[str, object] | None = None
     extra: dict[str, str] = field(default_factory=dict)
     #: pai-v2 choices of this job that override the sweep's: ``optimizer`` (an optimizers.csv
-    #: name), ``attention`` (eager | fused), ``execution`` (eager | graphs)
+    #: name), ``attention`` (eager | fused), ``execution`` (eager | graphs), ``memory_format``
+    #: (channels_last | nchw)
     variant: dict[str, str] = field(default_factory=dict)
 
 

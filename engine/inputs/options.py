@@ -477,6 +477,20 @@ DP_OPTIONS: tuple[Option, ...] = (
         default="eager",
         choices=("eager", "graphs"),
     ),
+    Option(
+        "memory_format",
+        "dp",
+        "word",
+        "pai-v2: the activations' memory layout, `channels_last` (NHWC) or `nchw`: under half precision an "
+        "`nchw` job also moves the layout transposes cuDNN runs around each tensor-core convolution "
+        "(`gemm_conv_nchw_transpose_train_MB_per_sample` of `workload_classes.csv`); a measured row's default "
+        "follows its framework ([calibration](calibration.md))",
+        example="nchw",
+        slot="J_NCHW_BYTES",
+        default="channels_last",
+        choices=("channels_last", "nchw"),
+        aliases={"nhwc": "channels_last", "channels-last": "channels_last"},
+    ),
 )
 
 

@@ -97,6 +97,16 @@ group norms, softmax, log-softmax and ``gelu_tanh`` (they autocast to float32, t
 ``AUTOCAST_FP32``), and the layers marked ``amp_fp32 = true``: ops autocast does not list run in
 the widest input type, so an add or dropout on an FP32 residual stream (which starts at an FP32
 embedding or a LayerNorm output) stays FP32; ``amp_fp32 = false`` turns the rule off for a layer.
+Embedding lookups (``embedding_amp_fp32_train_MB_per_sample``) stay FP32 too, all of their
+traffic: mixed precision keeps the tables as FP32 variables and no framework casts a lookup
+(PyTorch autocast's op lists name no embedding op, so it runs in its FP32 weight's type;
+TensorFlow's automatic mixed precision rewrites op types and inserts casts but never changes a
+variable, so the gather reads FP32 rows and the gradient rows are FP32), ``EMBEDDING_AMP_SOURCE``.
+Memory layout (``gemm_conv_nchw_transpose_train_MB_per_sample``): cuDNN's tensor-core convolutions
+take NHWC tensors, so under half precision an NCHW network (PyTorch's default layout) transposes
+each gemm_conv convolution's activation tensors in and out of NHWC in each of the three calls of a
+step: 6 accesses per element of input + output (``NCHW_TRANSPOSE_ACCESSES``); a channels-last
+network moves none, nor do depthwise and grouped convolutions (native NCHW kernels).
 Weight traffic (``<class>_weight_MB_per_step``): the parameters each forward pass of a batch
 reads once (tied weights included); an rnn reads its recurrent matrix at every step; embedding
 rows are per sample, in the activation traffic.  Backward reads the weights again and writes
@@ -195,6 +205,21 @@ ELTWISE_LAUNCHES = {"gelu_tanh": 8.0}
 #: rest of that composition widens to float32 (PyTorch documentation, "Automatic Mixed Precision
 #: package - torch.amp", CUDA ops that can autocast to float32)
 AUTOCAST_FP32 = ("layernorm", "groupnorm", "softmax", "log_softmax", "gelu_tanh")
+#: accesses per element of a gemm_conv convolution's input + output that an NCHW network adds
+#: under half precision: cuDNN's tensor-core convolution kernels take NHWC tensors, so each of
+#: the three calls of a training step (forward, backward data, backward filter) transposes its
+#: two activation tensors (X and Y; dY and dX; X and dY) in and out of NHWC, a read and a write
+#: of each (NVIDIA Deep Learning Performance documentation, 'Convolutional Layers User's Guide',
+#: Tensor Layouts In Memory: NCHW vs NHWC; PyTorch's tutorial '(beta) Channels Last Memory
+#: Format': channels-last avoids these transposes); depthwise and grouped convolutions have
+#: native NCHW kernels and count none
+NCHW_TRANSPOSE_ACCESSES = 6.0
+#: why embedding traffic stays FP32 under mixed precision (the embedding rule of the docstring)
+EMBEDDING_AMP_SOURCE = (
+    "PyTorch Automatic Mixed Precision package documentation (torch.amp, 'Autocast Op Reference': embedding is on "
+    "no cast list, so it runs in the type of its FP32 weight); NVIDIA Training With Mixed Precision user guide "
+    "(TensorFlow automatic mixed precision: the graph rewrite casts op inputs, variables and their updates stay FP32)"
+)
 #: norms: (forward reads per element, forward writes, backward accesses, kept, forward FLOPs)
 NORMS = {"batchnorm": (2, 1, 5, 1, 6), "layernorm": (2, 1, 5, 1, 6), "groupnorm": (2, 1, 5, 1, 6)}
 FROZEN_NORM = (1, 1, 2, 0, 2)
@@ -215,7 +240,7 @@ FIELDS = {
     "attention": ({"heads", "head_dim", "q_len"}, {"kv_len", "causal", "dropout"}),
     "norm": ({"kind", "channels", "elements"}, {"affine", "frozen", "trainable", "amp_fp32"}),
     "eltwise": ({"kind", "elements"}, {"in_elements", "amp_fp32"}),
-    "embedding": ({"rows", "dim", "lookups"}, {"trainable", "shared"}),
+    "embedding": ({"rows", "dim", "lookups"}, {"trainable", "shared", "amp_fp32"}),
 }
 USE_KEYS = {"use", "name", "times", "index", "instances", "note"}
 MODEL_KEYS = {
@@ -273,6 +298,9 @@ class Layer:
     kept: dict = field(default_factory=dict)
     launches: dict = field(default_factory=dict)
     amp_fp32: dict = field(default_factory=lambda: {v: 0.0 for v in VARIANTS})
+    #: elements per sample the NCHW <-> NHWC transposes around a tensor-core convolution move
+    #: (forward + backward; ``NCHW_TRANSPOSE_ACCESSES``), 0 for every other layer
+    nchw_transpose: float = 0.0
 
 
 @dataclass
@@ -334,6 +362,11 @@ class Model:
         """Forward + backward activation bytes per sample (at FP32, part of ``act_bytes(train=True)``)
         of the layers whose tensors stay FP32 under mixed precision (autocast)."""
         return BYTES_PER_ELEMENT * self._sum("amp_fp32", cls, variant, True)
+
+    def nchw_transpose_bytes(self) -> float:
+        """FP32 bytes per sample of the layout transposes cuDNN runs around the tensor-core
+        convolutions of an NCHW network (forward + backward, ``NCHW_TRANSPOSE_ACCESSES``)."""
+        return BYTES_PER_ELEMENT * sum(layer.nchw_transpose * layer.times * layer.instances for layer in self.layers)
 
     def kept_bytes(self, variant: str = "eager") -> float:
         """Activation bytes kept for backward per sample."""
@@ -542,6 +575,8 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
         train, weight, launches = 3 * act, params, 1.0
         small = groups > 1 or reduction < SMALL_CONV_REDUCTION or cout < SMALL_CONV_CHANNELS
         cls = _class(spec, where, "small_conv" if small else "gemm_conv")
+        if cls == "gemm_conv":
+            layer.nchw_transpose = NCHW_TRANSPOSE_ACCESSES * act
     elif op == "linear":
         n_in, n_out = num("in", integer=True), num("out", integer=True)
         tokens = num("tokens", 1, strict=False)
@@ -648,6 +683,12 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
         automatic = spec["kind"] in AUTOCAST_FP32 and not (op == "norm" and _flag(spec, "frozen", scope, where, False))
         if _flag(spec, "amp_fp32", scope, where, automatic):
             layer.amp_fp32 = dict(layer.train)
+    elif op == "embedding" and _flag(spec, "amp_fp32", scope, where, True):
+        # mixed precision keeps every table in FP32 (the master weights) and no framework casts a
+        # lookup: PyTorch autocast lists no embedding op, so it runs in its FP32 weight's type;
+        # TensorFlow's AMP graph rewrite changes op types, never variables, so the gather reads
+        # FP32 rows; the gradient rows are the table's type (EMBEDDING_AMP_SOURCE)
+        layer.amp_fp32 = dict(layer.train)
     if not bias_elements:
         return [layer]
     bias = Layer(f"{path} bias", "eltwise", "elementwise_norm", times, instances)
@@ -1047,6 +1088,8 @@ def columns() -> list[str]:
         cols += [f"{p}_{metric}" for p in parts]
     cols += [
         "elementwise_norm_amp_fp32_train_MB_per_sample",
+        "embedding_amp_fp32_train_MB_per_sample",
+        "gemm_conv_nchw_transpose_train_MB_per_sample",
         "activation_eager_MB_per_sample",
         "activation_fused_MB_per_sample",
         "launches_eager_per_step",
@@ -1079,6 +1122,8 @@ def row(model: Model, workload: str, optimizer: str, optimizers: Catalogue, prec
         out[f"{label}_weight_MB_per_step"] = _g(model.weight_bytes(cls) / 1e6)
         out[f"{label}_launches_per_step"] = _g(model.launches(cls, variant))
     out["elementwise_norm_amp_fp32_train_MB_per_sample"] = _g(model.amp_fp32_bytes("elementwise_norm") / 1e6)
+    out["embedding_amp_fp32_train_MB_per_sample"] = _g(model.amp_fp32_bytes("embedding") / 1e6)
+    out["gemm_conv_nchw_transpose_train_MB_per_sample"] = _g(model.nchw_transpose_bytes() / 1e6)
     for variant in VARIANTS:
         out[f"activation_{variant}_MB_per_sample"] = _g(model.kept_bytes(variant) / 1e6)
         out[f"launches_{variant}_per_step"] = _g(model.launches(None, variant))
