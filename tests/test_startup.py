@@ -79,9 +79,9 @@ def mixed_cube(tmp_path_factory):
     return folder / "cube.h5"
 
 
-def probe(tmp_path, commands, variables=None):
+def probe(tmp_path, commands, variables=None, watch=HEAVY):
     """Run the ``commands`` (lists of arguments) in one fresh interpreter (with the environment
-    ``variables`` added): one result each."""
+    ``variables`` added): one result each, its ``loaded`` the modules of ``watch`` loaded so far."""
     report = tmp_path / "report.json"
     env = {
         **os.environ,
@@ -92,7 +92,7 @@ def probe(tmp_path, commands, variables=None):
         [
             sys.executable,
             "-c",
-            PROBE.format(heavy=HEAVY),
+            PROBE.format(heavy=tuple(watch)),
             str(report),
             json.dumps([[str(a) for a in args] for args in commands]),
         ],
@@ -123,6 +123,41 @@ def test_reading_commands_import_no_compiler(mixed_cube, tmp_path):
         assert result["code"] == 0, result
         assert shown in result["out"], result
         assert result["loaded"] == [], result
+
+
+DP_PREDICT = [
+    "predict",
+    "--workload",
+    "resnet50",
+    "--arch",
+    "ps-worker",
+    "--gpu",
+    "V100",
+    "--n-gpu",
+    "16",
+    "--intra",
+    "pcie3",
+    "--network",
+    "eth-25g",
+    "--precision",
+    "fp32",
+]
+
+
+def test_plain_option_values_need_no_pydantic(mixed_cube, tmp_path):
+    """Options of plain values (words, whole and real numbers, paths, choices) are read without
+    typer's pydantic validators (``arguments._defer_coercion``); a list option still asks them,
+    and the probe is seen to report pydantic then."""
+    commands = [
+        ["info", mixed_cube],
+        ["query", mixed_cube, "--best-arch", "--by", "cost", "--tokens", "1e12"],
+        [*DP_PREDICT, "--batch", "64"],
+        ["query", mixed_cube, "--best-arch", "--job", "llama3-8b"],
+    ]
+    *plain, listed = probe(tmp_path, commands, watch=("pydantic",))
+    for result in plain:
+        assert result["code"] == 0 and result["loaded"] == [], result
+    assert listed["code"] == 0 and listed["loaded"] == ["pydantic"], listed
 
 
 def test_the_probe_sees_numba_where_a_command_needs_the_kernels(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
 import warnings
 from enum import StrEnum
@@ -267,6 +268,117 @@ def bound_numbers(group) -> None:
         stack.extend(getattr(command, "commands", {}).values())
         for param in getattr(command, "params", []):
             param.process_value = _bounded(param.process_value)
+            _defer_coercion(param)
+        if hasattr(command, "get_help_option"):
+            command.get_help_option = _deferred_help(command.get_help_option)
+
+
+def _deferred_help(get_help_option):
+    """``get_help_option`` whose option (made at the first parse) defers its coercion too."""
+
+    def deferred(ctx):
+        option = get_help_option(ctx)
+        if option is not None:
+            _defer_coercion(option)
+        return option
+
+    return deferred
+
+
+def _defer_coercion(param) -> None:
+    """Spare a command pydantic on its happy path: typer 0.29 (``typer._coercion``) checks every
+    option value with a pydantic validator, whose import costs about 0.08 s of a 0.3 s command
+    on the 2-core box.  The deferred coercion answers the plain cases itself, with the value
+    typer's validator would give (an ASCII ``str``; an ``int`` or ``float`` of plain digits
+    within its bounds; a path of ASCII text, or a choice, through typer's own ``coerce_cli_path``
+    and ``coerce_cli_choice``), and hands any other value to typer's validator, built then, so that
+    every refusal is typer's own sentence.  ``None``, lists and bare strings stay typer's
+    (``RuntimeParam.coerce``); a typer without these internals is left as it is."""
+    deferred = _deferred_class()
+    if deferred is None or getattr(param, "_runtime_param", False) is not None:
+        return
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None and descriptor.file_annotation is None:
+        param._runtime_param = deferred(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
+
+
+_PLAIN_INT = re.compile(r"0|[1-9][0-9]{0,17}")
+_PLAIN_FLOAT = re.compile(r"(0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,2})?")
+
+
+def _plain_number(annotation, info, value):
+    """``value`` as the ``int`` or ``float`` typer's validator makes of it, or None to ask it."""
+    import math
+
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        pattern = _PLAIN_INT if annotation is int else _PLAIN_FLOAT
+        value = annotation(value) if pattern.fullmatch(value) else None
+    if annotation is int and not isinstance(value, int):
+        return None
+    if annotation is float and not (isinstance(value, float) and math.isfinite(value)):
+        return None
+    if getattr(info, "clamp", False):
+        return None
+    low, high = getattr(info, "min", None), getattr(info, "max", None)
+    if (low is not None and value < low) or (high is not None and value > high):
+        return None
+    return value
+
+
+def _plain_value(annotation, info, value, param, ctx):
+    """What typer's validator makes of a plain ``value``, or ``_ASK`` where it must be asked."""
+    from enum import Enum
+
+    from typer._param_types import coerce_cli_choice, coerce_cli_path, lenient_issubclass, routes_to_path
+
+    if getattr(info, "parser", None) is not None:
+        return _ASK
+    if annotation is str:
+        return value if isinstance(value, str) and value.isascii() else _ASK
+    if annotation is int or annotation is float:
+        number = _plain_number(annotation, info, value)
+        return _ASK if number is None else number
+    if lenient_issubclass(annotation, Enum):
+        return coerce_cli_choice(value, choices=list(annotation), case_sensitive=info.case_sensitive, ctx=ctx)
+    if annotation is not bool and routes_to_path(annotation, info):
+        path_type = info.path_type
+        if path_type is None and lenient_issubclass(annotation, Path):
+            path_type = annotation
+        if lenient_issubclass(path_type, Path) and not isinstance(value, path_type):
+            if not (isinstance(value, str) and value and value.isascii() and "\0" not in value):
+                return _ASK
+            value = path_type(value)  # what typer's pydantic path validator makes of the text
+        return coerce_cli_path(value, info, path_type=path_type, param=param, ctx=ctx)
+    return _ASK
+
+
+_ASK = object()
+
+
+@functools.cache
+def _deferred_class():
+    """A typer ``RuntimeParam`` that answers plain values (``_plain_value``) and builds typer's
+    own (``build_runtime_param``) for the rest; None for a typer without them."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+    except ImportError:
+        return None
+
+    class Deferred(RuntimeParam):
+        def _coerce_value(self, value, param, ctx):
+            try:
+                plain = _plain_value(self.annotation, self.parameter_info, value, param, ctx)
+            except Exception:  # typer's validator words the refusal
+                plain = _ASK
+            if plain is not _ASK:
+                return plain
+            built = build_runtime_param(param.type_descriptor)
+            param._runtime_param = built
+            return built._coerce_value(value, param=param, ctx=ctx)
+
+    return Deferred
 
 
 def available_memory() -> int:
