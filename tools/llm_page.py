@@ -207,10 +207,29 @@ def network_table() -> str:
     return _table(rows, list(rows[0]))
 
 
+def search_counts() -> dict[str, str]:
+    """The layouts of the wide search for GPT-3 175B on 1,024 A100 (8-GPU NVLink domains, HDR
+    InfiniBand, amp-bf16) and how many were pruned by memory, by the bound and evaluated, as
+    ``paigrid predict --layout best`` of that job counts them (numbers written with commas)."""
+    from paigrid.inputs.catalog import Catalogues
+    from paigrid.inputs.efficiency import defaults
+    from paigrid.llm.models import model
+    from paigrid.llm.parallelism import WIDE
+    from paigrid.llm.search import best_layout
+    from paigrid.llm.tables import Hardware, LlmOptions, intra_link_for
+
+    cats = Catalogues.load()
+    design = Hardware("A100-SXM4-80GB", "amp-bf16", 8, intra_link_for(cats, "A100-SXM4-80GB"), "ib-hdr-200g", 1.0)
+    found = best_layout(model("gpt3-175b"), 1024, [design], cats, defaults(), LlmOptions.defaults(), WIDE)
+    names = ("layouts", "pruned_memory", "pruned_bound", "evaluated")
+    return {name: f"{int(found.counts[name]):,}" for name in names}
+
+
 def render() -> str:
     """The page's text."""
     table, median = validation_table()
     return TEMPLATE_PATH.read_text(encoding="utf-8").format(
+        **search_counts(),
         catalogue=catalogue_table(),
         validation=table,
         median=f"{100 * median:.1f}%",
