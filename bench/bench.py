@@ -222,6 +222,7 @@ def bench_single(calls: int = 1000):
     parallel kernel instead (the baseline)."""
     import statistics
 
+    import paigrid.evaluate as evaluate
     import paigrid.predict as predict
     from paigrid.inputs.catalog import Catalogues
     from paigrid.inputs.efficiency import defaults
@@ -251,12 +252,12 @@ def bench_single(calls: int = 1000):
         return statistics.median(times) * 1e6
 
     serial = median_us()
-    chooser = predict.kernel_for
-    predict.kernel_for = lambda configs: model.evaluate_block
+    chooser = evaluate.kernel_for  # predict imports it from evaluate at each call
+    evaluate.kernel_for = lambda configs: model.evaluate_block
     try:
         parallel = median_us()
     finally:
-        predict.kernel_for = chooser
+        evaluate.kernel_for = chooser
     line("single configuration", f"{serial:.1f} us", f"median of {calls:,} warm predictions, serial kernel")
     line("  parallel kernel", f"{parallel:.1f} us", "the same calls")
     ratio_line("parallel / serial", f"{parallel / serial:.1f}x", "the serial kernel")
