@@ -164,25 +164,7 @@ def test_the_probe_sees_numba_where_a_command_needs_the_kernels(tmp_path):
     """The control: ``predict`` runs the kernel, and the probe reports numba and llvmlite."""
     [result] = probe(
         tmp_path,
-        [
-            [
-                "predict",
-                "--workload",
-                "resnet50",
-                "--arch",
-                "ps-worker",
-                "--gpu",
-                "V100",
-                "--n-gpu",
-                "16",
-                "--intra",
-                "pcie3",
-                "--network",
-                "eth-25g",
-                "--precision",
-                "fp32",
-            ]
-        ],
+        [DP_PREDICT],
     )
     assert result["code"] == 0 and "step_time" in result["out"], result
     assert "numba" in result["loaded"] and "llvmlite" in result["loaded"], result
