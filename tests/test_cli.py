@@ -240,3 +240,27 @@ def test_query_pareto_lists_each_jobs_front(cube):
     assert times == sorted(times) and costs == sorted(costs, reverse=True)
     assert_clean_error(run("query", cube, "--pareto", "--top", 2), "--pareto")
     assert_clean_error(run("query", cube, "--pareto", "--best-arch"), "--best-arch or --pareto")
+
+
+def test_a_typer_whose_internals_differ_keeps_its_own_coercion(monkeypatch):
+    """``arguments._defer_coercion`` relies on typer's private ``RuntimeParam``; where building
+    it fails (another typer's signature), the parameter keeps typer's own coercion."""
+    from paigrid.cli import arguments
+
+    class Other:
+        def __init__(self, *args, **kwargs):
+            raise TypeError("another signature")
+
+    class Descriptor:
+        file_annotation = None
+        parameter_info = None
+        annotation = int
+
+    class Param:
+        type_descriptor = Descriptor()
+        _runtime_param = None
+
+    monkeypatch.setattr(arguments, "_deferred_class", lambda: Other)
+    param = Param()
+    arguments._defer_coercion(param)
+    assert param._runtime_param is None

@@ -298,8 +298,11 @@ def _defer_coercion(param) -> None:
     if deferred is None or getattr(param, "_runtime_param", False) is not None:
         return
     descriptor = getattr(param, "type_descriptor", None)
-    if descriptor is not None and descriptor.file_annotation is None:
-        param._runtime_param = deferred(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
+    try:
+        if descriptor is not None and descriptor.file_annotation is None:
+            param._runtime_param = deferred(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
+    except (AttributeError, TypeError):  # another typer's internals: its own coercion serves
+        return
 
 
 _PLAIN_INT = re.compile(r"0|[1-9][0-9]{0,17}")
