@@ -159,7 +159,10 @@ class KernelCache(caching.FunctionCache):
 
 def _cached(dispatcher):
     """``dispatcher`` with ``KernelCache`` as its cache (what ``cache=True`` would enable, with
-    numba's own locators only)."""
+    numba's own locators only); under ``NUMBA_DISABLE_JIT=1`` numba hands back the plain
+    function, which has no cache."""
+    if not hasattr(dispatcher, "py_func"):
+        return dispatcher
     dispatcher._cache = KernelCache(dispatcher.py_func)
     return dispatcher
 
