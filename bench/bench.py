@@ -873,8 +873,7 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             else f"not run (quick profile; {f['reduce1800_command_vs_kernel']:.0%} at 10^9)",
             (f[big] >= 0.8) if big in f else None,
             "starting the process, importing, loading the compiled kernels and reading the jobs are a fixed "
-            "cost of a few seconds (the current-configuration predictions and creating the file run while the "
-            "first blocks compute), "
+            "cost of a few seconds, "
             "and each block adds work the kernel-alone figure leaves out (the compute model's terms, the "
             "overall bests of its jobs in numpy, about a tenth of the block's kernel time, and writing "
             "its reductions); the kernel and the writer share the 2 cores",

@@ -415,16 +415,7 @@ def _sweep_into(
     llm=None,
 ) -> SweepResult:
     started = time.perf_counter()
-    # a new cube swept on this machine's CPUs: its first blocks compute while the current
-    # configurations are predicted and the file is created (a fixed cost of a second or two)
-    early = (
-        _run_local(grid, blocks, list(range(len(blocks))), not reduce_only, compression, chunks, threads)
-        if grid is not None and blocks and not resume and not (scheduler or workers) and made_on == "cpu"
-        else None
-    )
     with contextlib.ExitStack() as stack:
-        if early is not None:
-            stack.callback(early.close)  # whatever happens before the blocks are consumed
         current = (
             None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
         )
@@ -496,8 +487,6 @@ def _sweep_into(
                     from paigrid.cuda_sweep import run_cuda
 
                     source = run_cuda(grid, blocks, todo, not reduce_only, compression, chunks, threads)
-                elif early is not None and todo == list(range(len(blocks))):
-                    source = early
                 else:
                     source = _run_local(grid, blocks, todo, not reduce_only, compression, chunks, threads)
                 # closing: on an error the block being computed is finished (its thread stopped)
@@ -785,8 +774,9 @@ def _run_local(
     two buffer sets while block k - 1 is handed over (a full cube's arrays compressed in parallel
     threads, the reductions copied out) and block k - 2 is written by the caller; a buffer set is
     reused only once its block is handed over.  The first blocks start at once, before the first
-    is asked for, so that the caller's set-up (the current-configuration predictions, creating
-    the file) runs while they compute; ``close`` stops the pipeline (see ``_LocalBlocks``)."""
+    is asked for; ``close`` stops the pipeline (see ``_LocalBlocks``).  The sweep creates it
+    only once its file is open: an early pipeline whose threads ran while h5py 3.10 created the
+    file broke that creation ("Unable to synchronously create file")."""
     return _LocalBlocks(grid, blocks, todo, write_cube, compression, chunks, threads)
 
 

@@ -148,47 +148,6 @@ def test_resume_refuses_a_file_with_other_blocks(population, tmp_path):
         run_sweep(spec_of(population), out, progress=False, resume=True)  # one block of 12 jobs here
 
 
-def test_the_first_blocks_compute_during_the_set_up_and_stop_when_it_fails(population, tmp_path, monkeypatch):
-    # a new cube's first blocks start before the current-configuration predictions and the file;
-    # when creating the file fails, the pipeline is closed (no kernel thread left running) and
-    # the sentence says nothing was saved
-    import threading
-
-    from paigrid import orchestration
-
-    made = []
-    real = orchestration._run_local
-
-    def recording(*args, **kwargs):
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    def current_after_the_first_block(*args, **kwargs):
-        # by now the kernel thread has the first block: it finishes without anyone asking for it
-        made[-1].in_flight[0].result()
-        return predictions(*args, **kwargs)
-
-    predictions = orchestration.current_predictions
-    monkeypatch.setattr(orchestration, "_run_local", recording)
-    monkeypatch.setattr(orchestration, "current_predictions", current_after_the_first_block)
-    spec = SweepSpec(workloads=str(population), jobs_per_block=3, **GRID)
-    run_sweep(spec, tmp_path / "early.h5", progress=False)
-    assert len(made) == 1  # the early pipeline was the sweep's source
-    with open_cube_file(tmp_path / "early.h5") as f:
-        assert f["block_done"][:].all()
-    before = threading.active_count()
-
-    def failing(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(orchestration, "CubeWriter", failing)
-    with pytest.raises(PaigridError, match="nothing was saved"):
-        run_sweep(spec, tmp_path / "failed.h5", progress=False)
-    assert len(made) == 2 and made[1].kernels._shutdown and made[1].encoders._shutdown
-    assert threading.active_count() <= before
-    assert not (tmp_path / "failed.h5").exists() and not partial_path(tmp_path / "failed.h5").exists()
-
-
 def open_cube_file(path):
     return h5py.File(path, "r")
 
