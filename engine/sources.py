@@ -14,6 +14,7 @@ of threads, so a scan costs little more than decompressing the chunks it needs.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -21,6 +22,10 @@ import numpy as np
 
 from paigrid.errors import PaigridError
 from paigrid.schema import LABEL_DIMS, str_attr
+
+#: h5py before 3.11 crashes when threads read chunks of one file at once (seen with 3.10, the
+#: declared minimum): the scan's threads take turns to read, and decode in parallel
+_H5_READ = threading.Lock()
 
 #: what ``scan`` hands to its function for each job: (the variables over the selected
 #: coordinates, the job's row, its position in ``job_rows``, each coordinate's place in them)
@@ -325,13 +330,15 @@ class ChunkReader:
         d = self.datasets[variable]
         if self.decoders is not None:
             try:
-                mask, data = d.id.read_direct_chunk((start, *corner))
+                with _H5_READ:
+                    mask, data = d.id.read_direct_chunk((start, *corner))
                 if not mask:
                     return self.decoders[variable](data)[job - start]
             except (OSError, RuntimeError, ValueError, KeyError):
                 pass  # h5py reads it below, and fails as HDF5 does if it is damaged
         region = tuple(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:]))
-        return np.asarray(d[(job, *region)])
+        with _H5_READ:
+            return np.asarray(d[(job, *region)])
 
     def raw(self, start: int):
         """The stored bytes of each variable's chunks from job ``start`` (a list per variable, in
@@ -343,7 +350,8 @@ class ChunkReader:
             pieces = []
             for corner, _, _ in self.pieces:
                 try:
-                    mask, data = d.id.read_direct_chunk((start, *corner))
+                    with _H5_READ:
+                        mask, data = d.id.read_direct_chunk((start, *corner))
                 except (OSError, RuntimeError, ValueError, KeyError):
                     return None
                 if mask:
