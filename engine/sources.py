@@ -27,6 +27,15 @@ from paigrid.schema import LABEL_DIMS, str_attr
 #: declared minimum): the scan's threads take turns to read, and decode in parallel
 _H5_READ = threading.Lock()
 
+
+def _threads_safe() -> bool:
+    """Whether the scan may run its threads: not on h5py before 3.12, where reads of one file from
+    several threads crashed on the declared minimum (3.10) even with reads taking turns."""
+    import h5py
+
+    return tuple(int(p) for p in h5py.__version__.split(".")[:2]) >= (3, 12)
+
+
 #: what ``scan`` hands to its function for each job: (the variables over the selected
 #: coordinates, the job's row, its position in ``job_rows``, each coordinate's place in them)
 Select = Callable[[list[np.ndarray], int, int, dict[str, np.ndarray]], Any]
@@ -135,7 +144,7 @@ class FileSource:
             else:
                 tasks.append((start, [(pos, j)]))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = max(1, min(cores, len(tasks)))
+        threads = max(1, min(cores, len(tasks))) if _threads_safe() else 1
         with ThreadPoolExecutor(threads) as pool:
             pending: deque = deque()
             queued = iter(tasks)
