@@ -157,7 +157,11 @@ def test_plain_option_values_need_no_pydantic(mixed_cube, tmp_path):
     *plain, listed = probe(tmp_path, commands, watch=("pydantic",))
     for result in plain:
         assert result["code"] == 0 and result["loaded"] == [], result
-    assert listed["code"] == 0 and listed["loaded"] == ["pydantic"], listed
+    import importlib.util
+
+    # a typer without pydantic validators (before 0.29, e.g. the declared minimum) loads none at all
+    validators = importlib.util.find_spec("typer._coercion") is not None
+    assert listed["code"] == 0 and listed["loaded"] == (["pydantic"] if validators else []), listed
 
 
 def test_the_probe_sees_numba_where_a_command_needs_the_kernels(tmp_path):
