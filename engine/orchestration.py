@@ -415,10 +415,10 @@ def _sweep_into(
     llm=None,
 ) -> SweepResult:
     started = time.perf_counter()
+    current = (
+        None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+    )
     with contextlib.ExitStack() as stack:
-        current = (
-            None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
-        )
         client = None
         if scheduler or workers:
             from paigrid.distributed import dask_client
@@ -768,70 +768,40 @@ def _run_local(
     compression: str,
     chunks: tuple[int, ...],
     threads: int | None = None,
-) -> _LocalBlocks:
-    """The evaluated blocks ``todo``, in order, on ``threads`` threads (None: numba's default):
-    a pipeline of three stages, each in its own thread.  The kernel computes block k into one of
-    two buffer sets while block k - 1 is handed over (a full cube's arrays compressed in parallel
-    threads, the reductions copied out) and block k - 2 is written by the caller; a buffer set is
-    reused only once its block is handed over.  The first blocks start at once, before the first
-    is asked for; ``close`` stops the pipeline (see ``_LocalBlocks``).  The sweep creates it
-    only once its file is open: an early pipeline whose threads ran while h5py 3.10 created the
-    file broke that creation ("Unable to synchronously create file")."""
-    return _LocalBlocks(grid, blocks, todo, write_cube, compression, chunks, threads)
+):
+    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default): a pipeline
+    of three stages, each in its own thread.  The kernel computes block k into one of two buffer
+    sets while block k - 1 is handed over (a full cube's arrays compressed in parallel threads,
+    the reductions copied out) and block k - 2 is written by the caller; a buffer set is reused
+    only once its block is handed over."""
+    from paigrid.evaluate import allocate, compute_block, release_buffers
 
+    largest = max(stop - start for start, stop in blocks)
 
-class _LocalBlocks:
-    """The pipeline of ``_run_local``: an iterator of evaluated blocks whose first blocks are
-    submitted when it is made; ``close`` (also when it was never iterated) drops the queued
-    blocks and waits for the running ones, so no kernel thread outlives it."""
+    def encode(computed):
+        if threads is not None:  # numba's thread count is per thread: the compression's pool follows it
+            import numba
 
-    def __init__(self, grid, blocks, todo, write_cube, compression, chunks, threads):
-        from paigrid.evaluate import allocate, compute_block, release_buffers
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        return release_buffers(computed.result(), compression, chunks, True)
 
-        largest = max(stop - start for start, stop in blocks)
-
-        def encode(computed):
-            if threads is not None:  # numba's thread count is per thread: the compression's pool follows it
-                import numba
-
-                numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            return release_buffers(computed.result(), compression, chunks, True)
-
-        def submit(count: int, i: int) -> None:
-            slot = self.slots[count % len(self.slots)]
-            computed = self.kernels.submit(compute_block, grid, i, *blocks[i], write_cube, slot, threads)
-            self.in_flight.append(self.encoders.submit(encode, computed))
-
-        self.slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
-        self.in_flight: list = []  # the encoded blocks' futures, oldest first: at most one per buffer set
-        self.kernels, self.encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
-        self.waiting = iter(list(enumerate(todo)))
-        self.submit = submit
-        try:
-            for count, i in self.waiting:  # as many as there are buffer sets
-                submit(count, i)
-                if len(self.in_flight) == len(self.slots):
-                    break
-        except BaseException:
-            self.close()
-            raise
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if not self.in_flight:
-            raise StopIteration
-        done = self.in_flight.pop(0).result()  # its buffer set is free again
-        for count, i in self.waiting:
-            self.submit(count, i)
-            break
-        return done
-
-    def close(self) -> None:
-        """On an error or an interrupt: queued blocks are dropped, running ones finish first."""
-        self.kernels.shutdown(wait=True, cancel_futures=True)
-        self.encoders.shutdown(wait=True, cancel_futures=True)
+    slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
+    in_flight = []  # the encoded blocks' futures, oldest first: at most one per buffer set
+    kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
+    try:
+        for count, i in enumerate(todo):
+            if len(in_flight) == len(slots):  # the oldest block's buffers are needed again
+                yield in_flight.pop(0).result()
+            computed = kernels.submit(
+                compute_block, grid, i, *blocks[i], write_cube, slots[count % len(slots)], threads
+            )
+            in_flight.append(encoders.submit(encode, computed))
+        while in_flight:
+            yield in_flight.pop(0).result()
+    finally:
+        # on an error or an interrupt: queued blocks are dropped, running ones finish first
+        kernels.shutdown(wait=True, cancel_futures=True)
+        encoders.shutdown(wait=True, cancel_futures=True)
 
 
 class _Progress:
