@@ -13,8 +13,8 @@ of threads, so a scan costs little more than decompressing the chunks it needs.
 
 from __future__ import annotations
 
+import functools
 import math
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -23,14 +23,12 @@ import numpy as np
 from paigrid.errors import PaigridError
 from paigrid.schema import LABEL_DIMS, str_attr
 
-#: h5py before 3.11 crashes when threads read chunks of one file at once (seen with 3.10, the
-#: declared minimum): the scan's threads take turns to read, and decode in parallel
-_H5_READ = threading.Lock()
 
-
+@functools.cache
 def _threads_safe() -> bool:
     """Whether the scan may run its threads: not on h5py before 3.12, where reads of one file from
-    several threads crashed on the declared minimum (3.10) even with reads taking turns."""
+    several threads crashed the declared minimum (3.10) with a segmentation fault, even with the
+    reads taken in turn under a lock of our own."""
     import h5py
 
     return tuple(int(p) for p in h5py.__version__.split(".")[:2]) >= (3, 12)
@@ -339,15 +337,13 @@ class ChunkReader:
         d = self.datasets[variable]
         if self.decoders is not None:
             try:
-                with _H5_READ:
-                    mask, data = d.id.read_direct_chunk((start, *corner))
+                mask, data = d.id.read_direct_chunk((start, *corner))
                 if not mask:
                     return self.decoders[variable](data)[job - start]
             except (OSError, RuntimeError, ValueError, KeyError):
                 pass  # h5py reads it below, and fails as HDF5 does if it is damaged
         region = tuple(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:]))
-        with _H5_READ:
-            return np.asarray(d[(job, *region)])
+        return np.asarray(d[(job, *region)])
 
     def raw(self, start: int):
         """The stored bytes of each variable's chunks from job ``start`` (a list per variable, in
@@ -359,8 +355,7 @@ class ChunkReader:
             pieces = []
             for corner, _, _ in self.pieces:
                 try:
-                    with _H5_READ:
-                        mask, data = d.id.read_direct_chunk((start, *corner))
+                    mask, data = d.id.read_direct_chunk((start, *corner))
                 except (OSError, RuntimeError, ValueError, KeyError):
                     return None
                 if mask:
