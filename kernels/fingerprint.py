@@ -40,14 +40,22 @@ def source_fingerprint() -> str:
     differently.  The kernels are therefore cached per fingerprint (``cache_folder``).
     """
     folder = __file__[: max(__file__.rfind("/"), __file__.rfind("\\")) + 1]
-    total = np.zeros(1, dtype=np.uint64)
+    total = np.uint64(0)
     with np.errstate(over="ignore"):
         for name in SOURCES:
-            try:
-                with open(folder + name, "rb") as handle:
-                    data = np.frombuffer(handle.read(), dtype=np.uint8).astype(np.uint64)
-            except OSError:  # a module this installation lacks counts as empty
-                data = np.zeros(0, dtype=np.uint64)
-            weights = np.arange(1, data.size + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-            total = total * np.uint64(1099511628211) + np.uint64(data.size) + np.sum(data * weights, dtype=np.uint64)
-    return f"{int(total[0]):016x}"
+            size, weighted = content_sums(folder + name)
+            total = total * np.uint64(1099511628211) + size + weighted
+    return f"{int(total):016x}"
+
+
+def content_sums(path: str) -> tuple[np.uint64, np.uint64]:
+    """A file's length and the position-weighted sum of its bytes (modulo 2^64); a file that
+    cannot be read (a module this installation lacks) counts as empty."""
+    try:
+        with open(path, "rb") as handle:
+            data = np.frombuffer(handle.read(), dtype=np.uint8).astype(np.uint64)
+    except OSError:
+        data = np.zeros(0, dtype=np.uint64)
+    weights = np.arange(1, data.size + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        return np.uint64(data.size), np.sum(data * weights, dtype=np.uint64)

@@ -28,23 +28,10 @@ import numba
 import numpy as np
 from numba.core import caching
 
-from .fingerprint import SOURCES, source_fingerprint  # noqa: F401 (also read as jit.SOURCES)
+from .fingerprint import SOURCES, content_sums, source_fingerprint  # noqa: F401 (also read as jit.SOURCES)
 
 #: this module's folder, with its trailing separator
 _FOLDER = __file__[: max(__file__.rfind("/"), __file__.rfind("\\")) + 1]
-
-
-def _content_sums(path: str) -> tuple[np.uint64, np.uint64]:
-    """A file's length and the position-weighted sum of its bytes (modulo 2^64); a file that
-    cannot be read counts as empty."""
-    try:
-        with open(path, "rb") as handle:
-            data = np.frombuffer(handle.read(), dtype=np.uint8).astype(np.uint64)
-    except OSError:  # a module this installation lacks counts as empty
-        data = np.zeros(0, dtype=np.uint64)
-    weights = np.arange(1, data.size + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    with np.errstate(over="ignore"):
-        return np.uint64(data.size), np.sum(data * weights, dtype=np.uint64)
 
 
 def cache_folder(base: str | None) -> str:
@@ -77,7 +64,7 @@ def content_stamp(py_file: str) -> tuple[str, str, str, str]:
     file the cache under a hash of the file's folder path (and numba before 0.68 stamps it with
     the file's modification time), which change when the file is copied or installed."""
     if py_file not in _MODULE_SUMS:
-        size, weighted = _content_sums(py_file)
+        size, weighted = content_sums(py_file)
         _MODULE_SUMS[py_file] = f"{int(size):x}-{int(weighted):016x}"
     return ("paigrid", FINGERPRINT, _MODULE_SUMS[py_file], np.__version__)
 
