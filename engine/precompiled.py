@@ -19,6 +19,7 @@ threads must not wait on, so they keep the ``nogil`` JIT kernels.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -63,12 +64,19 @@ def folder() -> Path | None:
     base = os.environ.get("NUMBA_CACHE_DIR")
     if not base or os.environ.get(ENABLE_VARIABLE, "1").strip() == "0":
         return None
+    return Path(base) / _subfolder()
+
+
+@functools.cache
+def _subfolder() -> str:
+    """The module's folder under the cache, made once per process: the kernel sources'
+    fingerprint reads every kernel module, and a command loads the module more than once."""
     import platform
 
     from paigrid.kernels.fingerprint import source_fingerprint
 
     key = f"{sys.implementation.cache_tag}-{platform.machine()}-numpy{np.__version__}-numba{_numba_version()}"
-    return Path(base) / f"paigrid-kernels-{source_fingerprint()}" / f"precompiled-{key}"
+    return f"paigrid-kernels-{source_fingerprint()}/precompiled-{key}"
 
 
 def _numba_version() -> str:
