@@ -593,7 +593,7 @@ def fit(
             "not with the data-parallel model's parameters."
         )
     try:
-        import scipy.optimize  # noqa: F401  (the solver of shrinkage.shrunk_least_squares)
+        import scipy.optimize  # noqa: F401  (the solver of shrinkage.shrunk_linear_least_squares)
     except ImportError:
         raise PaigridError(
             "paigrid calibrate needs scipy; install it with pip install 'paigrid[calibrate]' (or pip install scipy)."
