@@ -141,8 +141,12 @@ class FileSource:
                 tasks[-1][1].append((pos, j))
             else:
                 tasks.append((start, [(pos, j)]))
+        if not _threads_safe():  # every h5py call and every decode in this thread, one run at a time
+            for start, members in tasks:
+                yield from work(start, members, reader.raw(start))
+            return
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = max(1, min(cores, len(tasks))) if _threads_safe() else 1
+        threads = max(1, min(cores, len(tasks)))
         with ThreadPoolExecutor(threads) as pool:
             pending: deque = deque()
             queued = iter(tasks)
