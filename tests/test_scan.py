@@ -183,6 +183,36 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
         cube.close()
 
 
+def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thread(hostile_cube, monkeypatch):
+    # h5py before 3.12 crashes when two threads read one file: every read and decode stays in this thread
+    import threading
+
+    from paigrid import sources
+
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0)
+    cube = open_cube(hostile_cube)
+    try:
+        expected = {str(w): _seen(best_configurations(cube, "time", w, None, 3)) for w in WHERES}
+        monkeypatch.setattr(sources, "_threads_safe", lambda: False)
+        seen_in = set()
+
+        def recorded(original):
+            def call(self, *args):
+                seen_in.add(threading.get_ident())
+                return original(self, *args)
+
+            return call
+
+        for name in ("chunk", "raw", "decode"):
+            monkeypatch.setattr(_ChunkReader, name, recorded(getattr(_ChunkReader, name)))
+        for where in WHERES:
+            rows = best_configurations(cube, "time", where, None, 3)
+            assert _seen(rows) == expected[str(where)] == _brute(cube, "time", where, None, 3), where
+        assert seen_in == {threading.get_ident()}
+    finally:
+        cube.close()
+
+
 def test_the_scan_of_a_dataset_and_of_damaged_decoding_equal_the_file(hostile_cube, monkeypatch):
     import paigrid
 
