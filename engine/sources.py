@@ -117,7 +117,8 @@ class FileSource:
         are ``Cells``, read only where ``select`` indexes them (a bottleneck code of the few rows
         chosen: a chunk or two, where the rest are read whole).  Runs of the jobs that share
         chunks are read together, their stored bytes by this thread and decoded and selected by
-        a pool of threads, two runs a thread ahead."""
+        a pool of threads, two runs a thread ahead (on h5py before 3.12, ``_threads_safe``, all
+        in this thread)."""
         import os
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
