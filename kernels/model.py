@@ -17,8 +17,9 @@ kernel reads in three parts: one configuration step (``configuration_step``, fro
 ``precision_terms``, ``exchange_terms``, ``update_seconds`` and ``input_floor_seconds``; its
 validity from ``configuration_reason`` and ``precision_reason``), shared by the CPU traversal,
 the fold and the CUDA kernel (``kernels.cuda``); the traversal with its pruning
-(``_evaluate_block``, ``select_precisions``); and the fold into the bests (``fold_exchange``
-in reduce-only, ``fold_row`` when the cube is written).  Time, cost and energy per sample are
+(``_evaluate_block``, ``select_precisions``, and ``fold_pair`` for a (job, gpu) in reduce-only);
+and the fold into the bests (``fold_pair``'s per-column bests in reduce-only, ``fold_row`` when
+the cube is written).  Time, cost and energy per sample are
 ``time_per_sample``, ``cost_per_sample`` and ``energy_per_sample``.
 
 All times are seconds per optimizer step of one data-parallel replica.  With the default
@@ -769,19 +770,21 @@ def close_bests(best_step):
 
 
 @jit
-def fold_exchange(
-    best_step,
-    best_index,
-    best_bottleneck,
-    ni,
-    index,
-    per_byte,
-    latency,
-    update,
-    floor,
+def fold_pair(
+    job,
+    gpu,
+    n_gpu,
+    arch,
+    intra,
+    intra_fits,
+    network,
+    options,
     kept,
-    columns,
-    n_columns,
+    n_kept,
+    folded,
+    n_folded,
+    folded_ps,
+    n_folded_ps,
     t_data,
     t_flop,
     t_mem,
@@ -790,22 +793,102 @@ def fold_exchange(
     hops,
     share,
     backward,
+    ps_fraction,
+    ps_bytes,
+    net_ok,
+    net_bw,
+    net_lat,
+    low,
+    low_index,
+    low_comm,
+    low_input_bound,
+    best_step,
+    best_index,
+    best_bottleneck,
 ):
-    """Reduce-only: fold configuration ``index`` (one (arch, intra, network) with exchange terms
-    ``per_byte``, ``latency``, ``update`` and input ``floor``) at every precision column of
-    ``columns[:n_columns]`` into the bests of GPU count ``ni``; ``kept`` maps a column to its
-    precision and the per-precision rows (``t_data`` .. ``backward``) are read at the column."""
-    for f in range(n_columns):
-        c = columns[f]
-        p = kept[c]
-        step, t_comm, input_bound = configuration_step(
-            base[c], nbytes[c], per_byte, hops[c], latency, update, share[c], backward[c], floor
-        )
-        rounded = np.float32(step)  # the bests compare the stored (float32) step times
-        if rounded < best_step[ni, p]:
-            best_step[ni, p] = rounded
-            best_index[ni, p] = index
-            best_bottleneck[ni, p] = bottleneck_code(t_data[c], t_flop[c], t_mem[c], t_comm, input_bound)
+    """Reduce-only: the traversal and fold of one (job, gpu) without the cube.
+
+    For each GPU count ``n_gpu[ni]``, every valid (arch, intra, network) configuration's step at
+    every folded column (``select_precisions``: column c holds precision ``kept[c]``; ps-worker
+    folds ``folded_ps``, the others ``folded``) is computed (``configuration_step``) and the
+    smallest float32 step kept per column in ``low`` (with its flat index (a * I + i) * W + w,
+    exposed communication and input-bound flag), visiting configurations in increasing index so
+    that the first one wins ties; then written into ``best_step``, ``best_index`` and
+    ``best_bottleneck`` (N, P) at ``kept[c]``, the bottleneck computed once per best.  The
+    per-column rows ``t_data`` .. ``backward`` are read at the column; a network's terms
+    (``network_terms``, ``net_ok``, ``net_bw``, ``net_lat``: scratch of the network count) do not
+    depend on the intra link, so they are computed once per (arch, n)."""
+    n_arch, n_intra, n_net = arch.shape[0], intra.shape[0], network.shape[0]
+    k = job[J_GPUS_PER_NODE]
+    samples_per_step = job[J_BATCH] * job[J_ACCUM]
+    collective = options[O_COLLECTIVE]
+    for ni in range(n_gpu.shape[0]):
+        n = n_gpu[ni]
+        for c in range(n_kept):
+            low[c] = np.inf
+            low_index[c] = -1
+        for a in range(n_arch):
+            # rules 1-2 (the architecture cannot run n GPUs, k per server) hold for every link
+            if configuration_reason(arch[a], n, k, True, LINK_NETWORK) != REASON_VALID:
+                continue
+            floor = input_floor_seconds(n, k, samples_per_step, job[J_INPUT_RATE])
+            update = update_seconds(arch[a], n, k, job, ps_bytes, options)
+            unit = wire_fraction(job, n, arch[a], ps_fraction, options)  # bytes moved per byte of S
+            # the columns this architecture folds: its own memory-fit check
+            columns = folded_ps if arch[a] == ARCH_PS_WORKER else folded
+            n_columns = n_folded_ps if arch[a] == ARCH_PS_WORKER else n_folded
+            n_w = 1 if ignores_network(arch[a]) else n_net  # the other networks tie with the first
+            for w in range(n_w):
+                net_ok[w] = configuration_reason(arch[a], n, k, True, network[w, L_KIND]) == REASON_VALID
+                if net_ok[w]:
+                    net_bw[w], net_lat[w] = network_terms(
+                        network[w], arch[a], n, k, collective, options[O_INTER_VOLUME]
+                    )
+            for i in range(n_intra):
+                if intra_fits[i] == 0:  # rule 4 (or 3, which comes first)
+                    continue
+                intra_bw = intra[i, L_BW] * intra_fraction(
+                    intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], options[O_TOPOLOGY]
+                )
+                first_index = (a * n_intra + i) * n_net  # the flat index of network 0
+                for w in range(n_w):
+                    if not net_ok[w]:
+                        continue
+                    per_byte, latency = exchange_terms(
+                        arch[a],
+                        n,
+                        k,
+                        job,
+                        gpu[G_PCIE_BW],
+                        intra_bw,
+                        intra[i, L_LATENCY],
+                        net_bw[w],
+                        net_lat[w],
+                        unit,
+                        collective,
+                        options,
+                    )
+                    for f in range(n_columns):
+                        c = columns[f]
+                        step, t_comm, input_bound = configuration_step(
+                            base[c], nbytes[c], per_byte, hops[c], latency, update, share[c], backward[c], floor
+                        )
+                        rounded = np.float32(step)  # the bests compare the stored (float32) step times
+                        if rounded < low[c]:
+                            low[c] = rounded
+                            low_index[c] = first_index + w
+                            low_comm[c] = t_comm
+                            low_input_bound[c] = input_bound
+                if ignores_intra(arch[a]):
+                    break  # the other links give the same numbers as this first fitting one
+        for c in range(n_kept):
+            if low_index[c] >= 0:
+                p = kept[c]
+                best_step[ni, p] = low[c]
+                best_index[ni, p] = low_index[c]
+                best_bottleneck[ni, p] = bottleneck_code(
+                    t_data[c], t_flop[c], t_mem[c], low_comm[c], low_input_bound[c]
+                )
 
 
 @jit
@@ -936,13 +1019,14 @@ def _evaluate_block(
     n_gpus = gpus.shape[0]
     n_arch, n_counts = arch.shape[0], n_gpu.shape[1]
     n_intra, n_net, n_prec = intra.shape[0], network.shape[0], prec.shape[0]
-    row = n_net * n_prec  # one contiguous row of the cube: every (network, precision)
     n_pairs = n_jobs * n_gpus
     collective = options[O_COLLECTIVE]
     topology = options[O_TOPOLOGY]
     # Rows over (network, kept precision) per (job, gpu), allocated once before the parallel loop:
     # the per-precision terms repeated per network, so that the innermost loop of a cube row is
-    # branch-free over contiguous memory and LLVM vectorises it; reduce-only reads the first network.
+    # branch-free over contiguous memory and LLVM vectorises it; reduce-only needs them once.
+    n_rows = n_net if write_cube else 1
+    row = n_rows * n_prec  # with the cube, one contiguous row of it: every (network, precision)
     row_t_data, row_t_flop, row_t_mem = np.empty((n_pairs, row)), np.empty((n_pairs, row)), np.empty((n_pairs, row))
     row_base, row_bytes, row_backward = np.empty((n_pairs, row)), np.empty((n_pairs, row)), np.empty((n_pairs, row))
     row_hops, row_share = np.empty((n_pairs, row)), np.empty((n_pairs, row))
@@ -954,6 +1038,13 @@ def _evaluate_block(
     kept_of = np.empty((n_pairs, n_prec), np.int64)
     folded_of = np.empty((n_pairs, n_prec), np.int64)
     folded_ps_of = np.empty((n_pairs, n_prec), np.int64)
+    # reduce-only scratch (``fold_pair``): per network, and each column's best so far
+    n_scratch = 0 if write_cube else n_pairs
+    net_ok_of = np.empty((n_scratch, n_net), np.bool_)
+    net_bw_of, net_lat_of = np.empty((n_scratch, n_net)), np.empty((n_scratch, n_net))
+    low_of, low_comm_of = np.empty((n_scratch, n_prec), np.float32), np.empty((n_scratch, n_prec))
+    low_index_of = np.empty((n_scratch, n_prec), np.int64)
+    low_input_bound_of = np.empty((n_scratch, n_prec), np.bool_)
     zero_code = np.uint8(REASON_VALID)  # typed once: the store below stays a uint8 select
     for jg in prange(n_pairs):
         j = jg // n_gpus
@@ -982,7 +1073,7 @@ def _evaluate_block(
         r_bytes, r_backward, r_hops, r_share = row_bytes[jg], row_backward[jg], row_hops[jg], row_share[jg]
         r_per_byte, r_latency, r_step = row_per_byte[jg], row_latency[jg], row_step[jg]
         r_reason, r_precision_reason = row_reason[jg], row_precision_reason[jg]
-        for w in range(n_net):
+        for w in range(n_rows):
             for c in range(n_kept):
                 p = kept[c]
                 q = w * n_kept + c
@@ -992,6 +1083,46 @@ def _evaluate_block(
                     job, tfv[p], tmv[p], prec[p], options
                 )
                 r_precision_reason[q] = precision_reason(peak[g, p])
+        if not write_cube:  # reduce-only: each step folded as it is computed, no rows
+            fold_pair(
+                job,
+                gpu,
+                n_gpu[j],
+                arch,
+                intra,
+                intra_fits[g],
+                network,
+                options,
+                kept,
+                n_kept,
+                folded,
+                n_folded,
+                folded_ps,
+                n_folded_ps,
+                r_td,
+                r_tf,
+                r_tm,
+                r_base,
+                r_bytes,
+                r_hops,
+                r_share,
+                r_backward,
+                ps_fraction,
+                ps_bytes,
+                net_ok_of[jg],
+                net_bw_of[jg],
+                net_lat_of[jg],
+                low_of[jg],
+                low_index_of[jg],
+                low_comm_of[jg],
+                low_input_bound_of[jg],
+                bsv,
+                biv,
+                bbv,
+            )
+            close_bests(bsv)
+            continue
+        # the cube is written (the kept precisions are all of them: a row is a row of the cube)
         for a in range(n_arch):
             n_w = 1 if ignores_network(arch[a]) else n_net  # networks computed (the rest copy the first)
             # the columns this architecture folds: its own memory-fit check
@@ -1003,8 +1134,7 @@ def _evaluate_block(
                 # rules 1-2 (the architecture cannot run n GPUs, k per server) hold for the whole slab
                 arch_reason = configuration_reason(arch[a], n, k, True, LINK_NETWORK)
                 if arch_reason != REASON_VALID:
-                    if write_cube:
-                        fill_invalid(st, tcm, bot, why, slab, slab + n_intra * row, arch_reason)
+                    fill_invalid(st, tcm, bot, why, slab, slab + n_intra * row, arch_reason)
                     continue
                 floor = input_floor_seconds(n, k, samples_per_step, job[J_INPUT_RATE])
                 update = update_seconds(arch[a], n, k, job, ps_bytes, options)
@@ -1014,69 +1144,22 @@ def _evaluate_block(
                     o = slab + i * row
                     first_index = (a * n_intra + i) * n_net  # best_index of network 0
                     if intra_fits[g, i] == 0:  # rule 4 (or 3, which comes first)
-                        if write_cube:
-                            for w in range(n_net):
-                                fill_invalid(
-                                    st,
-                                    tcm,
-                                    bot,
-                                    why,
-                                    o + w * n_prec,
-                                    o + (w + 1) * n_prec,
-                                    configuration_reason(arch[a], n, k, False, network[w, L_KIND]),
-                                )
+                        for w in range(n_net):
+                            fill_invalid(
+                                st,
+                                tcm,
+                                bot,
+                                why,
+                                o + w * n_prec,
+                                o + (w + 1) * n_prec,
+                                configuration_reason(arch[a], n, k, False, network[w, L_KIND]),
+                            )
                         continue
                     if ignores_intra(arch[a]) and first_intra >= 0:  # the same numbers as the first fitting link
-                        if write_cube:
-                            copy_cells(st, tcm, bot, why, slab + first_intra * row, o, row)
+                        copy_cells(st, tcm, bot, why, slab + first_intra * row, o, row)
                         continue
                     first_intra = i
                     intra_bw = intra[i, L_BW] * intra_fraction(intra[i, L_KIND], n, k, job[J_PCIE_ROOTS], topology)
-                    if not write_cube:  # reduce-only: each step folded as it is computed, no rows
-                        for w in range(n_w):
-                            if configuration_reason(arch[a], n, k, True, network[w, L_KIND]) != REASON_VALID:
-                                continue
-                            net_bw, net_lat = network_terms(
-                                network[w], arch[a], n, k, collective, options[O_INTER_VOLUME]
-                            )
-                            per_byte, latency = exchange_terms(
-                                arch[a],
-                                n,
-                                k,
-                                job,
-                                gpu[G_PCIE_BW],
-                                intra_bw,
-                                intra[i, L_LATENCY],
-                                net_bw,
-                                net_lat,
-                                unit,
-                                collective,
-                                options,
-                            )
-                            fold_exchange(
-                                bsv,
-                                biv,
-                                bbv,
-                                ni,
-                                first_index + w,
-                                per_byte,
-                                latency,
-                                update,
-                                floor,
-                                kept,
-                                fold_cols,
-                                n_fold,
-                                r_td,
-                                r_tf,
-                                r_tm,
-                                r_base,
-                                r_bytes,
-                                r_hops,
-                                r_share,
-                                r_backward,
-                            )
-                        continue
-                    # the cube is written (the kept precisions are all of them: a row is a row of the cube)
                     for w in range(n_w):
                         shape = configuration_reason(arch[a], n, k, True, network[w, L_KIND])
                         if shape == REASON_VALID and not missing:
