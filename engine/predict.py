@@ -88,16 +88,7 @@ def config_values(
         return {}
     # the data-parallel kernel and its tables, imported here so that an LLM prediction does not load them
     from paigrid.evaluate import allocate, kernel_for, run_kernel
-    from paigrid.inputs.kernel_tables import (
-        KernelTables,
-        class_tables,
-        fits_matrix,
-        gpu_tables,
-        job_table_index,
-        job_vector,
-        link_table,
-        option_vector,
-    )
+    from paigrid.inputs.kernel_tables import KernelTables, job_table_index, job_vector
     from paigrid.kernels.model import config_derived
 
     # every name once, canonical, and its position in the call's tables
@@ -114,13 +105,9 @@ def config_values(
                 canonical[dim][config[dim]] = resolve(config[dim])
     names = {dim: list(dict.fromkeys(values.values())) for dim, values in canonical.items()}
     position = {dim: {name: k for k, name in enumerate(names[dim])} for dim in names}
-    gpu_table, peak, prec_table = gpu_tables(cats, names["gpu"], names["precision"], eff)
-    class_peak = (
-        class_tables(cats, names["gpu"], names["precision"], eff, gpu_table) if options.model == "pai-v2" else None
+    gpu_table, peak, prec_table, class_peak, intra_table, network_table, fits, option_row = _call_tables(
+        cats, eff, options, names, copy=bool(scale)
     )
-    intra_table, network_table = link_table(cats, names["intra"], eff), link_table(cats, names["network"], eff)
-    fits = fits_matrix(cats, names["gpu"], names["intra"])
-    option_row = option_vector(options)
     if len(jobs) <= FEW_JOBS:  # a few (predict, validate): row by row costs less than finding the distinct ones
         job_table = (
             job_vector(jobs[0], cats, options, eff)[None]
@@ -176,6 +163,46 @@ def config_values(
                 values[name] = np.empty(len(jobs), array.dtype)
             values[name][rows] = array.reshape(len(members))
     return values
+
+
+#: the most kernel-table sets one ``Efficiency`` keeps (``_call_tables``); then it starts again
+TABLE_MEMO_SIZE = 256
+
+
+def _call_tables(cats, eff, options, names: dict[str, list[str]], copy: bool) -> tuple:
+    """The kernel tables of one ``config_values`` call: GPU, peak [FLOP/s], precision and class
+    peak tables of ``names["gpu"]`` x ``names["precision"]``, the intra and network link tables,
+    the (gpu, intra) fits and the option vector.  Built once per (catalogues, options, names) and
+    kept on ``eff`` (whose factors never change once made, as ``Efficiency.class_for``'s memo
+    assumes): a warm single-configuration prediction spends about a third of its time building
+    them otherwise.  The arrays are shared by later calls: nothing writes them, and ``copy``
+    gives fresh ones that the caller may scale in place (they stay writeable: a read-only array
+    is another numba type, which would compile the kernels again)."""
+    from paigrid.inputs.kernel_tables import class_tables, fits_matrix, gpu_tables, link_table, option_vector
+
+    key = (id(cats), options, *(tuple(names[dim]) for dim in ("gpu", "intra", "network", "precision")))
+    memo = eff._table_memo.get(key)
+    if memo is None or memo[0] is not cats:  # an id of catalogues since collected is not these
+        gpu_table, peak, prec_table = gpu_tables(cats, names["gpu"], names["precision"], eff)
+        class_peak = (
+            class_tables(cats, names["gpu"], names["precision"], eff, gpu_table) if options.model == "pai-v2" else None
+        )
+        tables = (
+            gpu_table,
+            peak,
+            prec_table,
+            class_peak,
+            link_table(cats, names["intra"], eff),
+            link_table(cats, names["network"], eff),
+            fits_matrix(cats, names["gpu"], names["intra"]),
+            option_vector(options),
+        )
+        if len(eff._table_memo) >= TABLE_MEMO_SIZE:
+            eff._table_memo.clear()
+        memo = eff._table_memo[key] = (cats, tables)
+    if copy:
+        return tuple(None if array is None else array.copy() for array in memo[1])
+    return memo[1]
 
 
 def _result(job: Job, config: dict, first: dict, cats) -> dict:

@@ -51,6 +51,9 @@ class Efficiency:
     # class_for's answers (a prediction looks up every class of its GPU and precision); never an
     # argument, so ``replace`` and ``overridden`` start an empty one
     _class_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # the kernel tables a prediction built from these factors (``predict.config_values``), by the
+    # catalogues, options and names they were built for; the same kind of memo as ``_class_memo``
+    _table_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def flop_for(self, gpu: str, precision: str) -> float:
         """FLOP efficiency of ``gpu`` at ``precision``: per-GPU value if calibrated, else per precision."""
