@@ -318,3 +318,25 @@ def test_catalogues_lists_the_new_rows():
     result = run("catalogues", "gpus")
     assert result.exit_code == 0 and "GB300" in result.output and "RTX-3090" in result.output
     assert "memory_GiB" in result.output and "nvfp4" in run("catalogues", "precisions").output
+
+
+def test_the_amp_variants_differ_in_the_gradient_bytes_kept_and_sent(cats):
+    """amp-fp16 (apex O2: FP16 gradients, FP16 all-reduce), amp-fp16-autocast (torch.cuda.amp: FP32
+    gradients, FP32 all-reduce) and amp-fp16-fp16wire (FP32 gradients, FP16 all-reduce) share the
+    FP16 peak, efficiency and activation bytes; the optimizer update reads the kept gradient bytes
+    and the all-reduce moves the wire bytes, so on 8 GPUs autocast communicates twice as long."""
+    assert not {"amp-fp16-autocast", "amp-bf16-autocast", "amp-fp16-fp16wire"} & set(cats.precisions.default_names)
+    options = Options()
+    job = Job("j", "bert-large-seq128", 8.0, {key: getattr(options, key) for key in JOB_OPTIONS})
+    names = ("amp-fp16", "amp-fp16-autocast", "amp-fp16-fp16wire")
+    configs = [
+        {"arch": arch, "gpu": "V100-SXM2-16GB", "n_gpu": n, "intra": "pcie3", "network": "none", "precision": p}
+        for arch, n in (("1w1g", 1), ("allreduce-local", 8))
+        for p in names
+    ]
+    one, eight = np.split(np.array(predict_configs([job] * 6, configs, cats, defaults(), options)), 2)
+    o2, autocast, wire = eight
+    assert {r["t_flop"] for r in one} == {o2["t_flop"]}
+    assert one[0]["t_mem"] < one[1]["t_mem"] == one[2]["t_mem"]  # 4 gradient bytes read by the update
+    assert o2["t_comm"] == wire["t_comm"] > 0 and autocast["t_comm"] == pytest.approx(2 * o2["t_comm"], rel=1e-6)
+    assert o2["step_time"] < wire["step_time"] < autocast["step_time"]

@@ -228,7 +228,44 @@ def test_batch_accumulation_precision_and_doubtful(tmp_path, cats):
     _, row = one(tmp_path, cats, precision="fp32", framework="PyTorch 2.1 (pip wheel)")  # not NGC: kept fp32
     assert row.precision == "fp32"
     _, row = one(tmp_path, cats, precision="amp (fp16 or bf16 not stated)")
-    assert row.precision == "amp-fp16"
+    assert row.precision == "amp-fp16-autocast"
+
+
+def test_an_amp_row_takes_the_gradient_bytes_of_its_framework(tmp_path, cats):
+    """NGC PyTorch 21.04 AMP is torch.cuda.amp (FP32 gradients and all-reduce); notes naming apex
+    opt_level O2 keep FP16 gradients; tf_cnn_benchmarks --use_fp16 all-reduces FP32 gradients in
+    FP16; a PyTorch before 1.6 has no torch.cuda.amp (apex, read as O1); each reading is listed."""
+    cases = [
+        ({}, "amp-fp16-autocast", "AMP as torch.cuda.amp"),
+        ({"precision": "amp-bf16"}, "amp-bf16-autocast", "AMP as torch.cuda.amp"),
+        ({"notes": "AMP active per run log (apex opt_level O2); throughput is total"}, "amp-fp16", "apex opt_level O2"),
+        (
+            {"framework": "TensorFlow 1.15 (tf_cnn_benchmarks via lambda-tensorflow-benchmark)"},
+            "amp-fp16-fp16wire",
+            "tf_cnn_benchmarks --use_fp16",
+        ),
+        ({"framework": "PyTorch 1.4.0a0+a5b4d78 (NGC container)"}, "amp-fp16-autocast", "PyTorch before 1.6"),
+        ({"framework": "PyTorch 1.13.0a0+d0d6b1f (NGC container 22.09)"}, "amp-fp16-autocast", "AMP as torch.cuda.amp"),
+        ({"precision": "fp32", "gpu": "V100-SXM2-16GB"}, "fp32", None),
+    ]
+    for cells, precision, note in cases:
+        reading, row = one(tmp_path, cats, **cells)
+        assert row.precision == precision, cells
+        said = [n for n in reading.assumptions[row.id] if "AMP" in n or "tf_cnn_benchmarks --use_fp16" in n]
+        assert (note is None and not said) or (len(said) == 1 and note in said[0]), (cells, said)
+    bytes_of = {
+        name: (
+            cats.precisions.number(name, "grad_bytes_per_param"),
+            cats.precisions.number(name, "comm_bytes_per_param"),
+        )
+        for name in ("amp-fp16", "amp-fp16-autocast", "amp-bf16-autocast", "amp-fp16-fp16wire")
+    }
+    assert bytes_of == {
+        "amp-fp16": (2, 2),
+        "amp-fp16-autocast": (4, 4),
+        "amp-bf16-autocast": (4, 4),
+        "amp-fp16-fp16wire": (4, 2),
+    }
     reading, row = one(tmp_path, cats, notes="DOUBTFUL (automated check): super-linear")
     assert row is not None and reading.doubtful == [row] and not reading.rows
     path = write(tmp_path, [{}, {"notes": "DOUBTFUL label"}])

@@ -43,8 +43,13 @@ How each cell is read (the decisions for the file's awkward values; docs/calibra
   GPU under NGC PyTorch or TensorFlow is ``tf32`` (their default FP32 math there: TensorFlow 1.15
   and 2.3 on Ampere are NVIDIA's builds, TF32 on by default; the notes say "TF32 may be active by
   default"), an assumption; "bf16" (pure BF16, the MPT rows) is
-  ``amp-bf16``; "amp (fp16 or bf16 not stated)" is ``amp-fp16`` (torch.cuda.amp's default),
-  an assumption.
+  ``amp-bf16``; "amp (fp16 or bf16 not stated)" is fp16 (torch.cuda.amp's default), an
+  assumption.  An AMP row takes the AMP of its framework (``amp_precision``: the gradient bytes
+  kept and sent): notes saying "apex opt_level O2" (the NCF rows' run logs) ``amp-fp16`` (FP16
+  gradients, FP16 all-reduce); tf_cnn_benchmarks ``amp-fp16-fp16wire`` (FP32 gradients cast to
+  FP16 for the all-reduce, its default ``--compact_gradient_transfer``); every other framework
+  ``amp-fp16-autocast`` / ``amp-bf16-autocast`` (torch.cuda.amp, apex O1, TensorFlow's AMP
+  rewrite: FP32 gradients and all-reduce), each an assumption listed per row.
 * ``batch_per_gpu``: an empty cell is listed ("batch per GPU not stated"): the model's
   throughput depends on it and guessing would fit noise.  ``grad_accum_steps``: empty is 1 (the
   benchmark scripts accumulate only where they say so), an assumption.
@@ -292,9 +297,12 @@ def _tf32_default(framework: str) -> bool:
     return "ngc" in folded and "pytorch" in folded
 
 
-def resolve_precision(cell: str, cats: Catalogues, notes: list[str], gpu: str = "", framework: str = "") -> str:
+def resolve_precision(
+    cell: str, cats: Catalogues, notes: list[str], gpu: str = "", framework: str = "", row_notes: str = ""
+) -> str:
     """Catalogue precision of a ``precision`` cell as published; ``fp32`` on a TF32 GPU under a
-    framework whose default FP32 math is TF32 (``_tf32_default``) is ``tf32``, an assumption."""
+    framework whose default FP32 math is TF32 (``_tf32_default``) is ``tf32``, an assumption; an
+    AMP cell is the AMP of the row's framework (``amp_precision``)."""
     text = cell.strip().casefold()
     if (
         text == "fp32"
@@ -308,11 +316,48 @@ def resolve_precision(cell: str, cats: Catalogues, notes: list[str], gpu: str = 
         return cats.precisions.resolve("amp-bf16")
     if text.startswith("amp (fp16 or bf16 not stated"):
         notes.append("AMP dtype not stated: fp16 (torch.cuda.amp's default)")
-        return cats.precisions.resolve("amp-fp16")
+        return cats.precisions.resolve(amp_precision("fp16", framework, row_notes, notes))
+    if text in ("amp-fp16", "amp-bf16"):
+        return cats.precisions.resolve(amp_precision(text.removeprefix("amp-"), framework, row_notes, notes))
     try:
         return cats.precisions.resolve(cell.strip())
     except PaigridError:
         raise NotModelled(f"precision not in precisions.csv: {cell.strip()}") from None
+
+
+def amp_precision(dtype: str, framework: str, row_notes: str, notes: list[str]) -> str:
+    """The catalogue AMP precision (``datasets/precisions.csv``) of an ``amp-fp16`` / ``amp-bf16``
+    row, by what the row's framework keeps and sends per gradient element (bytes), each reading
+    an assumption listed in ``notes``:
+
+    * notes that say "apex opt_level O2" (the DLE NCF rows' run logs): ``amp-DTYPE``, FP16 model
+      weights and gradients (2 bytes), all-reduced in FP16 (2);
+    * TensorFlow tf_cnn_benchmarks (``--use_fp16``): ``amp-fp16-fp16wire``, FP32 variables and
+      gradients (4), cast to FP16 for the all-reduce (2) by its default
+      ``--compact_gradient_transfer=True`` (the rows' notes state no override);
+    * every other framework: ``amp-DTYPE-autocast``, FP32 parameters and gradients (4) and an
+      FP32 all-reduce (4): torch.cuda.amp / torch.autocast with DDP and no compression hook,
+      TensorFlow's AMP graph rewrite under Horovod without ``hvd.Compression.fp16``; a PyTorch
+      before 1.6 (which has no torch.cuda.amp) ran apex amp at an opt_level the row does not
+      record, read as O1 (FP32 weights and gradients)."""
+    if re.search(r"apex opt_level O2", row_notes, re.I):
+        notes.append("AMP is apex opt_level O2 (the row's notes): FP16 weights and gradients, all-reduced in FP16")
+        return f"amp-{dtype}"
+    if "tf_cnn_benchmarks" in framework.casefold() and dtype == "fp16":
+        notes.append(
+            "tf_cnn_benchmarks --use_fp16: FP32 variables and gradients, all-reduced in FP16 "
+            "(its default --compact_gradient_transfer=True; no override stated)"
+        )
+        return "amp-fp16-fp16wire"
+    version = re.search(r"pytorch\s+(\d+)\.(\d+)", framework, re.I)
+    if version and (int(version[1]), int(version[2])) < (1, 6):
+        notes.append(
+            "AMP on PyTorch before 1.6 (no torch.cuda.amp) is apex amp at an opt_level the row does not "
+            "record: read as O1, FP32 weights and gradients, FP32 all-reduce"
+        )
+    else:
+        notes.append("AMP as torch.cuda.amp / TensorFlow AMP: FP32 parameters and gradients, FP32 all-reduce")
+    return f"amp-{dtype}-autocast"
 
 
 def _gpu_count(cells: dict[str, str], column: str) -> int:
@@ -496,7 +541,9 @@ def _legacy_cells(cells: dict[str, str], cats: Catalogues, aliases, notes: list[
         "intra_link": intra,
         "network": network,
         "nics_per_node": str(nics),
-        "precision": resolve_precision(cells["precision"], cats, notes, gpu, cells.get("framework") or ""),
+        "precision": resolve_precision(
+            cells["precision"], cats, notes, gpu, cells.get("framework") or "", cells.get("notes") or ""
+        ),
         "batch_per_gpu": cells["batch_per_gpu"],
         "grad_accum_steps": accum or "1",
         "seq_len_or_image_size": size,

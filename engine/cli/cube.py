@@ -193,8 +193,8 @@ def predict(
     precision: str | None = typer.Option(
         None,
         help="A precision of precisions.csv: fp32, tf32, amp-fp16, amp-bf16, "
-        "fp8, fp8-current, fp8-blockwise, mxfp8 or nvfp4 (LLM default: "
-        "amp-bf16).",
+        "amp-fp16-autocast, amp-bf16-autocast, amp-fp16-fp16wire, fp8, fp8-current, "
+        "fp8-blockwise, mxfp8 or nvfp4 (LLM default: amp-bf16).",
     ),
     batch: float | None = typer.Option(None, help="Per-GPU batch (default: the workload's)."),
     layout: str | None = typer.Option(

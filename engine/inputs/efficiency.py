@@ -18,9 +18,9 @@ efficiency) and the ``efficiency`` column of ``links.csv``.  A calibration file 
     gpt2-small = 0.8           # its operator classes run at 0.8 x their default rates
 
 Compute model pai-v2 reads ``datasets/class_efficiency.csv`` (one row per class, GPU generation
-and precision, ``*`` for any; precision ``amp`` stands for amp-fp16 and amp-bf16, ``fp8`` for fp8 and
-its scaling variants fp8-current, fp8-blockwise and mxfp8) and its
-calibrations; the most specific row applies (``Efficiency.class_for``).
+and precision, ``*`` for any; precision ``amp`` stands for every amp-* precision (amp-fp16,
+amp-bf16 and their autocast and FP16-wire variants), ``fp8`` for fp8 and its scaling variants
+fp8-current, fp8-blockwise and mxfp8) and its calibrations; the most specific row applies (``Efficiency.class_for``).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ FP8_FAMILY = ("fp8-current", "fp8-blockwise", "mxfp8")
 
 
 def precision_family(precision: str) -> str:
-    """The family a precision shares tensor-core rates with: ``amp`` for amp-fp16 / amp-bf16, ``fp8``
+    """The family a precision shares tensor-core rates with: ``amp`` for every amp-* precision, ``fp8``
     for the FP8 scaling recipes (``FP8_FAMILY``)."""
     if precision.startswith("amp-"):
         return "amp"

@@ -374,8 +374,10 @@ def _md_amp(p: dict, figures: dict) -> list[str]:
         return head + [f"Not computed: the cube has no {p['missing']}.", ""]
     return head + [
         "Definition: every job that trains in fp32 today runs in amp-fp16 (FP16 activations, weights and "
-        "gradients with an FP32 master copy; FLOP-bound ops at the GPU's FP16/tensor-core peak, memory-bound "
-        "bytes and gradient bytes halved), everything else unchanged. GPUs without FP16 math (K80) are excluded.",
+        "gradients with an FP32 master copy, as apex O2 or Horovod's FP16 all-reduce; FLOP-bound ops at the GPU's "
+        "FP16/tensor-core peak, memory-bound bytes halved, 2 gradient bytes kept and 2 sent per parameter instead "
+        "of 4), everything else unchanged. GPUs without FP16 math (K80) are excluded. Under torch.cuda.amp or "
+        "TensorFlow's AMP rewrite (precision amp-fp16-autocast) the gradients stay FP32: 4 bytes kept and sent.",
         "",
         f"{p['in_scope']:,} jobs in scope ({p['other_precision']:,} analysed jobs use another precision today). "
         f"{_excluded_text(p)}",
