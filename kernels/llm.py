@@ -248,30 +248,53 @@ def memory_bytes(lay, model, options, m):
 
 
 @jit
-def data_parallel_seconds(lay, hw, model, options, most, m):
-    """(parameters on the busiest stage, seconds of its data-parallel collectives per step) with
-    ``most`` layers and ``m`` micro-batches: over the d x c ranks (stride t) of the stage with
-    the most parameters (the first), gradient reduce-scatter + parameter all-gather, or one
-    all-reduce without ZeRO (which SHARP / NVLS shorten); under ZeRO-3 (FSDP) every layer's
-    parameters are gathered again for every micro-batch, forward and backward, and its
-    gradients reduce-scattered once: 1 + 2 m half-all-reduces of the volume, and each of the
-    layers' collectives pays its own latency."""
-    t, d, c, e, zero = lay[K.LA_TP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP], lay[K.LA_ZERO]
-    domain = hw[K.HW_DOMAIN]
-    innet = options[K.OP_IN_NETWORK]
-    params = (
-        most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e))
-        + model[K.M_EMBED_PARAMS] / t
-    )
-    group = d * c
-    per_domain = np.floor(domain / t) if t <= domain else 1.0
-    reduce = innet if zero == 0.0 else 0.0
-    dp = hierarchical_allreduce(
-        params * options[K.OP_GRAD_COMM_BYTES], group, per_domain, hw, reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP]
-    )
+def gradient_collectives(nbytes, group, per_domain, hw, options, zero, most, m):
+    """Seconds per step of the data-parallel collectives of ``nbytes`` of gradients among
+    ``group`` GPUs, ``per_domain`` of them in each NVLink domain: one all-reduce without ZeRO
+    (which SHARP / NVLS shorten; ZeRO 1-2: its reduce-scatter + all-gather pair, no in-network
+    reduction), or under ZeRO-3 (FSDP) every layer's parameters gathered again for every
+    micro-batch, forward and backward, and its gradients reduce-scattered once: 1 + 2 m
+    half-all-reduces of the volume, each of the ``most`` layers' collectives paying its own
+    latency."""
+    reduce = options[K.OP_IN_NETWORK] if zero == 0.0 else 0.0
+    dp = hierarchical_allreduce(nbytes, group, per_domain, hw, reduce * hw[K.HW_NVLS], reduce * hw[K.HW_SHARP])
     if zero >= 3.0:
         latency = hierarchical_allreduce(0.0, group, per_domain, hw, 0.0, 0.0)
         dp = (dp - latency) * 0.5 * (1.0 + 2.0 * m) + latency * 0.5 * (1.0 + 2.0 * m) * most
+    return dp
+
+
+@jit
+def data_parallel_seconds(lay, hw, model, options, most, m):
+    """(parameters on the busiest stage, seconds of its data-parallel collectives per step) with
+    ``most`` layers and ``m`` micro-batches, for the stage with the most parameters (the first).
+    Each parameter's gradients are reduced over the ranks that hold a replica of it
+    (Megatron-Core's rank order: tensor, then expert, then expert-data-parallel):
+
+    - dense (most x shared / t + embedding / t parameters): the d x c data ranks, t apart,
+      floor(domain / t) of them per NVLink domain (1 where t spans domains);
+    - expert (most x expert / (et x e) parameters, et = ``expert_tensor``): the d x c x t /
+      (et x e) expert-data-parallel ranks, et x e apart, max(1, floor(domain / (et x e))) per
+      domain.
+
+    Each group's volume (parameters x gradient bytes) is costed by ``gradient_collectives``;
+    where the two groups are the same (no experts, e = 1, or folded experts with e = t) one
+    collective carries both, bit for bit as one group."""
+    t, d, c, e, zero = lay[K.LA_TP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP], lay[K.LA_ZERO]
+    domain = hw[K.HW_DOMAIN]
+    grad = options[K.OP_GRAD_COMM_BYTES]
+    et = expert_tensor(t, d, c, e)
+    dense = most * model[K.M_SHARED_PARAMS] / t + model[K.M_EMBED_PARAMS] / t
+    expert = most * model[K.M_EXPERT_PARAMS] / (et * e)
+    params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
+    group = d * c
+    per_domain = np.floor(domain / t) if t <= domain else 1.0
+    expert_group = d * c * t / (et * e)
+    expert_per_domain = max(1.0, np.floor(domain / (et * e)))
+    if expert == 0.0 or (expert_group == group and expert_per_domain == per_domain):
+        return params, gradient_collectives(params * grad, group, per_domain, hw, options, zero, most, m)
+    dp = gradient_collectives(dense * grad, group, per_domain, hw, options, zero, most, m)
+    dp += gradient_collectives(expert * grad, expert_group, expert_per_domain, hw, options, zero, most, m)
     return params, dp
 
 

@@ -142,17 +142,33 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         bw_pp, lat_pp = np.where(pp_inside, intra_bw, bw_n), np.where(pp_inside, intra_lat, lat_n)
         pp = np.where(p > 1, 2.0 * v * m * (tokens * h * act / t / bw_pp + lat_pp), 0.0)
         group = d * c
-        per_domain = np.where(t <= dom, np.floor(dom / t), 1.0)
-        k = np.maximum(np.minimum(group, per_domain), 1.0)
-        domains = np.ceil(group / k)
-        bw_dp, lat_dp = _path(domains, H)
-        plain = np.where(zero == 0, innet, 0.0)
-        nbytes = params * options[K.OP_GRAD_COMM_BYTES]
-        across = np.where(domains > 1, _allreduce(nbytes / k, domains, bw_dp, lat_dp, plain * H[K.HW_SHARP]), 0.0)
-        dp = _allreduce(nbytes, k, intra_bw, intra_lat, plain * H[K.HW_NVLS]) + across
-        lat = 2.0 * (k - 1.0) * intra_lat + np.where(domains > 1, 2.0 * (domains - 1.0) * lat_dp, 0.0)
         halves = 0.5 * (1.0 + 2.0 * m)
-        dp = np.where(zero >= 3, (dp - lat) * halves + lat * halves * most, dp)
+        plain = np.where(zero == 0, innet, 0.0)
+
+        def gradients(nbytes, n_ranks, per_domain):
+            """The hierarchical all-reduce (ZeRO-3: 1 + 2 m halves, a latency per layer)."""
+            k = np.maximum(np.minimum(n_ranks, per_domain), 1.0)
+            domains = np.ceil(n_ranks / k)
+            bw_dp, lat_dp = _path(domains, H)
+            across = np.where(domains > 1, _allreduce(nbytes / k, domains, bw_dp, lat_dp, plain * H[K.HW_SHARP]), 0.0)
+            out = _allreduce(nbytes, k, intra_bw, intra_lat, plain * H[K.HW_NVLS]) + across
+            lat = 2.0 * (k - 1.0) * intra_lat + np.where(domains > 1, 2.0 * (domains - 1.0) * lat_dp, 0.0)
+            return np.where(zero >= 3, (out - lat) * halves + lat * halves * most, out)
+
+        # dense gradients over the d x c data ranks (t apart); expert gradients over the
+        # d x c x t / (et x e) expert-data ranks (et x e apart); one collective where they coincide
+        dense_domain = np.where(t <= dom, np.floor(dom / t), 1.0)
+        expert_ranks = group * t / (et * e)
+        expert_domain = np.maximum(np.floor(dom / (et * e)), 1.0)
+        grad = options[K.OP_GRAD_COMM_BYTES]
+        dense = most * M[K.M_SHARED_PARAMS] / t + M[K.M_EMBED_PARAMS] / t
+        expert = most * M[K.M_EXPERT_PARAMS] / (et * e)
+        same = (expert == 0) | ((expert_ranks == group) & (expert_domain == dense_domain))
+        dp = np.where(
+            same,
+            gradients(params * grad, group, dense_domain),
+            gradients(dense * grad, group, dense_domain) + gradients(expert * grad, expert_ranks, expert_domain),
+        )
         window = np.where(zero >= 3, m * compute, compute)
         exposed = dp - options[K.OP_OVERLAP_EFF] * np.minimum(dp, window) if options[K.OP_DP_OVERLAP] > 0 else dp
         optimizer = params / np.where(zero >= 1, group, 1.0) * options[K.OP_UPDATE_BYTES] / H[K.HW_HBM]

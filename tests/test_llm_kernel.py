@@ -9,7 +9,7 @@ import pytest
 from paigrid.inputs.catalog import Catalogues
 from paigrid.inputs.efficiency import defaults
 from paigrid.kernels import llm_columns as K
-from paigrid.kernels.llm import evaluate_llm, memory_bytes
+from paigrid.kernels.llm import evaluate_llm, hierarchical_allreduce, memory_bytes
 from paigrid.kernels.llm_reference import evaluate_llm_reference
 from paigrid.llm.evaluate import evaluate, predict, tables
 from paigrid.llm.models import model
@@ -347,3 +347,74 @@ def test_full_recomputation_keeps_16_bit_layer_inputs_under_fp8():
     tokens = 2 * m.seq_len
     one_layer = tokens * (vec[K.M_ACT_REPLICATED] / 8 + vec[K.M_ACT_SPLIT] / 8 + vec[K.M_ACT_CORE] / 8)
     assert full16 - full8 == pytest.approx(one_layer / 2, rel=1e-12)
+
+
+def _ring(nbytes, n, bw, lat):
+    """The ring all-reduce: 2 (n - 1) / n x bytes / bw + 2 (n - 1) x latency [s]."""
+    return 0.0 if n <= 1 else 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat
+
+
+def test_expert_gradients_are_reduced_over_the_expert_data_group():
+    """tp 1, ep 8, dp 64 on 8-GPU nodes (Megatron-Core's rank order: tensor, expert, expert-data):
+    the dense gradients are all-reduced among the 64 data ranks, 8 per node (a ring in each
+    node, then one among the 8 nodes on 1/8 of the volume), but each expert's gradients only
+    among its 8 replicas, one per node, so their whole volume crosses the network."""
+    m = model("mixtral-8x7b")
+    lay = Layout(tp=1, pp=1, dp=64, ep=8, micro_batch=1, zero=1, recompute="full")
+    r = _one(m, lay)
+    assert r["valid"], r["reason"]
+    _, hw, vec, _, opts = tables(m, [lay], [H100], CATS, EFF, OPTIONS)
+    hw = hw[0]
+    assert hw[K.HW_DOMAIN] == 8 and hw[K.HW_TIER1] >= 8  # 8 nodes: one tier, no oversubscription
+    intra, intra_lat = hw[K.HW_INTRA_BW], hw[K.HW_INTRA_LAT]
+    net, net_lat = hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU], hw[K.HW_NET_LAT]
+    grad = opts[K.OP_GRAD_COMM_BYTES]
+    dense = (m.layers * vec[K.M_SHARED_PARAMS] + vec[K.M_EMBED_PARAMS]) * grad
+    expert = m.layers * vec[K.M_EXPERT_PARAMS] / 8 * grad
+    dense_s = _ring(dense, 8, intra, intra_lat) + _ring(dense / 8, 8, net, net_lat)
+    expert_s = _ring(expert, 8, net, net_lat)
+    assert r["dp_comm"] == pytest.approx(dense_s + expert_s, rel=1e-12)
+    # the one-group cost of before: both volumes split 8 ways inside the node first
+    one_group = _ring(dense + expert, 8, intra, intra_lat) + _ring((dense + expert) / 8, 8, net, net_lat)
+    assert r["dp_comm"] > 1.5 * one_group
+    # in a 72-GPU domain both groups fit (72 / 8 = 9 expert replicas per domain): rings on NVLink
+    nvl72 = dataclasses.replace(H100, domain=72)
+    hw72 = tables(m, [lay], [nvl72], CATS, EFF, OPTIONS)[1][0]
+    r72 = _one(m, lay, nvl72)
+    intra72, lat72 = hw72[K.HW_INTRA_BW], hw72[K.HW_INTRA_LAT]
+    assert r72["dp_comm"] == pytest.approx(
+        _ring(dense, 64, intra72, lat72) + _ring(expert, 8, intra72, lat72), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "lay"),
+    [
+        ("llama2-7b", Layout(tp=2, pp=2, dp=32, zero=0, recompute="full")),
+        ("llama2-7b", Layout(tp=1, pp=1, dp=16, zero=3, recompute="full")),
+        ("mixtral-8x7b", Layout(tp=2, pp=4, dp=16, ep=1, zero=0, recompute="full")),
+    ],
+)
+def test_one_gradient_group_without_expert_parallelism(name, lay):
+    """A dense model, or experts not split (e = 1): every gradient has the same d x c replicas,
+    one collective carries them all, bit for bit the hierarchical all-reduce of the whole volume
+    (in-network reduction without ZeRO; under ZeRO-3, 1 + 2 m halves and a latency per layer)."""
+    m = model(name)
+    design = dataclasses.replace(H100, gpu="B200", intra="nvlink5")
+    lays, hw, vec, ctab, opts = tables(m, [lay], [design], CATS, EFF, OPTIONS)
+    out = np.empty((1, K.N_RESULT_FIELDS))
+    evaluate_llm(lays, hw, vec, ctab, opts, out)
+    assert out[0, K.R_REASON] == K.REASON_VALID
+    most = np.ceil(m.layers / lay.pp)
+    params = most * (vec[K.M_SHARED_PARAMS] / lay.tp + vec[K.M_EXPERT_PARAMS] / lay.tp) + vec[K.M_EMBED_PARAMS] / lay.tp
+    flag = opts[K.OP_IN_NETWORK] if lay.zero == 0 else 0.0
+    h = hw[0]
+    per_domain = np.floor(h[K.HW_DOMAIN] / lay.tp)
+    dp = hierarchical_allreduce(
+        params * opts[K.OP_GRAD_COMM_BYTES], lay.dp, per_domain, h, flag * h[K.HW_NVLS], flag * h[K.HW_SHARP]
+    )
+    if lay.zero == 3:
+        m_mb = vec[K.M_GLOBAL_BATCH] / lay.dp
+        lat = hierarchical_allreduce(0.0, lay.dp, per_domain, h, 0.0, 0.0)
+        dp = (dp - lat) * 0.5 * (1 + 2 * m_mb) + lat * 0.5 * (1 + 2 * m_mb) * most
+    assert out[0, K.R_DP] == dp
