@@ -100,6 +100,24 @@ def hierarchical_allreduce(nbytes, n, per_domain, hw, nvls, sharp):
 
 
 @jit
+def all_to_all_seconds(nbytes, ranks, span, hw):
+    """Seconds of one all-to-all among ``ranks`` GPUs spread evenly over ``span`` consecutive
+    GPUs, each holding ``nbytes`` [bytes] split evenly over the ranks (its own share stays).
+    Inside one NVLink domain every share goes on the domain's link.  Across domains, the shares
+    for the ranks of the GPU's own domain go on the NVLink link while the rest go over the fabric
+    path of the domains spanned, both at once (the slower sets the time); one latency of that
+    path per peer."""
+    if span <= hw[K.HW_DOMAIN]:
+        return nbytes * (ranks - 1.0) / ranks / hw[K.HW_INTRA_BW] + (ranks - 1.0) * hw[K.HW_INTRA_LAT]
+    domains = np.ceil(span / hw[K.HW_DOMAIN])
+    bw, lat = network_path(domains, hw)
+    local = max(1.0, ranks / domains)  # the group's ranks in each domain, the GPU's own included
+    inside = nbytes * (local - 1.0) / ranks / hw[K.HW_INTRA_BW]
+    across = nbytes * (ranks - local) / ranks / bw
+    return max(inside, across) + (ranks - 1.0) * lat
+
+
+@jit
 def tensor_allreduce(nbytes, t, hw, in_switch):
     """Seconds of one tensor-parallel all-reduce of ``nbytes`` among ``t`` GPUs: on the NVLink
     domain's link (in-switch with ``in_switch``) when the group fits in one domain, else costed
@@ -330,13 +348,13 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
         chunk = tokens * 2.0 * model[K.M_KV_DIM] / t * act
         exchange = passes * (c - 1.0) * (chunk / bw + lat)
         cp = max(0.0, exchange - tokens * ct[K.CT_ATTENTION])
-    # expert parallel: dispatch + combine all-to-alls, forward and backward (+ recomputation)
+    # expert parallel: dispatch + combine all-to-alls, forward and backward (+ recomputation),
+    # among the e expert ranks (et x e consecutive GPUs) of the routed tokens' hidden states
     ep = 0.0
     if e > 1.0:
         count = 4.0 + (2.0 if rc == 2.0 else 0.0)
-        bw, lat = group_path(expert_tensor(t, d, c, e) * e, hw)
-        nbytes = tokens * model[K.M_TOPK] * h * act / t * (e - 1.0) / e
-        ep = model[K.M_MOE_FRACTION] * count * (nbytes / bw + (e - 1.0) * lat)
+        routed = tokens * model[K.M_TOPK] * h * act / t
+        ep = model[K.M_MOE_FRACTION] * count * all_to_all_seconds(routed, e, expert_tensor(t, d, c, e) * e, hw)
     per_layer = tokens * ct[K.CT_LAYER] + tp + cp + ep
     logits = tokens * ct[K.CT_LOGITS]
     if most * per_layer > fewest * per_layer + logits:

@@ -123,10 +123,19 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         bw_cp, lat_cp = np.where(cp_inside, intra_bw, bw_n), np.where(cp_inside, intra_lat, lat_n)
         exchange = (3.0 + extra / 2.0) * (c - 1.0) * (tokens * 2.0 * M[K.M_KV_DIM] / t * act / bw_cp + lat_cp)
         cp1 = np.where(c > 1, np.maximum(0.0, exchange - tokens * ct[:, K.CT_ATTENTION]), 0.0)
-        bw_n, lat_n = _path(np.ceil(et * e / dom), H)
-        ep_inside = et * e <= dom
-        bw_ep, lat_ep = np.where(ep_inside, intra_bw, bw_n), np.where(ep_inside, intra_lat, lat_n)
-        a2a = tokens * M[K.M_TOPK] * h * act / t * (e - 1.0) / e / bw_ep + (e - 1.0) * lat_ep
+        # the all-to-all among the e expert ranks over et x e GPUs: inside a domain on NVLink;
+        # across domains the shares of the ranks in the GPU's own domain on NVLink, the others on
+        # the fabric, at the same time, and a fabric latency per peer
+        ep_domains = np.ceil(et * e / dom)
+        bw_n, lat_n = _path(ep_domains, H)
+        routed = tokens * M[K.M_TOPK] * h * act / t
+        per_domain = np.maximum(e / ep_domains, 1.0)
+        spread = np.maximum(routed * (per_domain - 1.0) / e / intra_bw, routed * (e - per_domain) / e / bw_n)
+        a2a = np.where(
+            et * e <= dom,
+            routed * (e - 1.0) / e / intra_bw + (e - 1.0) * intra_lat,
+            spread + (e - 1.0) * lat_n,
+        )
         ep1 = np.where(e > 1, M[K.M_MOE_FRACTION] * (4.0 + extra) * a2a, 0.0)
         tp1 = tp1 * (1.0 - options[K.OP_TP_HIDE])
         unit = tokens * ct[:, K.CT_LAYER] + tp1 + cp1 + ep1

@@ -289,8 +289,9 @@ def test_predict_and_sweep_take_fabrics(tmp_path):
 
 def test_pipeline_and_expert_traffic_take_the_fabric_path():
     """The pipeline sends cross the fabric path of the whole job (the pipeline is the outermost
-    rank order) and the expert all-to-alls that of the t x e GPUs: beyond a tier-1 group at
-    bandwidth / the tier-1 oversubscription with two more switch hops."""
+    rank order) and the expert all-to-alls that of the t x e GPUs (the shares of the ranks in
+    other domains): beyond a tier-1 group at bandwidth / the tier-1 oversubscription with two
+    more switch hops."""
     hw = dataclasses.replace(H100, network="tor-roce-3to1")
     net = fabric("tor-roce-3to1", CATS, EFF)
     bw, lat = net.nic_GB_per_s * 1e9 * net.efficiency, net.latency_us * 1e-6
@@ -307,11 +308,14 @@ def test_pipeline_and_expert_traffic_take_the_fabric_path():
     one_rack = _column(K.HW_TIER1, 2.0)
     near, arrays = _run(moe, [lay], [hw], edit=one_rack)
     far, _ = _run(moe, [lay], [hw], edit=_column(K.HW_TIER1, 1.0))
-    vec = arrays[2]
-    per = moe.seq_len * vec[K.M_TOPK] * moe.hidden * 2 / 2 * 7 / 8
+    vec, intra = arrays[2], arrays[1][0, K.HW_INTRA_BW]
+    # 4 of the 8 expert ranks in each domain: 3/8 of a GPU's routed bytes go on NVLink, 4/8
+    # (the other domain's ranks) over the fabric, at the same time
+    routed = moe.seq_len * vec[K.M_TOPK] * moe.hidden * 2 / 2
     count = near[0, K.R_MICROBATCHES] * moe.layers * vec[K.M_MOE_FRACTION] * 6
-    assert near[0, K.R_EP] == pytest.approx(count * (per / bw + 7 * lat), rel=1e-12)
-    assert far[0, K.R_EP] == pytest.approx(count * (per / far_bw + 7 * far_lat), rel=1e-12)
+    assert routed * 4 / 8 / bw > routed * 3 / 8 / intra
+    assert near[0, K.R_EP] == pytest.approx(count * (routed * 4 / 8 / bw + 7 * lat), rel=1e-12)
+    assert far[0, K.R_EP] == pytest.approx(count * (routed * 4 / 8 / far_bw + 7 * far_lat), rel=1e-12)
 
 
 def test_query_per_network_and_the_fabric_reason(tmp_path):

@@ -418,3 +418,26 @@ def test_one_gradient_group_without_expert_parallelism(name, lay):
         lat = hierarchical_allreduce(0.0, lay.dp, per_domain, h, 0.0, 0.0)
         dp = (dp - lat) * 0.5 * (1 + 2 * m_mb) + lat * 0.5 * (1 + 2 * m_mb) * most
     assert out[0, K.R_DP] == dp
+
+
+def test_an_all_to_all_across_domains_sends_only_the_other_domains_shares_over_the_fabric():
+    """ep 16 over two 8-GPU nodes: each GPU's routed tokens go 1/16 to each rank; the 7 shares of
+    its own node's ranks take NVLink while the 8 of the other node's take the network, at the
+    same time, so the network's share (8/16 of the bytes) sets the time, plus a network latency
+    per peer: not every share (15/16) over the network."""
+    m = model("deepseek-moe-16b")
+    lay = Layout(tp=1, pp=1, dp=16, ep=16, micro_batch=1, zero=1, recompute="full", sp=False)
+    r = _one(m, lay)
+    assert r["valid"], r["reason"]
+    _, hws, _, _, opts = tables(m, [lay], [H100], CATS, EFF, OPTIONS)
+    hw = hws[0]
+    assert hw[K.HW_DOMAIN] == 8 and hw[K.HW_TIER1] >= 2  # two nodes under one tier
+    routed = m.seq_len * m.experts_per_token * m.hidden * opts[K.OP_ACT_BYTES]
+    net, net_lat = hw[K.HW_NET_BW] * hw[K.HW_NICS_PER_GPU], hw[K.HW_NET_LAT]
+    inside = routed * 7 / 16 / hw[K.HW_INTRA_BW]
+    across = routed * 8 / 16 / net
+    assert across > inside
+    per_a2a = max(inside, across) + 15 * net_lat
+    assert r["ep_comm"] == pytest.approx(r["microbatches"] * m.moe_layers * 6 * per_a2a, rel=1e-12)
+    all_over_the_network = routed * 15 / 16 / net + 15 * net_lat
+    assert r["ep_comm"] < 0.6 * r["microbatches"] * m.moe_layers * 6 * all_over_the_network
