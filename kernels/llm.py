@@ -222,10 +222,25 @@ def layout_reason(lay, hw, model, ctab, options, mem_bytes):
 
 
 @jit
+def per_gpu_params(params, expert, shards, expert_shards, sharded):
+    """Parameters [count] a GPU keeps of a stage's ``params`` (``expert`` of them experts' ones)
+    of one kind of state: all of them, or with ``sharded`` (ZeRO), the dense ones split over the
+    ``shards`` data-parallel ranks and the experts' over their ``expert_shards``
+    expert-data-parallel replicas (Megatron-Core's distributed optimizer shards each over the
+    group that reduces its gradients); ``params / shards`` where the two groups coincide."""
+    if not sharded:
+        return params
+    if expert_shards == shards or expert == 0.0:
+        return params / shards
+    return (params - expert) / shards + expert / expert_shards
+
+
+@jit
 def memory_bytes(lay, model, options, m):
     """Bytes per GPU on the busiest (first) pipeline stage: weights, gradients and optimizer
-    state (sharded by ZeRO stage over the d x c data-parallel ranks; ZeRO-3 adds two layers'
-    gathered weights and one layer's gradients), the activations of the micro-batches in flight
+    state (sharded by ZeRO stage over the d x c data-parallel ranks, the experts' over their
+    d x c x t / (et x e) expert-data-parallel replicas, ``per_gpu_params``; ZeRO-3 adds two
+    layers' gathered weights and one layer's gradients), the activations of the micro-batches in flight
     (Korthikanti et al. 2022; at the stored bytes of the precision, but a full recomputation's
     16-bit layer inputs) and the workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
@@ -233,10 +248,11 @@ def memory_bytes(lay, model, options, m):
     layers = stage_layers(model[K.M_LAYERS], p, v)[0]
     et = expert_tensor(t, d, c, e)
     params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
-    shards = d * c
-    weights = params * options[K.OP_WEIGHT_BYTES] / (shards if zero >= 3.0 else 1.0)
-    grads = params * options[K.OP_GRAD_BYTES] / (shards if zero >= 2.0 else 1.0)
-    state = params * options[K.OP_OPT_BYTES] / (shards if zero >= 1.0 else 1.0)
+    expert = layers * model[K.M_EXPERT_PARAMS] / (et * e)
+    shards, expert_shards = d * c, d * c * t / (et * e)
+    weights = per_gpu_params(params, expert, shards, expert_shards, zero >= 3.0) * options[K.OP_WEIGHT_BYTES]
+    grads = per_gpu_params(params, expert, shards, expert_shards, zero >= 2.0) * options[K.OP_GRAD_BYTES]
+    state = per_gpu_params(params, expert, shards, expert_shards, zero >= 1.0) * options[K.OP_OPT_BYTES]
     if zero >= 3.0:  # FSDP's unsharded working copies: this layer's and the prefetched layer's
         # weights, and this layer's gradients before their reduce-scatter
         layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)
@@ -375,7 +391,8 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     params, dp = data_parallel_seconds(lay, hw, model, options, most, m)
     window = m * compute if zero >= 3.0 else compute
     exposed = dp - options[K.OP_OVERLAP_EFF] * min(dp, window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
-    updated = params / (d * c if zero >= 1.0 else 1.0)
+    expert = most * model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e)
+    updated = per_gpu_params(params, expert, d * c, d * c * t / (expert_tensor(t, d, c, e) * e), zero >= 1.0)
     optimizer = updated * options[K.OP_UPDATE_BYTES] / hw[K.HW_HBM]
     step = m * t_mb + bubble + pp + exposed + optimizer
     job_tokens = model[K.M_GLOBAL_BATCH] * model[K.M_SEQ]

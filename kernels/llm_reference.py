@@ -49,11 +49,19 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     # expert tensor degree: t when the experts fit in the data x context ranks, else 1 (folding)
     et = np.where(np.mod(d * c, e) == 0, t, 1.0)
     params = most * (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) + M[K.M_EMBED_PARAMS] / t
-    shards = d * c
-    states = params * (
-        options[K.OP_WEIGHT_BYTES] / np.where(zero >= 3, shards, 1.0)
-        + options[K.OP_GRAD_BYTES] / np.where(zero >= 2, shards, 1.0)
-        + options[K.OP_OPT_BYTES] / np.where(zero >= 1, shards, 1.0)
+    # ZeRO shards the dense parameters' states over the d x c data ranks and the experts' over
+    # their d x c x t / (et x e) expert-data replicas
+    expert_params = most * M[K.M_EXPERT_PARAMS] / (et * e)
+    dense_params = params - expert_params
+    shards, expert_shards = d * c, d * c * t / (et * e)
+
+    def kept(stage):
+        """Parameters per GPU of one kind of state sharded from ZeRO ``stage`` on."""
+        on = zero >= stage
+        return dense_params / np.where(on, shards, 1.0) + expert_params / np.where(on, expert_shards, 1.0)
+
+    states = (
+        kept(3) * options[K.OP_WEIGHT_BYTES] + kept(2) * options[K.OP_GRAD_BYTES] + kept(1) * options[K.OP_OPT_BYTES]
     )
     gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
         2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES]
@@ -180,7 +188,7 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
         )
         window = np.where(zero >= 3, m * compute, compute)
         exposed = dp - options[K.OP_OVERLAP_EFF] * np.minimum(dp, window) if options[K.OP_DP_OVERLAP] > 0 else dp
-        optimizer = params / np.where(zero >= 1, group, 1.0) * options[K.OP_UPDATE_BYTES] / H[K.HW_HBM]
+        optimizer = kept(1) * options[K.OP_UPDATE_BYTES] / H[K.HW_HBM]
         step = m * t_mb + bubble + pp + exposed + optimizer
     job_tokens = M[K.M_GLOBAL_BATCH] * M[K.M_SEQ]
     out = np.full((n_lay * n_hw, K.N_RESULT_FIELDS), np.nan)

@@ -178,7 +178,8 @@ def test_zero_stages_shard_the_model_states_as_rajbhandari():
 def test_expert_parallel_all_to_all_and_expert_memory():
     """Each of the 4 all-to-alls per MoE layer (dispatch, combine; forward and backward) sends
     (e - 1)/e of the token's k copies of h activations (GShard / DeepSpeed-MoE); the routed
-    experts' parameters are split e ways."""
+    experts' parameters are split e ways, and their optimizer state is sharded over their
+    expert-data-parallel replicas."""
     m = model("deepseek-moe-16b")
     base = Layout(tp=1, pp=1, dp=8, ep=1, micro_batch=1, zero=1, recompute="full", sp=False)
     r1 = _one(m, base, dataclasses.replace(H100, gpu="B200", intra="nvlink5"))
@@ -192,7 +193,10 @@ def test_expert_parallel_all_to_all_and_expert_memory():
     assert r8["ep_comm"] == pytest.approx(r8["microbatches"] * m.moe_layers * 6 * per_a2a, rel=1e-9)
     vec = tables(m, [base], [H100], CATS, EFF, OPTIONS)[2]
     expert_params = m.layers * vec[K.M_EXPERT_PARAMS]
-    saved = expert_params * (1 - 1 / 8) * (2 + 4 + 12 / 8)  # weights, grads, ZeRO-1 optimizer state
+    # weights and grads are split 8 ways; the ZeRO-1 optimizer state is 1/8 per GPU either way:
+    # sharded over the 8 data ranks without expert parallelism, and with it each expert has a
+    # single replica (8 x 8 / 8 expert-data ranks: one) that keeps its whole state
+    saved = expert_params * (1 - 1 / 8) * (2 + 4)
     assert r1["memory_per_gpu"] - r8["memory_per_gpu"] == pytest.approx(saved, rel=1e-9)
 
 
@@ -441,3 +445,19 @@ def test_an_all_to_all_across_domains_sends_only_the_other_domains_shares_over_t
     assert r["ep_comm"] == pytest.approx(r["microbatches"] * m.moe_layers * 6 * per_a2a, rel=1e-12)
     all_over_the_network = routed * 15 / 16 / net + 15 * net_lat
     assert r["ep_comm"] < 0.6 * r["microbatches"] * m.moe_layers * 6 * all_over_the_network
+
+
+def test_zero_shards_the_experts_state_over_their_expert_data_replicas():
+    """ep 8 over 32 data ranks: ZeRO-1 splits the dense parameters' optimizer state 32 ways and
+    each expert's 4 ways (its 32 x 1 / 8 expert-data-parallel replicas), not 32."""
+    m = model("deepseek-moe-16b")
+    design = dataclasses.replace(H100, gpu="B200", intra="nvlink5")
+    plain = Layout(tp=1, pp=1, dp=32, ep=8, micro_batch=1, zero=0, recompute="full", sp=False)
+    r0 = _one(m, plain, design)
+    r1 = _one(m, dataclasses.replace(plain, zero=1), design)
+    assert r0["valid"] and r1["valid"], (r0["reason"], r1["reason"])
+    vec, opts = tables(m, [plain], [design], CATS, EFF, OPTIONS)[2::2]
+    dense = m.layers * vec[K.M_SHARED_PARAMS] + vec[K.M_EMBED_PARAMS]
+    expert = m.layers * vec[K.M_EXPERT_PARAMS] / 8
+    saved = opts[K.OP_OPT_BYTES] * (dense * (1 - 1 / 32) + expert * (1 - 1 / 4))
+    assert r0["memory_per_gpu"] - r1["memory_per_gpu"] == pytest.approx(saved, rel=1e-9)
