@@ -178,6 +178,26 @@ def compute_block(
     return Block(index, start, stop, out)
 
 
+def load_kernels(grid: Grid, configs: int, write_cube: bool) -> None:
+    """Load (from numba's cache, or compile) the kernels that ``compute_block`` calls on a block
+    of ``configs`` configurations, by calling them on no job: so that a caller can pay the
+    loading (numba's start, about 0.3 s of CPU holding the GIL) before it starts the blocks,
+    rather than while its other threads compete for the GIL."""
+    kernel = kernel_for(configs)
+    jobs, n_gpu = grid.job_rows(0, 0)
+    out = allocate(grid, 0, write_cube)
+    run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
+    overall_best(
+        out["best_step_time"],
+        out["best_index"],
+        n_gpu,
+        jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
+        grid.gpu_table[:, L.G_PRICE],
+        len(grid.intra),
+        len(grid.network),
+    )
+
+
 def release_buffers(block: Block, compression: str | None, chunks: int | tuple[int, ...], in_buffers: bool) -> Block:
     """Encode ``block``'s cube arrays when ``compression`` is given (``encode_cube``) and, when
     its arrays are views of reused buffers (``in_buffers``), replace them by copies, so that the

@@ -797,12 +797,19 @@ class _LocalPipeline:
         chunks: tuple[int, ...],
         threads: int | None = None,
     ):
-        from paigrid.evaluate import allocate
-        from paigrid.kernels import model, overall  # noqa: F401 (imported here, not beside this thread's own imports)
+        import math
+
+        from paigrid.evaluate import allocate, load_kernels
 
         self.grid, self.blocks, self.todo, self.write_cube = grid, blocks, list(todo), write_cube
         self.compression, self.chunks, self.threads = compression, chunks, threads
         largest = max(stop - start for start, stop in blocks)
+        if self.todo:
+            # here, before the kernel thread starts: its first block then runs its kernel (which
+            # releases the GIL) at once, beside this thread's own work, instead of loading the
+            # kernels while this thread holds the GIL half of the time
+            first = blocks[self.todo[0]]
+            load_kernels(grid, (first[1] - first[0]) * math.prod(grid.shape[1:]), write_cube)
         self.slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(self.todo)))]
         self.in_flight: list = []  # the encoded blocks' futures, oldest first: at most one per buffer set
         self.submitted = 0
