@@ -178,6 +178,26 @@ def compute_block(
     return Block(index, start, stop, out)
 
 
+def load_kernels(grid: Grid, configs: int, write_cube: bool) -> None:
+    """Load (from numba's cache, or compile) the kernels that ``compute_block`` calls on a block
+    of ``configs`` configurations, by calling them on no job: so that a caller can pay the
+    loading (numba's start, about 0.3 s of CPU holding the GIL) before it starts the blocks,
+    rather than while its other threads compete for the GIL."""
+    kernel = kernel_for(configs)
+    jobs, n_gpu = grid.job_rows(0, 0)
+    out = allocate(grid, 0, write_cube)
+    run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
+    overall_best(
+        out["best_step_time"],
+        out["best_index"],
+        n_gpu,
+        jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
+        grid.gpu_table[:, L.G_PRICE],
+        len(grid.intra),
+        len(grid.network),
+    )
+
+
 def release_buffers(block: Block, compression: str | None, chunks: int | tuple[int, ...], in_buffers: bool) -> Block:
     """Encode ``block``'s cube arrays when ``compression`` is given (``encode_cube``) and, when
     its arrays are views of reused buffers (``in_buffers``), replace them by copies, so that the
@@ -247,12 +267,38 @@ def encode_cube(block: Block, compression: str, chunks: int | tuple[int, ...]) -
 def overall_best(best_step, best_index, n_gpu, samples_per_step, price, n_intra, n_network):
     """Best configuration of each job over everything, from the per-(gpu, n_gpu, precision) bests.
 
-    ``best_step`` (J, G, N, P) [s], ``n_gpu`` (J, N), ``samples_per_step`` (J,), ``price`` (G,)
-    [USD/GPU-hour].  Criteria: time per sample (``kernels.model.time_per_sample``) and cost per
-    sample (``kernels.model.cost_per_sample``: ``cost_per_step_second`` x step); ties go to the
-    first in (gpu, n_gpu, precision) order, as in ``paigrid.query``.  Returns indices (J, 2, 6)
-    in ``OVERALL_DIMS`` order (-1: no feasible configuration) and their step times (J, 2) [s].
+    ``best_step`` (J, G, N, P) [s], ``best_index`` (J, G, N, P) (``decode_best``'s flat
+    indices), ``n_gpu`` (J, N), ``samples_per_step`` (J,), ``price`` (G,) [USD/GPU-hour].
+    Criteria: time per sample (``kernels.model.time_per_sample``) and cost per sample
+    (``kernels.model.cost_per_sample``: ``cost_per_step_second`` x step); ties go to the first
+    in (gpu, n_gpu, precision) order, as in ``paigrid.query``.  Returns indices (J, 2, 6) in
+    ``OVERALL_DIMS`` order (-1: no feasible configuration) and their step times (J, 2) [s].
+    Computed by the compiled ``kernels.overall.overall_bests`` in one pass (a block's bests in
+    about a millisecond, where ``overall_best_reference``'s numpy takes about ten); the same
+    numbers as ``overall_best_reference``.
     """
+    from paigrid.kernels.overall import overall_bests
+
+    n_jobs = best_step.shape[0]
+    index = np.empty((n_jobs, len(CRITERIA), len(OVERALL_DIMS)), dtype=np.int32)
+    step = np.empty((n_jobs, len(CRITERIA)))
+    overall_bests(
+        np.ascontiguousarray(best_step, dtype=np.float64),
+        np.ascontiguousarray(best_index, dtype=np.int32),
+        np.ascontiguousarray(n_gpu, dtype=np.float64),
+        np.ascontiguousarray(samples_per_step, dtype=np.float64),
+        np.ascontiguousarray(price, dtype=np.float64),
+        int(n_intra),
+        int(n_network),
+        index,
+        step,
+    )
+    return index, step
+
+
+def overall_best_reference(best_step, best_index, n_gpu, samples_per_step, price, n_intra, n_network):
+    """``overall_best`` in numpy (the reference its compiled kernel is tested against): the
+    metrics of every (gpu, n_gpu, precision) best as whole arrays, NaN as +inf, ``np.argmin``."""
     from paigrid.kernels import model
 
     n_jobs, n_gpus, n_counts, n_prec = best_step.shape

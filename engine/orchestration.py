@@ -415,10 +415,23 @@ def _sweep_into(
     llm=None,
 ) -> SweepResult:
     started = time.perf_counter()
-    current = (
-        None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
-    )
     with contextlib.ExitStack() as stack:
+        early = None
+        if grid is not None and blocks and not resume and not (scheduler or workers) and made_on == "cpu":
+            # a new sweep on this machine's CPUs: its first blocks compute (the kernel, which
+            # releases the GIL, in the pipeline's threads) while this thread makes the
+            # current-configuration predictions and the file's skeleton, Python that would
+            # otherwise leave the cores idle; closed (the running block finished) on any error
+            early = stack.enter_context(
+                contextlib.closing(
+                    _LocalPipeline(
+                        grid, blocks, list(range(len(blocks))), not reduce_only, compression, chunks, threads
+                    )
+                )
+            )
+        current = (
+            None if resume or grid is None else current_predictions(grid.jobs, grid.cats, grid.efficiency, spec.options)
+        )
         client = None
         if scheduler or workers:
             from paigrid.distributed import dask_client
@@ -487,8 +500,10 @@ def _sweep_into(
                     from paigrid.cuda_sweep import run_cuda
 
                     source = run_cuda(grid, blocks, todo, not reduce_only, compression, chunks, threads)
+                elif early is not None and early.todo == todo:  # started above (a new file: every block)
+                    source = early
                 else:
-                    source = _run_local(grid, blocks, todo, not reduce_only, compression, chunks, threads)
+                    source = _LocalPipeline(grid, blocks, todo, not reduce_only, compression, chunks, threads)
                 # closing: on an error the block being computed is finished (its thread stopped)
                 # before the error goes on, never left running while the interpreter exits
                 with contextlib.closing(source):
@@ -563,7 +578,7 @@ def _saved(writer) -> int:
 def _run_llm_local(llm: LlmGrid, todo: list[int], write_cube: bool, threads: int | None = None):
     """Yield the LLM blocks ``todo`` (``evaluate.LlmBlock``) in order, each computed in a helper
     thread while the caller writes the one before (the kernel releases the GIL), as
-    ``_run_local`` does for the data-parallel blocks."""
+    ``_LocalPipeline`` does for the data-parallel blocks."""
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         ahead = [pool.submit(compute_llm_block, llm, i, write_cube, threads) for i in todo[:1]]
@@ -760,48 +775,89 @@ def sweep(spec=None, out: str | Path | None = None, reduce_only: bool = False, g
         return ds
 
 
-def _run_local(
-    grid: Grid,
-    blocks,
-    todo: list[int],
-    write_cube: bool,
-    compression: str,
-    chunks: tuple[int, ...],
-    threads: int | None = None,
-):
-    """Yield evaluated blocks in order, on ``threads`` threads (None: numba's default): a pipeline
-    of three stages, each in its own thread.  The kernel computes block k into one of two buffer
-    sets while block k - 1 is handed over (a full cube's arrays compressed in parallel threads,
-    the reductions copied out) and block k - 2 is written by the caller; a buffer set is reused
-    only once its block is handed over."""
-    from paigrid.evaluate import allocate, compute_block, release_buffers
+class _LocalPipeline:
+    """The evaluated blocks ``todo`` in order, on ``threads`` threads (None: numba's default): a
+    pipeline of three stages, each in its own thread.  The kernel computes block k into one of
+    two buffer sets while block k - 1 is handed over (a full cube's arrays compressed in parallel
+    threads, the reductions copied out) and block k - 2 is written by the caller; a buffer set is
+    reused only once its block is handed over.
 
-    largest = max(stop - start for start, stop in blocks)
+    The first blocks start computing when this is made, before it is iterated; iterating yields
+    the blocks (``evaluate.Block``), each one's successor submitted before it is yielded, so the
+    kernel never waits for the caller's write.  ``close`` stops it: queued blocks are dropped,
+    the running one finishes first (on an error or an interrupt)."""
 
-    def encode(computed):
-        if threads is not None:  # numba's thread count is per thread: the compression's pool follows it
+    def __init__(
+        self,
+        grid: Grid,
+        blocks,
+        todo: list[int],
+        write_cube: bool,
+        compression: str,
+        chunks: tuple[int, ...],
+        threads: int | None = None,
+    ):
+        import math
+
+        from paigrid.evaluate import allocate, load_kernels
+
+        self.grid, self.blocks, self.todo, self.write_cube = grid, blocks, list(todo), write_cube
+        self.compression, self.chunks, self.threads = compression, chunks, threads
+        largest = max(stop - start for start, stop in blocks)
+        if self.todo:
+            # here, before the kernel thread starts: its first block then runs its kernel (which
+            # releases the GIL) at once, beside this thread's own work, instead of loading the
+            # kernels while this thread holds the GIL half of the time
+            first = blocks[self.todo[0]]
+            load_kernels(grid, (first[1] - first[0]) * math.prod(grid.shape[1:]), write_cube)
+        self.slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(self.todo)))]
+        self.in_flight: list = []  # the encoded blocks' futures, oldest first: at most one per buffer set
+        self.submitted = 0
+        self.kernels, self.encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
+        try:
+            while len(self.in_flight) < len(self.slots):
+                self._submit()
+        except BaseException:
+            self.close()
+            raise
+
+    def _encode(self, computed):
+        from paigrid.evaluate import release_buffers
+
+        if self.threads is not None:  # numba's thread count is per thread: the compression's pool follows it
             import numba
 
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        return release_buffers(computed.result(), compression, chunks, True)
+            numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        return release_buffers(computed.result(), self.compression, self.chunks, True)
 
-    slots = [allocate(grid, largest, write_cube) for _ in range(min(2, len(todo)))]
-    in_flight = []  # the encoded blocks' futures, oldest first: at most one per buffer set
-    kernels, encoders = ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)
-    try:
-        for count, i in enumerate(todo):
-            if len(in_flight) == len(slots):  # the oldest block's buffers are needed again
-                yield in_flight.pop(0).result()
-            computed = kernels.submit(
-                compute_block, grid, i, *blocks[i], write_cube, slots[count % len(slots)], threads
-            )
-            in_flight.append(encoders.submit(encode, computed))
-        while in_flight:
-            yield in_flight.pop(0).result()
-    finally:
-        # on an error or an interrupt: queued blocks are dropped, running ones finish first
-        kernels.shutdown(wait=True, cancel_futures=True)
-        encoders.shutdown(wait=True, cancel_futures=True)
+    def _submit(self) -> None:
+        """Start the next block of ``todo`` in the buffer set its predecessor but one used."""
+        from paigrid.evaluate import compute_block
+
+        count, i = self.submitted, self.todo[self.submitted]
+        computed = self.kernels.submit(
+            compute_block,
+            self.grid,
+            i,
+            *self.blocks[i],
+            self.write_cube,
+            self.slots[count % len(self.slots)],
+            self.threads,
+        )
+        self.in_flight.append(self.encoders.submit(self._encode, computed))
+        self.submitted += 1
+
+    def __iter__(self):
+        while self.in_flight:
+            block = self.in_flight.pop(0).result()  # handed over: its buffer set is free
+            if self.submitted < len(self.todo):
+                self._submit()
+            yield block
+
+    def close(self) -> None:
+        """Drop the queued blocks and wait for the running one (idempotent)."""
+        self.kernels.shutdown(wait=True, cancel_futures=True)
+        self.encoders.shutdown(wait=True, cancel_futures=True)
 
 
 class _Progress:

@@ -23,6 +23,7 @@ SOURCES = (
     "llm_search.py",
     "metrics.py",
     "model.py",
+    "overall.py",
     "ps.py",
     "reference.py",
     "scan.py",

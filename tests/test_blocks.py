@@ -167,3 +167,33 @@ def test_the_prediction_bands_are_each_job_s_and_gpu_count_s(population):
     assert bands.dtype == np.float32
     assert np.array_equal(bands, np.array(expected, np.float32), equal_nan=True)
     assert len({float(b) for b in bands.reshape(-1) if b == b}) > 1  # more than one group is tested
+
+
+def test_a_sweep_whose_file_cannot_be_made_stops_its_early_blocks(population, tmp_path, monkeypatch):
+    """A new sweep's first blocks compute while its file is made (``_sweep_into``): when making
+    the file fails, the error is the usual sentence, nothing is written, and the blocks' threads
+    are stopped before it goes on."""
+    import threading
+
+    import paigrid.orchestration as orchestration
+
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
+    started = []
+    real = orchestration._LocalPipeline
+
+    def pipeline(*args, **kw):
+        started.append(real(*args, **kw))
+        return started[-1]
+
+    def no_file(*args, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(orchestration, "_LocalPipeline", pipeline)
+    monkeypatch.setattr(orchestration, "CubeWriter", no_file)
+    before = set(threading.enumerate())
+    with pytest.raises(PaigridError, match="No space left on device.*nothing was saved"):
+        run_sweep(spec_of(population), tmp_path / "cube.h5", progress=False)
+    assert len(started) == 1 and started[0].submitted == 2  # two blocks were under way
+    assert all(f.done() for f in started[0].in_flight)
+    assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert not list(tmp_path.iterdir())

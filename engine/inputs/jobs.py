@@ -143,6 +143,8 @@ def split_jobs(spec: SweepSpec, cats: Catalogues) -> tuple[list[Job], list[LlmJo
                 if len(set(names)) != len(names) or not all(names):
                     raise PaigridError(f"{path}: job names must be non-empty and unique.")
                 return dp, llm, cats
+            # data-parallel rows only: the rows read above (load_jobs would read and parse the file again)
+            return _population_jobs(rows, header, path, spec.options, cats), [], cats
     jobs, cats = load_jobs(spec, cats)
     return jobs, [], cats
 
