@@ -326,7 +326,8 @@ def _scan(
 ):
     """Candidates of each job in ``job_rows`` from the cube itself, in ``job_rows`` order: for
     each job (step [s], bottleneck code, configuration indices, and the job's step_time [s] over
-    the selected coordinates with each coordinate's position in it).
+    the selected coordinates with each coordinate's position in it, which the scan fills again
+    for a later job once the next job's candidates are asked for).
 
     The cube's source (``paigrid.sources``: a file's chunks, or an xarray Dataset) hands each
     job's step times and bottlenecks over the selected coordinates to ``select``, which keeps,

@@ -165,8 +165,8 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
     cube = open_cube(hostile_cube)
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
-        # the parallel decoder where a row of jobs is one chunk, with the file's own chunk shape
-        assert reader.decoders is not None and reader.rows_decoded == (len(reader.pieces) == 1)
+        # the parallel decoder, for rows of one chunk or several, with the file's own chunk shape
+        assert reader.decoders is not None and reader.rows_decoded
         assert reader.chunks == cube.file["step_time"].chunks and reader.rows == reader.chunks[0]
         jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]  # out of order, one twice
         ties = 0
@@ -213,6 +213,37 @@ def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thre
         cube.close()
 
 
+@pytest.mark.parametrize("threads", [True, False])
+def test_the_scan_fills_the_arrays_of_consumed_jobs_again_with_the_right_values(hostile_cube, threads, monkeypatch):
+    # every job many times (more runs than the threads hold ahead), a selection of two networks
+    # (several chunks a row where the chunks split them): each job's arrays, copied where they
+    # are handed over, equal the file's, and the arrays of consumed runs are filled again
+    from paigrid import sources
+
+    monkeypatch.setattr(sources, "_threads_safe", lambda: threads)
+    cube = open_cube(hostile_cube)
+    try:
+        sel = {d: np.arange(len(cube.labels[d])) for d in LABEL_DIMS} | {"network": np.array([0, 2])}
+        jobs = len(cube.labels["job"])
+        job_rows = np.array([j for _ in range(6) for j in (list(range(jobs)) + list(range(jobs))[::-1])])
+        arrays = set()
+
+        def select(job, j, pos, position):
+            arrays.add(id(job[0].base))
+            return j, pos, job[0].copy(), job[1][np.zeros(1, np.intp), *(np.zeros(1, np.intp),) * 5]
+
+        seen = list(cube.source.scan(("step_time", "bottleneck"), sel, job_rows, select, ("bottleneck",)))
+        assert [(j, pos) for j, pos, _, _ in seen] == [(int(j), pos) for pos, j in enumerate(job_rows)]
+        for j, _, step, code in seen:
+            expected = cube.file["step_time"][j][np.ix_(*(sel[d] for d in LABEL_DIMS))]
+            assert np.array_equal(step, expected, equal_nan=True)
+            assert code[0] == cube.file["bottleneck"][(j, *(int(sel[d][0]) for d in LABEL_DIMS))]
+        runs = len(job_rows) if cube.file["step_time"].chunks[0] == 1 else len(job_rows) // 2
+        assert len(arrays) < runs / 2  # filled again, not made anew
+    finally:
+        cube.close()
+
+
 def test_the_scan_of_a_dataset_and_of_damaged_decoding_equal_the_file(hostile_cube, monkeypatch):
     import paigrid
 
@@ -244,10 +275,18 @@ def test_the_chunk_decoder_inverts_the_encoder_and_checks_the_checksum(compressi
     stored = chunk_encoder(compression)(chunk)
     decode = chunk_decoder(compression, chunk.dtype, chunk.shape)
     assert np.array_equal(decode(stored), chunk)
+    # into a buffer of the caller's (blosc decompresses there; the others return a new array)
+    buffer = np.full(chunk.shape, np.nan, chunk.dtype)
+    assert np.array_equal(decode(stored, buffer), chunk)
+    assert (buffer is decode(stored, buffer)) == (compression in ("lz4", "zstd"))
     damaged = bytearray(stored)
     damaged[len(damaged) // 2] ^= 0xFF
     with pytest.raises(OSError):
         decode(bytes(damaged))
+    with pytest.raises(OSError):
+        decode(bytes(damaged), buffer)
+    with pytest.raises(OSError):  # a chunk of another size, its checksum right
+        chunk_decoder(compression, chunk.dtype, (2, 3, 4))(stored, np.empty((2, 3, 4), chunk.dtype))
 
 
 def test_the_reader_falls_back_where_the_filters_are_not_the_cube_s(tmp_path):
@@ -415,3 +454,19 @@ def test_the_numpy_checksum_equals_hdf5_s_fletcher32(size):
 
     for data in (np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8), np.full(size, 0xFF, np.uint8)):
         assert fletcher32_numpy(data.tobytes()) == fletcher32(data.tobytes()), size
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 719, 720, 721, 11_001, 2**21 + 3])
+def test_the_decoder_s_checksum_check_agrees_with_hdf5_s_fletcher32(size):
+    # the decoder's check (numcodecs' compiled Fletcher32) against the writer's sums, on odd and
+    # even lengths, and a sum one off fails
+    import struct
+
+    from paigrid.codecs import _fletcher32_check, fletcher32
+
+    check = _fletcher32_check()
+    for data in (np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8), np.full(size, 0xFF, np.uint8)):
+        total = fletcher32(data.tobytes())
+        assert check(data.tobytes() + struct.pack("<I", total)), size
+        assert not check(data.tobytes() + struct.pack("<I", (total + 1) % 2**32)), size
+    assert not check(b"abc")
