@@ -470,3 +470,31 @@ def test_the_decoder_s_checksum_check_agrees_with_hdf5_s_fletcher32(size):
         assert check(data.tobytes() + struct.pack("<I", total)), size
         assert not check(data.tobytes() + struct.pack("<I", (total + 1) % 2**32)), size
     assert not check(b"abc")
+
+
+def test_first_of_equivalents_keeps_the_first_finite_cell_an_architecture_ignores():
+    # against a loop over every cell, with NaN and inf cells, every kind of architecture
+    from paigrid.schema import first_of_equivalents
+
+    names = ["1w1g", "allreduce-local", "ps-worker", "allreduce-cluster"]
+    rng = np.random.default_rng(3)
+    for shape in [(3, 4, 4, 3, 5), (4, 1, 1), (2, 4, 2, 1)]:
+        values = rng.random(shape)
+        values[rng.random(shape) < 0.5] = np.nan
+        values[rng.random(shape) < 0.05] = np.inf
+        arch = names[: shape[-3]]
+        expected = values.copy()
+        for lead in itertools.product(*map(range, shape[:-3])):
+            for a, name in enumerate(arch):
+                ignored = ARCH_IGNORES.get(name, ())
+                cells = list(itertools.product(range(shape[-2]), range(shape[-1])))
+                for i, w in cells:
+                    group = [
+                        (i2, w2)
+                        for i2, w2 in cells
+                        if (i2 == i or "intra" in ignored) and (w2 == w or "network" in ignored)
+                    ]
+                    first = next((c for c in group if np.isfinite(values[(*lead, a, *c)])), None)
+                    if ignored and (i, w) != first:
+                        expected[(*lead, a, i, w)] = np.nan
+        assert np.array_equal(first_of_equivalents(values, arch), expected, equal_nan=True), shape
