@@ -424,6 +424,24 @@ def test_the_selection_kernel_equals_its_numpy_reference(seed):
             assert count == len(expected)
             assert np.array_equal(index[:count], expected), (divide, k)
             assert np.array_equal(values[:count], expected_values, equal_nan=True), (divide, k)
+    # a selection of some coordinates of each dimension (the cells of an (arch, gpu, n_gpu) are
+    # not skipped as a block then), and the whole selection in an array not C-contiguous
+    part = [np.array(c, dtype=np.int64) for c in ([0, 1, 3, 4], [0, 2], [1, 2, 3], [0, 2], [1, 3], [1])]
+    cut = step[np.ix_(*part)]
+    for divide in (True, False):
+        for k in (1, 3, 40):
+            index, values = np.empty(k, np.int64), np.empty(k)
+            f = factor[np.ix_(part[1], part[2])]
+            count = top_configurations(step, fits, *part, skip_i[part[0]], skip_w[part[0]], f, divide, k, index, values)
+            names = [arch_names[a] for a in part[0]]
+            expected, expected_values = _ranked_positions(cut, fits[np.ix_(part[1], part[5])], names, f, divide, k)
+            assert np.array_equal(index[:count], expected), (divide, k)
+            assert np.array_equal(values[:count], expected_values, equal_nan=True), (divide, k)
+            count = top_configurations(
+                np.asfortranarray(step), fits, *sel, skip_i, skip_w, factor, divide, k, index, values
+            )
+            expected, expected_values = _ranked_positions(step, fits, arch_names, factor, divide, k)
+            assert np.array_equal(index[:count], expected), (divide, k)
 
 
 @pytest.mark.parametrize("parallel", [True, False])
