@@ -30,6 +30,7 @@ FORMAT1 = ROOT / "tests" / "data" / "format1"
 #: precision): ``store.cube_chunk_shape``'s for the grid (every dimension but the job whole, as
 #: older cubes too are chunked), the same with one GPU per chunk (as on larger grids), and one
 #: that splits every dimension it can, unevenly (edge chunks), along network too
+PRECOMPILED_SCAN = query._precompiled_scan  # the loader itself (``no_precompiled_scan`` sets it aside)
 CHUNKINGS = {"job": (2, 5, 3, 3, 3, 3, 2), "gpu": (1, 5, 1, 3, 3, 3, 2), "uneven": (1, 5, 2, 2, 3, 1, 2)}
 
 
@@ -156,6 +157,32 @@ WHERES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def no_precompiled_scan(monkeypatch):
+    """The scans select with the JIT kernel or numpy, as ``SCAN_KERNEL_CELLS`` says, not with the
+    precompiled kernel that a command's cache folder may hold (``ahead`` tests it)."""
+    monkeypatch.setattr(query, "_precompiled_scan", lambda: None)
+
+
+@pytest.fixture(scope="module")
+def ahead():
+    """The precompiled selection kernel, built in the tests' kernel cache folder (as
+    ``tests/test_precompiled.py`` builds the module: about 20 s once per kernel sources)."""
+    import os
+
+    from paigrid import precompiled
+
+    saved = os.environ.get("NUMBA_CACHE_DIR")
+    os.environ["NUMBA_CACHE_DIR"] = saved or str(Path.home() / ".cache" / "paigrid-tests-numba")
+    try:
+        kernel = PRECOMPILED_SCAN()
+    finally:
+        if saved is None:
+            del os.environ["NUMBA_CACHE_DIR"]
+    assert kernel is not None, precompiled.status()
+    return kernel
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("by", ["time", "cost"])
 @pytest.mark.parametrize("top", [1, 3, 40, 300])
@@ -179,6 +206,26 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
             steps = [r["step_time"] for r in rows if r["arch"] is not None]
             ties += len(steps) - len(set(steps))
         assert ties > 0  # the cube has equal step times among the rows, so the order of ties is tested
+    finally:
+        cube.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("top", [1, 3, 40])
+def test_the_scan_with_the_precompiled_kernel_equals_a_brute_force_selection(hostile_cube, ahead, top, monkeypatch):
+    # a command's scans select with the kernel compiled ahead of time, small ones too, numba unloaded
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 10**18)
+    monkeypatch.setattr(query, "_precompiled_scan", lambda: ahead)
+    monkeypatch.setattr(query, "_scan_kernel", lambda: pytest.fail("the JIT kernel was loaded"))
+    cube = open_cube(hostile_cube)
+    try:
+        jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]
+        for by in ("time", "cost"):
+            for where in WHERES:
+                if top == 1 and not any(d in where for d in ("arch", "intra", "network")):  # a scan, not the bests
+                    where = {**where, "arch": list(range(len(cube.labels["arch"])))[::-1][:3][::-1]}
+                rows = best_configurations(cube, by, where, jobs, top)
+                assert _seen(rows) == _brute(cube, by, where, jobs, top), (by, where)
     finally:
         cube.close()
 
