@@ -869,19 +869,18 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             f"{f['query_top_s'] / f['floor_s']:.1f}x",
             f["query_top_s"] <= 3 * f["floor_s"],
             "the command's fixed start (Python, numpy, h5py and typer: the --best-arch line, which reads "
-            "kilobytes, is that cost) and numba's import and the cached kernel's load (in a thread of their own, "
-            "while the first chunks are read, but not hidden on a loaded machine) against a floor of about a "
-            "third of a second; the scan decodes step_time's chunks outside h5py, each into a buffer of its thread's, "
-            "selects each job's k best in one pass that skips most cells by a bound of the k-th kept, and reads "
-            "the bottleneck codes of the chosen rows only",
+            "kilobytes, is that cost) against a floor of about a third of a second; the scan decodes step_time's "
+            "chunks outside h5py, each into a buffer of its thread's, selects each job's k best in one pass (the "
+            "kernel compiled ahead of time, paigrid.precompiled: no numba to import) that skips most cells, and "
+            "blocks of cells, by a bound of the k-th kept, and reads the bottleneck codes of the chosen rows only",
         ),
         (
             "`query --where network=...` within 3x of its decompression floor",
             f"{f['query_where_s'] / f['where_floor_s']:.1f}x",
             f["query_where_s"] <= 3 * f["where_floor_s"],
-            "the command's fixed start above (without numba: a scan of this size selects with numpy) is most of "
-            "the floor; the cube's chunks hold every network (they compress together), so the scan decodes every "
-            "chunk (in every thread, checked by numcodecs' compiled Fletcher-32) and keeps one network of each",
+            "the command's fixed start above is most of the floor; the cube's chunks hold every network (they "
+            "compress together), so the scan decodes every chunk (in every thread, checked by numcodecs' compiled "
+            "Fletcher-32) and keeps one network of each; it selects with the precompiled kernel as --top does",
         ),
         (
             "reduce kernel >= 60% of the same-model fused argmin (10^9 configurations)",

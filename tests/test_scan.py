@@ -7,6 +7,7 @@ network as ``store.cube_chunk_shape`` chooses, or only along job as older cubes 
 reading only the chunks that the filters touch."""
 
 import itertools
+import os
 import shutil
 from pathlib import Path
 
@@ -187,8 +188,12 @@ def ahead():
 @pytest.mark.parametrize("by", ["time", "cost"])
 @pytest.mark.parametrize("top", [1, 3, 40, 300])
 def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled, monkeypatch):
-    # the compiled path (parallel decoding, the one-pass kernel) and the numpy one, on a small cube
+    # the compiled path (the one-pass kernel) in a pool of threads and the numpy one in the calling
+    # thread (with fewer than three cores a scan has no pool), on a small cube
+    from paigrid import sources
+
     monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0 if compiled else 10**18)
+    monkeypatch.setattr(sources, "_workers", lambda: 2 if compiled else 0)
     cube = open_cube(hostile_cube)
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
@@ -230,6 +235,17 @@ def test_the_scan_with_the_precompiled_kernel_equals_a_brute_force_selection(hos
         cube.close()
 
 
+@pytest.mark.parametrize("cores", [1, 2, 3, 16])
+def test_a_scan_has_a_pool_of_threads_with_three_cores_or_more_and_thread_safe_h5py(cores, monkeypatch):
+    from paigrid import sources
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    for safe in (True, False):
+        monkeypatch.setattr(sources, "_threads_safe", lambda safe=safe: safe)
+        assert sources._workers() == (cores if safe and cores >= 3 else 0)
+
+
 def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thread(hostile_cube, monkeypatch):
     # h5py before 3.12 crashes when two threads read one file: every read and decode stays in this thread
     import threading
@@ -237,6 +253,8 @@ def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thre
     from paigrid import sources
 
     monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)  # a pool otherwise
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     cube = open_cube(hostile_cube)
     try:
         expected = {str(w): _seen(best_configurations(cube, "time", w, None, 3)) for w in WHERES}
@@ -267,7 +285,7 @@ def test_the_scan_fills_the_arrays_of_consumed_jobs_again_with_the_right_values(
     # are handed over, equal the file's, and the arrays of consumed runs are filled again
     from paigrid import sources
 
-    monkeypatch.setattr(sources, "_threads_safe", lambda: threads)
+    monkeypatch.setattr(sources, "_workers", lambda: 2 if threads else 0)
     cube = open_cube(hostile_cube)
     try:
         sel = {d: np.arange(len(cube.labels[d])) for d in LABEL_DIMS} | {"network": np.array([0, 2])}
