@@ -1,5 +1,6 @@
-"""The serial LLM kernels of one search or one prediction, compiled ahead of time into a Python
-extension module, so that a warm ``paigrid predict`` of an LLM job runs without importing numba.
+"""The serial LLM kernels of one search or one prediction, and the selection kernel of a cube
+scan, compiled ahead of time into a Python extension module, so that a warm ``paigrid predict``
+of an LLM job and a warm ``paigrid query`` scan run without importing numba.
 
 A command that imports numba spends most of its start there: numba's import, its CPU target's
 registries and the loading of each cached kernel take 0.6-1 s of CPU on the 2-core box, against
@@ -12,9 +13,12 @@ cannot be built (no C compiler, a numba without ``pycc``) the reason is written 
 and the callers fall back to numba's JIT kernels, which give the same numbers
 (``tests/test_precompiled.py`` checks they are bit-identical).
 
-Only the single-search paths use it (``predict``, ``llm predict``): the module's functions hold
-the GIL while they run (numba's ahead-of-time wrappers do not release it), which the sweeps'
-threads must not wait on, so they keep the ``nogil`` JIT kernels.
+Only the single-search paths use it (``predict``, ``llm predict``) and the scans of ``query``
+(``top_configurations``, the selection of each job's k best: a command that scans then imports no
+numba, and selects with it even where a scan is too small to be worth numba's import): the
+module's functions hold the GIL while they run (numba's ahead-of-time wrappers do not release
+it), which the sweeps' threads must not wait on, so they keep the ``nogil`` JIT kernels.  The
+folder is keyed by ``EXPORTS`` too, so a module of other exports is never loaded.
 """
 
 from __future__ import annotations
@@ -52,6 +56,13 @@ EXPORTS = {
         f"void({_C2}, {_C2}, f8[::1], f8[:, :, :, :, ::1], f8[::1], {_C2})",
     ),
     "memory_bytes": ("llm", "memory_bytes", "f8(f8[::1], f8[::1], f8[::1], f8)"),
+    # a scan's selection (``paigrid.query``): step times float32 as a cube stores them
+    "top_configurations": (
+        "scan",
+        "top_configurations",
+        "i8(f4[:, :, :, :, :, ::1], u1[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], "
+        "b1[::1], b1[::1], f8[:, ::1], b1, i8, i8[::1], f8[::1])",
+    ),
 }
 
 _loaded: dict = {}
@@ -72,10 +83,13 @@ def _subfolder() -> str:
     """The module's folder under the cache, made once per process: the kernel sources'
     fingerprint reads every kernel module, and a command loads the module more than once."""
     import platform
+    import zlib
 
     from paigrid.kernels.fingerprint import source_fingerprint
 
+    exports = zlib.crc32(repr(sorted(EXPORTS.items())).encode())  # a module of other exports never answers
     key = f"{sys.implementation.cache_tag}-{platform.machine()}-numpy{np.__version__}-numba{_numba_version()}"
+    key += f"-x{exports:08x}"
     return f"paigrid-kernels-{source_fingerprint()}/precompiled-{key}"
 
 

@@ -221,25 +221,21 @@ def first_of_equivalents(values: np.ndarray, arch_names, copy: bool = True) -> n
         ignored = ARCH_IGNORES.get(str(name), ())
         if not ignored:
             continue
-        block = out[..., a, :, :]
-        shape = block.shape
-        if "intra" in ignored and "network" in ignored:
-            flat = block.reshape(*shape[:-2], -1)
+        block = out[..., a, :, :]  # a view: written in place
+        both = "intra" in ignored and "network" in ignored
+        if both:
+            along = block.reshape(*block.shape[:-2], -1)
         elif "network" in ignored:
-            flat = block
+            along = block
         else:  # intra ignored: look along the intra axis
-            flat = np.swapaxes(block, -1, -2)
-        finite = np.isfinite(flat)
-        first = np.argmax(finite, axis=-1)
-        keep = np.zeros_like(finite)
-        np.put_along_axis(keep, first[..., None], True, axis=-1)
-        flat = np.where(keep & finite, flat, np.nan)
-        if "intra" in ignored and "network" in ignored:
-            out[..., a, :, :] = flat.reshape(shape)
-        elif "network" in ignored:
-            out[..., a, :, :] = flat
-        else:
-            out[..., a, :, :] = np.swapaxes(flat, -1, -2)
+            along = np.swapaxes(block, -1, -2)
+        finite = np.isfinite(along)
+        keep = finite & (np.cumsum(finite, axis=-1) == 1)  # the first finite cell along the axis
+        if both:
+            keep = keep.reshape(block.shape)
+        elif "network" not in ignored:
+            keep = np.swapaxes(keep, -1, -2)
+        np.copyto(block, np.nan, where=~keep)
     return out
 
 

@@ -14,7 +14,7 @@ of threads, so a scan costs little more than decompressing the chunks it needs.
 from __future__ import annotations
 
 import functools
-import math
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -32,6 +32,21 @@ def _threads_safe() -> bool:
     import h5py
 
     return tuple(int(p) for p in h5py.__version__.split(".")[:2]) >= (3, 12)
+
+
+def _workers() -> int:
+    """How many threads a scan decodes and selects in beside the calling thread: none on h5py
+    before 3.12 (``_threads_safe``) nor with fewer than three cores, every core otherwise.  The
+    calling thread reads the stored bytes, and the selection (the precompiled kernel) holds the
+    GIL, so only the decompression runs beside them: on the 2-core box a pool of two was slower
+    than the calling thread alone (the bench's cube, 6 runs each alternated: --where 0.66 s
+    against 0.60 s, --top 3 0.94 s against 0.86 s, in process)."""
+    import os
+
+    if not _threads_safe():
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores if cores >= 3 else 0
 
 
 #: what ``scan`` hands to its function for each job: (the variables over the selected
@@ -117,9 +132,10 @@ class FileSource:
         are ``Cells``, read only where ``select`` indexes them (a bottleneck code of the few rows
         chosen: a chunk or two, where the rest are read whole).  Runs of the jobs that share
         chunks are read together, their stored bytes by this thread and decoded and selected by
-        a pool of threads, two runs a thread ahead (on h5py before 3.12, ``_threads_safe``, all
-        in this thread)."""
-        import os
+        a pool of threads, two runs a thread ahead (``_workers``: all in this thread on h5py
+        before 3.12 and with fewer than three cores).  A run's arrays are filled again by a later
+        run once its results have been consumed (the next result asked for): ``select`` copies
+        what it keeps longer."""
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
@@ -127,13 +143,22 @@ class FileSource:
         reader = ChunkReader(self, eager, sel)
         cells = ChunkReader(self, tuple(lazy), sel) if lazy else None
 
-        def work(start, members, stored):
-            arrays = dict(zip(eager, reader.decode(start, stored)))
-            out = []
+        spare: list = []  # the arrays of runs consumed already, filled again by later runs
+
+        def work(start, members, stored, out):
+            decoded = reader.decode(start, stored, out)
+            arrays = dict(zip(eager, decoded))
+            results = []
             for pos, j in members:
                 job = [arrays[n][j - start] if n in arrays else Cells(cells, lazy.index(n), j) for n in names]
-                out.append(select(job, j, pos, reader.position))
-            return out
+                results.append(select(job, j, pos, reader.position))
+            return results, reader.spare(decoded)
+
+        def consumed(done):  # a run's results, handed on; then its arrays are free again
+            results, arrays = done
+            yield from results
+            if arrays is not None:
+                spare.append(arrays)
 
         tasks: list[tuple[int, list]] = []  # runs of consecutive jobs in one chunk
         for pos, j in enumerate(int(j) for j in job_rows):
@@ -142,25 +167,25 @@ class FileSource:
                 tasks[-1][1].append((pos, j))
             else:
                 tasks.append((start, [(pos, j)]))
-        if not _threads_safe():  # every h5py call and every decode in this thread, one run at a time
+        threads = min(_workers(), len(tasks))
+        if not threads:  # every h5py call and every decode in this thread, one run at a time
             for start, members in tasks:
-                yield from work(start, members, reader.raw(start))
+                yield from consumed(work(start, members, reader.raw(start), spare.pop() if spare else None))
             return
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = max(1, min(cores, len(tasks)))
         with ThreadPoolExecutor(threads) as pool:
             pending: deque = deque()
             queued = iter(tasks)
             for start, members in queued:
-                pending.append(pool.submit(work, start, members, reader.raw(start)))
+                pending.append(pool.submit(work, start, members, reader.raw(start), None))
                 if len(pending) >= 2 * threads:
                     break
             while pending:
                 done = pending.popleft().result()
                 for start, members in queued:
-                    pending.append(pool.submit(work, start, members, reader.raw(start)))
+                    out = spare.pop() if spare else None
+                    pending.append(pool.submit(work, start, members, reader.raw(start), out))
                     break
-                yield from done
+                yield from consumed(done)
 
 
 class Cells:
@@ -242,19 +267,17 @@ class ChunkReader:
     dimension may be split).  ``decode`` gives an array over a row of jobs (one chunk's jobs)
     and the selected coordinates, in the selection's order (``coords[dim]``; ``local[dim]``:
     their positions in the array, ``position[dim]``: each coordinate's, -1 where not selected).
-    Where a row's selection is one chunk, its stored bytes are read by h5py in the calling thread
-    (``raw``) and decompressed and checked by ``decode`` in any thread, without the GIL; a row of
-    several chunks is read by h5py in one call when the selected coordinates run in steps of one
-    (their box: exactly those chunks), else chunk by chunk (``pieces``).  ``chunk`` decodes one
-    chunk of one job (``Cells``: the few cells a scan reads of a variable it does not rank by).
+    The stored bytes of a row's chunks are read by h5py in the calling thread (``raw``) and
+    decompressed and checked by ``decode`` in any thread, without the GIL, each chunk into a
+    buffer of the thread's and the selected cells copied out.  ``chunk`` decodes one chunk of one
+    job (``Cells``: the few cells a scan reads of a variable it does not rank by).
 
     A variable chunked otherwise than the first, unknown filters, or a chunk that fails to decode
-    are read through h5py instead, the same chunks, so a damaged chunk fails as HDF5 reports it;
-    so is every chunk without ``parallel``.  ``owner`` is anything with the h5py ``file`` (a
-    ``FileSource``, or a ``paigrid.cube.Cube`` of a file)."""
-
-    #: the share of a row's chunk cells selected at most for the row to be decoded here
-    SPARSE = 0.5
+    are read through h5py instead, the same chunks (in one call when the selected coordinates
+    run in steps of one: their box holds exactly those chunks; else chunk by chunk, ``pieces``),
+    so a damaged chunk fails as HDF5 reports it; so is every chunk without ``parallel``.
+    ``owner`` is anything with the h5py ``file`` (a ``FileSource``, or a ``paigrid.cube.Cube`` of
+    a file)."""
 
     FILTERS = {
         "lz4": {"32001", "fletcher32"},
@@ -313,10 +336,8 @@ class ChunkReader:
         compression = str_attr(file.attrs, "compression") if "compression" in file.attrs else ""
         chunks = [getattr(d, "chunks", None) for d in self.datasets]
         self.decoders = None
+        self._buffers = threading.local()  # each thread's chunk buffer per variable (``_decode_row``)
         try:
-            # a row of several chunks: h5py reads them in one call (in C), with less work than
-            # decoding and assembling them one by one here (measured on the bench's cube, chunks
-            # of 2 GPUs: 0.97 s against 1.54 s in one thread, more than the second thread gains)
             if parallel and all(
                 c is not None
                 and tuple(c) == self.chunks
@@ -327,11 +348,11 @@ class ChunkReader:
                 self.decoders = [chunk_decoder(compression, d.dtype, c) for c, d in zip(chunks, self.datasets)]
         except (AttributeError, TypeError, ValueError, PaigridError):
             self.decoders = None
-        # the decoders decode single chunks (``chunk``) whatever the row, and whole rows where a
-        # row is one chunk or the selection keeps at most SPARSE of its chunks' cells (a filter
-        # on network: assembling the row copies little, and the chunks decode in every thread)
-        cells = math.prod(self.shape) / max(1, len(self.pieces) * math.prod(self.chunks[1:]))
-        self.rows_decoded = self.decoders is not None and (len(self.pieces) == 1 or cells <= self.SPARSE)
+        # the decoders decode every row, each chunk into a buffer of the thread's and its selected
+        # cells copied out (measured on the bench's cube, --top 3: 0.3 s of CPU less than h5py
+        # reading a row of several chunks in one call, which holds the GIL and allocates a chunk
+        # buffer per chunk), and single chunks (``chunk``)
+        self.rows_decoded = self.decoders is not None
 
     def chunk(self, variable: int, job: int, corner: tuple[int, ...]) -> np.ndarray:
         """Job ``job``'s part of the chunk of variable ``variable`` (its place in ``names``) whose
@@ -369,43 +390,87 @@ class ChunkReader:
             stored.append(pieces)
         return stored
 
-    def decode(self, start: int, stored) -> list[np.ndarray]:
+    def decode(self, start: int, stored, out: list[np.ndarray] | None = None) -> list[np.ndarray]:
         """Each variable over the jobs ``start`` to ``start + rows`` (fewer at the end) and the
-        selected coordinates."""
+        selected coordinates; ``out``: arrays of a row consumed already (``spare``), filled
+        instead of new ones where their shape fits (a fresh array of a few MB costs more in page
+        faults than decompressing its chunks)."""
         stop = min(start + self.rows, self.jobs)
+        shape = (stop - start, *self.shape)
+        given: list[np.ndarray | None] = [None] * len(self.datasets)
+        if out:
+            given = [o if o.shape == shape and o.dtype == d.dtype else None for o, d in zip(out, self.datasets)]
         if stored is not None and self.rows_decoded:
             try:
                 return [
-                    self._assemble(
-                        stop - start, [decode(piece) for piece in (data if isinstance(data, list) else [data])]
-                    )
-                    for decode, data in zip(self.decoders or [], stored)
+                    self._decode_row(v, pieces if isinstance(pieces, list) else [pieces], shape, o)
+                    for v, (pieces, o) in enumerate(zip(stored, given))
                 ]
             except (OSError, RuntimeError, ValueError):
                 pass  # h5py reads it again below, and fails as HDF5 does if it is damaged
         if self.box is not None:  # runs of coordinates: one read, of exactly the chunks needed
-            return [np.asarray(d[(slice(start, stop), *self.box)]) for d in self.datasets]
+            arrays = []
+            for d, o in zip(self.datasets, given):
+                o = np.empty(shape, d.dtype) if o is None else o
+                d.read_direct(o, (slice(start, stop), *self.box))
+                arrays.append(o)
+            return arrays
         regions = [
             (slice(start, stop), *(slice(c0, c0 + c) for c0, c in zip(corner, self.chunks[1:])))
             for corner, _, _ in self.pieces
         ]
-        return [self._assemble(stop - start, [np.asarray(d[region]) for region in regions]) for d in self.datasets]
+        return [
+            self._assemble(stop - start, [np.asarray(d[region]) for region in regions], o)
+            for d, o in zip(self.datasets, given)
+        ]
 
-    def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
+    @staticmethod
+    def spare(arrays: list[np.ndarray]) -> list[np.ndarray] | None:
+        """``arrays`` of ``decode`` as the ``out`` of a later row, once the row is consumed: None
+        where one of them is not an array of its own that can be written."""
+        ok = all(a.base is None and a.flags.writeable and a.flags.c_contiguous for a in arrays)
+        return arrays if ok else None
+
+    def _decode_row(self, variable: int, pieces: list, shape: tuple, out: np.ndarray | None) -> np.ndarray:
+        """Variable ``variable`` over the jobs and selected coordinates of ``shape`` from the
+        stored bytes of its chunks (``raw``), each chunk decoded into this thread's buffer for
+        that variable and its selected cells copied to ``out`` (a new array when None):
+        ``chunk_decoder``."""
+        decode = (self.decoders or [])[variable]
+        if len(pieces) != len(self.pieces):
+            raise ValueError("a chunk is missing")
+        n = shape[0]
+        if self.whole:
+            return decode(pieces[0])[:n]
+        buffers = getattr(self._buffers, "arrays", None)
+        if buffers is None:
+            buffers = self._buffers.arrays = [np.empty(self.chunks, d.dtype) for d in self.datasets]
+        out = np.empty(shape, self.datasets[variable].dtype) if out is None else out
+        for (_, place, cells), data in zip(self.pieces, pieces):
+            self._place(out, place, cells, decode(data, buffers[variable]), n)
+        return out
+
+    def _assemble(self, n: int, parts: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
         """The array of ``n`` jobs over the selected coordinates from its chunks, in ``pieces``
-        order (chunks read through h5py end at the dataset's edges)."""
+        order (chunks read through h5py end at the dataset's edges), in ``out`` if given."""
         if len(parts) != len(self.pieces):
             raise ValueError("a chunk is missing")
         if self.whole:
             return parts[0][:n]
-        out = np.empty((n, *self.shape), parts[0].dtype)
+        out = np.empty((n, *self.shape), parts[0].dtype) if out is None else out
         for (_, place, cells), data in zip(self.pieces, parts):
-            if all(isinstance(k, slice) for k in (*place, *cells)):
-                out[(slice(None), *place)] = data[(slice(0, n), *cells)]
-            else:
-                rows = np.arange(n)
-                out[np.ix_(rows, *map(_indices, place))] = data[np.ix_(rows, *map(_indices, cells))]
+            self._place(out, place, cells, data, n)
         return out
+
+    @staticmethod
+    def _place(out: np.ndarray, place: tuple, cells: tuple, data: np.ndarray, n: int) -> None:
+        """Copy the cells ``cells`` of the first ``n`` jobs of a chunk ``data`` to ``place`` in
+        ``out`` (slices, or index arrays, per dimension after the job)."""
+        if all(isinstance(k, slice) for k in (*place, *cells)):
+            out[(slice(None), *place)] = data[(slice(0, n), *cells)]
+        else:
+            rows = np.arange(n)
+            out[np.ix_(rows, *map(_indices, place))] = data[np.ix_(rows, *map(_indices, cells))]
 
 
 def _cut(members: np.ndarray, wanted: np.ndarray, s0: int) -> tuple:

@@ -46,6 +46,17 @@ def top_configurations(
     count = 0
     worst = np.inf  # the k-th key kept, once k are kept
     stride_p = n_a * n_i * n_w  # the position's stride of each selected precision
+    # where every intra, network and precision is selected, in order (a scan's arrays are cut to
+    # the selection), the cells of one (arch, gpu, n_gpu) lie together, and a block none of whose
+    # step times is within the bound is skipped whole: a cell above it is skipped below anyway, and
+    # the cells that repeat another (``seen``) are tracked within a block only
+    whole = n_i == step.shape[3] and n_w == step.shape[4] and n_p == step.shape[5]
+    for ii in range(n_i):
+        whole = whole and i_s[ii] == ii
+    for wi in range(n_w):
+        whole = whole and w_s[wi] == wi
+    for pi in range(n_p):
+        whole = whole and p_s[pi] == pi
     for ai in range(n_a):
         a = a_s[ai]
         skip_i, skip_w = ignores_intra[ai], ignores_network[ai]
@@ -56,6 +67,8 @@ def top_configurations(
                 n = n_s[ni]
                 f = factor[gi, ni]
                 bound = _step_bound(worst, f, divide)
+                if whole and bound == bound and not _any_within(step, a, g, n, bound):
+                    continue
                 if dedupe:
                     seen[:, :, :] = False
                 base_gn = (gi * n_n + ni) * n_p
@@ -104,6 +117,18 @@ def top_configurations(
         out_index[r] = index[order[r]]
         out_step[r] = values[order[r]]
     return count
+
+
+@jit
+def _any_within(step, a, g, n, bound):
+    """Whether any step time [s] of ``step[a, g, n]`` (one (arch, gpu, n_gpu)'s cells) is at most
+    ``bound`` (NaN is not), counted without an early exit so that the loops vectorise."""
+    within = 0
+    for i in range(step.shape[3]):
+        for w in range(step.shape[4]):
+            for p in range(step.shape[5]):
+                within += np.float64(step[a, g, n, i, w, p]) <= bound
+    return within > 0
 
 
 @jit

@@ -87,6 +87,30 @@ def test_the_precompiled_step_model_is_the_jit_one_on_every_layout(module):
         )
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_the_precompiled_scan_selection_is_the_jit_one(module, seed):
+    """``top_configurations`` of the module against numba's JIT kernel on random jobs with ties,
+    NaN cells and (gpu, precision) that do not fit, by time and by cost, every k."""
+    from paigrid.kernels.scan import top_configurations
+
+    rng = np.random.default_rng(seed)
+    shape = (5, 3, 4, 3, 4, 2)
+    step = np.round(rng.random(shape) * 3 + 0.5, 1).astype(np.float32)
+    step[rng.random(shape) < 0.4] = np.nan
+    fits = (rng.random((3, 2)) < 0.8).astype(np.uint8)
+    factor = rng.choice([1.0, 2.0, 4.0], size=(3, 4))
+    sel = [np.arange(n, dtype=np.int64) for n in shape]
+    skip_i, skip_w = np.array([1, 1, 0, 1, 0], np.bool_), np.array([1, 1, 1, 0, 0], np.bool_)
+    for divide in (True, False):
+        for k in (1, 3, 40, step.size):
+            got = np.empty(k, np.int64), np.empty(k)
+            want = np.empty(k, np.int64), np.empty(k)
+            n = module.top_configurations(step, fits, *sel, skip_i, skip_w, factor, divide, k, *got)
+            assert n == top_configurations(step, fits, *sel, skip_i, skip_w, factor, divide, k, *want)
+            assert np.array_equal(got[0][:n], want[0][:n]) and np.array_equal(got[1][:n], want[1][:n], equal_nan=True)
+
+
 def test_a_failed_build_is_recorded_once_and_nothing_is_loaded(monkeypatch, tmp_path):
     """Where the module cannot be built, ``load`` returns None (the JIT kernels serve), writes the
     reason beside where the module would be, and does not try again in a later command."""

@@ -7,6 +7,7 @@ network as ``store.cube_chunk_shape`` chooses, or only along job as older cubes 
 reading only the chunks that the filters touch."""
 
 import itertools
+import os
 import shutil
 from pathlib import Path
 
@@ -30,6 +31,7 @@ FORMAT1 = ROOT / "tests" / "data" / "format1"
 #: precision): ``store.cube_chunk_shape``'s for the grid (every dimension but the job whole, as
 #: older cubes too are chunked), the same with one GPU per chunk (as on larger grids), and one
 #: that splits every dimension it can, unevenly (edge chunks), along network too
+PRECOMPILED_SCAN = query._precompiled_scan  # the loader itself (``no_precompiled_scan`` sets it aside)
 CHUNKINGS = {"job": (2, 5, 3, 3, 3, 3, 2), "gpu": (1, 5, 1, 3, 3, 3, 2), "uneven": (1, 5, 2, 2, 3, 1, 2)}
 
 
@@ -156,17 +158,47 @@ WHERES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def no_precompiled_scan(monkeypatch):
+    """The scans select with the JIT kernel or numpy, as ``SCAN_KERNEL_CELLS`` says, not with the
+    precompiled kernel that a command's cache folder may hold (``ahead`` tests it)."""
+    monkeypatch.setattr(query, "_precompiled_scan", lambda: None)
+
+
+@pytest.fixture(scope="module")
+def ahead():
+    """The precompiled selection kernel, built in the tests' kernel cache folder (as
+    ``tests/test_precompiled.py`` builds the module: about 20 s once per kernel sources)."""
+    import os
+
+    from paigrid import precompiled
+
+    saved = os.environ.get("NUMBA_CACHE_DIR")
+    os.environ["NUMBA_CACHE_DIR"] = saved or str(Path.home() / ".cache" / "paigrid-tests-numba")
+    try:
+        kernel = PRECOMPILED_SCAN()
+    finally:
+        if saved is None:
+            del os.environ["NUMBA_CACHE_DIR"]
+    assert kernel is not None, precompiled.status()
+    return kernel
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("by", ["time", "cost"])
 @pytest.mark.parametrize("top", [1, 3, 40, 300])
 def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled, monkeypatch):
-    # the compiled path (parallel decoding, the one-pass kernel) and the numpy one, on a small cube
+    # the compiled path (the one-pass kernel) in a pool of threads and the numpy one in the calling
+    # thread (with fewer than three cores a scan has no pool), on a small cube
+    from paigrid import sources
+
     monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0 if compiled else 10**18)
+    monkeypatch.setattr(sources, "_workers", lambda: 2 if compiled else 0)
     cube = open_cube(hostile_cube)
     try:
         reader = _ChunkReader(cube, ("step_time", "bottleneck"))
-        # the parallel decoder where a row of jobs is one chunk, with the file's own chunk shape
-        assert reader.decoders is not None and reader.rows_decoded == (len(reader.pieces) == 1)
+        # the parallel decoder, for rows of one chunk or several, with the file's own chunk shape
+        assert reader.decoders is not None and reader.rows_decoded
         assert reader.chunks == cube.file["step_time"].chunks and reader.rows == reader.chunks[0]
         jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]  # out of order, one twice
         ties = 0
@@ -183,6 +215,37 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
         cube.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("top", [1, 3, 40])
+def test_the_scan_with_the_precompiled_kernel_equals_a_brute_force_selection(hostile_cube, ahead, top, monkeypatch):
+    # a command's scans select with the kernel compiled ahead of time, small ones too, numba unloaded
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 10**18)
+    monkeypatch.setattr(query, "_precompiled_scan", lambda: ahead)
+    monkeypatch.setattr(query, "_scan_kernel", lambda: pytest.fail("the JIT kernel was loaded"))
+    cube = open_cube(hostile_cube)
+    try:
+        jobs = [cube.labels["job"][k] for k in (3, 0, 1, 3, 2)]
+        for by in ("time", "cost"):
+            for where in WHERES:
+                if top == 1 and not any(d in where for d in ("arch", "intra", "network")):  # a scan, not the bests
+                    where = {**where, "arch": list(range(len(cube.labels["arch"])))[::-1][:3][::-1]}
+                rows = best_configurations(cube, by, where, jobs, top)
+                assert _seen(rows) == _brute(cube, by, where, jobs, top), (by, where)
+    finally:
+        cube.close()
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 16])
+def test_a_scan_has_a_pool_of_threads_with_three_cores_or_more_and_thread_safe_h5py(cores, monkeypatch):
+    from paigrid import sources
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    for safe in (True, False):
+        monkeypatch.setattr(sources, "_threads_safe", lambda safe=safe: safe)
+        assert sources._workers() == (cores if safe and cores >= 3 else 0)
+
+
 def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thread(hostile_cube, monkeypatch):
     # h5py before 3.12 crashes when two threads read one file: every read and decode stays in this thread
     import threading
@@ -190,6 +253,8 @@ def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thre
     from paigrid import sources
 
     monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)  # a pool otherwise
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     cube = open_cube(hostile_cube)
     try:
         expected = {str(w): _seen(best_configurations(cube, "time", w, None, 3)) for w in WHERES}
@@ -209,6 +274,37 @@ def test_without_thread_safe_h5py_the_scan_reads_and_decodes_in_the_calling_thre
             rows = best_configurations(cube, "time", where, None, 3)
             assert _seen(rows) == expected[str(where)] == _brute(cube, "time", where, None, 3), where
         assert seen_in == {threading.get_ident()}
+    finally:
+        cube.close()
+
+
+@pytest.mark.parametrize("threads", [True, False])
+def test_the_scan_fills_the_arrays_of_consumed_jobs_again_with_the_right_values(hostile_cube, threads, monkeypatch):
+    # every job many times (more runs than the threads hold ahead), a selection of two networks
+    # (several chunks a row where the chunks split them): each job's arrays, copied where they
+    # are handed over, equal the file's, and the arrays of consumed runs are filled again
+    from paigrid import sources
+
+    monkeypatch.setattr(sources, "_workers", lambda: 2 if threads else 0)
+    cube = open_cube(hostile_cube)
+    try:
+        sel = {d: np.arange(len(cube.labels[d])) for d in LABEL_DIMS} | {"network": np.array([0, 2])}
+        jobs = len(cube.labels["job"])
+        job_rows = np.array([j for _ in range(6) for j in (list(range(jobs)) + list(range(jobs))[::-1])])
+        arrays = set()
+
+        def select(job, j, pos, position):
+            arrays.add(id(job[0].base))
+            return j, pos, job[0].copy(), job[1][np.zeros(1, np.intp), *(np.zeros(1, np.intp),) * 5]
+
+        seen = list(cube.source.scan(("step_time", "bottleneck"), sel, job_rows, select, ("bottleneck",)))
+        assert [(j, pos) for j, pos, _, _ in seen] == [(int(j), pos) for pos, j in enumerate(job_rows)]
+        for j, _, step, code in seen:
+            expected = cube.file["step_time"][j][np.ix_(*(sel[d] for d in LABEL_DIMS))]
+            assert np.array_equal(step, expected, equal_nan=True)
+            assert code[0] == cube.file["bottleneck"][(j, *(int(sel[d][0]) for d in LABEL_DIMS))]
+        runs = len(job_rows) if cube.file["step_time"].chunks[0] == 1 else len(job_rows) // 2
+        assert len(arrays) < runs / 2  # filled again, not made anew
     finally:
         cube.close()
 
@@ -244,10 +340,18 @@ def test_the_chunk_decoder_inverts_the_encoder_and_checks_the_checksum(compressi
     stored = chunk_encoder(compression)(chunk)
     decode = chunk_decoder(compression, chunk.dtype, chunk.shape)
     assert np.array_equal(decode(stored), chunk)
+    # into a buffer of the caller's (blosc decompresses there; the others return a new array)
+    buffer = np.full(chunk.shape, np.nan, chunk.dtype)
+    assert np.array_equal(decode(stored, buffer), chunk)
+    assert (buffer is decode(stored, buffer)) == (compression in ("lz4", "zstd"))
     damaged = bytearray(stored)
     damaged[len(damaged) // 2] ^= 0xFF
     with pytest.raises(OSError):
         decode(bytes(damaged))
+    with pytest.raises(OSError):
+        decode(bytes(damaged), buffer)
+    with pytest.raises(OSError):  # a chunk of another size, its checksum right
+        chunk_decoder(compression, chunk.dtype, (2, 3, 4))(stored, np.empty((2, 3, 4), chunk.dtype))
 
 
 def test_the_reader_falls_back_where_the_filters_are_not_the_cube_s(tmp_path):
@@ -385,6 +489,24 @@ def test_the_selection_kernel_equals_its_numpy_reference(seed):
             assert count == len(expected)
             assert np.array_equal(index[:count], expected), (divide, k)
             assert np.array_equal(values[:count], expected_values, equal_nan=True), (divide, k)
+    # a selection of some coordinates of each dimension (the cells of an (arch, gpu, n_gpu) are
+    # not skipped as a block then), and the whole selection in an array not C-contiguous
+    part = [np.array(c, dtype=np.int64) for c in ([0, 1, 3, 4], [0, 2], [1, 2, 3], [0, 2], [1, 3], [1])]
+    cut = step[np.ix_(*part)]
+    for divide in (True, False):
+        for k in (1, 3, 40):
+            index, values = np.empty(k, np.int64), np.empty(k)
+            f = factor[np.ix_(part[1], part[2])]
+            count = top_configurations(step, fits, *part, skip_i[part[0]], skip_w[part[0]], f, divide, k, index, values)
+            names = [arch_names[a] for a in part[0]]
+            expected, expected_values = _ranked_positions(cut, fits[np.ix_(part[1], part[5])], names, f, divide, k)
+            assert np.array_equal(index[:count], expected), (divide, k)
+            assert np.array_equal(values[:count], expected_values, equal_nan=True), (divide, k)
+            count = top_configurations(
+                np.asfortranarray(step), fits, *sel, skip_i, skip_w, factor, divide, k, index, values
+            )
+            expected, expected_values = _ranked_positions(step, fits, arch_names, factor, divide, k)
+            assert np.array_equal(index[:count], expected), (divide, k)
 
 
 @pytest.mark.parametrize("parallel", [True, False])
@@ -415,3 +537,47 @@ def test_the_numpy_checksum_equals_hdf5_s_fletcher32(size):
 
     for data in (np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8), np.full(size, 0xFF, np.uint8)):
         assert fletcher32_numpy(data.tobytes()) == fletcher32(data.tobytes()), size
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 719, 720, 721, 11_001, 2**21 + 3])
+def test_the_decoder_s_checksum_check_agrees_with_hdf5_s_fletcher32(size):
+    # the decoder's check (numcodecs' compiled Fletcher32) against the writer's sums, on odd and
+    # even lengths, and a sum one off fails
+    import struct
+
+    from paigrid.codecs import _fletcher32_check, fletcher32
+
+    check = _fletcher32_check()
+    for data in (np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8), np.full(size, 0xFF, np.uint8)):
+        total = fletcher32(data.tobytes())
+        assert check(data.tobytes() + struct.pack("<I", total)), size
+        assert not check(data.tobytes() + struct.pack("<I", (total + 1) % 2**32)), size
+    assert not check(b"abc")
+
+
+def test_first_of_equivalents_keeps_the_first_finite_cell_an_architecture_ignores():
+    # against a loop over every cell, with NaN and inf cells, every kind of architecture
+    from paigrid.schema import first_of_equivalents
+
+    names = ["1w1g", "allreduce-local", "ps-worker", "allreduce-cluster"]
+    rng = np.random.default_rng(3)
+    for shape in [(3, 4, 4, 3, 5), (4, 1, 1), (2, 4, 2, 1)]:
+        values = rng.random(shape)
+        values[rng.random(shape) < 0.5] = np.nan
+        values[rng.random(shape) < 0.05] = np.inf
+        arch = names[: shape[-3]]
+        expected = values.copy()
+        for lead in itertools.product(*map(range, shape[:-3])):
+            for a, name in enumerate(arch):
+                ignored = ARCH_IGNORES.get(name, ())
+                cells = list(itertools.product(range(shape[-2]), range(shape[-1])))
+                for i, w in cells:
+                    group = [
+                        (i2, w2)
+                        for i2, w2 in cells
+                        if (i2 == i or "intra" in ignored) and (w2 == w or "network" in ignored)
+                    ]
+                    first = next((c for c in group if np.isfinite(values[(*lead, a, *c)])), None)
+                    if ignored and (i, w) != first:
+                        expected[(*lead, a, i, w)] = np.nan
+        assert np.array_equal(first_of_equivalents(values, arch), expected, equal_nan=True), shape
