@@ -353,7 +353,9 @@ def _scan(
     shape = tuple(len(sel[d]) for d in ("gpu", "n_gpu", "precision", "arch", "intra", "network"))
 
     one_pass = not pareto and not per_design and top <= 256  # the k best kept in order (small k)
-    ahead = _precompiled_scan() if one_pass else None  # no numba to load: every scan selects with it
+    # no numba to load: every scan selects with it, but only a scan large enough for the JIT
+    # kernel builds it where it is missing (a small one selects with numpy rather than wait)
+    ahead = _precompiled_scan(build=compiled) if one_pass else None
     jit: list = []  # the future of the JIT kernel, where it serves
     if one_pass and (compiled or ahead is not None):
         ignores = [ARCH_IGNORES.get(str(name), ()) for name in arch_names]
@@ -417,14 +419,15 @@ def _scan(
     return cube.source.scan(("step_time", "bottleneck"), sel, job_rows, select, () if per_design else ("bottleneck",))
 
 
-def _precompiled_scan():
+def _precompiled_scan(build: bool):
     """The selection kernel compiled ahead of time (``paigrid.precompiled``: no numba to import,
-    the same machine code as ``kernels.scan.top_configurations``), built where it is missing
-    (once per kernel sources, about 20 s on the 2-core box); None where there is none (outside
-    a command, which sets the cache folder; ``PAIGRID_PRECOMPILED=0``; a failed build)."""
+    the same machine code as ``kernels.scan.top_configurations``), with ``build`` built where it
+    is missing (once per kernel sources, 10-20 s on the 2-core box); None where there is none
+    (not built, outside a command, which sets the cache folder; ``PAIGRID_PRECOMPILED=0``; a
+    failed build)."""
     from paigrid import precompiled
 
-    module = precompiled.load(build=True)
+    module = precompiled.load(build=build)
     return None if module is None else module.top_configurations
 
 

@@ -162,7 +162,7 @@ WHERES = [
 def no_precompiled_scan(monkeypatch):
     """The scans select with the JIT kernel or numpy, as ``SCAN_KERNEL_CELLS`` says, not with the
     precompiled kernel that a command's cache folder may hold (``ahead`` tests it)."""
-    monkeypatch.setattr(query, "_precompiled_scan", lambda: None)
+    monkeypatch.setattr(query, "_precompiled_scan", lambda build: None)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,7 @@ def ahead():
     saved = os.environ.get("NUMBA_CACHE_DIR")
     os.environ["NUMBA_CACHE_DIR"] = saved or str(Path.home() / ".cache" / "paigrid-tests-numba")
     try:
-        kernel = PRECOMPILED_SCAN()
+        kernel = PRECOMPILED_SCAN(build=True)
     finally:
         if saved is None:
             del os.environ["NUMBA_CACHE_DIR"]
@@ -220,7 +220,7 @@ def test_the_scan_equals_a_brute_force_selection(hostile_cube, by, top, compiled
 def test_the_scan_with_the_precompiled_kernel_equals_a_brute_force_selection(hostile_cube, ahead, top, monkeypatch):
     # a command's scans select with the kernel compiled ahead of time, small ones too, numba unloaded
     monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 10**18)
-    monkeypatch.setattr(query, "_precompiled_scan", lambda: ahead)
+    monkeypatch.setattr(query, "_precompiled_scan", lambda build: ahead)
     monkeypatch.setattr(query, "_scan_kernel", lambda: pytest.fail("the JIT kernel was loaded"))
     cube = open_cube(hostile_cube)
     try:
@@ -233,6 +233,27 @@ def test_the_scan_with_the_precompiled_kernel_equals_a_brute_force_selection(hos
                 assert _seen(rows) == _brute(cube, by, where, jobs, top), (by, where)
     finally:
         cube.close()
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_only_a_scan_large_enough_for_the_jit_kernel_builds_the_precompiled_one(hostile_cube, large, monkeypatch):
+    # a first small scan must not wait 10-20 s for the ahead-of-time build: it selects with numpy
+    from paigrid import precompiled
+
+    asked = []
+    monkeypatch.setattr(query, "_precompiled_scan", PRECOMPILED_SCAN)
+    monkeypatch.setattr(precompiled, "load", lambda build=False: asked.append(build))
+    monkeypatch.setattr(query, "SCAN_KERNEL_CELLS", 0 if large else 10**18)
+    if not large:
+        monkeypatch.setattr(query, "_scan_kernel", lambda: pytest.fail("the JIT kernel was loaded"))
+    cube = open_cube(hostile_cube)
+    try:
+        where = {"arch": list(range(len(cube.labels["arch"])))}
+        jobs = list(cube.labels["job"][:2])
+        assert _seen(best_configurations(cube, "time", where, jobs, 3)) == _brute(cube, "time", where, jobs, 3)
+    finally:
+        cube.close()
+    assert asked and set(asked) == {large}  # None came back: numpy (small) or the JIT kernel (large)
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 16])
