@@ -882,14 +882,18 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             "compress together), so the scan decodes every chunk (in every thread, checked by numcodecs' compiled "
             "Fletcher-32) and keeps one network of each; it selects with the precompiled kernel as --top does",
         ),
-        (
-            "reduce kernel >= 60% of the same-model fused argmin (10^9 configurations)",
-            f"{f['reduce1800_vs_fused']:.0%}",
-            f["reduce1800_vs_fused"] >= 0.6,
-            "the kernel keeps per-(job, gpu) row buffers that the full cube needs, and the machine's load moves "
-            "both sides",
-        ),
     ]
+    large = "reduce18000_vs_fused"
+    rows.append(
+        (
+            "reduce kernel >= 78% of the same-model fused argmin at 10^9 configurations and >= 81% at 10^10 "
+            "(within 5 points of its 83% / 86% before the block kernel became step, traversal and fold)",
+            f"{f['reduce1800_vs_fused']:.0%}" + (f" / {f[large]:.0%}" if large in f else " (10^10: quick profile)"),
+            f["reduce1800_vs_fused"] >= 0.78 and (f[large] >= 0.81 if large in f else True),
+            "the kernel checks each configuration's validity and per-architecture memory fit, which the bound "
+            "leaves to its tables, and the machine's load moves both sides",
+        )
+    )
     big = "reduce18000_command_vs_kernel"
     rows.append(
         (
