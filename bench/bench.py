@@ -902,11 +902,12 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             if big in f
             else f"not run (quick profile; {f['reduce1800_command_vs_kernel']:.0%} at 10^9)",
             (f[big] >= 0.8) if big in f else None,
-            "starting the process, importing, loading the compiled kernels and reading the jobs are a fixed "
-            "cost of a few seconds, "
-            "and each block adds work the kernel-alone figure leaves out (the compute model's terms, the "
-            "overall bests of its jobs in numpy, about a tenth of the block's kernel time, and writing "
-            "its reductions); the kernel and the writer share the 2 cores",
+            "about 1.3 s around a kernel of about 3.4 s: starting the process and importing (about 0.2 s), "
+            "numba's start and the kernels' load, reading the jobs and preparing the families before the first "
+            "block (about 0.5 s; the current predictions and the file's skeleton now run beside the first "
+            "blocks), and in the blocks the compute model's terms and the writer's compressed reductions "
+            "(about 0.4 s of CPU), which share the 2 cores with the kernel; the faster reduce kernel of this "
+            "release makes that fixed part a larger share",
         )
     )
     rows.append(
