@@ -166,7 +166,14 @@ def compute_block(
         out = {k: v for k, v in out.items() if k not in CUBE_VARIABLES}
     else:
         out.update(step_factor_arrays(jobs, n_gpu, grid.gpu_table))
-    out["overall_best"], out["overall_step_time"] = overall_best(
+    out["overall_best"], out["overall_step_time"] = _block_overall_best(grid, jobs, n_gpu, out)
+    return Block(index, start, stop, out)
+
+
+def _block_overall_best(grid: Grid, jobs: np.ndarray, n_gpu: np.ndarray, out: dict[str, np.ndarray]):
+    """``overall_best`` of a block's per-job bests in ``out`` (its job rows ``jobs``, GPU counts
+    ``n_gpu``)."""
+    return overall_best(
         out["best_step_time"],
         out["best_index"],
         n_gpu,
@@ -175,7 +182,6 @@ def compute_block(
         len(grid.intra),
         len(grid.network),
     )
-    return Block(index, start, stop, out)
 
 
 def load_kernels(grid: Grid, configs: int, write_cube: bool) -> None:
@@ -187,15 +193,7 @@ def load_kernels(grid: Grid, configs: int, write_cube: bool) -> None:
     jobs, n_gpu = grid.job_rows(0, 0)
     out = allocate(grid, 0, write_cube)
     run_kernel(kernel, grid, jobs, n_gpu, write_cube, out)
-    overall_best(
-        out["best_step_time"],
-        out["best_index"],
-        n_gpu,
-        jobs[:, L.J_BATCH] * jobs[:, L.J_ACCUM],
-        grid.gpu_table[:, L.G_PRICE],
-        len(grid.intra),
-        len(grid.network),
-    )
+    _block_overall_best(grid, jobs, n_gpu, out)
 
 
 def release_buffers(block: Block, compression: str | None, chunks: int | tuple[int, ...], in_buffers: bool) -> Block:
