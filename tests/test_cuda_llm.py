@@ -10,10 +10,10 @@ from cuda_helpers import compile_ptx, run_simulator_checks
 @pytest.mark.cuda_sim
 def test_cuda_llm_kernels_give_the_cpu_outputs_in_the_simulator():
     stdout = run_simulator_checks("cuda_sim_llm_checks.py")
-    for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3", "probe mixtral-8x7b"):
+    for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3", "probe nemo-gpt3-5b"):
         assert f"ok {case}: 1 outputs equal" in stdout, stdout
-    assert stdout.count("search ") == 2 and "ok search mixtral-8x7b: 3 outputs equal" in stdout
-    assert stdout.count("ok best_layout") == 2, stdout
+    assert stdout.count("search ") == 1 and "ok search nemo-gpt3-5b: 3 outputs equal" in stdout
+    assert stdout.count("ok best_layout") == 1, stdout
     exercised = [int(line.split(":")[1].split(",")[0]) for line in stdout.splitlines() if "reasons exercised" in line]
     assert len(exercised) == 3 and min(exercised) >= 5, stdout
 
