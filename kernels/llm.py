@@ -222,6 +222,14 @@ def layout_reason(lay, hw, model, ctab, options, mem_bytes):
 
 
 @jit
+def expert_replicas(t, d, c, e):
+    """The expert-data-parallel ranks that hold a replica of each routed expert: d x c x t /
+    (et x e), et the expert tensor degree (``expert_tensor``; Megatron-Core's rank order: tensor,
+    then expert, then expert-data-parallel)."""
+    return d * c * t / (expert_tensor(t, d, c, e) * e)
+
+
+@jit
 def per_gpu_params(params, expert, shards, expert_shards, sharded):
     """Parameters [count] a GPU keeps of a stage's ``params`` (``expert`` of them experts' ones)
     of one kind of state: all of them, or with ``sharded`` (ZeRO), the dense ones split over the
@@ -249,7 +257,7 @@ def memory_bytes(lay, model, options, m):
     et = expert_tensor(t, d, c, e)
     params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
     expert = layers * model[K.M_EXPERT_PARAMS] / (et * e)
-    shards, expert_shards = d * c, d * c * t / (et * e)
+    shards, expert_shards = d * c, expert_replicas(t, d, c, e)
     weights = per_gpu_params(params, expert, shards, expert_shards, zero >= 3.0) * options[K.OP_WEIGHT_BYTES]
     grads = per_gpu_params(params, expert, shards, expert_shards, zero >= 2.0) * options[K.OP_GRAD_BYTES]
     state = per_gpu_params(params, expert, shards, expert_shards, zero >= 1.0) * options[K.OP_OPT_BYTES]
@@ -323,7 +331,7 @@ def data_parallel_seconds(lay, hw, model, options, most, m):
     params = most * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
     group = d * c
     per_domain = np.floor(domain / t) if t <= domain else 1.0
-    expert_group = d * c * t / (et * e)
+    expert_group = expert_replicas(t, d, c, e)
     expert_per_domain = max(1.0, np.floor(domain / (et * e)))
     if expert == 0.0 or (expert_group == group and expert_per_domain == per_domain):
         return params, gradient_collectives(params * grad, group, per_domain, hw, options, zero, most, m)
@@ -392,7 +400,7 @@ def evaluate_pair(lay, hw, model, ctab, options, res):
     window = m * compute if zero >= 3.0 else compute
     exposed = dp - options[K.OP_OVERLAP_EFF] * min(dp, window) if options[K.OP_DP_OVERLAP] > 0.0 else dp
     expert = most * model[K.M_EXPERT_PARAMS] / (expert_tensor(t, d, c, e) * e)
-    updated = per_gpu_params(params, expert, d * c, d * c * t / (expert_tensor(t, d, c, e) * e), zero >= 1.0)
+    updated = per_gpu_params(params, expert, d * c, expert_replicas(t, d, c, e), zero >= 1.0)
     optimizer = updated * options[K.OP_UPDATE_BYTES] / hw[K.HW_HBM]
     step = m * t_mb + bubble + pp + exposed + optimizer
     job_tokens = model[K.M_GLOBAL_BATCH] * model[K.M_SEQ]

@@ -1030,10 +1030,11 @@ def _evaluate_block(
     row_t_data, row_t_flop, row_t_mem = np.empty((n_pairs, row)), np.empty((n_pairs, row)), np.empty((n_pairs, row))
     row_base, row_bytes, row_backward = np.empty((n_pairs, row)), np.empty((n_pairs, row)), np.empty((n_pairs, row))
     row_hops, row_share = np.empty((n_pairs, row)), np.empty((n_pairs, row))
-    row_per_byte, row_latency = np.empty((n_pairs, row)), np.empty((n_pairs, row))  # per network
-    row_step = np.empty((n_pairs, row), np.float32)
-    row_reason = np.empty((n_pairs, row), np.uint8)  # the reason code of the configuration if its step is NaN
-    row_precision_reason = np.empty((n_pairs, row), np.uint8)  # the same when rules 1-4 pass
+    cube_row = row if write_cube else 0  # the rows only the cube's traversal reads
+    row_per_byte, row_latency = np.empty((n_pairs, cube_row)), np.empty((n_pairs, cube_row))  # per network
+    row_step = np.empty((n_pairs, cube_row), np.float32)
+    row_reason = np.empty((n_pairs, cube_row), np.uint8)  # the reason code of the configuration if its step is NaN
+    row_precision_reason = np.empty((n_pairs, cube_row), np.uint8)  # the same when rules 1-4 pass
     # per (job, gpu): the kept precisions and the columns folded (``select_precisions``)
     kept_of = np.empty((n_pairs, n_prec), np.int64)
     folded_of = np.empty((n_pairs, n_prec), np.int64)
@@ -1082,7 +1083,8 @@ def _evaluate_block(
                 r_bytes[q], r_backward[q], r_hops[q], r_share[q] = precision_terms(
                     job, tfv[p], tmv[p], prec[p], options
                 )
-                r_precision_reason[q] = precision_reason(peak[g, p])
+                if write_cube:
+                    r_precision_reason[q] = precision_reason(peak[g, p])
         if not write_cube:  # reduce-only: each step folded as it is computed, no rows
             fold_pair(
                 job,
