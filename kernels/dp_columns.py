@@ -77,6 +77,12 @@ J_NCHW_BYTES = JOB.column(
     "FP32 bytes per micro-batch of the NCHW <-> NHWC transposes around tensor-core convolutions "
     "(moved at half precision only; 0 for a channels-last job)",
 )
+J_AMP_CASTS = JOB.column(
+    "amp_casts",
+    "count",
+    "cast kernels per micro-batch (forward + backward) that mixed precision adds where an FP32 activation meets "
+    "an op autocast runs in half precision, or the reverse (launched at half precision only)",
+)
 # sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
 J_EMB_PARAMS = JOB.column("emb_params", "count", "parameters in embedding tables (part of J_PARAMS); 0 when none")
 J_EMB_TOUCHED = JOB.column(

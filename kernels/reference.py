@@ -39,6 +39,7 @@ from .dp_columns import (
     J_ACCUM,
     J_ACTIVATION,
     J_ACTIVATION_V2,
+    J_AMP_CASTS,
     J_AMP_FP32_BYTES,
     J_BATCH,
     J_CLASS_BYTES,
@@ -339,7 +340,8 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     class adds to ``t_flop`` when F / R is the larger, else to ``t_mem``; ``t_mem`` adds
     launches x per-launch seconds (eager or graphs) and, once per step, the optimizer update
     params x (update + gradient + weight - 4 bytes) / bw; at a half precision (a < 1) the
-    NCHW layout transposes ``J_NCHW_BYTES`` x a / bw add to it per micro-batch.  Returns ``t_data, t_flop, t_mem,
+    NCHW layout transposes ``J_NCHW_BYTES`` x a / bw and the mixed-precision activation casts
+    ``J_AMP_CASTS`` x per-launch seconds add to it per micro-batch.  Returns ``t_data, t_flop, t_mem,
     fits`` over (J, G, P).
     """
     n_classes = len(CLASS_NAMES)
@@ -363,6 +365,7 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     t_fp32 = jobs[:, J_AMP_FP32_BYTES][:, None, None] * (1.0 - ratio[..., 0]) / bw[..., 0]
     half = ratio[..., 0] < 1.0
     t_nchw = np.where(half, jobs[:, J_NCHW_BYTES][:, None, None] * ratio[..., 0] / bw[..., 0], 0.0)
+    t_casts = np.where(half, jobs[:, J_AMP_CASTS][:, None, None] * launch, 0.0)
     t_mem = (
         accum
         * (
@@ -370,6 +373,7 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
             + jobs[:, J_LAUNCHES][:, None, None] * launch
             + t_fp32
             + t_nchw
+            + t_casts
         )
         + update_bytes / bw[..., 0]
     )

@@ -134,6 +134,37 @@ def test_v2_nchw_transposes_cost_bandwidth_at_half_precision_only():
     assert nchw["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
 
 
+def test_v2_amp_casts_cost_launches_at_half_precision_only():
+    """J_AMP_CASTS (the activation casts mixed precision launches) adds casts x the per-launch
+    time (eager here) to t_mem per micro-batch at a half precision and nothing at FP32, which
+    casts nothing; the FLOP side is unchanged."""
+    class_peak = np.full((1, 2, L.N_CLASSES), 1e14)
+    plain = v2_tables([v2_job(accum=2)], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    row = v2_job(accum=2)
+    row[L.J_AMP_CASTS] = 5000.0
+    cast = v2_tables([row], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    assert cast["t_mem"][0, 0, 0] == plain["t_mem"][0, 0, 0]
+    assert cast["t_mem"][0, 0, 1] - plain["t_mem"][0, 0, 1] == pytest.approx(2 * 5000.0 * 6e-6, rel=1e-9)
+    assert cast["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
+
+
+def test_class_fields_carry_twice_the_zoo_amp_casts(cats):
+    """A job's J_AMP_CASTS is 2 x the zoo's forward casts per step (each cast and its
+    gradient's cast back), whatever the batch; a model whose layers declare none carries 0."""
+    from paigrid.inputs.zoo import with_zoo_workloads
+
+    cats = with_zoo_workloads(cats)
+    options = {key: getattr(Options(), key) for key in JOB_OPTIONS}
+    with DATASETS.joinpath("workload_classes.csv").open(encoding="utf-8") as handle:
+        rows = {r["name"]: r for r in csv.DictReader(handle)}
+    forward = float(rows["tacotron2"]["amp_cast_launches_per_step"])
+    assert forward > 0
+    for batch in (8.0, 64.0):
+        fields = class_fields(Job("j", "tacotron2", batch, options), cats, Options())
+        assert fields[L.J_AMP_CASTS] == 2.0 * forward
+    assert class_fields(Job("j", "resnet50-v1.5", 8.0, options), cats, Options())[L.J_AMP_CASTS] == 0.0
+
+
 def test_class_fields_carry_the_nchw_transposes_of_an_nchw_job_only(cats):
     """``memory_format = "nchw"`` (a job's variant or the sweep option) carries the zoo's
     transpose bytes x batch; channels-last (the sweep default) carries none, and a network
@@ -203,6 +234,7 @@ def random_v2_tables(seed, nan_field=None):
         )
         jobs[-1][L.J_AMP_FP32_BYTES] = rng.uniform(0, 1) * nbytes[L.CLASS_ELEMENTWISE]
         jobs[-1][L.J_NCHW_BYTES] = rng.uniform(0, 2) * nbytes[L.CLASS_GEMM_CONV] * (rng.random() < 0.7)
+        jobs[-1][L.J_AMP_CASTS] = float(rng.integers(0, 8000)) * (rng.random() < 0.5)
     if nan_field is not None:
         jobs[int(rng.integers(0, 3))][nan_field] = np.nan
     gpus = [
@@ -231,6 +263,7 @@ def random_v2_tables(seed, nan_field=None):
         L.J_ACTIVATION_V2,
         L.J_AMP_FP32_BYTES,
         L.J_NCHW_BYTES,
+        L.J_AMP_CASTS,
     ],
 )
 def test_v2_kernel_matches_its_reference_nan_positions_included(seed, nan_field):

@@ -475,3 +475,37 @@ def test_nchw_transposes_count_six_accesses_of_a_tensor_core_convolutions_tensor
     assert model.nchw_transpose_bytes() == 4 * dense.nchw_transpose
     row = zoo.row(model, "m", "", Catalogues.load().optimizers, Catalogues.load().precisions)
     assert float(row["gemm_conv_nchw_transpose_train_MB_per_sample"]) == pytest.approx(4 * dense.nchw_transpose / 1e6)
+
+
+AMP_CASTS = """
+[models.m]
+source = "a test model"
+let = { T = 10 }
+layers = [
+  { op = "eltwise", kind = "softmax", elements = 16, launches = "T", amp_casts = "T" },
+  { op = "matmul", m = 1, n = 4, k = 16, times = 2, launches = "T", amp_casts = "T" },
+  { op = "linear", in = 16, out = 16, tokens = 4, bias = false },
+]
+"""
+
+
+def test_amp_casts_count_per_forward_step_and_repeat_with_times():
+    """``amp_casts`` is the cast kernels one forward step launches for a layer's inputs under
+    mixed precision: the row sums them over the layers, ``times`` included (each repeat is its own
+    call), a layer without the key counts none, and the per-sample numbers do not change."""
+    (model,) = zoo.parse_zoo(AMP_CASTS, "casts.toml")
+    softmax, matmul, linear = model.layers
+    assert (softmax.amp_casts, matmul.amp_casts, linear.amp_casts) == (10.0, 10.0, 0.0)
+    assert model.amp_cast_launches() == 10.0 + 2 * 10.0
+    cats = Catalogues.load()
+    row = zoo.row(model, "m", "", cats.optimizers, cats.precisions)
+    assert float(row["amp_cast_launches_per_step"]) == 30.0
+    (plain,) = zoo.parse_zoo(AMP_CASTS.replace(', amp_casts = "T"', ""), "casts.toml")
+    assert plain.amp_cast_launches() == 0.0
+    assert plain.act_bytes(train=True) == model.act_bytes(train=True)
+    assert plain.launches() == model.launches()
+
+
+def test_amp_casts_must_be_a_count():
+    with pytest.raises(PaigridError, match="amp_casts"):
+        zoo.parse_zoo(AMP_CASTS.replace('amp_casts = "T" }', "amp_casts = -1 }", 1), "casts.toml")

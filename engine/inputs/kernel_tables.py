@@ -137,8 +137,9 @@ def _class_numbers(model: str, attention: str) -> tuple | None:
     """The numbers of a built-in workload's ``workload_classes.csv`` row for one attention
     variant, parsed once: per class (GFLOP per sample, train MB per sample, weight MB per step;
     zeros for the attention class not chosen), forward launches, FP32-under-AMP MB per sample
-    (element-wise/norm and embedding), kept activation MB per sample and the NCHW layout
-    transposes' MB per sample; None for a workload not in the file."""
+    (element-wise/norm and embedding), kept activation MB per sample, the NCHW layout
+    transposes' MB per sample and the forward activation casts of mixed precision per step;
+    None for a workload not in the file."""
     row = _workload_classes().get(model)
     if row is None:
         return None
@@ -159,6 +160,7 @@ def _class_numbers(model: str, attention: str) -> tuple | None:
         + float(row["embedding_amp_fp32_train_MB_per_sample"]),
         float(row[f"activation_{attention}_MB_per_sample"]),
         float(row["gemm_conv_nchw_transpose_train_MB_per_sample"]),
+        float(row["amp_cast_launches_per_step"]),
     )
 
 
@@ -174,7 +176,8 @@ def class_fields(
     forward, read backward, write the gradient), launches = 3 x the forward launches; the
     attention class and the kept activations of the job's attention variant (``eager`` or
     ``fused``); the element-wise and embedding bytes that stay FP32 under mixed precision; the
-    NCHW layout transposes of an ``nchw`` job (``memory_format``); the optimizer update
+    NCHW layout transposes of an ``nchw`` job (``memory_format``); the activation casts of
+    mixed precision, 2 x the forward casts (each cast and its gradient's cast back); the optimizer update
     8 + 2 x state bytes per parameter (+12 for LAMB) beyond the
     precision's gradient and working-copy bytes.  A workload not in that file (a user catalogue)
     is one GEMM class of 3 x ``fwd_GFLOP_per_sample`` plus its memory-bound bytes, no launches.
@@ -199,17 +202,19 @@ def class_fields(
         out[L.J_LAUNCHES] = 0.0
         out[L.J_ACTIVATION_V2] = w.number(job.model, "activation_MB_per_sample") * 1e6 * b
     else:
-        per_class, launches, amp_fp32, activation, nchw = numbers
+        per_class, launches, amp_fp32, activation, nchw, casts = numbers
         for c, (gflop, train_mb, weight_mb) in enumerate(per_class):
             out[L.J_CLASS_FLOP + c] = 3.0 * gflop * 1e9 * b
             out[L.J_CLASS_BYTES + c] = train_mb * 1e6 * b + 3.0 * weight_mb * 1e6
         out[L.J_LAUNCHES] = 3.0 * launches
+        out[L.J_AMP_CASTS] = 2.0 * casts
         out[L.J_AMP_FP32_BYTES] = amp_fp32 * 1e6 * b
         out[L.J_ACTIVATION_V2] = activation * 1e6 * b
         if job.variant.get("memory_format", options.memory_format) == "nchw":
             out[L.J_NCHW_BYTES] = nchw * 1e6 * b
     out.setdefault(L.J_AMP_FP32_BYTES, 0.0)
     out.setdefault(L.J_NCHW_BYTES, 0.0)
+    out.setdefault(L.J_AMP_CASTS, 0.0)
     factor = efficiency.workload_factor(job.model) if efficiency is not None else 1.0
     if factor != 1.0:
         for field_index in (

@@ -127,6 +127,15 @@ conv, linear, matmul, norm, eltwise op (8 for ``gelu_tanh``), bias add and embed
 1 + 2 x steps per direction (cuDNN: input GEMM, then a recurrent GEMM and a pointwise kernel per step); eager
 attention 8 (+1 with dropout: 4 transposes, 2 batched GEMMs, scale/mask, softmax), fused 1;
 ``launches = EXPR`` overrides (TensorFlow's unfused LSTM cells, decoder loops).
+Mixed-precision casts (``amp_cast_launches_per_step``): ``amp_casts = EXPR`` on a layer counts the
+cast kernels per forward step that mixed precision launches for its inputs, where the source
+shows an FP32 activation entering an op autocast runs in half precision (a conv, linear or bmm
+after a softmax), a half-precision one entering an op autocast runs in FP32 (softmax) or a
+``cat`` of both (autocast promotes to the widest type): PyTorch documentation, "Automatic Mixed
+Precision package - torch.amp", CUDA op reference; apex amp O1 casts at the same op lists.
+Per forward step, like ``launches`` (a cast in a decoder loop runs once a frame); pai-v2 counts
+each twice (the cast and its gradient's cast back) at a half precision only.  Weight casts are
+not counted here (autocast caches them per forward; the fitted launch time carries them).
 
 Optimizer update traffic per parameter per step (``optimizer_update_bytes_per_param``): read and
 write the FP32 (master) weight, read the gradient (``grad_bytes_per_param`` of the precision),
@@ -226,7 +235,7 @@ FROZEN_NORM = (1, 1, 2, 0, 2)
 #: pooling kinds whose input is larger than their output (``in_elements`` required)
 NEEDS_INPUT = ("maxpool", "avgpool", "mean")
 
-COMMON = {"op", "name", "times", "index", "instances", "saved", "launches", "backward", "note"}
+COMMON = {"op", "name", "times", "index", "instances", "saved", "launches", "backward", "note", "amp_casts"}
 FIELDS = {
     "input": ({"elements"}, set()),
     "params": ({"count"}, {"trainable"}),
@@ -301,6 +310,9 @@ class Layer:
     #: elements per sample the NCHW <-> NHWC transposes around a tensor-core convolution move
     #: (forward + backward; ``NCHW_TRANSPOSE_ACCESSES``), 0 for every other layer
     nchw_transpose: float = 0.0
+    #: cast kernels per forward step that mixed precision launches for this layer's inputs
+    #: (``amp_casts``), 0 unless the layer says
+    amp_casts: float = 0.0
 
 
 @dataclass
@@ -367,6 +379,10 @@ class Model:
         """FP32 bytes per sample of the layout transposes cuDNN runs around the tensor-core
         convolutions of an NCHW network (forward + backward, ``NCHW_TRANSPOSE_ACCESSES``)."""
         return BYTES_PER_ELEMENT * sum(layer.nchw_transpose * layer.times * layer.instances for layer in self.layers)
+
+    def amp_cast_launches(self) -> float:
+        """Cast kernels per forward step that mixed precision adds (the layers' ``amp_casts``)."""
+        return sum(layer.amp_casts * layer.times for layer in self.layers)
 
     def kept_bytes(self, variant: str = "eager") -> float:
         """Activation bytes kept for backward per sample."""
@@ -676,6 +692,8 @@ def _layer(spec: dict, scope: dict, where: _Where, path: str, times: float, inst
     if "launches" in spec:
         count = num("launches", minimum=0, strict=False)
         layer.launches = {v: count for v in VARIANTS}
+    if "amp_casts" in spec:
+        layer.amp_casts = num("amp_casts", minimum=0, strict=False)
     backward = _flag(spec, "backward", scope, where, True)
     if not backward:
         layer.train = dict(layer.act)
@@ -1090,6 +1108,7 @@ def columns() -> list[str]:
         "elementwise_norm_amp_fp32_train_MB_per_sample",
         "embedding_amp_fp32_train_MB_per_sample",
         "gemm_conv_nchw_transpose_train_MB_per_sample",
+        "amp_cast_launches_per_step",
         "activation_eager_MB_per_sample",
         "activation_fused_MB_per_sample",
         "launches_eager_per_step",
@@ -1124,6 +1143,7 @@ def row(model: Model, workload: str, optimizer: str, optimizers: Catalogue, prec
     out["elementwise_norm_amp_fp32_train_MB_per_sample"] = _g(model.amp_fp32_bytes("elementwise_norm") / 1e6)
     out["embedding_amp_fp32_train_MB_per_sample"] = _g(model.amp_fp32_bytes("embedding") / 1e6)
     out["gemm_conv_nchw_transpose_train_MB_per_sample"] = _g(model.nchw_transpose_bytes() / 1e6)
+    out["amp_cast_launches_per_step"] = _g(model.amp_cast_launches())
     for variant in VARIANTS:
         out[f"activation_{variant}_MB_per_sample"] = _g(model.kept_bytes(variant) / 1e6)
         out[f"launches_{variant}_per_step"] = _g(model.launches(None, variant))
