@@ -75,7 +75,7 @@ J_NCHW_BYTES = JOB.column(
     "nchw_bytes",
     "bytes",
     "FP32 bytes per micro-batch of the NCHW <-> NHWC transposes around tensor-core convolutions "
-    "(moved at half precision only; 0 for a channels-last job)",
+    "(moved at a tensor-core precision only, P_TENSOR_CONV; 0 for a channels-last job)",
 )
 # sparse traffic (read only under O_PS_SPARSE): the embedding tables a workload declares
 J_EMB_PARAMS = JOB.column("emb_params", "count", "parameters in embedding tables (part of J_PARAMS); 0 when none")
@@ -108,6 +108,11 @@ P_WEIGHT_BYTES = PRECISION.column(
 )
 P_GRAD_BYTES = PRECISION.column("grad_bytes", "bytes/parameter", "gradient bytes kept per parameter")
 P_COMM_BYTES = PRECISION.column("comm_bytes", "bytes/parameter", "bytes per gradient element on the wire")
+P_TENSOR_CONV = PRECISION.column(
+    "tensor_conv",
+    "flag",
+    "pai-v2: 1 where the precision's convolutions run on tensor cores (NHWC kernels), else 0",
+)
 N_PREC_FIELDS = PRECISION.width
 
 # --- link tables (intra-server links and networks) ------------------------------------------
