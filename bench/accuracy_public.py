@@ -102,13 +102,42 @@ def _group_table(summaries: list[tuple[str, dict]]) -> list[str]:
     return lines
 
 
-def _attribute_table(title: str, table: dict[str, dict]) -> list[str]:
-    lines = [f"| {title} | rows | median abs. error | mean abs. error |", "|---|---|---|---|"]
+def _signed(value) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:+.1f}%"
+
+
+def _attribute_table(title: str, table: dict[str, dict], count: str = "rows") -> list[str]:
+    lines = [
+        f"| {title} | {count} | median abs. error | mean abs. error | median signed error |",
+        "|---|---|---|---|---|",
+    ]
     lines += [
-        f"| {k} | {v['count']} | {_pct(v['median_abs_error'])} | {_pct(v['mean_abs_error'])} |"
+        f"| {k if isinstance(k, str) else ' against '.join(k)} | {v['count']} | {_pct(v['median_abs_error'])} | "
+        f"{_pct(v['mean_abs_error'])} | {_signed(v['median_error'])} |"
         for k, v in table.items()
     ]
     return lines
+
+
+def _gpu_ratio_lines(cats, results, rows) -> list[str]:
+    """The another-GPU ratio per GPU and per pair of GPU segments (``judge.gpu_ratio_by``,
+    ``judge.gpu_ratio_by_pair``)."""
+    from paigrid.accuracy import judge
+
+    def segment(row) -> str:
+        return cats.gpus.row(row.gpu).get("segment") or "(no segment)"
+
+    return [
+        "The ratio of the same job and setup on another GPU, per GPU (each pair once from each side, the GPU "
+        "as the numerator: a positive signed error says the model predicts that GPU faster, against the same "
+        "jobs on the other GPUs, than measured; the absolute errors above also carry each workload's error, "
+        "these do not) and per pair of the GPUs' catalogue segments (`segment` of gpus.csv; the ratio is the "
+        "first segment's GPU over the second's):",
+        "",
+        *_attribute_table("GPU", judge.gpu_ratio_by(results, rows, lambda r: r.gpu), "pair sides"),
+        "",
+        *_attribute_table("segments", judge.gpu_ratio_by_pair(results, rows, segment), "pairs"),
+    ]
 
 
 def _relative_lines(summaries: list[tuple[str, dict]]) -> list[str]:
@@ -190,9 +219,20 @@ def cheap_part(cats, reading) -> list[str]:
         )
         + ".",
     ]
-    for attribute, title in (("source_id", "source"), ("gpu", "GPU"), ("workload", "workload")):
+    lines += [
+        "",
+        "Per source, GPU, precision and workload (signed error: predicted / measured - 1, positive where the "
+        "model predicts the runs faster than measured):",
+    ]
+    for attribute, title in (
+        ("source_id", "source"),
+        ("gpu", "GPU"),
+        ("precision", "precision"),
+        ("workload", "workload"),
+    ):
         lines += ["", *_attribute_table(title, judge.by_attribute(results, rows, attribute))]
     lines += ["", *_relative_lines([("uncalibrated", judge.relative_summary(results, rows))])]
+    lines += ["", *_gpu_ratio_lines(cats, results, rows)]
     return lines
 
 

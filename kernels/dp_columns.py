@@ -75,7 +75,7 @@ J_NCHW_BYTES = JOB.column(
     "nchw_bytes",
     "bytes",
     "FP32 bytes per micro-batch of the NCHW <-> NHWC transposes around tensor-core convolutions "
-    "(moved at half precision only; 0 for a channels-last job)",
+    "(moved at a tensor-core precision only, P_TENSOR_CONV; 0 for a channels-last job)",
 )
 J_AMP_CASTS = JOB.column(
     "amp_casts",
@@ -114,6 +114,11 @@ P_WEIGHT_BYTES = PRECISION.column(
 )
 P_GRAD_BYTES = PRECISION.column("grad_bytes", "bytes/parameter", "gradient bytes kept per parameter")
 P_COMM_BYTES = PRECISION.column("comm_bytes", "bytes/parameter", "bytes per gradient element on the wire")
+P_TENSOR_CONV = PRECISION.column(
+    "tensor_conv",
+    "flag",
+    "pai-v2: 1 where the precision's convolutions run on tensor cores (NHWC kernels), else 0",
+)
 N_PREC_FIELDS = PRECISION.width
 
 # --- link tables (intra-server links and networks) ------------------------------------------

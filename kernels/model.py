@@ -139,6 +139,7 @@ from .dp_columns import (
     P_ACT_RATIO,
     P_COMM_BYTES,
     P_GRAD_BYTES,
+    P_TENSOR_CONV,
     P_WEIGHT_BYTES,
     REASON_CLUSTER_ARCH_NEEDS_NETWORK,
     REASON_INTRA_LINK_NOT_ON_GPU,
@@ -536,8 +537,9 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
     precision move 4 bytes per element at every precision: + B32 (1 - a) / bw).  ``t_mem`` also
     holds the kernel launches x the per-launch time (eager or graphs) and, once per optimizer
     step, the update traffic params x (update bytes + gradient bytes + weight bytes - 4) / bw;
-    at a half precision (a < 1) the NCHW layout transposes ``J_NCHW_BYTES`` x a / bw and the
-    activation casts of mixed precision ``J_AMP_CASTS`` x the per-launch time.
+    at a precision whose convolutions run on tensor cores (``P_TENSOR_CONV``: the half precisions
+    and TF32) the NCHW layout transposes ``J_NCHW_BYTES`` x a / bw; at a half precision (a < 1)
+    the activation casts of mixed precision add ``J_AMP_CASTS`` x the per-launch time.
     ``class_peak`` (P, N_CLASSES) holds achievable FLOP/s; NaN ``peak[p]`` means the GPU lacks
     the precision (outputs NaN, fits 255).
     """
@@ -567,9 +569,10 @@ def class_terms(job, gpu, peak, class_peak, prec, workspace, out_data, out_flop,
             else:
                 mem_side += t_bytes
         mem_side += job[J_LAUNCHES] * launch
-        if ratio < 1.0:  # half precision: the convolutions run on tensor cores, NHWC kernels
+        if prec[p, P_TENSOR_CONV] == 1.0:  # tensor-core convolutions (half precisions, TF32): NHWC kernels
             mem_side += job[J_NCHW_BYTES] * ratio / bw
-            mem_side += job[J_AMP_CASTS] * launch  # and autocast's activation casts launch kernels
+        if ratio < 1.0:  # half precision: autocast's activation casts launch kernels
+            mem_side += job[J_AMP_CASTS] * launch
         update = job[J_PARAMS] * (job[J_UPDATE_BYTES] + prec[p, P_GRAD_BYTES] + prec[p, P_WEIGHT_BYTES] - 4.0) / bw
         out_data[p] = accum * job[J_INPUT] / gpu[G_PCIE_BW]
         out_flop[p] = accum * flop_side

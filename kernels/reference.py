@@ -96,6 +96,7 @@ from .dp_columns import (
     P_ACT_RATIO,
     P_COMM_BYTES,
     P_GRAD_BYTES,
+    P_TENSOR_CONV,
     P_WEIGHT_BYTES,
     REASON_CLUSTER_ARCH_NEEDS_NETWORK,
     REASON_INTRA_LINK_NOT_ON_GPU,
@@ -339,10 +340,11 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     B32 (1 - a) / bw).  Each
     class adds to ``t_flop`` when F / R is the larger, else to ``t_mem``; ``t_mem`` adds
     launches x per-launch seconds (eager or graphs) and, once per step, the optimizer update
-    params x (update + gradient + weight - 4 bytes) / bw; at a half precision (a < 1) the
-    NCHW layout transposes ``J_NCHW_BYTES`` x a / bw and the mixed-precision activation casts
-    ``J_AMP_CASTS`` x per-launch seconds add to it per micro-batch.  Returns ``t_data, t_flop, t_mem,
-    fits`` over (J, G, P).
+    params x (update + gradient + weight - 4 bytes) / bw; at a precision whose convolutions
+    run on tensor cores (``P_TENSOR_CONV``: the half precisions and TF32) the NCHW layout
+    transposes ``J_NCHW_BYTES`` x a / bw, and at a half precision (a < 1) the mixed-precision
+    activation casts ``J_AMP_CASTS`` x per-launch seconds add to it per micro-batch.  Returns
+    ``t_data, t_flop, t_mem, fits`` over (J, G, P).
     """
     n_classes = len(CLASS_NAMES)
     flops = jobs[:, J_CLASS_FLOP : J_CLASS_FLOP + n_classes][:, None, None, :]
@@ -363,9 +365,9 @@ def class_terms(jobs, gpus, peak, class_peak, prec, workspace):
     )
     t_flop = accum * np.where(compute_wins, t_compute, 0.0).sum(axis=3)
     t_fp32 = jobs[:, J_AMP_FP32_BYTES][:, None, None] * (1.0 - ratio[..., 0]) / bw[..., 0]
-    half = ratio[..., 0] < 1.0
-    t_nchw = np.where(half, jobs[:, J_NCHW_BYTES][:, None, None] * ratio[..., 0] / bw[..., 0], 0.0)
-    t_casts = np.where(half, jobs[:, J_AMP_CASTS][:, None, None] * launch, 0.0)
+    tensor = (prec[:, P_TENSOR_CONV] == 1.0)[None, None, :]
+    t_nchw = np.where(tensor, jobs[:, J_NCHW_BYTES][:, None, None] * ratio[..., 0] / bw[..., 0], 0.0)
+    t_casts = np.where(ratio[..., 0] < 1.0, jobs[:, J_AMP_CASTS][:, None, None] * launch, 0.0)
     t_mem = (
         accum
         * (

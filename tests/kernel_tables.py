@@ -73,8 +73,8 @@ def gpu(mem_bw=900 * GB, pcie_bw=10 * GB, memory=16 * GB, price=3.0, power=300.0
     return row
 
 
-FP32 = [1.0, 4.0, 4.0, 4.0]  # activation ratio, weight, grad, comm bytes
-AMP = [0.5, 6.0, 2.0, 2.0]
+FP32 = [1.0, 4.0, 4.0, 4.0, 0.0]  # activation ratio, weight, grad, comm bytes, tensor-core convolutions
+AMP = [0.5, 6.0, 2.0, 2.0, 1.0]
 
 
 def link(bw, latency, kind, tier1=np.inf, tier2=np.inf, oversub1=1.0, oversub2=1.0, hop=0.0, in_network=0):

@@ -310,7 +310,7 @@ def random_tables(seed, nan_peak=True, nan_job_field=None):
     intra = [link(rng.uniform(8e9, 9e11), rng.uniform(1e-6, 1e-5), k) for k in kinds]
     net = [NONE] + [link(rng.uniform(1e9, 1e11), rng.uniform(1e-6, 5e-5), L.LINK_NETWORK) for _ in range(n_net - 1)]
     fits = (rng.random((n_gpus, n_intra)) < 0.7).astype(np.uint8)
-    prec = [FP32, AMP, [0.25, 6.0, 2.0, 2.0]]
+    prec = [FP32, AMP, [0.25, 6.0, 2.0, 2.0, 1.0]]
     n_gpu = [1, 2, 3, 8, 24, 1024]
     if nan_job_field is not None:  # a missing input number in one job
         jobs[int(rng.integers(0, n_jobs))][nan_job_field] = np.nan

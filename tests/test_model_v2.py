@@ -120,18 +120,36 @@ def test_v2_bytes_that_stay_fp32_under_amp_are_not_halved():
     assert kept["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
 
 
-def test_v2_nchw_transposes_cost_bandwidth_at_half_precision_only():
+TF32 = [1.0, 4.0, 4.0, 4.0, 1.0]  # FP32 tensors, tensor-core convolutions
+
+
+def test_v2_nchw_transposes_cost_bandwidth_at_tensor_core_precisions_only():
     """J_NCHW_BYTES (the layout transposes of an NCHW job's tensor-core convolutions) adds
-    B32 x a / bw to t_mem at a half precision (a = 0.5 here) and nothing at FP32, whose
+    B32 x a / bw to t_mem at a precision whose convolutions run on tensor cores: a half precision
+    (a = 0.5 here) and TF32 (a = 1: tensor-core kernels on FP32 tensors); nothing at FP32, whose
     convolutions take NCHW directly; the FLOP side is unchanged."""
-    class_peak = np.full((1, 2, L.N_CLASSES), 1e14)
-    plain = v2_tables([v2_job(accum=2)], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    prec = (FP32, AMP, TF32)
+    class_peak = np.full((1, 3, L.N_CLASSES), 1e14)
+    plain = v2_tables([v2_job(accum=2)], [v2_gpu()], [[1e14, 1e14, 1e14]], class_peak, prec=prec).run()
     row = v2_job(accum=2)
     row[L.J_NCHW_BYTES] = 4e9
-    nchw = v2_tables([row], [v2_gpu()], [[1e14, 1e14]], class_peak).run()
+    nchw = v2_tables([row], [v2_gpu()], [[1e14, 1e14, 1e14]], class_peak, prec=prec).run()
     assert nchw["t_mem"][0, 0, 0] == plain["t_mem"][0, 0, 0]
     assert nchw["t_mem"][0, 0, 1] - plain["t_mem"][0, 0, 1] == pytest.approx(2 * 4e9 * 0.5 / 2e12, rel=1e-9)
+    assert nchw["t_mem"][0, 0, 2] - plain["t_mem"][0, 0, 2] == pytest.approx(2 * 4e9 * 1.0 / 2e12, rel=1e-9)
     assert nchw["t_flop"][0, 0, 1] == plain["t_flop"][0, 0, 1]
+    assert nchw["t_flop"][0, 0, 2] == plain["t_flop"][0, 0, 2]
+
+
+def test_only_fp32_runs_its_convolutions_off_the_tensor_cores(cats):
+    """The precision table's ``P_TENSOR_CONV``: 0 for fp32 (SIMT, NCHW kernels), 1 for every
+    precision with a tensor-core peak, TF32 among them."""
+    from paigrid.inputs.kernel_tables import tensor_convolutions
+
+    flags = {name: tensor_convolutions(cats, name) for name in cats.precisions.names}
+    assert flags.pop("fp32") == 0.0
+    assert flags["tf32"] == 1.0
+    assert set(flags.values()) == {1.0}
 
 
 def test_v2_amp_casts_cost_launches_at_half_precision_only():
@@ -249,7 +267,7 @@ def random_v2_tables(seed, nan_field=None):
     peak = rng.uniform(5e12, 2e15, (4, 3))
     peak[rng.random((4, 3)) < 0.2] = np.nan
     class_peak = peak[:, :, None] * rng.uniform(0.05, 1.0, (4, 3, L.N_CLASSES))
-    return v2_tables(jobs, gpus, peak, class_peak, prec=(FP32, AMP, [0.25, 6.0, 2.0, 2.0]))
+    return v2_tables(jobs, gpus, peak, class_peak, prec=(FP32, AMP, [0.25, 6.0, 2.0, 2.0, 1.0]))
 
 
 @pytest.mark.parametrize("seed", range(8))

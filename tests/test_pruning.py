@@ -59,7 +59,7 @@ def sparse_tables(seed, arch=range(5), tie_networks=False):
         real = [real[0]] * 3
     none = link(0.0, 0.0, L.LINK_NONE)
     network = [real[0], none, real[1], none, real[2]]
-    prec = [FP32, AMP, [0.5, 6.0, 2.0, 2.0], [0.25, 6.0, 2.0, 1.0]]
+    prec = [FP32, AMP, [0.5, 6.0, 2.0, 2.0, 1.0], [0.25, 6.0, 2.0, 1.0, 1.0]]
     n_gpu = [1, 2, 4, 8, 16, 64, 512]
     return Tables(
         jobs,
@@ -311,7 +311,7 @@ def test_reduce_only_keeps_each_architectures_own_fit():
     with activations and workspace, over 14 GB), FP16 2 + 2 + 4 B (11.1 GB); a ps-worker GPU
     holds 8 B (FP32, 11.6 GB)."""
     big = job(params=1.2e9, activation=1e9, opt_state=4.0, gpus_per_node=8)
-    fp16 = [0.5, 2.0, 2.0, 2.0]
+    fp16 = [0.5, 2.0, 2.0, 2.0, 1.0]
     tables = Tables(
         [big],
         [[1, 4, 8, 16]],

@@ -339,20 +339,24 @@ def test_the_memory_format_setting_from_the_notes_or_the_framework():
 
 def test_the_memory_format_setting_reaches_the_model(tmp_path, cats):
     """An NCHW row of a convolutional network is predicted slower than its channels-last twin
-    under AMP (the layout transposes), and the same under FP32."""
+    where its convolutions run on tensor cores (the layout transposes): under AMP, and under the
+    TF32 that an fp32 row of an NGC PyTorch on an A100 runs; the same under FP32 on a V100 (no
+    TF32: the convolutions run on the FP32 units, on NCHW)."""
     from paigrid.accuracy.measurements import predict_rows
 
     twins = [
-        {"model": "timm resnet18", "precision": precision, "notes": notes, "throughput_unit": "samples/s"}
-        for precision in ("amp-fp16", "fp32")
+        {"model": "timm resnet18", "precision": precision, "gpu": gpu, "notes": notes, "throughput_unit": "samples/s"}
+        for precision, gpu in (("amp-fp16", "A100-SXM4-80GB"), ("fp32", "A100-SXM4-80GB"), ("fp32", "V100-SXM2-16GB"))
         for notes in ("NCHW", "channels-last (NHWC)")
     ]
     reading = read_public(write(tmp_path, twins), cats)
-    assert [r.variant["memory_format"] for r in reading.rows] == ["nchw", "channels_last"] * 2
-    amp_nchw, amp_nhwc, fp32_nchw, fp32_nhwc = (
+    assert [r.variant["memory_format"] for r in reading.rows] == ["nchw", "channels_last"] * 3
+    assert [r.precision for r in reading.rows][2:] == ["tf32", "tf32", "fp32", "fp32"]
+    amp_nchw, amp_nhwc, tf32_nchw, tf32_nhwc, fp32_nchw, fp32_nhwc = (
         p["throughput"] for p in predict_rows(reading.rows, reading.cats, defaults(), Options(model="pai-v2"))
     )
     assert amp_nhwc > 1.05 * amp_nchw
+    assert tf32_nhwc > 1.05 * tf32_nchw
     assert fp32_nhwc == fp32_nchw
 
 

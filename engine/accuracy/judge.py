@@ -80,15 +80,61 @@ def calibrated(
 
 
 def by_attribute(results: list[dict], rows: list[Measurement], attribute: str) -> dict[str, dict]:
-    """Count, median and mean |error| of the results per value of a row attribute."""
+    """Count, median and mean |error| and the median signed error (predicted / measured - 1:
+    positive where the model predicts the runs faster than measured) of the results per value of
+    a row attribute."""
     lookup = {r.id: r for r in rows}
     groups: dict[str, list[float]] = {}
     for r in results:
-        groups.setdefault(str(getattr(lookup[r["id"]], attribute)), []).append(abs(r["error"]))
+        groups.setdefault(str(getattr(lookup[r["id"]], attribute)), []).append(r["error"])
+    return {k: _errors_summary(v) for k, v in sorted(groups.items())}
+
+
+def _errors_summary(errors: list[float]) -> dict:
+    magnitudes = [abs(e) for e in errors]
     return {
-        k: {"count": len(v), "median_abs_error": statistics.median(v), "mean_abs_error": statistics.fmean(v)}
-        for k, v in sorted(groups.items())
+        "count": len(errors),
+        "median_abs_error": statistics.median(magnitudes),
+        "mean_abs_error": statistics.fmean(magnitudes),
+        "median_error": statistics.median(errors),
     }
+
+
+def gpu_ratio_by(results: list[dict], rows: list[Measurement], key) -> dict[str, dict]:
+    """The another-GPU ratio errors (``relative.gpu_ratios``) per value of ``key(row)`` (a
+    string, e.g. the GPU or its catalogue segment): each pair counted once for each side, the
+    ratio oriented with that side as the numerator, so a positive median error says the model
+    predicts the side faster, against the same jobs on other GPUs, than they were measured.
+    Count of pair sides, median |error| and median signed error per value; a pair whose two
+    sides share the value is counted twice, once from each side."""
+    groups: dict[str, list[float]] = {}
+    for first, second, error in _gpu_pairs(results, rows):
+        groups.setdefault(key(first), []).append(error)
+        groups.setdefault(key(second), []).append(1.0 / (1.0 + error) - 1.0)
+    return {k: _errors_summary(v) for k, v in sorted(groups.items())}
+
+
+def gpu_ratio_by_pair(results: list[dict], rows: list[Measurement], key) -> dict[tuple[str, str], dict]:
+    """The another-GPU ratio errors (``relative.gpu_ratios``) per pair of values (a, b), a <= b,
+    of ``key(row)`` (e.g. the GPUs' catalogue segments), each ratio oriented as a over b: a
+    positive median error says the model predicts the a side faster, against the b side, than
+    measured.  Count of pairs, median |error| and median signed error per pair of values."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for first, second, error in _gpu_pairs(results, rows):
+        a, b = key(first), key(second)
+        if a > b:
+            a, b, error = b, a, 1.0 / (1.0 + error) - 1.0
+        groups.setdefault((a, b), []).append(error)
+    return {k: _errors_summary(v) for k, v in sorted(groups.items())}
+
+
+def _gpu_pairs(results: list[dict], rows: list[Measurement]):
+    """(row a, row b, predicted ratio a / b over measured - 1) of every pair of ``relative.gpu_ratios``."""
+    lookup = {r.id: r for r in rows}
+    entries = [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
+    for pair in relative.gpu_ratios(entries):
+        first, second = (lookup[i] for i in pair["ids"])
+        yield first, second, pair["error"]
 
 
 def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, dict]:

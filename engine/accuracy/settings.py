@@ -16,7 +16,7 @@ settings; the ones the model has a term for reach it, the others are recorded:
   ``input_rate_samples_per_s`` option, a server's decode rate; no row states one, so no row sets
   it (the pipeline is recorded, and docs/accuracy.md shows the CPU-decode rows apart).
 * ``memory_format`` (reaches the model: the pai-v2 ``memory_format`` variant, the NCHW layout
-  transposes of tensor-core convolutions under half precision): ``channels_last`` where the notes
+  transposes of tensor-core convolutions under the half precisions and TF32): ``channels_last`` where the notes
   say channels-last or NHWC, ``nchw`` where they say NCHW; a silent row gets its framework's
   (``MEMORY_FORMAT_DEFAULTS``, with the reason; tf_cnn_benchmarks its own NCHW), and says so.
 * ``framework`` (``tf1``, ``tf2``, ``pytorch``, ``mxnet``), ``xla``, ``compiled``,

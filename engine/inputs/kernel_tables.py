@@ -329,6 +329,15 @@ def class_tables(
     return class_peak
 
 
+def tensor_convolutions(cats: Catalogues, precision: str) -> float:
+    """1.0 where ``precision``'s convolutions run on tensor cores, else 0.0: every precision whose
+    peak is not the FP32 (SIMT) peak (``peak_column`` of precisions.csv), TF32 included: TF32 is
+    tensor-core math on FP32 tensors (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020),
+    so its convolutions are cuDNN's tensor-core kernels, which take NHWC tensors as the half
+    precisions' do (the zoo's ``gemm_conv_nchw_transpose_train_MB_per_sample``)."""
+    return 0.0 if cats.precisions.row(precision)["peak_column"] == "fp32_TFLOP_per_s" else 1.0
+
+
 def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Efficiency):
     """GPU table (G, N_GPU_FIELDS), achievable peak (G, P) and precision table (P, N_PREC_FIELDS);
     ``class_tables`` fills the table's pai-v2 fields."""
@@ -360,6 +369,7 @@ def gpu_tables(cats: Catalogues, gpus: list[str], precisions: list[str], eff: Ef
             p.number(name, "weight_bytes_per_param"),
             p.number(name, "grad_bytes_per_param"),
             p.number(name, "comm_bytes_per_param"),
+            tensor_convolutions(cats, name),
         ]
         for i, gname in enumerate(gpus):
             tflops = cats.peak_TFLOP_per_s(gname, name)

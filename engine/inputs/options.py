@@ -481,10 +481,10 @@ DP_OPTIONS: tuple[Option, ...] = (
         "memory_format",
         "dp",
         "word",
-        "pai-v2: the activations' memory layout, `channels_last` (NHWC) or `nchw`: under half precision an "
-        "`nchw` job also moves the layout transposes cuDNN runs around each tensor-core convolution "
-        "(`gemm_conv_nchw_transpose_train_MB_per_sample` of `workload_classes.csv`); a measured row's default "
-        "follows its framework ([calibration](calibration.md))",
+        "pai-v2: the activations' memory layout, `channels_last` (NHWC) or `nchw`: under a tensor-core "
+        "precision (the half precisions and TF32) an `nchw` job also moves the layout transposes cuDNN runs "
+        "around each tensor-core convolution (`gemm_conv_nchw_transpose_train_MB_per_sample` of "
+        "`workload_classes.csv`); a measured row's default follows its framework ([calibration](calibration.md))",
         example="nchw",
         slot="J_NCHW_BYTES",
         default="channels_last",

@@ -103,7 +103,7 @@ traffic: mixed precision keeps the tables as FP32 variables and no framework cas
 TensorFlow's automatic mixed precision rewrites op types and inserts casts but never changes a
 variable, so the gather reads FP32 rows and the gradient rows are FP32), ``EMBEDDING_AMP_SOURCE``.
 Memory layout (``gemm_conv_nchw_transpose_train_MB_per_sample``): cuDNN's tensor-core convolutions
-take NHWC tensors, so under half precision an NCHW network (PyTorch's default layout) transposes
+take NHWC tensors, so under half precision and TF32 an NCHW network (PyTorch's default layout) transposes
 each gemm_conv convolution's activation tensors in and out of NHWC in each of the three calls of a
 step: 6 accesses per element of input + output (``NCHW_TRANSPOSE_ACCESSES``); a channels-last
 network moves none, nor do depthwise and grouped convolutions (native NCHW kernels).
@@ -215,7 +215,7 @@ ELTWISE_LAUNCHES = {"gelu_tanh": 8.0}
 #: package - torch.amp", CUDA ops that can autocast to float32)
 AUTOCAST_FP32 = ("layernorm", "groupnorm", "softmax", "log_softmax", "gelu_tanh")
 #: accesses per element of a gemm_conv convolution's input + output that an NCHW network adds
-#: under half precision: cuDNN's tensor-core convolution kernels take NHWC tensors, so each of
+#: under half precision and TF32: cuDNN's tensor-core convolution kernels take NHWC tensors, so each of
 #: the three calls of a training step (forward, backward data, backward filter) transposes its
 #: two activation tensors (X and Y; dY and dX; X and dY) in and out of NHWC, a read and a write
 #: of each (NVIDIA Deep Learning Performance documentation, 'Convolutional Layers User's Guide',
