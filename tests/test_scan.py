@@ -532,6 +532,39 @@ def test_the_selection_kernel_equals_its_numpy_reference(seed):
             assert np.array_equal(index[:count], expected), (divide, k)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_selection_kernel_visits_blocks_in_any_order_with_the_same_result(seed):
+    # the kernel visits the (arch, gpu, n_gpu) blocks from the lowest metric up where it knows each
+    # block's lowest step time exactly (float32, C-contiguous, no cell with its sign bit set), and
+    # in order otherwise; both against the numpy reference, on jobs whose k best lie in late blocks
+    # (the lowest step times in the last arch and GPU), with ties across blocks, and on jobs with a
+    # negative cell, a -0 or a negative NaN (the blocks then in order)
+    from paigrid.kernels.scan import top_configurations
+
+    rng = np.random.default_rng(100 + seed)
+    arch_names = ["1w1g", "1wng", "allreduce-local", "ps-worker", "allreduce-cluster"]
+    shape = (5, 4, 3, 3, 4, 2)
+    step = np.round(rng.random(shape) * 3 + 0.5, 1).astype(np.float32)
+    step[-1, -1] -= 0.4  # the best cells in the last blocks visited in order
+    step[rng.random(shape) < 0.4] = np.nan
+    fits = np.ones((4, 2), np.uint8)
+    factor = rng.choice([1.0, 2.0], size=(4, 3))
+    ignores = [ARCH_IGNORES.get(name, ()) for name in arch_names]
+    skip_i = np.array(["intra" in ign for ign in ignores])
+    skip_w = np.array(["network" in ign for ign in ignores])
+    sel = [np.arange(n, dtype=np.int64) for n in shape]
+    signed = step.copy()
+    signed[0, 0, 0, 0, 0, 0] = [-0.5, -0.0, -np.nan, -2.0][seed]
+    for job in (step, signed):
+        for divide in (True, False):
+            for k in (1, 3, 17):
+                index, values = np.empty(k, np.int64), np.empty(k)
+                count = top_configurations(job, fits, *sel, skip_i, skip_w, factor, divide, k, index, values)
+                expected, expected_values = _ranked_positions(job, fits, arch_names, factor, divide, k)
+                assert np.array_equal(index[:count], expected), (divide, k)
+                assert np.array_equal(values[:count], expected_values, equal_nan=True), (divide, k)
+
+
 @pytest.mark.parametrize("parallel", [True, False])
 def test_cells_read_only_where_indexed_equal_the_whole_variable(hostile_cube, parallel):
     from paigrid.sources import Cells
