@@ -461,3 +461,49 @@ def test_zero_shards_the_experts_state_over_their_expert_data_replicas():
     expert = m.layers * vec[K.M_EXPERT_PARAMS] / 8
     saved = opts[K.OP_OPT_BYTES] * (dense * (1 - 1 / 32) + expert * (1 - 1 / 4))
     assert r0["memory_per_gpu"] - r1["memory_per_gpu"] == pytest.approx(saved, rel=1e-9)
+
+
+def test_routed_experts_grouped_gemms_fall_with_their_tokens_an_expert(monkeypatch):
+    """A routed expert's grouped GEMMs of m tokens run at m / (m + 1024) of their shape's dense
+    efficiency (``[gemm] expert_half_tokens``), m = tokens x top-k x ep / E: DeepSeek-MoE 16B
+    (E = 64, top-6, h = 2048, expert FFN 1408 gated) on one sequence of 4096 tokens gives each
+    expert 384 tokens without expert parallelism and 3072 with ep = 8.  Against the same table
+    with the factor off (half tokens 0), each of its 27 MoE layers of 28 pays, forward and
+    backward, the routed GEMMs' seconds x (1/g - 1) = x 1024 / m; a calibration's factor 2
+    doubles the half tokens.  The dense and shared GEMMs do not change."""
+    import copy
+
+    from paigrid.llm import tables as T
+
+    m = model("deepseek-moe-16b")
+    pairs = [("H100-SXM5-80GB", "amp-bf16")]
+    peak = CATS.peak_TFLOP_per_s("H100-SXM5-80GB", "amp-bf16") * 1e12
+    large = 0.75  # Hopper BF16, [gemm.large_efficiency]
+    tokens = 4096.0
+
+    def routed_seconds(ep):
+        rows = 4096.0 * 6 * ep / 64
+        total = 0.0
+        for n, k in ((2 * 1408, 2048), (2048, 1408)):  # up (gated) and down projections
+            d = min(rows, n, k)
+            total += 2 * rows * n * k * (64 / ep) / (peak * large * d / (d + 128.0))
+        return total / tokens, rows
+
+    on = {ep: T.compute_table(m, CATS, EFF, pairs, [1], "fused", tokens, ep) for ep in (1, 8)}
+    doubled = dataclasses.replace(EFF, llm={"expert_half_tokens": 2.0})
+    wide = {ep: T.compute_table(m, CATS, doubled, pairs, [1], "fused", tokens, ep) for ep in (1, 8)}
+    off_defaults = copy.deepcopy(T._defaults())
+    off_defaults["gemm"]["expert_half_tokens"] = 0.0
+    monkeypatch.setattr(T, "_defaults", lambda: off_defaults)
+    off = {ep: T.compute_table(m, CATS, EFF, pairs, [1], "fused", tokens, ep) for ep in (1, 8)}
+    assert T.expert_half_tokens(EFF) == 0.0
+    for ep, want_rows in ((1, 384.0), (8, 3072.0)):
+        seconds, rows = routed_seconds(ep)
+        assert rows == want_rows
+        for table, half in ((on, 1024.0), (wide, 2048.0)):
+            got = table[ep][0, 0, 0, 0, K.CT_LAYER] - off[ep][0, 0, 0, 0, K.CT_LAYER]
+            assert got == pytest.approx(27 / 28 * 3 * seconds * half / rows, rel=1e-9), (ep, half)
+        # the attention core (and with it every non-routed term) is the same
+        assert on[ep][0, 0, 0, 0, K.CT_ATTENTION] == off[ep][0, 0, 0, 0, K.CT_ATTENTION]
+    # fewer tokens an expert lose more: 1024/384 of the routed time against 1024/3072
+    assert (on[1] - off[1])[0, 0, 0, 0, K.CT_LAYER] > (on[8] - off[8])[0, 0, 0, 0, K.CT_LAYER]

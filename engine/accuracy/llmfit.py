@@ -2,7 +2,8 @@
 
 The parameters are log-factors on the model's sourced values (``llm.tables.llm_factor``): the
 large-GEMM efficiency per GPU generation and precision family (``gemm/GENERATION/FAMILY``),
-the GEMM half-efficiency side, the attention and HBM efficiencies, the NVLink and network
+the GEMM half-efficiency side, the routed experts' half-efficiency tokens
+(``expert_half_tokens``), the attention and HBM efficiencies, the NVLink and network
 efficiencies, the data-parallel overlap efficiency, the hidden fraction of overlapped
 tensor-parallel collectives and the fixed per-layer and per-MoE-layer overheads.  A factor of
 1 (log 0) is the default.
@@ -101,6 +102,7 @@ def parameter_keys(rows) -> list[str]:
         + software_keys(rows)
         + [
             "gemm_half_side",
+            "expert_half_tokens",
             "attention",
             "hbm",
             "intra",

@@ -248,11 +248,37 @@ def layer_gemms(
 ) -> list[tuple[float, float, float, float]]:
     """The forward GEMMs of one layer on one GPU of a tensor group of ``tensor`` for ``tokens``
     tokens: ``(m, n, k, copies)`` of an m x k by k x n product done ``copies`` times (2 m n k
-    copies FLOPs).  Column-parallel GEMMs split n by t, row-parallel ones k; the routed experts
-    of a MoE layer are E / ep grouped GEMMs on the tokens routed to them from ep ranks
-    (tokens x top-k x capacity factor x ep / E each, balanced routing), the router one GEMM
-    counted 1 / t a GPU.  Their FLOPs add up to ``layer_forward_flops``'s gemm term (with
-    ``padded_expert_flops``) / t."""
+    copies FLOPs): ``plain_gemms`` then, in a MoE layer, ``routed_expert_gemms``.  Their FLOPs
+    add up to ``layer_forward_flops``'s gemm term (with ``padded_expert_flops``) / t."""
+    out = plain_gemms(model, moe_layer, tensor, tokens)
+    return out + (routed_expert_gemms(model, tensor, tokens, expert) if moe_layer else [])
+
+
+def routed_expert_tokens(model: Transformer, tokens: float, expert: int = 1) -> float:
+    """Tokens one routed expert multiplies per micro-batch [tokens]: the ``tokens`` of each of
+    the ``expert`` ranks of its expert group x top-k x capacity factor, spread over the E
+    routed experts (balanced routing): tokens x top-k x capacity x ep / E."""
+    return tokens * model.experts_per_token * model.capacity_factor * expert / float(model.experts)
+
+
+def routed_expert_gemms(
+    model: Transformer, tensor: int, tokens: float, expert: int = 1
+) -> list[tuple[float, float, float, float]]:
+    """The routed experts' forward GEMMs of one MoE layer on one GPU (``layer_gemms``' tuples):
+    E / ep grouped GEMMs of ``routed_expert_tokens`` rows each, the up (gated: two) and the down
+    projection, split by the tensor degree as the dense FFN's."""
+    h, t, f, e = model.hidden, float(tensor), model.moe_ffn_hidden, float(model.experts)
+    width_in = 2 if model.ffn_gated else 1
+    routed = routed_expert_tokens(model, tokens, expert)
+    return [(routed, width_in * f / t, h, e / expert), (routed, h, f / t, e / expert)]
+
+
+def plain_gemms(
+    model: Transformer, moe_layer: bool, tensor: int, tokens: float
+) -> list[tuple[float, float, float, float]]:
+    """The forward GEMMs of one layer on one GPU but the routed experts' (``layer_gemms``'
+    tuples): column-parallel GEMMs split n by t, row-parallel ones k; in a MoE layer the router,
+    one GEMM counted 1 / t a GPU, and the shared experts."""
     h, t = model.hidden, float(tensor)
     width_in = 2 if model.ffn_gated else 1
     if model.mla:
@@ -277,8 +303,7 @@ def layer_gemms(
             (tokens, width_in * f / t, h, float(model.shared_experts)),
             (tokens, h, f / t, float(model.shared_experts)),
         ]
-    routed = tokens * model.experts_per_token * model.capacity_factor * expert / e
-    return out + [(routed, width_in * f / t, h, e / expert), (routed, h, f / t, e / expert)]
+    return out
 
 
 def quantized_elements(model: Transformer, moe_layer: bool, tensor: int, tokens: float, expert: int = 1) -> float:

@@ -13,7 +13,9 @@ FP8 or FP4 recipe the casts of the GEMMs' inputs and output gradients (``quantiz
 backward = 3 x forward; full recomputation adds a forward, selective recomputation the
 attention core's forward.  Efficiencies are the engine's operator class values
 (``datasets/class_efficiency.csv``: gemm_conv, attention_eager or attention_fused, hbm) of the
-GPU's generation at the precision.
+GPU's generation at the precision.  The routed experts' grouped GEMMs run at
+m / (m + expert_half_tokens) of their shape's efficiency, m the tokens an expert receives a
+micro-batch (``grouped_efficiency``).
 """
 
 from __future__ import annotations
@@ -166,6 +168,20 @@ def shape_efficiency(m: float, n: float, k: float, large: float, half_side: floa
     return large * d / (d + half_side)
 
 
+def expert_half_tokens(eff=None) -> float:
+    """Tokens per routed expert at which its grouped GEMMs reach half the efficiency of their
+    shape as dense GEMMs [tokens] (``[gemm] expert_half_tokens`` of
+    ``datasets/llm_defaults.toml``, times a calibration's ``expert_half_tokens`` factor)."""
+    return _defaults()["gemm"]["expert_half_tokens"] * llm_factor(eff, "expert_half_tokens")
+
+
+def grouped_efficiency(m: float, half_tokens: float) -> float:
+    """The share of its dense-GEMM efficiency a routed expert's grouped GEMM of ``m`` tokens
+    reaches [fraction]: m / (m + half_tokens) (few tokens an expert leave the grouped GEMM
+    bound by reading the expert's weights and by the per-expert launch and scheduling work)."""
+    return m / (m + half_tokens)
+
+
 def _mean_layer(model: Transformer, fn) -> float:
     """Mean of ``fn(moe_layer)`` over the model's layers."""
     dense = model.layers - model.moe_layers
@@ -230,17 +246,21 @@ def _forward_seconds(
 ) -> tuple[float, float]:
     """Forward seconds per token of one layer on one GPU of t, and of its attention core alone;
     ``rates`` = (peak FLOP/s, large-GEMM efficiency, half-efficiency side, attention FLOP/s, HBM
-    bytes/s, bytes per cast element of the precision); every GEMM at the efficiency of its shape
-    for ``tokens`` tokens a micro-batch.  The casts of a low-precision recipe (a step's worth,
-    ``quantization_bytes``) are counted as a third in the forward pass, which the table runs
-    three times (forward + backward)."""
-    peak, large, half, attn_rate, hbm, cast_bytes = rates
+    bytes/s, bytes per cast element of the precision, expert half-efficiency tokens); every GEMM
+    at the efficiency of its shape for ``tokens`` tokens a micro-batch, the routed experts'
+    grouped GEMMs times ``grouped_efficiency`` of their tokens an expert.  The casts of a
+    low-precision recipe (a step's worth, ``quantization_bytes``) are counted as a third in the
+    forward pass, which the table runs three times (forward + backward)."""
+    peak, large, half, attn_rate, hbm, cast_bytes, expert_half = rates
     flops = S.layer_forward_flops(model, moe)
     terms = S.activation_terms(model, moe)
     causal = 0.5 if attention == "fused" else 1.0
     gemm = 0.0
-    for m, n, k, copies in S.layer_gemms(model, moe, t, tokens, ep):
+    for m, n, k, copies in S.plain_gemms(model, moe, t, tokens):
         gemm += 2.0 * m * n * k * copies / (peak * shape_efficiency(m, n, k, large, half))
+    for m, n, k, copies in S.routed_expert_gemms(model, t, tokens, ep) if moe else []:
+        rate = peak * shape_efficiency(m, n, k, large, half) * grouped_efficiency(m, expert_half)
+        gemm += 2.0 * m * n * k * copies / rate
     gemm /= tokens
     attn = causal * flops["attention"] / t / attn_rate
     core = (2.0 * terms["core"] / t / hbm) if attention == "eager" else 0.0
@@ -286,6 +306,7 @@ def compute_table(
             * 1e9
             * min(1.0, eff.class_for("hbm", gen, "*") * llm_factor(eff, "hbm")),
             quantization_bytes(precision),
+            expert_half_tokens(eff),
         )
         for ti, t in enumerate(tensor):
             side = model.vocab / t
