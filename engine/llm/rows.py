@@ -503,6 +503,11 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     if family == "torchtitan" and _compiles_loss(_cell(cells, "notes")):
         options = replace(options, logit_bytes=_torchtitan_states()["compiled_loss_logit_bytes"])
         used.append(f"logit_bytes={options.logit_bytes:g} (a torchtitan release that compiles its loss)")
+    elif family == "torchtitan" and tp > 1:
+        # tensor parallelism shards the logits over the vocabulary and the loss runs under
+        # loss_parallel, whose DTensor handlers hold more fp32 copies than the fused kernels
+        options = replace(options, logit_bytes=_torchtitan_states()["loss_parallel_logit_bytes"])
+        used.append(f"logit_bytes={options.logit_bytes:g} (torchtitan's loss parallel over the vocabulary shards)")
     measured = _tokens(cells, origin, model, recompute, n, cats, gpu)
     return LlmRow(
         ident,
