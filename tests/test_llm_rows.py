@@ -99,6 +99,28 @@ def test_stack_defaults_are_named_per_family():
     assert extra == pytest.approx(16.0 * tokens * tp.model.vocab / 8, rel=1e-9)
 
 
+def test_torchtitan_tensor_parallelism_keeps_the_gathered_gemm_inputs():
+    """torchtitan's DTensor tensor parallelism saves the all-gathered inputs of its column-parallel
+    GEMMs (Megatron re-gathers them): on the 70B row (t 8, sequence parallel, full recomputation,
+    one stage) the extra memory is the recomputed layer's attention and FFN inputs, 4h a token
+    x (1 - 1/t) at the stored bytes, and the output projection's 16-bit input, 2h x (1 - 1/t);
+    nothing at t = 1, and Megatron's rows keep the option off."""
+    from paigrid.llm.rows import predict_row
+
+    tp = read_row(CELLS["A-torchtitan-202412-T4-llama3.1-70b-256g-tp"], "x", CATS)
+    assert tp.options.gathered_inputs and tp.layout.sp and tp.layout.recompute == "full" and tp.layout.pp == 1
+    off = dataclasses.replace(tp, options=dataclasses.replace(tp.options, gathered_inputs=False))
+    extra = predict_row(tp, CATS, EFF)["memory_per_gpu"] - predict_row(off, CATS, EFF)["memory_per_gpu"]
+    tokens, h, t = tp.layout.micro_batch * tp.model.seq_len, tp.model.hidden, tp.layout.tp
+    store = tp.options.stored_activation_bytes / 2.0
+    assert extra == pytest.approx(tokens * h * (1 - 1 / t) * (4.0 * store + 2.0), rel=1e-9)
+    single = read_row(CELLS["A-torchtitan-202412-T1-llama3.1-8b-8g-compile"], "x", CATS)
+    off = dataclasses.replace(single, options=dataclasses.replace(single.options, gathered_inputs=False))
+    assert predict_row(single, CATS, EFF)["memory_per_gpu"] == predict_row(off, CATS, EFF)["memory_per_gpu"]
+    megatron = read_row(CELLS["A-mbridge-26.04-h100-LLAMA3_70B-64g-fp8-pre-tps"], "x", CATS)
+    assert not megatron.options.gathered_inputs
+
+
 def test_free_text_cells_and_units():
     titan = read_row(CELLS["A-torchtitan-202506-trainy-h200-llama3.1-8b-32g"], "x", CATS)
     assert titan.design.precision == "fp8" and titan.peak_memory_GiB == pytest.approx(47.96)  # GiB as printed

@@ -612,6 +612,17 @@ LLM_OPTIONS: tuple[Option, ...] = (
         aliases={"flash": "fused"},
     ),
     Option(
+        "gathered_inputs",
+        "llm",
+        "bool",
+        "with sequence parallelism the column-parallel GEMMs keep their all-gathered inputs (the attention "
+        "and FFN inputs, 4h a token, and the output projection's, 2h) for the backward, as PyTorch's DTensor "
+        "tensor parallelism (torchtitan) does; off: Megatron's re-gather in the backward (Korthikanti et al.)",
+        example=True,
+        slot="OP_GATHERED_INPUTS",
+        encode=_flag,
+    ),
+    Option(
         "tp_overlap",
         "llm",
         "bool",

@@ -496,6 +496,8 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         attention=attention,
         overlap_dp=defaults["overlap_dp"],
         stored_activation_bytes=stored,
+        # DTensor tensor parallelism keeps the column-parallel GEMMs' all-gathered inputs
+        gathered_inputs=family == "torchtitan",
         **framework_state_bytes(states, precision),
     )
     if family != "legacy":
@@ -715,7 +717,15 @@ def row_options(options: LlmOptions | None = None, row: LlmRow | None = None) ->
 
 def _on_top(row_opts: LlmOptions, given: LlmOptions) -> LlmOptions:
     """The row's stack settings (attention, overlap, state bytes) over ``given``'s other values."""
-    keep = ("attention", "overlap_dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "stored_activation_bytes")
+    keep = (
+        "attention",
+        "overlap_dp",
+        "weight_bytes",
+        "grad_bytes",
+        "optimizer_bytes",
+        "stored_activation_bytes",
+        "gathered_inputs",
+    )
     return replace(given, **{k: getattr(row_opts, k) for k in keep})
 
 
