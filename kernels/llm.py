@@ -248,7 +248,8 @@ def memory_bytes(lay, model, options, m):
     """Bytes per GPU on the busiest (first) pipeline stage: weights, gradients and optimizer
     state (sharded by ZeRO stage over the d x c data-parallel ranks, the experts' over their
     d x c x t / (et x e) expert-data-parallel replicas, ``per_gpu_params``; ZeRO-3 adds two
-    layers' gathered weights and one layer's gradients), the activations of the micro-batches in flight
+    layers' gathered weights and one layer's gradients; below it ``rs_buffer`` one layer's
+    gradients at the gradient bytes), the activations of the micro-batches in flight
     (Korthikanti et al. 2022; at the stored bytes of the precision, but a full recomputation's
     16-bit layer inputs; with ``gathered_inputs`` and sequence parallelism the column-parallel
     GEMMs' inputs kept all-gathered: 4h a token a layer and the output projection's 2h) and the
@@ -267,6 +268,8 @@ def memory_bytes(lay, model, options, m):
         # weights, and this layer's gradients before their reduce-scatter
         layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)
         weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
+    elif options[K.OP_RS_BUFFER] > 0.0:  # one layer's gradients copied into FSDP2's reduce-scatter input
+        weights += (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) * options[K.OP_GRAD_BYTES]
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
     # the attention and FFN inputs (2h + 2h of the replicated 10h) kept all-gathered, whole

@@ -66,7 +66,8 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
         2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES]
     )
-    states = states + np.where(zero >= 3, gathered, 0.0)
+    rs_buffer = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * options[K.OP_GRAD_BYTES]
+    states = states + np.where(zero >= 3, gathered, np.where(options[K.OP_RS_BUFFER] > 0, rs_buffer, 0.0))
     # DTensor tensor parallelism keeps the attention and FFN inputs all-gathered (4h a token)
     keep_repl = M[K.M_ACT_REPLICATED] / split_repl + options[K.OP_GATHERED_INPUTS] * 4.0 * h * (1.0 - 1.0 / split_repl)
     keep_split = M[K.M_ACT_SPLIT] / t

@@ -121,6 +121,25 @@ def test_torchtitan_tensor_parallelism_keeps_the_gathered_gemm_inputs():
     assert not megatron.options.gathered_inputs
 
 
+def test_torchtitan_pipeline_keeps_one_layer_reduce_scatter_buffer():
+    """torchtitan with pipeline parallelism is read as ZeRO-1 for memory, but FSDP2 still
+    reduce-scatters each layer at the last micro-batch through a copy of its unsharded fp32
+    gradients: one layer's parameters of the stage x grad_bytes more; a row without
+    pipeline parallelism (ZeRO-3, its own buffer counted) does not take the option."""
+    from paigrid.llm.rows import predict_row
+    from paigrid.llm.shapes import parameters
+
+    pp = read_row(CELLS["A-torchtitan-202412-T5-llama3.1-405b-512g-1f1b"], "x", CATS)
+    assert pp.layout.pp == 8 and pp.layout.zero == 1 and pp.options.reduce_scatter_buffer
+    off = dataclasses.replace(pp, options=dataclasses.replace(pp.options, reduce_scatter_buffer=False))
+    extra = predict_row(pp, CATS, EFF)["memory_per_gpu"] - predict_row(off, CATS, EFF)["memory_per_gpu"]
+    m = pp.model
+    layer = (parameters(m) - 2 * m.vocab * m.hidden) / m.layers / pp.layout.tp  # untied embeddings
+    assert extra == pytest.approx(layer * pp.options.grad_bytes, rel=1e-3)
+    flat = read_row(CELLS["A-torchtitan-202412-T4-llama3.1-70b-256g-tp"], "x", CATS)
+    assert flat.layout.zero == 3 and not flat.options.reduce_scatter_buffer
+
+
 def test_free_text_cells_and_units():
     titan = read_row(CELLS["A-torchtitan-202506-trainy-h200-llama3.1-8b-32g"], "x", CATS)
     assert titan.design.precision == "fp8" and titan.peak_memory_GiB == pytest.approx(47.96)  # GiB as printed

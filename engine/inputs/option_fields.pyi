@@ -54,6 +54,7 @@ class LlmOptionFields:
     update_bytes: float
     attention: str
     gathered_inputs: bool
+    reduce_scatter_buffer: bool
     tp_overlap: bool
     tp_overlap_fraction: float
     overlap_efficiency: float

@@ -623,6 +623,17 @@ LLM_OPTIONS: tuple[Option, ...] = (
         encode=_flag,
     ),
     Option(
+        "reduce_scatter_buffer",
+        "llm",
+        "bool",
+        "below ZeRO-3, one layer's gradients at `grad_bytes` in a reduce-scatter buffer: FSDP2 reduce-scatters "
+        "layer by layer at the last micro-batch where torchtitan's pipeline keeps the gradients unsharded "
+        "(ZeRO-3 counts its own buffer)",
+        example=True,
+        slot="OP_RS_BUFFER",
+        encode=_flag,
+    ),
+    Option(
         "tp_overlap",
         "llm",
         "bool",

@@ -498,6 +498,8 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         stored_activation_bytes=stored,
         # DTensor tensor parallelism keeps the column-parallel GEMMs' all-gathered inputs
         gathered_inputs=family == "torchtitan",
+        # FSDP2 still reduce-scatters layer by layer at the last micro-batch
+        reduce_scatter_buffer=states == "torchtitan_pipelined",
         **framework_state_bytes(states, precision),
     )
     if family != "legacy":
@@ -725,6 +727,7 @@ def _on_top(row_opts: LlmOptions, given: LlmOptions) -> LlmOptions:
         "optimizer_bytes",
         "stored_activation_bytes",
         "gathered_inputs",
+        "reduce_scatter_buffer",
     )
     return replace(given, **{k: getattr(row_opts, k) for k in keep})
 
