@@ -288,9 +288,11 @@ def _memory_lines(rows, cats, eff, llmfit) -> list[str]:
             f"{100 * worst:.1f}%; the other {len(reporting) - len(points)} are not judged until their GPUs are in "
             "the catalogue. torchtitan logs its caching allocator's peak reserved memory (max_reserved_gib); the "
             "estimate is of "
-            "the tensors a step allocates (states, stored activations, the loss's logits, FSDP's gathered layers; "
-            "with pipeline parallelism torchtitan's unsharded gradients and gathered parameters; a full "
-            "recomputation's 16-bit layer inputs; 4 bytes a logit where the release compiles its loss), and the "
+            "the tensors a step allocates (states, stored activations, the loss's logits: 12 bytes a logit, 16 "
+            "under tensor parallelism's loss_parallel, 4 where the release compiles its loss; FSDP's gathered "
+            "layers; with tensor parallelism the column-parallel GEMMs' all-gathered inputs; with pipeline "
+            "parallelism torchtitan's unsharded gradients, gathered parameters and one layer's reduce-scatter "
+            "buffer; a full recomputation's 16-bit layer inputs), and the "
             "fitted workspace and fragmentation stand for the difference. " + _misses_sentence(held),
         ]
     return out

@@ -248,9 +248,12 @@ def memory_bytes(lay, model, options, m):
     """Bytes per GPU on the busiest (first) pipeline stage: weights, gradients and optimizer
     state (sharded by ZeRO stage over the d x c data-parallel ranks, the experts' over their
     d x c x t / (et x e) expert-data-parallel replicas, ``per_gpu_params``; ZeRO-3 adds two
-    layers' gathered weights and one layer's gradients), the activations of the micro-batches in flight
+    layers' gathered weights and one layer's gradients; below it ``rs_buffer`` one layer's
+    gradients at the gradient bytes), the activations of the micro-batches in flight
     (Korthikanti et al. 2022; at the stored bytes of the precision, but a full recomputation's
-    16-bit layer inputs) and the workspace."""
+    16-bit layer inputs; with ``gathered_inputs`` and sequence parallelism the column-parallel
+    GEMMs' inputs kept all-gathered: 4h a token a layer and the output projection's 2h) and the
+    workspace."""
     t, p, d, c, e = lay[K.LA_TP], lay[K.LA_PP], lay[K.LA_DP], lay[K.LA_CP], lay[K.LA_EP]
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
     layers = stage_layers(model[K.M_LAYERS], p, v)[0]
@@ -265,13 +268,19 @@ def memory_bytes(lay, model, options, m):
         # weights, and this layer's gradients before their reduce-scatter
         layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)
         weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
+    elif options[K.OP_RS_BUFFER] > 0.0:  # one layer's gradients copied into FSDP2's reduce-scatter input
+        weights += (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) * options[K.OP_GRAD_BYTES]
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
-    full_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t + model[K.M_ACT_CORE] / t)
+    # the attention and FFN inputs (2h + 2h of the replicated 10h) kept all-gathered, whole
+    gathered = options[K.OP_GATHERED_INPUTS] * 4.0 * model[K.M_HIDDEN] * (1.0 - 1.0 / split_repl)
+    full_layer = tokens * (
+        model[K.M_ACT_REPLICATED] / split_repl + gathered + model[K.M_ACT_SPLIT] / t + model[K.M_ACT_CORE] / t
+    )
     if rc == 2.0:
         per_layer = tokens * 2.0 * model[K.M_HIDDEN] / split_repl
     elif rc == 1.0:
-        per_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + model[K.M_ACT_SPLIT] / t)
+        per_layer = tokens * (model[K.M_ACT_REPLICATED] / split_repl + gathered + model[K.M_ACT_SPLIT] / t)
     else:
         per_layer = full_layer
     in_flight = min(m, p)
@@ -286,6 +295,8 @@ def memory_bytes(lay, model, options, m):
         activations *= options[K.OP_ACT_STORE]
     if p == 1.0:
         activations += tokens * model[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t
+        # the output projection's all-gathered 16-bit input (no low-precision recipe casts it)
+        activations += options[K.OP_GATHERED_INPUTS] * tokens * 2.0 * model[K.M_HIDDEN] * (1.0 - 1.0 / split_repl)
     return weights + grads + state + activations + options[K.OP_WORKSPACE]
 
 

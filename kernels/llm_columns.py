@@ -142,6 +142,18 @@ OP_FRAGMENTATION = OPTIONS.column(
 OP_ACT_STORE = OPTIONS.column(
     "act_store", "ratio", "stored activations relative to 16-bit ones (FP8 GEMM inputs kept in FP8: 0.75)"
 )
+OP_GATHERED_INPUTS = OPTIONS.column(
+    "gathered_inputs",
+    "flag",
+    "1: the column-parallel GEMMs keep their all-gathered (full-sequence) inputs for the backward "
+    "(PyTorch DTensor tensor parallelism; 0: Megatron re-gathers them)",
+)
+OP_RS_BUFFER = OPTIONS.column(
+    "rs_buffer",
+    "flag",
+    "1: below ZeRO-3 the gradients are still reduce-scattered layer by layer through one layer's "
+    "buffer at the gradient bytes (FSDP2 under torchtitan's pipeline parallelism)",
+)
 N_OPTION_FIELDS = OPTIONS.width
 
 # --- compute table (C, T, 3 recompute, 2 sp, N_CT_FIELDS) -------------------------------------

@@ -66,8 +66,10 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
         2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES]
     )
-    states = states + np.where(zero >= 3, gathered, 0.0)
-    keep_repl = M[K.M_ACT_REPLICATED] / split_repl
+    rs_buffer = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * options[K.OP_GRAD_BYTES]
+    states = states + np.where(zero >= 3, gathered, np.where(options[K.OP_RS_BUFFER] > 0, rs_buffer, 0.0))
+    # DTensor tensor parallelism keeps the attention and FFN inputs all-gathered (4h a token)
+    keep_repl = M[K.M_ACT_REPLICATED] / split_repl + options[K.OP_GATHERED_INPUTS] * 4.0 * h * (1.0 - 1.0 / split_repl)
     keep_split = M[K.M_ACT_SPLIT] / t
     keep_core = M[K.M_ACT_CORE] / t
     per_layer = tokens * np.select(
@@ -79,7 +81,8 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     stored = most * per_layer * factor * (1.0 + options[K.OP_FRAGMENTATION])
     recomputed = tokens * (keep_repl + keep_split + keep_core) * options[K.OP_ACT_STORE]
     acts = np.where(rc == 2, stored + recomputed, stored * options[K.OP_ACT_STORE])
-    acts = acts + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t, 0.0)
+    output_input = options[K.OP_GATHERED_INPUTS] * tokens * 2.0 * h * (1.0 - 1.0 / split_repl)
+    acts = acts + np.where(p == 1, tokens * M[K.M_VOCAB] * options[K.OP_LOGIT_BYTES] / t + output_input, 0.0)
     mem = states + acts + options[K.OP_WORKSPACE]
     # reasons, the first that applies
     kv_heads = M[K.M_KV_HEADS]

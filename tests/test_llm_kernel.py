@@ -72,8 +72,9 @@ def test_kernel_agrees_with_the_numpy_reference(name):
 def test_kernel_agrees_with_the_reference_on_the_new_terms(name):
     """Multi-head latent attention and head sizes apart from hidden / heads (the key/value
     head count the tensor check reads), uneven interleaved stages (v up to 5 on 3 stages),
-    hidden async-TP collectives, contended data-parallel overlap, fragmentation and the memory
-    margin: kernel and reference agree, NaN positions included."""
+    hidden async-TP collectives, contended data-parallel overlap, fragmentation, the memory
+    margin, the all-gathered GEMM inputs and the reduce-scatter buffer: kernel and reference
+    agree, NaN positions included."""
     m = model(name)
     rng = np.random.default_rng(11)
     layouts = [
@@ -85,7 +86,11 @@ def test_kernel_agrees_with_the_reference_on_the_new_terms(name):
     )
     # FP8-stored activations: a full recomputation's 16-bit layer inputs are not scaled
     fp8_stored = dataclasses.replace(options, stored_activation_bytes=1.5, memory_margin=0.3)
-    for opts in (OPTIONS, options, fp8_stored):
+    # DTensor tensor parallelism's all-gathered GEMM inputs (with and without sequence parallelism)
+    gathered = dataclasses.replace(fp8_stored, gathered_inputs=True)
+    # and FSDP2's reduce-scatter buffer below ZeRO-3 (torchtitan's pipeline)
+    rs_buffer = dataclasses.replace(gathered, reduce_scatter_buffer=True)
+    for opts in (OPTIONS, options, fp8_stored, gathered, rs_buffer):
         arrays = tables(m, layouts, DESIGNS, CATS, EFF, opts)
         out = np.empty((len(layouts) * len(DESIGNS), K.N_RESULT_FIELDS))
         evaluate_llm(*arrays, out)

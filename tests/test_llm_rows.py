@@ -72,21 +72,72 @@ def test_stack_defaults_are_named_per_family():
     assert titan.options.grad_bytes == 4 and titan.options.weight_bytes == 4 and titan.options.optimizer_bytes == 8
     assert megatron.options.weight_bytes == 3  # bf16 weights + Transformer Engine's FP8 copy
     assert framework_state_bytes("megatron", "amp-bf16")["grad_bytes"] == 4  # fp32 main gradients
-    # torchtitan's eager loss keeps bf16 logits, their fp32 copy, the log-softmax and its
-    # gradient; the 2025 release compiles it (bf16 logits and gradient), the December 2024 one not
+    # torchtitan's eager loss keeps at its backward peak the log-softmax, nll_loss's gradient and
+    # the log-softmax's gradient (12 bytes a logit, fused aten kernels at t = 1); with tensor
+    # parallelism it runs under loss_parallel, whose DTensor handlers also hold the zero-filled
+    # grad_input, exp(x) and their sum (16); the 2025 release compiles it (bf16 logits and gradient)
     titan_2024 = read_row(CELLS["A-torchtitan-202412-T1-llama3.1-8b-8g-compile"], "x", CATS)
     assert (
-        titan_2024.options.logit_bytes == 14 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
+        titan_2024.options.logit_bytes == 12 and megatron.options.logit_bytes == LlmOptions.defaults().logit_bytes == 4
     )
     assert titan.options.logit_bytes == 4 and any(d.startswith("logit_bytes=4") for d in titan.defaults)
     assert not any(d.startswith("logit_bytes") for d in titan_2024.defaults)
+    tp = read_row(CELLS["A-torchtitan-202412-T4-llama3.1-70b-256g-tp"], "x", CATS)
+    assert tp.layout.tp == 8 and tp.options.logit_bytes == 16
+    assert any(d.startswith("logit_bytes=16 (torchtitan's loss parallel") for d in tp.defaults)
     t2 = read_row(CELLS["A-torchtitan-202412-T2-llama3.1-8b-8g-cp4"], "x", CATS)
     plain = dataclasses.replace(t2, options=dataclasses.replace(t2.options, logit_bytes=4.0))
     from paigrid.llm.rows import predict_row
 
     extra = predict_row(t2, CATS, EFF)["memory_per_gpu"] - predict_row(plain, CATS, EFF)["memory_per_gpu"]
     tokens = t2.layout.micro_batch * t2.model.seq_len / t2.layout.cp
-    assert extra == pytest.approx(10.0 * tokens * t2.model.vocab, rel=1e-9)  # 14 - 4 bytes a logit, t = 1
+    assert extra == pytest.approx(8.0 * tokens * t2.model.vocab, rel=1e-9)  # 12 - 4 bytes a logit, t = 1
+    # under loss parallel each GPU keeps 16 bytes for each of its V / t logits
+    bare = dataclasses.replace(tp, options=dataclasses.replace(tp.options, logit_bytes=0.0))
+    extra = predict_row(tp, CATS, EFF)["memory_per_gpu"] - predict_row(bare, CATS, EFF)["memory_per_gpu"]
+    tokens = tp.layout.micro_batch * tp.model.seq_len
+    assert extra == pytest.approx(16.0 * tokens * tp.model.vocab / 8, rel=1e-9)
+
+
+def test_torchtitan_tensor_parallelism_keeps_the_gathered_gemm_inputs():
+    """torchtitan's DTensor tensor parallelism saves the all-gathered inputs of its column-parallel
+    GEMMs (Megatron re-gathers them): on the 70B row (t 8, sequence parallel, full recomputation,
+    one stage) the extra memory is the recomputed layer's attention and FFN inputs, 4h a token
+    x (1 - 1/t) at the stored bytes, and the output projection's 16-bit input, 2h x (1 - 1/t);
+    nothing at t = 1, and Megatron's rows keep the option off."""
+    from paigrid.llm.rows import predict_row
+
+    tp = read_row(CELLS["A-torchtitan-202412-T4-llama3.1-70b-256g-tp"], "x", CATS)
+    assert tp.options.gathered_inputs and tp.layout.sp and tp.layout.recompute == "full" and tp.layout.pp == 1
+    off = dataclasses.replace(tp, options=dataclasses.replace(tp.options, gathered_inputs=False))
+    extra = predict_row(tp, CATS, EFF)["memory_per_gpu"] - predict_row(off, CATS, EFF)["memory_per_gpu"]
+    tokens, h, t = tp.layout.micro_batch * tp.model.seq_len, tp.model.hidden, tp.layout.tp
+    store = tp.options.stored_activation_bytes / 2.0
+    assert extra == pytest.approx(tokens * h * (1 - 1 / t) * (4.0 * store + 2.0), rel=1e-9)
+    single = read_row(CELLS["A-torchtitan-202412-T1-llama3.1-8b-8g-compile"], "x", CATS)
+    off = dataclasses.replace(single, options=dataclasses.replace(single.options, gathered_inputs=False))
+    assert predict_row(single, CATS, EFF)["memory_per_gpu"] == predict_row(off, CATS, EFF)["memory_per_gpu"]
+    megatron = read_row(CELLS["A-mbridge-26.04-h100-LLAMA3_70B-64g-fp8-pre-tps"], "x", CATS)
+    assert not megatron.options.gathered_inputs
+
+
+def test_torchtitan_pipeline_keeps_one_layer_reduce_scatter_buffer():
+    """torchtitan with pipeline parallelism is read as ZeRO-1 for memory, but FSDP2 still
+    reduce-scatters each layer at the last micro-batch through a copy of its unsharded fp32
+    gradients: one layer's parameters of the stage x grad_bytes more; a row without
+    pipeline parallelism (ZeRO-3, its own buffer counted) does not take the option."""
+    from paigrid.llm.rows import predict_row
+    from paigrid.llm.shapes import parameters
+
+    pp = read_row(CELLS["A-torchtitan-202412-T5-llama3.1-405b-512g-1f1b"], "x", CATS)
+    assert pp.layout.pp == 8 and pp.layout.zero == 1 and pp.options.reduce_scatter_buffer
+    off = dataclasses.replace(pp, options=dataclasses.replace(pp.options, reduce_scatter_buffer=False))
+    extra = predict_row(pp, CATS, EFF)["memory_per_gpu"] - predict_row(off, CATS, EFF)["memory_per_gpu"]
+    m = pp.model
+    layer = (parameters(m) - 2 * m.vocab * m.hidden) / m.layers / pp.layout.tp  # untied embeddings
+    assert extra == pytest.approx(layer * pp.options.grad_bytes, rel=1e-3)
+    flat = read_row(CELLS["A-torchtitan-202412-T4-llama3.1-70b-256g-tp"], "x", CATS)
+    assert flat.layout.zero == 3 and not flat.options.reduce_scatter_buffer
 
 
 def test_free_text_cells_and_units():

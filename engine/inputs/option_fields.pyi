@@ -53,6 +53,8 @@ class LlmOptionFields:
     in_network_reduction: bool
     update_bytes: float
     attention: str
+    gathered_inputs: bool
+    reduce_scatter_buffer: bool
     tp_overlap: bool
     tp_overlap_fraction: float
     overlap_efficiency: float

@@ -612,6 +612,28 @@ LLM_OPTIONS: tuple[Option, ...] = (
         aliases={"flash": "fused"},
     ),
     Option(
+        "gathered_inputs",
+        "llm",
+        "bool",
+        "with sequence parallelism the column-parallel GEMMs keep their all-gathered inputs (the attention "
+        "and FFN inputs, 4h a token, and the output projection's, 2h) for the backward, as PyTorch's DTensor "
+        "tensor parallelism (torchtitan) does; off: Megatron's re-gather in the backward (Korthikanti et al.)",
+        example=True,
+        slot="OP_GATHERED_INPUTS",
+        encode=_flag,
+    ),
+    Option(
+        "reduce_scatter_buffer",
+        "llm",
+        "bool",
+        "below ZeRO-3, one layer's gradients at `grad_bytes` in a reduce-scatter buffer: FSDP2 reduce-scatters "
+        "layer by layer at the last micro-batch where torchtitan's pipeline keeps the gradients unsharded "
+        "(ZeRO-3 counts its own buffer)",
+        example=True,
+        slot="OP_RS_BUFFER",
+        encode=_flag,
+    ),
+    Option(
         "tp_overlap",
         "llm",
         "bool",

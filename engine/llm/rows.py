@@ -496,6 +496,10 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
         attention=attention,
         overlap_dp=defaults["overlap_dp"],
         stored_activation_bytes=stored,
+        # DTensor tensor parallelism keeps the column-parallel GEMMs' all-gathered inputs
+        gathered_inputs=family == "torchtitan",
+        # FSDP2 still reduce-scatters layer by layer at the last micro-batch
+        reduce_scatter_buffer=states == "torchtitan_pipelined",
         **framework_state_bytes(states, precision),
     )
     if family != "legacy":
@@ -503,6 +507,11 @@ def read_row(cells: dict[str, str], origin: str, cats: Catalogues) -> LlmRow:
     if family == "torchtitan" and _compiles_loss(_cell(cells, "notes")):
         options = replace(options, logit_bytes=_torchtitan_states()["compiled_loss_logit_bytes"])
         used.append(f"logit_bytes={options.logit_bytes:g} (a torchtitan release that compiles its loss)")
+    elif family == "torchtitan" and tp > 1:
+        # tensor parallelism shards the logits over the vocabulary and the loss runs under
+        # loss_parallel, whose DTensor handlers hold more fp32 copies than the fused kernels
+        options = replace(options, logit_bytes=_torchtitan_states()["loss_parallel_logit_bytes"])
+        used.append(f"logit_bytes={options.logit_bytes:g} (torchtitan's loss parallel over the vocabulary shards)")
     measured = _tokens(cells, origin, model, recompute, n, cats, gpu)
     return LlmRow(
         ident,
@@ -710,7 +719,16 @@ def row_options(options: LlmOptions | None = None, row: LlmRow | None = None) ->
 
 def _on_top(row_opts: LlmOptions, given: LlmOptions) -> LlmOptions:
     """The row's stack settings (attention, overlap, state bytes) over ``given``'s other values."""
-    keep = ("attention", "overlap_dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "stored_activation_bytes")
+    keep = (
+        "attention",
+        "overlap_dp",
+        "weight_bytes",
+        "grad_bytes",
+        "optimizer_bytes",
+        "stored_activation_bytes",
+        "gathered_inputs",
+        "reduce_scatter_buffer",
+    )
     return replace(given, **{k: getattr(row_opts, k) for k in keep})
 
 
