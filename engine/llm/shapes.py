@@ -281,6 +281,7 @@ def plain_gemms(
     one GEMM counted 1 / t a GPU, and the shared experts."""
     h, t = model.hidden, float(tensor)
     width_in = 2 if model.ffn_gated else 1
+    out: list[tuple[float, float, float, float]]
     if model.mla:
         out = [
             (tokens, model.kv_lora_rank + model.rope_head_dim, h, 1.0 / t),
