@@ -110,7 +110,7 @@ def gpu_ratio_by(results: list[dict], rows: list[Measurement], key) -> dict[str,
     groups: dict[str, list[float]] = {}
     for first, second, error in _gpu_pairs(results, rows):
         groups.setdefault(key(first), []).append(error)
-        groups.setdefault(key(second), []).append(1.0 / (1.0 + error) - 1.0)
+        groups.setdefault(key(second), []).append(_inverted(error))
     return {k: _errors_summary(v) for k, v in sorted(groups.items())}
 
 
@@ -123,16 +123,26 @@ def gpu_ratio_by_pair(results: list[dict], rows: list[Measurement], key) -> dict
     for first, second, error in _gpu_pairs(results, rows):
         a, b = key(first), key(second)
         if a > b:
-            a, b, error = b, a, 1.0 / (1.0 + error) - 1.0
+            a, b, error = b, a, _inverted(error)
         groups.setdefault((a, b), []).append(error)
     return {k: _errors_summary(v) for k, v in sorted(groups.items())}
+
+
+def _inverted(error: float) -> float:
+    """The error of a ratio's inverse (b / a) from that of the ratio (a / b): predicted / measured - 1."""
+    return 1.0 / (1.0 + error) - 1.0
+
+
+def _entries(results: list[dict], rows: list[Measurement]) -> list[dict]:
+    """The results as ``accuracy.relative`` takes them: each with its row, predicted and measured."""
+    lookup = {r.id: r for r in rows}
+    return [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
 
 
 def _gpu_pairs(results: list[dict], rows: list[Measurement]):
     """(row a, row b, predicted ratio a / b over measured - 1) of every pair of ``relative.gpu_ratios``."""
     lookup = {r.id: r for r in rows}
-    entries = [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
-    for pair in relative.gpu_ratios(entries):
+    for pair in relative.gpu_ratios(_entries(results, rows)):
         first, second = (lookup[i] for i in pair["ids"])
         yield first, second, pair["error"]
 
@@ -141,8 +151,7 @@ def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, 
     """The ratio errors of ``accuracy.relative`` of one set of predictions: per comparison the
     pairs, the median |error| and the share whose order (which is faster) is right; the ranking
     per job with its mean Spearman correlation and top-1 agreement."""
-    lookup = {r.id: r for r in rows}
-    entries = [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
+    entries = _entries(results, rows)
     out = {}
     for name, function in (
         ("gpu", relative.gpu_ratios),
