@@ -195,11 +195,11 @@ def class_fields(
     state = cats.optimizers.number(optimizer, "state_bytes_per_param")
     out = {L.J_CLASS_FLOP + c: 0.0 for c in range(L.N_CLASSES)}
     out.update({L.J_CLASS_BYTES + c: 0.0 for c in range(L.N_CLASSES)})
+    out.update({L.J_LAUNCHES: 0.0, L.J_AMP_CASTS: 0.0, L.J_AMP_FP32_BYTES: 0.0, L.J_NCHW_BYTES: 0.0})
     numbers = _class_numbers(job.model, attention) if w.origin in BUILTIN_WORKLOAD_ORIGINS else None
     if numbers is None:
         out[L.J_CLASS_FLOP + L.CLASS_GEMM_CONV] = 3.0 * w.number(job.model, "fwd_GFLOP_per_sample") * 1e9 * b
         out[L.J_CLASS_BYTES + L.CLASS_ELEMENTWISE] = w.number(job.model, "membound_MB_per_sample") * 1e6 * b
-        out[L.J_LAUNCHES] = 0.0
         out[L.J_ACTIVATION_V2] = w.number(job.model, "activation_MB_per_sample") * 1e6 * b
     else:
         per_class, launches, amp_fp32, activation, nchw, casts = numbers
@@ -212,9 +212,6 @@ def class_fields(
         out[L.J_ACTIVATION_V2] = activation * 1e6 * b
         if job.variant.get("memory_format", options.memory_format) == "nchw":
             out[L.J_NCHW_BYTES] = nchw * 1e6 * b
-    out.setdefault(L.J_AMP_FP32_BYTES, 0.0)
-    out.setdefault(L.J_NCHW_BYTES, 0.0)
-    out.setdefault(L.J_AMP_CASTS, 0.0)
     factor = efficiency.workload_factor(job.model) if efficiency is not None else 1.0
     if factor != 1.0:
         for field_index in (
