@@ -258,7 +258,8 @@ def memory_bytes(lay, model, options, m):
     v, b, zero, rc, sp = lay[K.LA_VPP], lay[K.LA_MB], lay[K.LA_ZERO], lay[K.LA_RECOMPUTE], lay[K.LA_SP]
     layers = stage_layers(model[K.M_LAYERS], p, v)[0]
     et = expert_tensor(t, d, c, e)
-    params = layers * (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) + model[K.M_EMBED_PARAMS] / t
+    layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)  # one layer's parameters per GPU
+    params = layers * layer + model[K.M_EMBED_PARAMS] / t
     expert = layers * model[K.M_EXPERT_PARAMS] / (et * e)
     shards, expert_shards = d * c, expert_replicas(t, d, c, e)
     weights = per_gpu_params(params, expert, shards, expert_shards, zero >= 3.0) * options[K.OP_WEIGHT_BYTES]
@@ -266,10 +267,9 @@ def memory_bytes(lay, model, options, m):
     state = per_gpu_params(params, expert, shards, expert_shards, zero >= 1.0) * options[K.OP_OPT_BYTES]
     if zero >= 3.0:  # FSDP's unsharded working copies: this layer's and the prefetched layer's
         # weights, and this layer's gradients before their reduce-scatter
-        layer = model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)
         weights += layer * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
     elif options[K.OP_RS_BUFFER] > 0.0:  # one layer's gradients copied into FSDP2's reduce-scatter input
-        weights += (model[K.M_SHARED_PARAMS] / t + model[K.M_EXPERT_PARAMS] / (et * e)) * options[K.OP_GRAD_BYTES]
+        weights += layer * options[K.OP_GRAD_BYTES]
     tokens = b * model[K.M_SEQ] / c
     split_repl = t if sp > 0.0 else 1.0
     # the attention and FFN inputs (2h + 2h of the replicated 10h) kept all-gathered, whole

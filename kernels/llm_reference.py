@@ -63,10 +63,9 @@ def evaluate_llm_reference(layouts, hw, model, ctab, options):
     states = (
         kept(3) * options[K.OP_WEIGHT_BYTES] + kept(2) * options[K.OP_GRAD_BYTES] + kept(1) * options[K.OP_OPT_BYTES]
     )
-    gathered = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * (
-        2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES]
-    )
-    rs_buffer = (M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)) * options[K.OP_GRAD_BYTES]
+    layer_params = M[K.M_SHARED_PARAMS] / t + M[K.M_EXPERT_PARAMS] / (et * e)
+    gathered = layer_params * (2.0 * options[K.OP_WEIGHT_BYTES] + options[K.OP_GRAD_COMM_BYTES])
+    rs_buffer = layer_params * options[K.OP_GRAD_BYTES]
     states = states + np.where(zero >= 3, gathered, np.where(options[K.OP_RS_BUFFER] > 0, rs_buffer, 0.0))
     # DTensor tensor parallelism keeps the attention and FFN inputs all-gathered (4h a token)
     keep_repl = M[K.M_ACT_REPLICATED] / split_repl + options[K.OP_GATHERED_INPUTS] * 4.0 * h * (1.0 - 1.0 / split_repl)
