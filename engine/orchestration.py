@@ -478,7 +478,7 @@ def _sweep_into(
             per_llm_block = llm.cells // len(llm.blocks()) if llm is not None else 0
             total = sum(blocks[i][1] - blocks[i][0] for i in todo) * per_job + len(llm_todo) * per_llm_block
             all_blocks = len(blocks) + len(writer.llm_blocks)
-            with _Progress(progress, total) as bar:
+            with _Progress(progress, total, started) as bar:
                 if grid is None:
                     source: Any = (block for block in ())  # no data-parallel jobs: no blocks
                 elif client is not None:
@@ -514,7 +514,7 @@ def _sweep_into(
                         written = int(writer.done.sum())
                         if committed:
                             fault_point(f"after-block-{written}")
-                        bar.advance((block.stop - block.start) * per_job, written, all_blocks)
+                        bar.advance((block.stop - block.start) * per_job, written + len(writer.unflushed), all_blocks)
                         if committed and on_block is not None:
                             on_block(written)
                     if writer.commit():  # the blocks written since the last flush
@@ -862,14 +862,15 @@ class _LocalPipeline:
 
 class _Progress:
     """Progress on stderr with configurations per second: a rich bar on a terminal, otherwise
-    (batch jobs, logs) a plain line after the first block and then at most every 10 seconds."""
+    (batch jobs, logs) a plain line after the first block and then at most every 10 seconds.
+    The rate counts from ``started`` (``time.perf_counter``), the sweep's start: a new sweep's
+    first blocks compute while its file is made, before the bar opens."""
 
-    def __init__(self, enabled: bool, total: int):
-        self.enabled, self.total = enabled, total
+    def __init__(self, enabled: bool, total: int, started: float):
+        self.enabled, self.total, self.started = enabled, total, started
         self.bar = None
 
     def __enter__(self):
-        self.started = time.perf_counter()
         self.last_line = None
         self.done = 0
         if self.enabled and sys.stderr.isatty():

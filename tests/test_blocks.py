@@ -84,6 +84,24 @@ def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_pa
     assert calls == [1, 2, 3, 4]  # flushed after every block
 
 
+
+def test_progress_counts_blocks_written_before_their_flush(population, tmp_path, monkeypatch, capsys):
+    """The plain progress line (stderr not a terminal) names the blocks written so far, flushed or
+    not, and its rate counts from the sweep's start, which may precede the progress itself."""
+    import time
+
+    import paigrid.orchestration as orchestration
+
+    monkeypatch.setattr(orchestration, "BLOCK_CONFIGS_FULL", SMALL_BLOCK)
+    run_sweep(spec_of(population), tmp_path / "work.h5", progress=True, flush_seconds=3600.0)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sweep: ")]
+    assert lines[0].startswith("sweep: block 1 of 4 written, 480 of 1,920 configurations"), lines
+    assert lines[-1].startswith("sweep: block 4 of 4 written"), lines
+    with orchestration._Progress(True, 10**10, time.perf_counter() - 1000.0) as bar:
+        bar.advance(5 * 10**9, 1, 2)
+    assert capsys.readouterr().err.strip().endswith("5.0 M configs/s")  # 5e9 in the 1,000 s since the start
+
+
 SCRIPT = """
 import sys
 import paigrid.orchestration as orchestration
