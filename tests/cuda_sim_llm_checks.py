@@ -5,7 +5,8 @@ numba.cuda is first imported: ``python tests/cuda_sim_llm_checks.py``.  Prints o
 and exits 1 on the first difference.  The pairs kernel runs random layouts (every reason code's
 neighbourhood: tensor degrees beyond the domain, uneven interleaving, ZeRO 0-3, SP on and off,
 context and expert parallelism) on designs with and without a network and a GPU without the
-precision; the search kernels run a small wide space on two designs.
+precision; the search kernels run a small wide space of a dense model and a narrow one of two MoE models
+(routed experts; shared experts and a dense first layer) on two designs.
 """
 
 import dataclasses
@@ -75,9 +76,23 @@ def pairs(name: str, options: LlmOptions, seed: int) -> None:
     print(f"  reasons exercised: {len(codes)}, valid: {int((out[:, K.R_REASON] == 0).sum())}")
 
 
-def search(name: str, n_gpu: int) -> None:
+#: the dense search's space, and a narrow one for the MoE searches (the simulator runs each
+#: thread's enumeration in Python)
+DENSE = dataclasses.replace(WIDE, max_tp=8, cp=(1, 2), recompute=("selective", "full"))
+NARROW = dataclasses.replace(
+    WIDE,
+    max_tp=4,
+    cp=(1,),
+    vpp=(1, 2),
+    micro_batch=(1, 2),
+    zero=(1, 3),
+    recompute=("selective",),
+    sequence_parallel=(True,),
+)
+
+
+def search(name: str, n_gpu: int, space=DENSE) -> None:
     m = model(name)
-    space = dataclasses.replace(WIDE, max_tp=8, cp=(1, 2), recompute=("selective", "full"))
     designs = DESIGNS[:1] + DESIGNS[2:3]
     arrays = search_tables(m, n_gpu, designs, CATS, EFF, LlmOptions.defaults(), space)
     rows = arrays[0].shape[0] * len(designs)
@@ -92,6 +107,8 @@ def search(name: str, n_gpu: int) -> None:
     gpu = best_layout(m, n_gpu, designs, CATS, EFF, LlmOptions.defaults(), space, device="cuda")
     assert cpu.layouts == gpu.layouts and cpu.counts == gpu.counts, (cpu.layouts, gpu.layouts)
     check(f"best_layout {name}", [cpu.results], [gpu.results])
+    counts = outs[2].sum(axis=0).astype(int)
+    print(f"  pruned by memory {counts[S.C_MEMORY]}, by bound {counts[S.C_BOUND]}, evaluated {counts[S.C_EVALUATED]}")
     print(f"  {cpu.counts['layouts']} layouts, {cpu.counts['evaluated']} evaluated, best {cpu.layouts}")
 
 
@@ -100,6 +117,9 @@ if __name__ == "__main__":
     pairs("llama3-70b", base, 1)
     pairs("mixtral-8x7b", dataclasses.replace(base, overlap_dp=False, tp_overlap=True), 2)
     pairs("deepseek-v3", dataclasses.replace(base, in_network_reduction=True, memory_margin=0.0), 3)
-    # the search on the simulator is pure Python per thread: one dense model; the MoE terms are
-    # checked by the pairs above (a simulated MoE search over 16 GPUs took 2 to over 10 minutes)
+    # the search on the simulator is pure Python per thread: the dense model over a wide space,
+    # the MoE models (Mixtral's experts; DeepSeek-MoE's shared experts and dense first layer) over
+    # a narrow one (the wide space over 16 GPUs took 2 to over 10 minutes simulated)
     search("nemo-gpt3-5b", 16)
+    search("mixtral-8x7b", 16, NARROW)
+    search("deepseek-moe-16b", 8, NARROW)

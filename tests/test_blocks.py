@@ -84,7 +84,6 @@ def test_work_sized_blocks_flushed_by_time_make_the_same_cube(population, tmp_pa
     assert calls == [1, 2, 3, 4]  # flushed after every block
 
 
-
 def test_progress_counts_blocks_written_before_their_flush(population, tmp_path, monkeypatch, capsys):
     """The plain progress line (stderr not a terminal) names the blocks written so far, flushed or
     not, and its rate counts from the sweep's start, which may precede the progress itself."""

@@ -12,8 +12,16 @@ def test_cuda_llm_kernels_give_the_cpu_outputs_in_the_simulator():
     stdout = run_simulator_checks("cuda_sim_llm_checks.py")
     for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3", "probe nemo-gpt3-5b"):
         assert f"ok {case}: 1 outputs equal" in stdout, stdout
-    assert stdout.count("search ") == 1 and "ok search nemo-gpt3-5b: 3 outputs equal" in stdout
-    assert stdout.count("ok best_layout") == 1, stdout
+    searched = ("nemo-gpt3-5b", "mixtral-8x7b", "deepseek-moe-16b")
+    for name in searched:
+        for case in (f"probe {name}: 1", f"search {name}: 3", f"best_layout {name}: 1"):
+            assert f"ok {case} outputs equal" in stdout, stdout
+    assert stdout.count("ok best_layout") == len(searched), stdout
+    # every search prunes by memory and by bound and evaluates some layouts: each branch is compared
+    pruned = [line.split() for line in stdout.splitlines() if line.startswith("  pruned by memory")]
+    assert len(pruned) == len(searched), stdout
+    by_memory, by_bound, evaluated = ([int(words[i].rstrip(",")) for words in pruned] for i in (3, 6, 8))
+    assert min(by_memory) > 0 and min(by_bound) > 0 and min(evaluated) > 0, stdout
     exercised = [int(line.split(":")[1].split(",")[0]) for line in stdout.splitlines() if "reasons exercised" in line]
     assert len(exercised) == 3 and min(exercised) >= 5, stdout
 
