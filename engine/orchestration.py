@@ -514,7 +514,7 @@ def _sweep_into(
                         written = int(writer.done.sum())
                         if committed:
                             fault_point(f"after-block-{written}")
-                        bar.advance((block.stop - block.start) * per_job, written + len(writer.unflushed), all_blocks)
+                        bar.advance((block.stop - block.start) * per_job, writer.blocks_written, all_blocks)
                         if committed and on_block is not None:
                             on_block(written)
                     if writer.commit():  # the blocks written since the last flush
@@ -605,7 +605,7 @@ def _sweep_llm(writer, source, bar, per_block: int, all_blocks: int, on_block=No
             fault_point(f"after-llm-block-{written}")
             if on_block is not None:
                 on_block(int(writer.done.sum()) + written)
-        bar.advance(per_block, int(writer.done.sum()) + written + len(writer.unflushed_llm), all_blocks)
+        bar.advance(per_block, writer.blocks_written, all_blocks)
     before = int(writer.llm_done.sum())
     writer.commit()  # (its return value lists data-parallel blocks only: LLM ones are counted here)
     if int(writer.llm_done.sum()) > before:

@@ -712,6 +712,12 @@ class CubeWriter:
             return self.commit()
         return []
 
+    @property
+    def blocks_written(self) -> int:
+        """The blocks of both families in the file, flushed and marked done or not (what a sweep's
+        progress counts)."""
+        return int(self.done.sum() + self.llm_done.sum()) + len(self.unflushed) + len(self.unflushed_llm)
+
     def commit(self) -> list[int]:
         """Flush the blocks written since the last commit, then mark them done and flush again:
         a block is marked done on disk only after its data is there, so a crash at any moment
