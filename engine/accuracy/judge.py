@@ -133,16 +133,16 @@ def _inverted(error: float) -> float:
     return 1.0 / (1.0 + error) - 1.0
 
 
-def _entries(results: list[dict], rows: list[Measurement]) -> list[dict]:
-    """The results as ``accuracy.relative`` takes them: each with its row, predicted and measured."""
-    lookup = {r.id: r for r in rows}
+def _entries(results: list[dict], lookup: dict[str, Measurement]) -> list[dict]:
+    """The results as ``accuracy.relative`` takes them: each with its row (``lookup`` maps row ids
+    to rows), predicted and measured."""
     return [{"row": lookup[r["id"]], "predicted": r["predicted"], "measured": r["measured"]} for r in results]
 
 
 def _gpu_pairs(results: list[dict], rows: list[Measurement]):
     """(row a, row b, predicted ratio a / b over measured - 1) of every pair of ``relative.gpu_ratios``."""
     lookup = {r.id: r for r in rows}
-    for pair in relative.gpu_ratios(_entries(results, rows)):
+    for pair in relative.gpu_ratios(_entries(results, lookup)):
         first, second = (lookup[i] for i in pair["ids"])
         yield first, second, pair["error"]
 
@@ -151,7 +151,7 @@ def relative_summary(results: list[dict], rows: list[Measurement]) -> dict[str, 
     """The ratio errors of ``accuracy.relative`` of one set of predictions: per comparison the
     pairs, the median |error| and the share whose order (which is faster) is right; the ranking
     per job with its mean Spearman correlation and top-1 agreement."""
-    entries = _entries(results, rows)
+    entries = _entries(results, {r.id: r for r in rows})
     out = {}
     for name, function in (
         ("gpu", relative.gpu_ratios),
