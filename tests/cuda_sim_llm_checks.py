@@ -119,7 +119,8 @@ if __name__ == "__main__":
     pairs("deepseek-v3", dataclasses.replace(base, in_network_reduction=True, memory_margin=0.0), 3)
     # the search on the simulator is pure Python per thread: the dense model over a wide space,
     # the MoE models (Mixtral's experts; DeepSeek-MoE's shared experts and dense first layer) over
-    # a narrow one (the wide space over 16 GPUs took 2 to over 10 minutes simulated)
+    # a narrow one (an MoE search over 16 GPUs in the dense model's space took 2 to over 10 minutes
+    # simulated when last tried)
     search("nemo-gpt3-5b", 16)
     search("mixtral-8x7b", 16, NARROW)
     search("deepseek-moe-16b", 8, NARROW)

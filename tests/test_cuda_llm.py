@@ -10,7 +10,7 @@ from cuda_helpers import compile_ptx, run_simulator_checks
 @pytest.mark.cuda_sim
 def test_cuda_llm_kernels_give_the_cpu_outputs_in_the_simulator():
     stdout = run_simulator_checks("cuda_sim_llm_checks.py")
-    for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3", "probe nemo-gpt3-5b"):
+    for case in ("pairs llama3-70b", "pairs mixtral-8x7b", "pairs deepseek-v3"):
         assert f"ok {case}: 1 outputs equal" in stdout, stdout
     searched = ("nemo-gpt3-5b", "mixtral-8x7b", "deepseek-moe-16b")
     for name in searched:
