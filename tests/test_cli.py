@@ -264,3 +264,70 @@ def test_a_typer_whose_internals_differ_keeps_its_own_coercion(monkeypatch):
     param = Param()
     arguments._defer_coercion(param)
     assert param._runtime_param is None
+
+
+def test_plain_answers_are_what_typers_validator_gives():
+    """The deferred coercion (``arguments._plain_value``) answers a plain value with exactly
+    what typer's own validator gives, lists included, and asks the validator for the rest."""
+    typer_coercion = pytest.importorskip("typer._coercion", reason="typer before 0.29 has no validators to spare")
+    from enum import StrEnum
+    from pathlib import Path
+
+    import click
+    import typer
+
+    from paigrid.cli import arguments
+
+    class Colour(StrEnum):
+        red = "red"
+        blue = "blue"
+
+    app = typer.Typer()
+
+    @app.command()
+    def main(
+        word: str = "w",
+        count: int = typer.Option(1, min=0, max=9),
+        share: float = 0.5,
+        path: Path = Path("."),
+        colour: Colour = Colour.red,
+        words: list[str] | None = typer.Option(None),
+        counts: list[int] | None = typer.Option(None),
+        paths: list[Path] | None = typer.Option(None),
+    ):
+        pass  # only its options are read
+
+    command = typer.main.get_command(app)
+    ctx = click.Context(command)
+    params = {param.name: param for param in command.params}
+    answered, asked = "answered", "asked"  # by the deferred coercion, or by typer's validator
+    cases = [
+        ("word", "resnet50", answered),
+        ("word", "ll\u00e4ma", asked),
+        ("count", "3", answered),
+        ("count", "10", asked),  # beyond max: typer words the refusal
+        ("count", "03", asked),
+        ("share", "0.25", answered),
+        ("share", "1e3", answered),
+        ("share", "+1", asked),
+        ("path", "cube.h5", answered),
+        ("path", "a\u00e9.h5", asked),
+        ("colour", "blue", answered),
+        ("words", (), answered),
+        ("words", ("llama3-8b",), answered),
+        ("words", ("network=eth-25g", "precision=fp32"), answered),
+        ("words", ("ok", "n\u00e4"), asked),
+        ("counts", ("1", "2"), answered),
+        ("counts", ("1", "x"), asked),
+        ("paths", ("a.h5", "b.h5"), answered),
+    ]
+    for name, value, who in cases:
+        param = params[name]
+        descriptor = param.type_descriptor
+        plain = arguments._plain_value(descriptor.annotation, descriptor.parameter_info, value, param, ctx)
+        assert (plain is not arguments._ASK) == (who == answered), (name, value, plain)
+        if who == answered:
+            expected = typer_coercion.build_runtime_param(descriptor)._coerce_value(value, param=param, ctx=ctx)
+            assert plain == expected and type(plain) is type(expected), (name, value, plain, expected)
+            if isinstance(plain, list):
+                assert [type(item) for item in plain] == [type(item) for item in expected], (name, value)

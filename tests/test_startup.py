@@ -145,14 +145,15 @@ DP_PREDICT = [
 
 
 def test_plain_option_values_need_no_pydantic(mixed_cube, tmp_path):
-    """Options of plain values (words, whole and real numbers, paths, choices) are read without
-    typer's pydantic validators (``arguments._defer_coercion``); a list option still asks them,
-    and the probe is seen to report pydantic then."""
+    """Options of plain values (words, whole and real numbers, paths, choices, lists of them)
+    are read without typer's pydantic validators (``arguments._defer_coercion``); a value that
+    is not plain (a signed number) still asks them, and the probe is seen to report pydantic then."""
     commands = [
         ["info", mixed_cube],
         ["query", mixed_cube, "--best-arch", "--by", "cost", "--tokens", "1e12"],
         [*DP_PREDICT, "--batch", "64"],
-        ["query", mixed_cube, "--best-arch", "--job", "llama3-8b"],
+        ["query", mixed_cube, "--best-arch", "--job", "llama3-8b", "--job", "resnet50"],
+        ["query", mixed_cube, "--best-arch", "--by", "cost", "--tokens", "+1e12"],
     ]
     *plain, listed = probe(tmp_path, commands, watch=("pydantic",))
     for result in plain:

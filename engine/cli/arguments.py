@@ -291,9 +291,10 @@ def _defer_coercion(param) -> None:
     on the 2-core box.  The deferred coercion answers the plain cases itself, with the value
     typer's validator would give (an ASCII ``str``; an ``int`` or ``float`` of plain digits
     within its bounds; a path of ASCII text, or a choice, through typer's own ``coerce_cli_path``
-    and ``coerce_cli_choice``), and hands any other value to typer's validator, built then, so that
-    every refusal is typer's own sentence.  ``None``, lists and bare strings stay typer's
-    (``RuntimeParam.coerce``); a typer without these internals is left as it is."""
+    and ``coerce_cli_choice``; a list of such items), and hands any other value to typer's
+    validator, built then, so that every refusal is typer's own sentence.  ``None`` and a bare
+    string for a list stay typer's (``RuntimeParam.coerce``); a typer without these internals is
+    left as it is."""
     deferred = _deferred_class()
     if deferred is None or getattr(param, "_runtime_param", False) is not None:
         return
@@ -333,11 +334,17 @@ def _plain_number(annotation, info, value):
 def _plain_value(annotation, info, value, param, ctx):
     """What typer's validator makes of a plain ``value``, or ``_ASK`` where it must be asked."""
     from enum import Enum
+    from typing import get_args, get_origin
 
     from typer._param_types import coerce_cli_choice, coerce_cli_path, lenient_issubclass, routes_to_path
 
     if getattr(info, "parser", None) is not None:
         return _ASK
+    if get_origin(annotation) is list:  # typer's list validator: each item as its own annotation
+        (item_annotation,) = get_args(annotation)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        plain = [_plain_value(item_annotation, info, item, param, ctx) for item in items]
+        return _ASK if any(item is _ASK for item in plain) else plain
     if annotation is str:
         return value if isinstance(value, str) and value.isascii() else _ASK
     if annotation is int or annotation is float:
