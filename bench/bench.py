@@ -8,7 +8,8 @@ Two profiles: ``--quick`` (under two minutes on 2 cores; writes docs/speed.md un
 study, a million-job table).  Every figure is printed next to the baseline or bound it is
 compared with, measured in the same run; baselines are warm (a first untimed call) and repeated,
 reported as min / median / max.  Nothing here asserts a time: the page's goals table says which
-goals are met and, where one is missed, by how much.
+goals are met and, where one is missed, by how much.  Commands run as an installed paigrid runs
+them, with its bytecode compiled first (``bench/installed.py``).
 
 The lines (each section's function says how it measures):
 1. the block kernel (full cube) against the numpy reference and a parallel fill of its outputs;
@@ -57,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from blockcost import block_costs  # noqa: E402
 from bounds import run_fused  # noqa: E402
+from installed import compile_paigrid  # noqa: E402
 from specs import population_spec  # noqa: E402
 
 from paigrid import orchestration  # noqa: E402
@@ -1068,6 +1070,7 @@ def run_only(args) -> None:
     folder = Path(tempfile.mkdtemp(prefix="paigrid-bench-", dir=args.out_dir))
     try:
         print(f"paigrid bench, {', '.join(chosen)} only, load average {os.getloadavg()[0]:.2f}")
+        print(compile_paigrid())
         grid, _ = prepare(SweepSpec())
         for name in chosen:
             if name == "scans":
@@ -1116,6 +1119,7 @@ def main():
     try:
         with contextlib.redirect_stdout(_Tee()) as output:
             print(f"paigrid bench ({profile} profile) on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
+            print(compile_paigrid())
             grid, _ = prepare(SweepSpec())
             figures.update(bench_kernel(grid, p["kernel_jobs"]))
             figures.update(bench_llm(figures))

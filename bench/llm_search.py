@@ -210,4 +210,8 @@ def bench_llm_search() -> dict:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from installed import compile_paigrid  # bench/installed.py, beside this file
+
+    print(compile_paigrid())
     bench_llm_search()
