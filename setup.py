@@ -9,7 +9,9 @@ here with setuptools' ``find_packages``: a new subpackage is picked up without a
 ``paigrid/kernels/_prebuilt/`` (``prebuild_kernel_cache``): in the wheel for an install, in the
 source tree for an editable one.  A fresh install's first sweep then loads them instead of
 spending about a minute in numba's compiler (``paigrid.kernels.jit`` reads that folder, never
-writes it).  A build that cannot compile (no numba in a build without isolation, a compiler error,
+writes it).  Beside them, at the same time, it builds the precompiled module of the LLM
+``predict`` and of ``query``'s scans (``paigrid.precompiled``, about 25 s), which the first such
+command would otherwise wait for.  A build that cannot compile (no numba in a build without isolation, a compiler error,
 a time-out) prints one line and goes on: the wheel works, and the first run compiles as before.
 ``PAIGRID_PREBUILD=0`` skips the step (a build whose environment's numba differs from the one the
 package will run with, as pip's isolated build under pinned minimum versions: its cache would be
@@ -66,11 +68,31 @@ def _copy_package(into: Path) -> None:
         shutil.copytree(ROOT / folder, into.joinpath(*package.split(".")), ignore=skip, dirs_exist_ok=True)
 
 
-def prebuild_kernel_cache(target: Path, code: str = DEFAULT_SWEEP, timeout: float = PREBUILD_TIMEOUT_S) -> str:
-    """Compile the kernels that ``code`` calls (default: the default sweep's) on a copy of the
-    package and put numba's cache of them in ``target`` (replaced), for ``paigrid.kernels.jit`` to
-    load.  Returns the child's last line: what it compiled, or why it could not (then ``target``
-    is left as it was)."""
+#: run like ``DEFAULT_SWEEP``, beside it: the module of ``paigrid.precompiled`` (the serial LLM
+#: kernels and the scan's selection, compiled ahead of time), which ``predict`` and ``query`` load
+PRECOMPILED_MODULE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from paigrid import precompiled
+if not precompiled.__file__.startswith(sys.argv[1]):
+    sys.exit(f"imported paigrid.precompiled from {precompiled.__file__}, not from the copy being built")
+if precompiled.load(build=True) is None:
+    sys.exit(f"the precompiled kernels were not built ({precompiled.status()})")
+print("compiled the precompiled kernels of predict and query")
+"""
+
+#: what a build compiles, each in a fresh interpreter of its own, at once
+BUILT_AT_INSTALL = (DEFAULT_SWEEP, PRECOMPILED_MODULE)
+
+
+def prebuild_kernel_cache(target: Path, codes=BUILT_AT_INSTALL, timeout: float = PREBUILD_TIMEOUT_S) -> str:
+    """Compile what each of ``codes`` calls (default: the default sweep's kernels and the
+    precompiled module), each in a fresh interpreter of its own and all at once, on a copy of the
+    package, and put the cache they fill in ``target`` (replaced), for ``paigrid.kernels.jit`` and
+    ``paigrid.precompiled`` to load.  Returns each child's last line, joined by "; ": what it
+    compiled, or why it could not (where none could, ``target`` is left as it was)."""
+    import time
+
     with tempfile.TemporaryDirectory(prefix="paigrid-prebuild-") as folder:
         tree = Path(folder)
         _copy_package(tree)
@@ -78,23 +100,33 @@ def prebuild_kernel_cache(target: Path, code: str = DEFAULT_SWEEP, timeout: floa
         # PYTHONPATH stays: pip's isolated build environment reaches its numba through it
         env = {key: value for key, value in os.environ.items() if key != "NUMBA_DISABLE_JIT"}
         env["NUMBA_CACHE_DIR"] = str(built)
+        command = dict(env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + timeout
+        children, said = [], []
         try:
-            run = subprocess.run(
-                [sys.executable, "-c", code, folder],
-                env=env,
-                cwd=folder,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            return f"the kernels were not compiled at build time ({error}); the first run compiles them"
-        lines = (run.stdout + run.stderr).strip().splitlines() or ["(no output)"]
-        if run.returncode != 0 or not built.is_dir():
-            return f"the kernels were not compiled at build time ({lines[-1]}); the first run compiles them"
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(built, target)
-        return lines[-1]
+            children = [subprocess.Popen([sys.executable, "-c", code, folder], **command) for code in codes]
+        except OSError as error:
+            said = [f"the kernels were not compiled at build time ({error}); the first run compiles them"]
+        for child in children:
+            try:
+                output, _ = child.communicate(timeout=max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired as error:
+                child.kill()
+                child.communicate()
+                said.append(f"the kernels were not compiled at build time ({error}); the first run compiles them")
+                continue
+            last = (output.strip().splitlines() or ["(no output)"])[-1]
+            if child.returncode == 0:
+                said.append(last)
+            else:
+                said.append(f"the kernels were not compiled at build time ({last}); the first run compiles them")
+        compiled = [line for line in said if not line.startswith("the kernels were not compiled")]
+        if compiled and built.is_dir():
+            for failure in built.rglob("failed.txt"):  # paigrid.precompiled's record: the first run may retry
+                failure.unlink()
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(built, target)
+        return "; ".join(said)
 
 
 class BuildWithKernelCache(build_py):

@@ -4,14 +4,17 @@ of an LLM job and a warm ``paigrid query`` scan run without importing numba.
 
 A command that imports numba spends most of its start there: numba's import, its CPU target's
 registries and the loading of each cached kernel take 0.6-1 s of CPU on the 2-core box, against
-tens of milliseconds of search.  ``load(build=True)`` compiles the four serial kernels of
-``EXPORTS`` once with numba's ahead-of-time compiler (``numba.pycc``: the same numba functions,
-compiled by the same numba, into a module that needs only numpy to run) into the command's
-kernel cache, keyed like numba's own cache by the kernels' ``source_fingerprint`` and further by
-Python, the platform, numpy and numba's versions; later commands import that module.  Where it
-cannot be built (no C compiler, a numba without ``pycc``) the reason is written beside it once,
-and the callers fall back to numba's JIT kernels, which give the same numbers
-(``tests/test_precompiled.py`` checks they are bit-identical).
+tens of milliseconds of search.  ``load(build=True)`` compiles the kernels of ``EXPORTS`` (the
+serial LLM ones and the scan's selection) once with numba's ahead-of-time compiler (``numba.pycc``:
+the same numba functions, compiled by the same numba, into a module that needs only numpy to run)
+into the command's kernel cache, keyed like numba's own cache by the kernels'
+``source_fingerprint`` and further by Python, the platform, numpy and numba's versions; later
+commands import that module.  An install ships one (setup.py builds it beside the default sweep's
+kernels, in ``kernels/_prebuilt/``), so that a fresh install's first LLM ``predict`` or large
+``query`` scan does not wait for it either; a shipped module that does not match these sources or
+this toolchain is never looked at.  Where it cannot be built (no C compiler, a numba without
+``pycc``) the reason is written beside it once, and the callers fall back to numba's JIT kernels,
+which give the same numbers (``tests/test_precompiled.py`` checks they are bit-identical).
 
 Only the single-search paths use it (``predict``, ``llm predict``) and the scans of ``query``
 (``top_configurations``, the selection of each job's k best: a command that scans then imports no
@@ -117,10 +120,20 @@ def _path(where: Path) -> Path:
     return where / f"{MODULE}{EXTENSION_SUFFIXES[0]}"
 
 
+def shipped_folder() -> Path:
+    """Where an install ships the module: the package's ``kernels/_prebuilt/`` (setup.py builds it
+    there with the default sweep's kernels), in the subfolder of these sources and toolchain."""
+    from paigrid import kernels
+
+    return Path(kernels.__file__).resolve().parent / "_prebuilt" / _subfolder()
+
+
 def load(build: bool = False):
     """The precompiled module (functions named as in ``EXPORTS``), or None where there is none:
-    with ``build`` it is compiled first where it is missing and has not failed before (as long
-    as numba's own compilation of the same kernels, about half a minute on the 2-core box)."""
+    the one the install shipped (``shipped_folder``, read, never written) where it loads, else
+    the command's own; with ``build`` that is compiled first where it is missing and has not
+    failed before (as long as numba's own compilation of the same kernels, about 25 s on the
+    2-core box)."""
     where = folder()
     if where is None:
         return None
@@ -128,26 +141,39 @@ def load(build: bool = False):
         return _loaded[where]
     path = _path(where)
     if not path.exists():
+        shipped = _path(shipped_folder())
+        if shipped.exists():
+            try:
+                _loaded[where] = _import(shipped)
+                return _loaded[where]
+            except (ImportError, OSError):  # another build's file: the command's own serves
+                pass
         if not build or (where / FAILED).exists():
             return None
         try:
             _build(where)
         except Exception as error:  # noqa: BLE001 (any failure of the C toolchain: the JIT kernels serve)
             return _failed(where, error)
-    from importlib.machinery import ExtensionFileLoader, ModuleSpec
-    from importlib.util import module_from_spec
-
     try:
-        loader = ExtensionFileLoader(MODULE, str(path))
-        module = module_from_spec(ModuleSpec(MODULE, loader, origin=str(path)))
-        loader.exec_module(module)
-        missing = [name for name in EXPORTS if not hasattr(module, name)]
-        if missing:
-            raise ImportError(f"the module lacks {', '.join(missing)}")
+        module = _import(path)
     except (ImportError, OSError) as error:  # a module this Python cannot load: set aside, not retried
         path.unlink(missing_ok=True)
         return _failed(where, error)
     _loaded[where] = module
+    return module
+
+
+def _import(path: Path):
+    """The extension module at ``path``, checked to hold every export (ImportError otherwise)."""
+    from importlib.machinery import ExtensionFileLoader, ModuleSpec
+    from importlib.util import module_from_spec
+
+    loader = ExtensionFileLoader(MODULE, str(path))
+    module = module_from_spec(ModuleSpec(MODULE, loader, origin=str(path)))
+    loader.exec_module(module)
+    missing = [name for name in EXPORTS if not hasattr(module, name)]
+    if missing:
+        raise ImportError(f"the module lacks {', '.join(missing)}")
     return module
 
 
@@ -164,13 +190,15 @@ def _failed(where: Path, error: Exception) -> None:
 
 
 def status() -> str:
-    """One line on the module for these sources: built (its path), failed (the recorded reason),
-    not built yet, or off (no ``NUMBA_CACHE_DIR``, or ``ENABLE_VARIABLE`` 0)."""
+    """One line on the module for these sources: built (its path), shipped with the install (its
+    path), failed (the recorded reason), not built yet, or off (no ``NUMBA_CACHE_DIR``, or ``ENABLE_VARIABLE`` 0)."""
     where = folder()
     if where is None:
         return "off"
     if _path(where).exists():
         return f"built: {_path(where)}"
+    if _path(shipped_folder()).exists():
+        return f"shipped: {_path(shipped_folder())}"
     if (where / FAILED).exists():
         return f"failed: {(where / FAILED).read_text(encoding='utf-8').strip()}"
     return "not built yet"

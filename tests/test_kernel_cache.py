@@ -82,7 +82,7 @@ def prebuilt(tmp_path_factory):
     """setup.py's prebuild, of step_factors alone, into a temporary folder."""
     setup = _setup_module()
     target = tmp_path_factory.mktemp("prebuilt") / "_prebuilt"
-    said = setup.prebuild_kernel_cache(target, code=STEP_FACTORS)
+    said = setup.prebuild_kernel_cache(target, codes=(STEP_FACTORS,))
     assert said == "compiled step_factors"
     assert any("step_factors" in name for name in _indexes(target))
     return setup, target
@@ -147,30 +147,50 @@ def test_a_prebuilt_entry_that_does_not_fit_is_compiled_instead(prebuilt, tmp_pa
 def test_a_build_that_cannot_compile_says_so_and_leaves_the_target(tmp_path):
     setup = _setup_module()
     target = tmp_path / "_prebuilt"
-    said = setup.prebuild_kernel_cache(target, code="import sys; sys.exit('no numba here')")
+    said = setup.prebuild_kernel_cache(target, codes=("import sys; sys.exit('no numba here')",))
     assert said == "the kernels were not compiled at build time (no numba here); the first run compiles them"
     assert not target.exists()
 
 
+def test_one_build_that_cannot_compile_leaves_the_others(prebuilt, tmp_path):
+    """Of two builds, the one that fails says why and the other's cache is still installed."""
+    setup, _ = prebuilt
+    target = tmp_path / "_prebuilt"
+    said = setup.prebuild_kernel_cache(target, codes=("import sys; sys.exit('no compiler here')", STEP_FACTORS))
+    failed = "the kernels were not compiled at build time (no compiler here); the first run compiles them"
+    assert said == f"{failed}; compiled step_factors"
+    assert any("step_factors" in name for name in _indexes(target))
+
+
 @pytest.mark.slow
 def test_the_default_sweep_compiles_nothing_on_the_prebuilt_cache(tmp_path):
-    """setup.py's real prebuild (the default sweep's kernels, about a minute), then the README's
-    ``paigrid sweep`` in a fresh process on the installed copy with an empty user cache: every
-    compiled function is saved in the user cache, so an empty one means nothing was compiled."""
+    """setup.py's real prebuild (the default sweep's kernels, about a minute, and beside them the
+    precompiled module), then the README's ``paigrid sweep`` and an LLM ``predict`` in fresh
+    processes on the installed copy with an empty user cache: every compiled function is saved in
+    the user cache, and the precompiled module would be built there, so an empty one means nothing
+    was compiled."""
     setup = _setup_module()
     target = tmp_path / "_prebuilt"
     said = setup.prebuild_kernel_cache(target)
-    assert said.startswith("compiled the default sweep's kernels"), said
+    first, second = said.split("; ")
+    assert first.startswith("compiled the default sweep's kernels"), said
+    assert second == "compiled the precompiled kernels of predict and query", said
     installed = _install(setup, target, tmp_path / "site")
     user = tmp_path / "user-cache"
     code = "import sys; sys.path.insert(0, sys.argv.pop(1)); from paigrid.cli import main; main()"
-    run = subprocess.run(
-        [sys.executable, "-c", code, str(installed), "sweep", "--out", str(tmp_path / "cube.h5"), "-q"],
-        env=_environment(user),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr
+    commands = [
+        ["sweep", "--out", str(tmp_path / "cube.h5"), "-q"],
+        ["predict", "--workload", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--n-gpu", "8", "--layout", "best"],
+    ]
+    for command in commands:
+        run = subprocess.run(
+            [sys.executable, "-c", code, str(installed), *command],
+            env=_environment(user),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr
     assert (tmp_path / "cube.h5").exists()
     assert _indexes(user) == []
+    assert not any(path.name.startswith("precompiled-") for path in user.rglob("*")), sorted(user.rglob("*"))

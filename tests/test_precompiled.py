@@ -176,3 +176,42 @@ def test_a_module_that_does_not_load_is_set_aside(monkeypatch, tmp_path):
     assert not broken.exists()
     assert (where / precompiled.FAILED).read_text().startswith("ImportError")
     assert precompiled.status().startswith("failed: ImportError")
+
+
+@pytest.mark.slow  # needs the built module (the fixture's build, about half a minute once)
+def test_a_shipped_module_is_loaded_and_never_written(module, monkeypatch, tmp_path):
+    """The module an install ships (``shipped_folder``, setup.py's prebuild) is loaded without
+    building one in the command's cache; one that does not load is left where it is (the
+    installed tree is never written) and the command's own is built instead."""
+    import shutil
+
+    user, shipped = tmp_path / "user", tmp_path / "site" / "shipped"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(user))
+    monkeypatch.delenv(precompiled.ENABLE_VARIABLE, raising=False)
+    monkeypatch.setattr(precompiled, "_loaded", {})
+    monkeypatch.setattr(precompiled, "shipped_folder", lambda: shipped)
+    shipped.mkdir(parents=True)
+    shutil.copy2(module.__file__, precompiled._path(shipped))
+    monkeypatch.setattr(precompiled, "_build", lambda where: pytest.fail("built"))
+    assert precompiled.status().startswith("shipped: ")
+    loaded = precompiled.load(build=True)
+    assert loaded is not None and Path(loaded.__file__) == precompiled._path(shipped)
+    assert all(hasattr(loaded, name) for name in precompiled.EXPORTS)
+    assert not user.exists()  # nothing built, nothing recorded
+
+    # another install's file (a new path: Python keeps an extension module loaded from a path)
+    monkeypatch.setattr(precompiled, "_loaded", {})
+    shipped = tmp_path / "other-site" / "shipped"
+    shipped.mkdir(parents=True)
+    precompiled._path(shipped).write_bytes(b"not an extension module")
+    builds = []
+
+    def build(where):  # the command's own module: a copy of the fixture's
+        builds.append(where)
+        where.mkdir(parents=True)
+        shutil.copy2(module.__file__, precompiled._path(where))
+
+    monkeypatch.setattr(precompiled, "_build", build)
+    assert precompiled.load(build=False) is None and builds == []
+    assert precompiled.load(build=True) is not None and builds == [precompiled.folder()]
+    assert precompiled._path(shipped).read_bytes() == b"not an extension module"
