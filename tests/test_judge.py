@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from paigrid.accuracy import judge
 
 
-def _row(rid: str, gpu: str, workload: str = "w", precision: str = "tf32") -> SimpleNamespace:
+def _row(
+    rid: str, gpu: str, workload: str = "w", precision: str = "tf32", n_gpu: int = 1, arch: str = "1w1g"
+) -> SimpleNamespace:
     return SimpleNamespace(
         id=rid,
         gpu=gpu,
@@ -21,8 +24,9 @@ def _row(rid: str, gpu: str, workload: str = "w", precision: str = "tf32") -> Si
         framework="f",
         source_id="S",
         variant={},
-        n_gpu=1,
-        arch="1w1g",
+        n_gpu=n_gpu,
+        arch=arch,
+        intra="pcie4",
     )
 
 
@@ -76,3 +80,42 @@ def test_a_job_on_one_gpu_makes_no_pair():
     results = [_result("a", 2.0, 1.0), _result("b", 1.0, 1.0)]
     assert judge.gpu_ratio_by(results, rows, lambda r: r.gpu) == {}
     assert judge.by_attribute(results, rows, "gpu")["A"]["median_error"] == pytest.approx(0.5)  # +1.0 and 0.0
+
+
+def test_relative_summary_counts_each_comparison_on_a_hand_built_set():
+    """Five runs of one job whose ratio errors are known by construction: one GPU pair, two
+    scaling pairs, one AMP pair and one parameter-server twin whose order is predicted wrong."""
+    rows = [
+        _row("a", "A"),
+        _row("b", "B"),
+        _row("c", "A", n_gpu=2, arch="allreduce-local"),
+        _row("d", "A", precision="amp-fp16"),
+        _row("e", "A", n_gpu=2, arch="1wng"),
+    ]
+    predicted_measured = {"a": (2.0, 2.0), "b": (1.0, 1.25), "c": (3.6, 4.0), "d": (6.0, 4.0), "e": (3.0, 4.4)}
+    results = [_result(rid, *pm) for rid, pm in predicted_measured.items()]
+    summary = judge.relative_summary(results, rows)
+    # B over A: predicted 1 / 2, measured 1.25 / 2
+    assert summary["gpu"] == {"pairs": 1, "median_abs_error": pytest.approx(0.2), "order_right": 1.0}
+    # c and e (2 GPUs) over a: predicted 1.8 and 1.5, measured 2.0 and 2.2
+    scaling = [abs(1.8 / 2.0 - 1), abs(1.5 / 2.2 - 1)]
+    assert summary["scaling"] == {"pairs": 2, "median_abs_error": pytest.approx(sum(scaling) / 2), "order_right": 1.0}
+    # d (AMP) over a: predicted 3, measured 2
+    assert summary["precision"] == {"pairs": 1, "median_abs_error": pytest.approx(0.5), "order_right": 1.0}
+    # e (parameter server) over c: predicted slower (3.0 / 3.6), measured faster (4.4 / 4.0)
+    assert summary["ps_allreduce"] == {
+        "pairs": 1,
+        "median_abs_error": pytest.approx(abs((3.0 / 3.6) / 1.1 - 1)),
+        "order_right": 0.0,
+    }
+    ranks_predicted, ranks_measured = [1, 0, 3, 4, 2], [1, 0, 2.5, 2.5, 4]  # average ranks for the tie
+    expected = float(np.corrcoef(ranks_predicted, ranks_measured)[0, 1])
+    # one job: predicted best d, measured best e
+    assert summary["ranking"] == {"jobs": 1, "mean_spearman": pytest.approx(expected), "top1": 0.0}
+
+
+def test_relative_summary_of_a_set_without_pairs_says_none():
+    summary = judge.relative_summary([_result("a", 2.0, 1.0)], [_row("a", "A")])
+    for name in ("gpu", "scaling", "precision", "ps_allreduce"):
+        assert summary[name] == {"pairs": 0, "median_abs_error": None, "order_right": None}
+    assert summary["ranking"] == {"jobs": 0, "mean_spearman": None, "top1": None}
