@@ -29,7 +29,8 @@ The lines (each section's function says how it measures):
 6. job tables: seconds and memory per job of building them (the population read, the job table
    and the current-configuration predictions), and the memory of one block;
 7. the CLI's defaults: ``paigrid --help`` and ``paigrid sweep`` as commands, and the first
-   run's overhead (``paigrid sweep`` with an empty numba cache against a warm one);
+   run's overhead (``paigrid sweep`` with an empty numba cache against a warm one, then the
+   LLM ``predict --layout best`` on that cache, first against second);
 8. on a machine with an NVIDIA GPU, the GPU section (``bench/gpu.py``): ``--device cuda``
    reduce-only and full sweeps beside the CPU's, and the reduce kernels against a minimal
    fused-argmin CUDA kernel on the same grid; elsewhere one line saying why it is skipped.
@@ -460,7 +461,7 @@ def bench_reduce(folder, jobs, repeat):
         path.unlink(missing_ok=True)
         subprocess.run(command, check=True, capture_output=True)
 
-    t_command = timed(run_command, 1)
+    t_command = timed(run_command, 2)  # repeated, as the kernel is: min against min
     configs = grid.configs
     line(f"reduce kernel alone, {jobs:,} jobs", spread(t_kernel, configs), f"{configs:,} configs, prebuilt tables")
     line("  fused argmin (the bound)", spread(t_fused, configs), "same bests" if same else "BESTS DIFFER")
@@ -654,7 +655,8 @@ def bench_first_run(folder: Path):
     """The first-run overhead: the default ``paigrid sweep`` as a command with ``NUMBA_CACHE_DIR``
     pointed at a new empty folder (cold: every kernel it uses is compiled and cached), then the
     same command again on that cache (warm); the overhead is cold minus warm [s], against
-    ``FIRST_RUN_GOAL_S``.  One run of each (a cold run can only happen once per cache)."""
+    ``FIRST_RUN_GOAL_S``.  One run of each (a cold run can only happen once per cache); then the
+    same for an LLM ``predict`` (``_first_llm_predict``)."""
     path = folder / "first-run.h5"
     env = {**os.environ, "NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="numba-cold-", dir=folder)}
 
@@ -692,7 +694,34 @@ def bench_first_run(folder: Path):
         "first_run_warm_s": warm,
         "first_run_overhead_s": overhead,
         "first_run_prebuilt": prebuilt,
+        **_first_llm_predict(env),
     }
+
+
+def _first_llm_predict(env: dict) -> dict:
+    """The first and second ``paigrid predict --layout best`` of the LLM search's job
+    (``llm_search.COMMAND``) on the first-run cache, which holds no precompiled module yet: the
+    first loads the one the install shipped (``paigrid.precompiled``) or builds it."""
+    from llm_search import COMMAND as SEARCH  # bench/llm_search.py, beside this file
+
+    from paigrid import precompiled
+
+    def run():
+        start = time.perf_counter()
+        subprocess.run(SEARCH, check=True, capture_output=True, env=env)
+        return time.perf_counter() - start
+
+    cold, warm = run(), run()
+    shipped = precompiled._path(precompiled.shipped_folder()).exists()
+    line("LLM predict --layout best, first run", f"{cold:.3g} s", "command, the first-run cache")
+    line("LLM predict --layout best, second run", f"{warm:.3g} s", "command, the same cache")
+    line(
+        "  first-run overhead",
+        f"{cold - warm:.3g} s",
+        f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s; "
+        + ("the precompiled module shipped at install" if shipped else "no precompiled module shipped"),
+    )
+    return {"first_llm_cold_s": cold, "first_llm_warm_s": warm, "first_llm_shipped": shipped}
 
 
 def _cpu() -> str:
@@ -988,6 +1017,17 @@ def _targets(f: dict) -> list[tuple[str, str, bool | None, str]]:
             ),
         )
     )
+    if "first_llm_cold_s" in f:
+        first_llm = f["first_llm_cold_s"] - f["first_llm_warm_s"]
+        rows.append(
+            (
+                f"first LLM `paigrid predict --layout best` < {FIRST_RUN_GOAL_S:.0f} s more than a warm one",
+                f"{first_llm:.1f} s",
+                first_llm < FIRST_RUN_GOAL_S,
+                "building the precompiled module"
+                + ("" if f.get("first_llm_shipped") else ": this installation shipped none for its sources"),
+            )
+        )
     from gpu import gpu_goal_rows  # bench/gpu.py, beside this file
 
     rows += gpu_goal_rows(f)
