@@ -38,7 +38,8 @@ PREBUILD_TIMEOUT_S = 900
 #: run in a fresh interpreter on a copy of the package (argv[1]: the folder holding ``paigrid/``,
 #: with NUMBA_CACHE_DIR at its ``paigrid/kernels/_prebuilt``): what the default ``paigrid sweep``
 #: compiles, called as the sweep calls it (``evaluate.compute_block`` on a block of the default
-#: grid, the factors of the derived variables, the chunk checksum), so the signatures are the sweep's
+#: grid, the factors of the derived variables, the chunk checksum), and what a population's sweep
+#: adds (its jobs' current configurations, predicted first), so the signatures are the sweeps'
 DEFAULT_SWEEP = """
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -57,7 +58,17 @@ evaluate.compute_block(grid, 0, 0, stop, True, None)
 jobs, n_gpu = grid.job_rows(0, stop)
 evaluate.step_factor_arrays(jobs, n_gpu, grid.gpu_table)
 codecs.fletcher32(b"")
-print(f"compiled the default sweep's kernels for fingerprint {jit.FINGERPRINT}")
+# a population's jobs state their current configuration, which its sweep predicts first (the
+# study's sweep: the serial kernel on a few jobs and the derived values)
+from pathlib import Path
+from paigrid.predict import current_predictions
+from paigrid.study.population import synthetic_population
+from paigrid.study.trace import write_population
+population = Path(sys.argv[1]) / "population.csv"
+write_population(synthetic_population(16, seed=1), population)
+population_grid, _ = prepare(SweepSpec(workloads=str(population)))
+current_predictions(population_grid.jobs, population_grid.cats, population_grid.efficiency, SweepSpec().options)
+print(f"compiled the default and population sweeps' kernels for fingerprint {jit.FINGERPRINT}")
 """
 
 
