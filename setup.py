@@ -39,7 +39,8 @@ PREBUILD_TIMEOUT_S = 900
 #: with NUMBA_CACHE_DIR at its ``paigrid/kernels/_prebuilt``): what the default ``paigrid sweep``
 #: compiles, called as the sweep calls it (``evaluate.compute_block`` on a block of the default
 #: grid, the factors of the derived variables, the chunk checksum), and what a population's sweep
-#: adds (its jobs' current configurations, predicted first), so the signatures are the sweeps'
+#: adds (its jobs' current configurations, predicted first) and an LLM job's sweep (the layouts'
+#: kernel), so the signatures are the sweeps'
 DEFAULT_SWEEP = """
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -68,7 +69,10 @@ population = Path(sys.argv[1]) / "population.csv"
 write_population(synthetic_population(16, seed=1), population)
 population_grid, _ = prepare(SweepSpec(workloads=str(population)))
 current_predictions(population_grid.jobs, population_grid.cats, population_grid.efficiency, SweepSpec().options)
-print(f"compiled the default and population sweeps' kernels for fingerprint {jit.FINGERPRINT}")
+# and an LLM job's sweep (its layouts' kernel)
+from paigrid.orchestration import run_sweep
+run_sweep(SweepSpec(workloads=["llama3-8b"]), Path(sys.argv[1]) / "llm.h5", progress=False)
+print(f"compiled the default, population and LLM sweeps' kernels for fingerprint {jit.FINGERPRINT}")
 """
 
 

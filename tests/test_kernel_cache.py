@@ -164,16 +164,16 @@ def test_one_build_that_cannot_compile_leaves_the_others(prebuilt, tmp_path):
 
 @pytest.mark.slow
 def test_the_default_sweep_compiles_nothing_on_the_prebuilt_cache(tmp_path):
-    """setup.py's real prebuild (the default sweep's kernels, about a minute, and beside them the
-    precompiled module), then the README's ``paigrid sweep``, a population's sweep and an LLM
-    ``predict`` in fresh processes on the installed copy with an empty user cache: every compiled function is saved in
-    the user cache, and the precompiled module would be built there, so an empty one means nothing
-    was compiled."""
+    """setup.py's real prebuild (the sweeps' kernels, about half a minute, and beside them the
+    precompiled module), then the README's ``paigrid sweep``, a population's sweep, an LLM job's
+    sweep and an LLM ``predict`` in fresh processes on the installed copy with an empty user
+    cache: every compiled function is saved in the user cache, and the precompiled module would
+    be built there, so an empty one means nothing was compiled."""
     setup = _setup_module()
     target = tmp_path / "_prebuilt"
     said = setup.prebuild_kernel_cache(target)
     first, second = said.split("; ")
-    assert first.startswith("compiled the default and population sweeps' kernels"), said
+    assert first.startswith("compiled the default, population and LLM sweeps' kernels"), said
     assert second == "compiled the precompiled kernels of predict and query", said
     installed = _install(setup, target, tmp_path / "site")
     user = tmp_path / "user-cache"
@@ -182,6 +182,7 @@ def test_the_default_sweep_compiles_nothing_on_the_prebuilt_cache(tmp_path):
         ["sweep", "--out", str(tmp_path / "cube.h5"), "-q"],
         ["population", "--jobs", "32", "--seed", "3", "--out", str(tmp_path / "pop.csv")],
         ["sweep", "--workloads", str(tmp_path / "pop.csv"), "--out", str(tmp_path / "population.h5"), "-q"],
+        ["sweep", "--workloads", "llama3-8b", "--out", str(tmp_path / "llm.h5"), "-q"],
         ["predict", "--workload", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--n-gpu", "8", "--layout", "best"],
     ]
     for command in commands:
@@ -193,6 +194,6 @@ def test_the_default_sweep_compiles_nothing_on_the_prebuilt_cache(tmp_path):
             cwd=tmp_path,
         )
         assert run.returncode == 0, run.stderr
-    assert (tmp_path / "cube.h5").exists() and (tmp_path / "population.h5").exists()
+    assert all((tmp_path / name).exists() for name in ("cube.h5", "population.h5", "llm.h5"))
     assert _indexes(user) == []
     assert not any(path.name.startswith("precompiled-") for path in user.rglob("*")), sorted(user.rglob("*"))
