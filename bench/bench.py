@@ -852,7 +852,12 @@ ratios compare with a baseline measured in the same run, so they move less than 
   them from disk while the other finds them in the OS's file cache). The first loads the kernels
   that `setup.py` compiled when paigrid was built (the prebuilt kernel cache of
   docs/development.md) where this installation has one for its sources, and compiles them
-  otherwise; the line says which.
+  otherwise; the line says which. Then the LLM search's `paigrid predict --layout best` twice on
+  that cache, which holds no precompiled module yet: the first loads the one the installation
+  shipped (`paigrid.precompiled`) or builds it; the line says which.
+- **Commands** run as an installed paigrid runs them: `bench/installed.py` compiles paigrid's
+  bytecode first, as pip does at install (an editable install in an environment that sets
+  `PYTHONDONTWRITEBYTECODE` would otherwise compile its modules from source in every command).
 - **GPU** (`bench/gpu.py`, run by this script where numba.cuda finds an NVIDIA GPU, skipped
   with the reason printed elsewhere): the reduce-only kernels of `--device cuda` over many
   population jobs at once with the tables already on the GPU, best of 3, against a minimal
