@@ -11,8 +11,9 @@ source tree for an editable one.  A fresh install's first sweep then loads them 
 spending about a minute in numba's compiler (``paigrid.kernels.jit`` reads that folder, never
 writes it).  Beside them, at the same time, it builds the precompiled module of the LLM
 ``predict`` and of ``query``'s scans (``paigrid.precompiled``, about 25 s), which the first such
-command would otherwise wait for.  A build that cannot compile (no numba in a build without isolation, a compiler error,
-a time-out) prints one line and goes on: the wheel works, and the first run compiles as before.
+command would otherwise wait for.  A build that cannot compile (no numba in a build without
+isolation, a compiler error, a time-out) prints one line and goes on: the wheel works, and the
+first run compiles as before.
 ``PAIGRID_PREBUILD=0`` skips the step (a build whose environment's numba differs from the one the
 package will run with, as pip's isolated build under pinned minimum versions: its cache would be
 ignored).
@@ -100,6 +101,15 @@ print("compiled the precompiled kernels of predict and query")
 BUILT_AT_INSTALL = (DEFAULT_SWEEP, PRECOMPILED_MODULE)
 
 
+#: how the line of a build step that could not compile starts
+NOT_COMPILED = "the kernels were not compiled at build time"
+
+
+def _not_compiled(reason: str) -> str:
+    """The line of a build step that could not compile, with its ``reason``."""
+    return f"{NOT_COMPILED} ({reason}); the first run compiles them"
+
+
 def prebuild_kernel_cache(target: Path, codes=BUILT_AT_INSTALL, timeout: float = PREBUILD_TIMEOUT_S) -> str:
     """Compile what each of ``codes`` calls (default: the default sweep's kernels and the
     precompiled module), each in a fresh interpreter of its own and all at once, on a copy of the
@@ -118,24 +128,23 @@ def prebuild_kernel_cache(target: Path, codes=BUILT_AT_INSTALL, timeout: float =
         command = dict(env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
         children, said = [], []
-        try:
-            children = [subprocess.Popen([sys.executable, "-c", code, folder], **command) for code in codes]
-        except OSError as error:
-            said = [f"the kernels were not compiled at build time ({error}); the first run compiles them"]
+        for code in codes:
+            try:
+                children.append(subprocess.Popen([sys.executable, "-c", code, folder], **command))
+            except OSError as error:  # no interpreter to start: the ones started still finish
+                said.append(_not_compiled(str(error)))
+                break
         for child in children:
             try:
                 output, _ = child.communicate(timeout=max(deadline - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired as error:
+            except subprocess.TimeoutExpired:
                 child.kill()
                 child.communicate()
-                said.append(f"the kernels were not compiled at build time ({error}); the first run compiles them")
+                said.append(_not_compiled(f"no result after {timeout:.0f} s"))
                 continue
             last = (output.strip().splitlines() or ["(no output)"])[-1]
-            if child.returncode == 0:
-                said.append(last)
-            else:
-                said.append(f"the kernels were not compiled at build time ({last}); the first run compiles them")
-        compiled = [line for line in said if not line.startswith("the kernels were not compiled")]
+            said.append(last if child.returncode == 0 else _not_compiled(last))
+        compiled = [line for line in said if not line.startswith(NOT_COMPILED)]
         if compiled and built.is_dir():
             for failure in built.rglob("failed.txt"):  # paigrid.precompiled's record: the first run may retry
                 failure.unlink()

@@ -191,7 +191,8 @@ def _failed(where: Path, error: Exception) -> None:
 
 def status() -> str:
     """One line on the module for these sources: built (its path), shipped with the install (its
-    path), failed (the recorded reason), not built yet, or off (no ``NUMBA_CACHE_DIR``, or ``ENABLE_VARIABLE`` 0)."""
+    path), failed (the recorded reason), not built yet, or off (no ``NUMBA_CACHE_DIR``, or
+    ``ENABLE_VARIABLE`` 0)."""
     where = folder()
     if where is None:
         return "off"

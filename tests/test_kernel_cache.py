@@ -152,6 +152,14 @@ def test_a_build_that_cannot_compile_says_so_and_leaves_the_target(tmp_path):
     assert not target.exists()
 
 
+def test_a_build_past_its_time_is_stopped_and_says_so(tmp_path):
+    setup = _setup_module()
+    target = tmp_path / "_prebuilt"
+    said = setup.prebuild_kernel_cache(target, codes=("import time; time.sleep(60)",), timeout=1.0)
+    assert said == "the kernels were not compiled at build time (no result after 1 s); the first run compiles them"
+    assert not target.exists()
+
+
 def test_one_build_that_cannot_compile_leaves_the_others(prebuilt, tmp_path):
     """Of two builds, the one that fails says why and the other's cache is still installed."""
     setup, _ = prebuilt
