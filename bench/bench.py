@@ -679,16 +679,13 @@ def bench_first_run(folder: Path):
         capture_output=True,
         env=env,
     )
-    cold, warm = run(), run()
-    overhead = cold - warm
-    line("paigrid sweep, first run (cold)", f"{cold:.3g} s", "command, empty NUMBA_CACHE_DIR")
-    line("paigrid sweep, second run (warm)", f"{warm:.3g} s", "command, the cache the first run wrote")
-    line(
-        "  first-run overhead",
-        f"{overhead:.3g} s",
-        f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s: {'met' if overhead < FIRST_RUN_GOAL_S else 'missed'}; "
-        + ("the kernels prebuilt at install" if prebuilt else "no prebuilt kernel cache for these sources"),
+    cold, warm = _first_and_second(
+        run,
+        "paigrid sweep",
+        ("empty NUMBA_CACHE_DIR", "the cache the first run wrote"),
+        "the kernels prebuilt at install" if prebuilt else "no prebuilt kernel cache for these sources",
     )
+    overhead = cold - warm
     return {
         "first_run_cold_s": cold,
         "first_run_warm_s": warm,
@@ -711,17 +708,27 @@ def _first_llm_predict(env: dict) -> dict:
         subprocess.run(SEARCH, check=True, capture_output=True, env=env)
         return time.perf_counter() - start
 
-    cold, warm = run(), run()
     shipped = precompiled._path(precompiled.shipped_folder()).exists()
-    line("LLM predict --layout best, first run", f"{cold:.3g} s", "command, the first-run cache")
-    line("LLM predict --layout best, second run", f"{warm:.3g} s", "command, the same cache")
-    line(
-        "  first-run overhead",
-        f"{cold - warm:.3g} s",
-        f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s; "
-        + ("the precompiled module shipped at install" if shipped else "no precompiled module shipped"),
+    cold, warm = _first_and_second(
+        run,
+        "LLM predict",
+        ("--layout best, the first-run cache", "--layout best, the same cache"),
+        "the precompiled module shipped at install" if shipped else "no precompiled module shipped",
     )
     return {"first_llm_cold_s": cold, "first_llm_warm_s": warm, "first_llm_shipped": shipped}
+
+
+def _first_and_second(run, label: str, caches: tuple[str, str], origin: str) -> tuple[float, float]:
+    """The seconds of a first and a second ``run()`` (each returns its wall time [s]) on the
+    caches ``caches`` say, printed with their difference against ``FIRST_RUN_GOAL_S`` and where
+    the compiled code came from (``origin``)."""
+    cold, warm = run(), run()
+    overhead = cold - warm
+    line(f"{label}, first run (cold)", f"{cold:.3g} s", f"command, {caches[0]}")
+    line(f"{label}, second run (warm)", f"{warm:.3g} s", f"command, {caches[1]}")
+    met = "met" if overhead < FIRST_RUN_GOAL_S else "missed"
+    line("  first-run overhead", f"{overhead:.3g} s", f"cold - warm, goal < {FIRST_RUN_GOAL_S:.0f} s: {met}; {origin}")
+    return cold, warm
 
 
 def _cpu() -> str:
