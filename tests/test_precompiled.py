@@ -117,6 +117,7 @@ def test_a_failed_build_is_recorded_once_and_nothing_is_loaded(monkeypatch, tmp_
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(precompiled.ENABLE_VARIABLE, raising=False)
     monkeypatch.setattr(precompiled, "_loaded", {})
+    monkeypatch.setattr(precompiled, "shipped_folder", lambda: tmp_path / "no-install")  # none shipped
     tries = []
 
     def failing(where):
@@ -167,6 +168,7 @@ def test_a_module_that_does_not_load_is_set_aside(monkeypatch, tmp_path):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(precompiled.ENABLE_VARIABLE, raising=False)
     monkeypatch.setattr(precompiled, "_loaded", {})
+    monkeypatch.setattr(precompiled, "shipped_folder", lambda: tmp_path / "no-install")  # none shipped
     monkeypatch.setattr(precompiled, "_build", lambda where: pytest.fail("built"))
     where = precompiled.folder()
     where.mkdir(parents=True)
