@@ -42,7 +42,7 @@ PREBUILD_TIMEOUT_S = 900
 #: grid, the factors of the derived variables, the chunk checksum), and what a population's sweep
 #: adds (its jobs' current configurations, predicted first) and an LLM job's sweep (the layouts'
 #: kernel), so the signatures are the sweeps'
-DEFAULT_SWEEP = """
+SWEEP_KERNELS = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from paigrid.kernels import jit
@@ -84,7 +84,7 @@ def _copy_package(into: Path) -> None:
         shutil.copytree(ROOT / folder, into.joinpath(*package.split(".")), ignore=skip, dirs_exist_ok=True)
 
 
-#: run like ``DEFAULT_SWEEP``, beside it: the module of ``paigrid.precompiled`` (the serial LLM
+#: run like ``SWEEP_KERNELS``, beside it: the module of ``paigrid.precompiled`` (the serial LLM
 #: kernels and the scan's selection, compiled ahead of time), which ``predict`` and ``query`` load
 PRECOMPILED_MODULE = """
 import sys
@@ -98,7 +98,7 @@ print("compiled the precompiled kernels of predict and query")
 """
 
 #: what a build compiles, each in a fresh interpreter of its own, at once
-BUILT_AT_INSTALL = (DEFAULT_SWEEP, PRECOMPILED_MODULE)
+BUILT_AT_INSTALL = (SWEEP_KERNELS, PRECOMPILED_MODULE)
 
 
 #: how the line of a build step that could not compile starts
@@ -144,8 +144,9 @@ def prebuild_kernel_cache(target: Path, codes=BUILT_AT_INSTALL, timeout: float =
                 continue
             last = (output.strip().splitlines() or ["(no output)"])[-1]
             said.append(last if child.returncode == 0 else _not_compiled(last))
-        compiled = [line for line in said if not line.startswith(NOT_COMPILED)]
-        if compiled and built.is_dir():
+        if not built.is_dir():  # steps that say they compiled, but wrote no cache
+            said = [line if line.startswith(NOT_COMPILED) else _not_compiled(line) for line in said]
+        if any(not line.startswith(NOT_COMPILED) for line in said):
             for failure in built.rglob("failed.txt"):  # paigrid.precompiled's record: the first run may retry
                 failure.unlink()
             shutil.rmtree(target, ignore_errors=True)

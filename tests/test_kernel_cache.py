@@ -152,6 +152,14 @@ def test_a_build_that_cannot_compile_says_so_and_leaves_the_target(tmp_path):
     assert not target.exists()
 
 
+def test_a_build_that_writes_no_cache_says_so_and_leaves_the_target(tmp_path):
+    setup = _setup_module()
+    target = tmp_path / "_prebuilt"
+    said = setup.prebuild_kernel_cache(target, codes=("print('nothing compiled')",))
+    assert said == "the kernels were not compiled at build time (nothing compiled); the first run compiles them"
+    assert not target.exists()
+
+
 def test_a_build_past_its_time_is_stopped_and_says_so(tmp_path):
     setup = _setup_module()
     target = tmp_path / "_prebuilt"
