@@ -198,8 +198,9 @@ def status() -> str:
         return "off"
     if _path(where).exists():
         return f"built: {_path(where)}"
-    if _path(shipped_folder()).exists():
-        return f"shipped: {_path(shipped_folder())}"
+    shipped = _path(shipped_folder())
+    if shipped.exists():
+        return f"shipped: {shipped}"
     if (where / FAILED).exists():
         return f"failed: {(where / FAILED).read_text(encoding='utf-8').strip()}"
     return "not built yet"
