@@ -144,27 +144,19 @@ def test_a_prebuilt_entry_that_does_not_fit_is_compiled_instead(prebuilt, tmp_pa
     assert (again["hits"], again["misses"]) == (1, 0) and again["sum"] == got["sum"]
 
 
-def test_a_build_that_cannot_compile_says_so_and_leaves_the_target(tmp_path):
+@pytest.mark.parametrize(
+    "code,timeout,reason",
+    [
+        ("import sys; sys.exit('no numba here')", 900.0, "no numba here"),  # a step that fails
+        ("print('nothing compiled')", 900.0, "nothing compiled"),  # one that exits cleanly but writes no cache
+        ("import time; time.sleep(60)", 1.0, "no result after 1 s"),  # one past its time, stopped
+    ],
+)
+def test_a_build_that_does_not_compile_says_why_and_leaves_the_target(tmp_path, code, timeout, reason):
     setup = _setup_module()
     target = tmp_path / "_prebuilt"
-    said = setup.prebuild_kernel_cache(target, codes=("import sys; sys.exit('no numba here')",))
-    assert said == "the kernels were not compiled at build time (no numba here); the first run compiles them"
-    assert not target.exists()
-
-
-def test_a_build_that_writes_no_cache_says_so_and_leaves_the_target(tmp_path):
-    setup = _setup_module()
-    target = tmp_path / "_prebuilt"
-    said = setup.prebuild_kernel_cache(target, codes=("print('nothing compiled')",))
-    assert said == "the kernels were not compiled at build time (nothing compiled); the first run compiles them"
-    assert not target.exists()
-
-
-def test_a_build_past_its_time_is_stopped_and_says_so(tmp_path):
-    setup = _setup_module()
-    target = tmp_path / "_prebuilt"
-    said = setup.prebuild_kernel_cache(target, codes=("import time; time.sleep(60)",), timeout=1.0)
-    assert said == "the kernels were not compiled at build time (no result after 1 s); the first run compiles them"
+    said = setup.prebuild_kernel_cache(target, codes=(code,), timeout=timeout)
+    assert said == f"the kernels were not compiled at build time ({reason}); the first run compiles them"
     assert not target.exists()
 
 
